@@ -1,0 +1,138 @@
+"""The one exception tree of ``store``.
+
+Every error the library raises on purpose derives from :class:`StoreError`::
+
+    StoreError
+    ├── ConfigError                 bad configuration (names key, value, what is allowed)
+    ├── JournalStateError           load twice, append before load
+    │   └── UnknownTransactionError commit/rollback of a transaction that is not open
+    ├── JournalClosedError          append after close
+    ├── UnknownRecordError          non-tx update/delete of an id that is not live
+    ├── RecordTooLargeError         record does not fit a journal file / blob
+    ├── CorruptionError             damaged data: .path, .offset, .reason, .hint
+    │   ├── TornTailError           an incomplete last write (repairable)
+    │   └── ChecksumError           a checksum failure before the tail (never auto-repaired)
+    ├── StoreIOError                the operating system refused an I/O call
+    ├── StoreUnavailableError       the database cannot be reached or went away
+    ├── StoreLockedError            another process holds this store
+    ├── LockLostError               this process no longer holds the live lock
+    └── SchemaError                 database schema missing or behind (names the fixing command)
+
+Database errors are wrapped with the statement that failed (parameters redacted) and the
+original exception chained (``raise ... from exc``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChecksumError",
+    "ConfigError",
+    "CorruptionError",
+    "JournalClosedError",
+    "JournalStateError",
+    "LockLostError",
+    "RecordTooLargeError",
+    "SchemaError",
+    "StoreError",
+    "StoreIOError",
+    "StoreLockedError",
+    "StoreUnavailableError",
+    "TornTailError",
+    "UnknownRecordError",
+    "UnknownTransactionError",
+]
+
+
+class StoreError(Exception):
+    """Raised for every failure the store reports on purpose; the root of the tree."""
+
+    hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+
+class ConfigError(StoreError):
+    """Raised when a configuration key has a value that is not allowed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str | None = None,
+        value: object = None,
+        allowed: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+
+
+class JournalStateError(StoreError):
+    """Raised when a journal call comes in the wrong state (load twice, append before load)."""
+
+
+class UnknownTransactionError(JournalStateError):
+    """Raised when a commit or rollback names a transaction that is not open."""
+
+
+class JournalClosedError(StoreError):
+    """Raised when a journal is used after it was closed or failed."""
+
+
+class UnknownRecordError(StoreError):
+    """Raised when a non-transactional update or delete names an id that is not live."""
+
+
+class RecordTooLargeError(StoreError):
+    """Raised when a record is larger than a journal file or the largest allowed blob."""
+
+
+class CorruptionError(StoreError):
+    """Raised when stored data is damaged; ``path`` and ``offset`` say where."""
+
+    def __init__(self, path: str, offset: int, reason: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{path} at offset {offset}: {reason}", hint=hint)
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+class TornTailError(CorruptionError):
+    """Raised when a file ends in an incomplete write that ``repair`` may truncate."""
+
+
+class ChecksumError(CorruptionError):
+    """Raised when a record before the tail fails its checksum; never repaired automatically."""
+
+
+class StoreIOError(StoreError):
+    """Raised when the operating system refuses a read, write, sync, rename or allocation."""
+
+    def __init__(self, message: str, *, path: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+
+
+class StoreUnavailableError(StoreError):
+    """Raised when the database cannot be reached, timed out, or dropped the connection."""
+
+
+class StoreLockedError(StoreError):
+    """Raised when another process holds this store open for writing."""
+
+    def __init__(self, message: str, *, holder: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.holder = holder
+
+
+class LockLostError(StoreError):
+    """Raised when this process no longer holds the live lock and must stop writing."""
+
+
+class SchemaError(StoreError):
+    """Raised when the database schema is missing or older than this version of store."""
