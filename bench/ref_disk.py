@@ -262,49 +262,45 @@ def group_commit_in_flight(
         writer.close()
 
 
-def measure(base: Path, seconds: float, repeat: int, size: int = DURABLE_SIZE) -> list[Result]:
+def measure(
+    base: Path, seconds: float, repeat: int, size: int = DURABLE_SIZE
+) -> dict[str, Result]:
     """Every figure of this module, each the median of ``repeat`` runs of ``seconds``.
 
-    Returns the results in the order of the module docstring.
+    Returns the results keyed ``pwrite_100``, ``pwrite_1024``, ``sync_preallocated``,
+    ``sync_growing``, ``group_threads``, ``group_in_flight`` (the module docstring's order).
     """
-    results: list[Result] = []
+    results: dict[str, Result] = {}
     with scratch_dir(base, "ref-disk") as d:
         for append_size in (100, 1024):
-            results.append(
-                median_rate(
-                    f"pwrite {append_size} B, no sync",
-                    functools.partial(pwrite_appends, d, append_size, seconds),
-                    repeat=repeat,
-                    unit="records/s",
-                )
+            results[f"pwrite_{append_size}"] = median_rate(
+                f"pwrite {append_size} B, no sync",
+                functools.partial(pwrite_appends, d, append_size, seconds),
+                repeat=repeat,
+                unit="records/s",
             )
         preallocate(d / "prealloc.dat")
-        for name, pre in (("pre-allocated", True), ("growing", False)):
-            results.append(
-                median_rate(
-                    f"pwrite+fdatasync {size} B, {name}",
-                    functools.partial(sync_per_record, d, size, seconds, preallocated=pre),
-                    repeat=repeat,
-                    unit="records/s",
-                )
-            )
-        results.append(
-            median_rate(
-                f"group commit {size} B, {THREADS} threads",
-                lambda: group_commit_threads(d, size, seconds),
+        for key, pre in (("preallocated", True), ("growing", False)):
+            results[f"sync_{key}"] = median_rate(
+                f"pwrite+fdatasync {size} B, {'pre-allocated' if pre else 'growing'}",
+                functools.partial(sync_per_record, d, size, seconds, preallocated=pre),
                 repeat=repeat,
                 unit="records/s",
-                note="simple loop: write all queued, one fdatasync",
+                note="one thread, one sync per record",
             )
+        results["group_threads"] = median_rate(
+            f"group commit {size} B, {THREADS} threads",
+            lambda: group_commit_threads(d, size, seconds),
+            repeat=repeat,
+            unit="records/s",
+            note="simple loop: write all queued, one fdatasync",
         )
-        results.append(
-            median_rate(
-                f"group commit {size} B, 1 producer, {IN_FLIGHT:,} in flight",
-                lambda: group_commit_in_flight(d, size, seconds),
-                repeat=repeat,
-                unit="records/s",
-                note="durable, completion callback",
-            )
+        results["group_in_flight"] = median_rate(
+            f"group commit {size} B, 1 producer, {IN_FLIGHT:,} in flight",
+            lambda: group_commit_in_flight(d, size, seconds),
+            repeat=repeat,
+            unit="records/s",
+            note="durable, completion callback",
         )
     return results
 
@@ -317,7 +313,7 @@ def main() -> None:
     info = machine_info(args.dir)
     print_machine(info)
     results = measure(args.dir, args.seconds, args.repeat, args.size)
-    print_results("Reference: raw disk from Python", results)
+    print_results("Reference: raw disk from Python", list(results.values()))
     if args.json:
         write_json(args.json, info, {"ref_disk": results})
 

@@ -87,10 +87,10 @@ def puts_from_threads(
         queue.close()
 
 
-def measure(base: Path, seconds: float, repeat: int, size: int = ITEM_SIZE) -> list[Result]:
+def measure(base: Path, seconds: float, repeat: int, size: int = ITEM_SIZE) -> dict[str, Result]:
     """The figure of this module, the median of ``repeat`` runs (each on a new queue).
 
-    Returns a one-element list.
+    Returns the result keyed ``threads``.
     """
     settings: list[str] = []
     with scratch_dir(base, "ref-persistqueue") as d:
@@ -108,7 +108,7 @@ def measure(base: Path, seconds: float, repeat: int, size: int = ITEM_SIZE) -> l
             unit="puts/s",
         )
     note = f"{size} B items; auto_commit=True; {settings[0]}"
-    return [Result(result.name, result.value, result.unit, result.runs, note)]
+    return {"threads": Result(result.name, result.value, result.unit, result.runs, note)}
 
 
 def main() -> None:
@@ -119,7 +119,7 @@ def main() -> None:
     info = machine_info(args.dir)
     print_machine(info)
     results = measure(args.dir, args.seconds, args.repeat, args.size)
-    print_results("Reference: persist-queue", results)
+    print_results("Reference: persist-queue", list(results.values()))
     if args.json:
         write_json(args.json, info, {"ref_persistqueue": results})
 

@@ -108,30 +108,30 @@ def one_thread(path: Path, seconds: float, size: int = ROW_SIZE) -> float:
         conn.close()
 
 
-def measure(base: Path, seconds: float, repeat: int, size: int = ROW_SIZE) -> list[Result]:
+def measure(base: Path, seconds: float, repeat: int, size: int = ROW_SIZE) -> dict[str, Result]:
     """Both figures of this module, each the median of ``repeat`` runs of ``seconds``.
 
-    Returns the results in the order of the module docstring.
+    Returns the results keyed ``threads`` and ``one_thread``.
     """
     with scratch_dir(base, "ref-sqlite") as d:
         settings = _create(d / "probe.db")
         note = f"{size} B rows; {settings}"
-        return [
-            median_rate(
+        return {
+            "threads": median_rate(
                 f"SQLite WAL FULL, {THREADS} threads, commit per row",
                 lambda: threads_commit(d / "threads.db", seconds, size=size),
                 repeat=repeat,
                 unit="rows/s",
                 note=note,
             ),
-            median_rate(
+            "one_thread": median_rate(
                 "SQLite WAL FULL, 1 thread, commit per row",
                 lambda: one_thread(d / "one.db", seconds, size=size),
                 repeat=repeat,
                 unit="commits/s",
                 note=note,
             ),
-        ]
+        }
 
 
 def main() -> None:
@@ -142,7 +142,7 @@ def main() -> None:
     info = machine_info(args.dir)
     print_machine(info)
     results = measure(args.dir, args.seconds, args.repeat, args.size)
-    print_results("Reference: SQLite WAL, synchronous=FULL", results)
+    print_results("Reference: SQLite WAL, synchronous=FULL", list(results.values()))
     if args.json:
         write_json(args.json, info, {"ref_sqlite": results})
 
