@@ -1,0 +1,69 @@
+"""store: the persistence layer of a message broker.
+
+An append-only file journal (the default) and a SQLAlchemy database store behind one journal
+contract, configured with Artemis's own keys. Start with :func:`open_store`::
+
+    from store import StoreConfig, open_store
+
+    with open_store(StoreConfig.from_mapping({"journal-directory": "data/journal"})) as s:
+        loaded = s.messages.load()
+        s.messages.append_add(7, 45, b"body", sync=True)
+"""
+
+from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
+from store.errors import (
+    ChecksumError,
+    ConfigError,
+    CorruptionError,
+    JournalClosedError,
+    JournalStateError,
+    LockLostError,
+    RecordTooLargeError,
+    SchemaError,
+    StoreError,
+    StoreIOError,
+    StoreLockedError,
+    StoreUnavailableError,
+    TornTailError,
+    UnknownRecordError,
+    UnknownTransactionError,
+)
+from store.journal.api import (
+    Journal,
+    JournalStats,
+    LoadResult,
+    PreparedTransaction,
+    RecordInfo,
+    RecordType,
+)
+from store.store import Store, open_store
+
+__all__ = [
+    "ChecksumError",
+    "ConfigError",
+    "CorruptionError",
+    "DatabaseStoreConfig",
+    "Journal",
+    "JournalClosedError",
+    "JournalStateError",
+    "JournalStats",
+    "LoadResult",
+    "LockLostError",
+    "PreparedTransaction",
+    "RecordInfo",
+    "RecordTooLargeError",
+    "RecordType",
+    "RetentionConfig",
+    "SchemaError",
+    "Store",
+    "StoreConfig",
+    "StoreError",
+    "StoreIOError",
+    "StoreLockedError",
+    "StoreUnavailableError",
+    "TornTailError",
+    "UnknownRecordError",
+    "UnknownTransactionError",
+    "load_config",
+    "open_store",
+]

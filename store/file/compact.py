@@ -1,0 +1,357 @@
+"""Crash-safe compaction of a file journal, and recovery of an interrupted one at start.
+
+What compaction does: every finished data file is replaced by as few new files as possible
+holding only what is still needed — the committed live records (written as plain adds and
+updates, in journal order) and the records of transactions still open (written as transactional
+records, with their prepare when prepared). Deletes, rolled-back and completed transaction
+records, and events (already copied to retention) are dropped.
+
+Steps (each crash point is recoverable; the control file is the commit point):
+
+1. Pause appenders (they wait, nothing is lost), flush, and roll to a fresh current file so
+   every record to compact sits in a finished file.
+2. Replay the finished files with the shared replay rules and write the result into new files
+   named ``<name>.cmp``, each synced. Their file ids are the newest finished file's id + 1, + 2,
+   …: above every compacted file, below the current one, never reused.
+3. Write the control file ``<prefix>.compact.ctl`` (via ``.tmp``, synced, renamed, directory
+   synced). From here on the compaction is committed.
+4. Switch the in-memory state to the new files, resume appenders.
+5. Recycle the old files, rename every ``.cmp`` to its final name, sync the directory, delete the
+   control file.
+
+Recovery (:func:`recover`, run before every load): with a valid control file, delete the old
+files it lists that still exist, rename the listed ``.cmp`` files that still exist, delete the
+control file; a control file that does not verify (its checksum line) never committed and is
+deleted. Leftover ``.cmp`` and ``.tmp`` files are then removed. Running it twice is harmless.
+
+Why appenders pause instead of running alongside (as in Artemis): it keeps the reclaim counts
+exact without replaying "compaction commands", and a compaction copies only live records, which
+by its trigger are under ``journal-compact-percentage`` of the files it reads. The pause is
+measured by ``bench/file_bench.py``; a concurrent compactor is a later improvement.
+
+Thread-safety: :func:`compact` runs under the journal's maintenance lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from store.errors import StoreIOError
+from store.file import format as fmt
+from store.file.fs import FileSystem
+from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex
+from store.file.reader import Cursor, scan
+from store.file.segments import Segment, SegmentNaming, close
+from store.journal.api import RecordType
+from store.journal.replay import Replayer
+
+if TYPE_CHECKING:
+    from store.file.journal import FileJournal
+
+__all__ = ["ControlFile", "compact", "read_control", "recover", "write_control"]
+
+log = logging.getLogger(__name__)
+
+_MAGIC = "SJNL-COMPACT 1"
+_KIND_TO_TYPE = {0: RecordType.ADD_TX, 1: RecordType.UPDATE_TX, 2: RecordType.DELETE_TX}
+_KIND_TO_INDEX = {0: TX_ADD, 1: TX_UPDATE, 2: TX_DELETE}
+
+
+@dataclass(frozen=True, slots=True)
+class ControlFile:
+    """What a committed compaction replaces: old final names and new ``.cmp`` names."""
+
+    old: list[str]
+    new: list[str]
+
+
+def control_path(naming: SegmentNaming) -> str:
+    return os.path.join(naming.directory, f"{naming.prefix}.compact.ctl")
+
+
+def encode_control(ctl: ControlFile) -> bytes:
+    lines = [_MAGIC, *(f"old {n}" for n in ctl.old), *(f"new {n}" for n in ctl.new)]
+    body = ("\n".join(lines) + "\n").encode()
+    return body + f"crc {zlib.crc32(body):08x}\n".encode()
+
+
+def decode_control(raw: bytes) -> ControlFile | None:
+    """The control file, or None if it is incomplete or damaged (never committed)."""
+    cut = raw.rfind(b"crc ")
+    if cut <= 0 or not raw.endswith(b"\n"):
+        return None
+    body, tail = raw[:cut], raw[cut:].strip()
+    try:
+        if int(tail[4:], 16) != zlib.crc32(body):
+            return None
+    except ValueError:
+        return None
+    lines = body.decode().splitlines()
+    if not lines or lines[0] != _MAGIC:
+        return None
+    old = [line[4:] for line in lines[1:] if line.startswith("old ")]
+    new = [line[4:] for line in lines[1:] if line.startswith("new ")]
+    return ControlFile(old, new)
+
+
+def write_control(fs: FileSystem, naming: SegmentNaming, ctl: ControlFile) -> None:
+    """Write the control file durably (tmp, sync, rename, directory sync): the commit point."""
+    path = control_path(naming)
+    tmp = path + ".tmp"
+    handle = fs.open(tmp, create=True)
+    try:
+        handle.truncate(0)
+        handle.pwrite(encode_control(ctl), 0)
+        handle.datasync()
+    finally:
+        handle.close()
+    fs.rename(tmp, path)
+    fs.fsync_dir(naming.directory)
+
+
+def read_control(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
+    path = control_path(naming)
+    if not fs.exists(path):
+        return None
+    handle = fs.open(path)
+    try:
+        return decode_control(handle.pread(handle.size(), 0))
+    finally:
+        handle.close()
+
+
+def recover(fs: FileSystem, naming: SegmentNaming) -> None:
+    """Finish or discard an interrupted compaction, then remove leftovers (idempotent)."""
+    directory = naming.directory
+    path = control_path(naming)
+    changed = False
+    if fs.exists(path):
+        ctl = read_control(fs, naming)
+        if ctl is not None:
+            log.warning("finishing an interrupted compaction in %s", directory)
+            for name in ctl.old:
+                p = os.path.join(directory, name)
+                if fs.exists(p):
+                    fs.remove(p)
+            for name in ctl.new:
+                p = os.path.join(directory, name)
+                if fs.exists(p):
+                    fs.rename(p, p[: -len(".cmp")])
+        else:
+            log.warning("discarding an uncommitted compaction in %s", directory)
+        fs.fsync_dir(directory)
+        fs.remove(path)
+        changed = True
+    for name in fs.listdir(directory):
+        if name.startswith(naming.prefix) and (name.endswith(".cmp") or name.endswith(".tmp")):
+            fs.remove(os.path.join(directory, name))
+            changed = True
+    if changed:
+        fs.fsync_dir(directory)
+
+
+class _Output:
+    """Writes compacted records into new ``.cmp`` files, rolling as they fill."""
+
+    def __init__(self, journal: FileJournal, first_id: int, lsn: int) -> None:
+        self.journal = journal
+        self.next_id = first_id
+        self.lsn = lsn
+        self.files: list[Segment] = []
+        self.buf = bytearray()
+        self.seg: Segment | None = None
+        self.tx_counts: dict[int, int] = {}
+
+    def _open(self) -> Segment:
+        self._finish()
+        seg = self.journal.segments.create(self.next_id, suffix=".cmp")
+        self.next_id += 1
+        self.files.append(seg)
+        self.seg = seg
+        self.tx_counts = {}
+        return seg
+
+    def _finish(self) -> None:
+        seg = self.seg
+        if seg is not None and seg.handle is not None:
+            seg.handle.pwrite(self.buf, fmt.DATA_START)
+            seg.handle.datasync()
+            seg.end = fmt.DATA_START + len(self.buf)
+        self.buf = bytearray()
+
+    def write(self, rtype: int, *, id: int = 0, tx_id: int = 0, urt: int = 0, body: bytes = b"") -> None:
+        n = fmt.OVERHEAD + len(body)
+        seg = self.seg
+        if seg is None or fmt.DATA_START + len(self.buf) + n > seg.size:
+            seg = self._open()
+        tx_count = self.tx_counts.get(tx_id, 0) if rtype == RecordType.PREPARE else 0
+        self.lsn += 1
+        self.buf += fmt.encode_record(
+            rtype,
+            file_id=seg.file_id,
+            lsn=self.lsn,
+            durable_lsn=self.lsn,
+            id=id,
+            tx_id=tx_id,
+            user_type=urt,
+            tx_count=tx_count,
+            body=body,
+            compact_count=1,
+        )
+        if rtype in (RecordType.ADD_TX, RecordType.UPDATE_TX, RecordType.DELETE_TX):
+            self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
+
+    def close(self) -> list[Segment]:
+        self._finish()
+        return self.files
+
+
+def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
+    replayer = Replayer()
+    fs = journal.options.fs
+    for seg in files:
+        handle = fs.open(seg.path)
+        try:
+            raw = handle.pread(seg.size, 0)
+        finally:
+            handle.close()
+        for _o, _l, rtype, urt, _cc, _lsn, rid, tx_id, _tc, body in scan(raw, seg.file_id, Cursor()):
+            if rtype == RecordType.ADD:
+                replayer.add(rid, urt, body)
+            elif rtype == RecordType.UPDATE:
+                replayer.update(rid, urt, body)
+            elif rtype == RecordType.DELETE:
+                replayer.delete(rid)
+            elif rtype == RecordType.ADD_TX:
+                replayer.add_tx(tx_id, rid, urt, body)
+            elif rtype == RecordType.UPDATE_TX:
+                replayer.update_tx(tx_id, rid, urt, body)
+            elif rtype == RecordType.DELETE_TX:
+                replayer.delete_tx(tx_id, rid)
+            elif rtype == RecordType.PREPARE:
+                replayer.prepare(tx_id, body)
+            elif rtype == RecordType.COMMIT:
+                replayer.commit(tx_id)
+            elif rtype == RecordType.ROLLBACK:
+                replayer.rollback(tx_id)
+    return replayer
+
+
+def _rebuild_index(files: list[Segment], records: list[tuple[Segment, int, int, int, int]]) -> LiveIndex:
+    """The index of the new files: (file, type, id, tx_id, size) per record, in order."""
+    index = LiveIndex()
+    for seg, rtype, rid, tx_id, size in records:
+        if rtype == RecordType.ADD or rtype == RecordType.UPDATE:
+            index.add(rid, seg, size)
+        elif rtype == RecordType.PREPARE:
+            index.prepare_in(tx_id, seg)
+        else:
+            kind = {RecordType.ADD_TX: TX_ADD, RecordType.UPDATE_TX: TX_UPDATE}.get(
+                RecordType(rtype), TX_DELETE
+            )
+            index.tx_record(tx_id, kind, rid, seg, size)
+    return index
+
+
+def compact(journal: FileJournal) -> bool:
+    """Compact every finished file of ``journal`` (see module docstring); True if it ran.
+
+    Raises StoreIOError when writing fails before the commit point (old files stay in use).
+    """
+    w = journal.writer
+    assert w is not None
+    naming = journal._naming
+    fs = journal.options.fs
+    w.pause()
+    try:
+        w.flush()
+        with w.lock:
+            if w.current.end > fmt.DATA_START:
+                journal._roll_locked()
+            old = list(journal.data_files)
+        if not old:
+            return False
+        w.flush()
+        replayer = _replay_files(journal, old)
+        open_txs = replayer.open_transactions()
+        prepared = {tx: replayer.prepared_xid(tx) for tx in open_txs}
+        result = replayer.result()
+        out = _Output(journal, max(f.file_id for f in old) + 1, w.lsn)
+        placed: list[tuple[int, int, int, int]] = []  # (type, id, tx_id, size) in order
+        for info in result.records:
+            rtype = RecordType.UPDATE if info.is_update else RecordType.ADD
+            out.write(rtype, id=info.id, urt=info.user_record_type, body=info.data)
+            placed.append((rtype, info.id, 0, fmt.OVERHEAD + len(info.data)))
+        for tx_id, ops in open_txs.items():
+            for kind, rid, urt, body in ops:
+                rtype = _KIND_TO_TYPE[kind]
+                out.write(rtype, id=rid, tx_id=tx_id, urt=urt, body=body)
+                placed.append((rtype, rid, tx_id, fmt.OVERHEAD + len(body)))
+            xid = prepared.get(tx_id)
+            if xid is not None:
+                out.write(RecordType.PREPARE, tx_id=tx_id, body=xid)
+                placed.append((RecordType.PREPARE, 0, tx_id, fmt.OVERHEAD + len(xid)))
+        new_files = out.close()
+        located = _locate(new_files, placed)
+        write_control(
+            fs,
+            naming,
+            ControlFile([os.path.basename(f.path) for f in old], [os.path.basename(f.path) for f in new_files]),
+        )
+        with w.lock:
+            old_set = set(old)
+            rest = [f for f in journal.data_files if f not in old_set]
+            journal.index = _rebuild_index(new_files, located)
+            journal.data_files = [*new_files, *rest]
+            for f in (*rest, w.current):
+                f.neg.clear()  # negatives aimed at old files only; nothing else was written
+            w.lsn = max(w.lsn, out.lsn)
+            journal.segments.files_in_use = len(journal.data_files) + 1
+        journal.compactions += 1
+    finally:
+        w.resume()
+    _finish(journal, old, new_files)
+    return True
+
+
+def _locate(
+    files: list[Segment], placed: list[tuple[int, int, int, int]]
+) -> list[tuple[Segment, int, int, int, int]]:
+    """Pair every placed record with the output file it landed in (they fill files in order)."""
+    located: list[tuple[Segment, int, int, int, int]] = []
+    it = iter(files)
+    seg = next(it, None)
+    used = fmt.DATA_START
+    for rtype, rid, tx_id, size in placed:
+        while seg is not None and used + size > seg.end:
+            seg = next(it, None)
+            used = fmt.DATA_START
+        if seg is None:
+            raise StoreIOError("compaction output does not match what was placed")
+        located.append((seg, rtype, rid, tx_id, size))
+        used += size
+    return located
+
+
+def _finish(journal: FileJournal, old: list[Segment], new_files: list[Segment]) -> None:
+    fs = journal.options.fs
+    naming = journal._naming
+    backend = journal.backend
+    for seg in old:
+        if backend is not None:
+            backend.close_segment(seg)
+        close(seg)
+        fs.remove(seg.path)
+    for seg in new_files:
+        final = seg.path[: -len(".cmp")]
+        fs.rename(seg.path, final)
+        seg.path = final
+        close(seg)
+    fs.fsync_dir(naming.directory)
+    fs.remove(control_path(naming))
+    fs.fsync_dir(naming.directory)
+    log.info("compacted %d files into %d in %s", len(old), len(new_files), naming.directory)

@@ -1,0 +1,283 @@
+"""Byte format of the native file journal, version 1. No other module packs or parses these bytes.
+
+All integers are little-endian. A journal file is a header followed by records, pre-allocated
+to ``journal-file-size`` bytes; the unused rest of a file is zeros (a new file) or left-over
+records of an earlier use of the file (a reused file is not re-zeroed).
+
+File header (``HEADER``, 32 bytes)
+==================================
+
+======  ====  ==============  ==============================================================
+Offset  Size  Field           Description
+======  ====  ==============  ==============================================================
+0       4     magic           ``b"SJNL"``
+4       2     version         format version, ``1``
+6       2     kind            0 = messages journal, 1 = bindings journal (user version)
+8       8     file_id         unsigned; stamped into every record written in this use of the file
+16      8     created_ns      wall-clock time the header was written (informational)
+24      4     reserved        zero
+28      4     header_crc      CRC-32 (zlib) of bytes 0..27
+======  ====  ==============  ==============================================================
+
+Records start at offset 32 (``DATA_START``).
+
+Record (``RECORD_HEAD`` 52 bytes, body, ``RECORD_TAIL`` 8 bytes)
+================================================================
+
+======  ====  ==============  ==============================================================
+Offset  Size  Field           Description
+======  ====  ==============  ==============================================================
+0       4     length          total record length in bytes, head + body + tail (>= 60)
+4       1     type            :class:`~store.journal.api.RecordType`, 10..19
+5       1     user_type       user record type 0..255 (0 where it does not apply)
+6       1     compact_count   how many times the compactor rewrote this record
+7       1     flags           zero (reserved)
+8       8     file_id         the header ``file_id`` of the file the record was written into
+16      8     lsn             log sequence number: +1 per record, across files
+24      8     durable_lsn     highest lsn known durable when this record was appended
+32      8     id              record id (signed); 0 for prepare / commit / rollback
+40      8     tx_id           transaction id (signed); 0 outside transactions
+48      4     tx_count        prepare / commit: records of this transaction written in this
+                              same file before it; 0 otherwise
+52      n     body            the record data; the XID for a prepare; empty for deletes,
+                              commits and rollbacks
+52+n    4     checksum        CRC-32 (zlib) of ``body`` followed by bytes 0..51 of the record
+56+n    4     length_copy     the same value as ``length``
+======  ====  ==============  ==============================================================
+
+The checksum covers the body first so that writers can checksum large bodies before taking
+the append lock and then extend the CRC over the head (``zlib.crc32(head, crc32(body))``).
+
+A record at offset ``p`` of a file whose header says ``file_id = F`` and whose size is ``S`` is
+**valid** if and only if:
+
+1. ``p + 60 <= S``;
+2. ``60 <= length <= S - p``;
+3. ``type`` is one of 10..19;
+4. the record's ``file_id`` equals ``F`` (otherwise it is left over from an earlier use);
+5. ``length_copy == length``;
+6. ``checksum`` matches.
+
+Reading a file walks records **in sequence**: the first record starts at ``DATA_START``; the
+next starts where the previous one ends, or, when the bytes there are zero, at the next multiple
+of ``PAD_UNIT`` (writers with aligned I/O pad a flush with zeros); a record in sequence must be
+valid and its ``lsn`` must be the previous record's ``lsn + 1``. **End of data** is the first
+place where no record in sequence starts.
+
+What lies after the end of data decides what it was (see ``store.file.reader``):
+
+- nothing valid (zeros, or records of another ``file_id``): pre-allocated space, a clean end;
+- valid records that no later record proves durable: a **torn tail**, the unsynced part of the
+  last write; ignored by a load and zeroed when the journal opens for writing;
+- a valid record whose ``durable_lsn`` is at least the ``lsn`` the missing record would have had,
+  or any valid data after the end in a file that is not the last one written: the data at the
+  end of data had been durable, so it is **corrupt** — a :class:`~store.errors.ChecksumError`
+  naming the file and offset, never a silent skip.
+
+Writers keep this decidable: a file is fdatasync'd before the first write to the next file, so
+at most the last file written has an unsynced tail.
+
+Versioning: ``version`` is bumped for any change a version-1 reader would misread; readers
+refuse versions they do not know (``CorruptionError`` with a hint to upgrade). Golden files of
+each version live in ``tests/testdata/`` and are regenerated only on purpose.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Final
+
+from store.errors import CorruptionError
+from store.journal.api import RecordType
+
+__all__ = [
+    "DATA_START",
+    "FORMAT_VERSION",
+    "HEADER",
+    "HEADER_SIZE",
+    "KIND_BINDINGS",
+    "KIND_MESSAGES",
+    "MAGIC",
+    "OVERHEAD",
+    "PAD_UNIT",
+    "RECORD_HEAD",
+    "RECORD_TAIL",
+    "FileHeader",
+    "Record",
+    "decode_header",
+    "decode_record",
+    "encode_header",
+    "encode_record",
+]
+
+MAGIC: Final = b"SJNL"
+FORMAT_VERSION: Final = 1
+KIND_MESSAGES: Final = 0
+KIND_BINDINGS: Final = 1
+
+HEADER: Final = struct.Struct("<4sHHQQI")  # magic, version, kind, file_id, created_ns, reserved
+HEADER_CRC: Final = struct.Struct("<I")
+HEADER_SIZE: Final = HEADER.size + HEADER_CRC.size  # 32
+DATA_START: Final = HEADER_SIZE
+
+# length, type, user_type, compact_count, flags, file_id, lsn, durable_lsn, id, tx_id, tx_count
+RECORD_HEAD: Final = struct.Struct("<IBBBBQQQqqI")
+RECORD_TAIL: Final = struct.Struct("<II")  # checksum, length_copy
+OVERHEAD: Final = RECORD_HEAD.size + RECORD_TAIL.size  # 60
+PAD_UNIT: Final = 512
+
+_MIN_TYPE: Final = int(RecordType.EVENT)
+_MAX_TYPE: Final = int(RecordType.ROLLBACK)
+
+assert HEADER_SIZE == 32 and RECORD_HEAD.size == 52 and OVERHEAD == 60
+
+
+@dataclass(frozen=True, slots=True)
+class FileHeader:
+    """The decoded header of a journal file."""
+
+    file_id: int
+    kind: int
+    version: int = FORMAT_VERSION
+    created_ns: int = 0
+
+
+class Record:
+    """One decoded record; ``offset`` is where it starts in its file, ``length`` its size."""
+
+    __slots__ = (
+        "body",
+        "compact_count",
+        "durable_lsn",
+        "file_id",
+        "id",
+        "length",
+        "lsn",
+        "offset",
+        "tx_count",
+        "tx_id",
+        "type",
+        "user_type",
+    )
+
+    def __init__(
+        self,
+        offset: int,
+        length: int,
+        type: int,
+        user_type: int,
+        compact_count: int,
+        file_id: int,
+        lsn: int,
+        durable_lsn: int,
+        id: int,
+        tx_id: int,
+        tx_count: int,
+        body: bytes,
+    ) -> None:
+        self.offset = offset
+        self.length = length
+        self.type = type
+        self.user_type = user_type
+        self.compact_count = compact_count
+        self.file_id = file_id
+        self.lsn = lsn
+        self.durable_lsn = durable_lsn
+        self.id = id
+        self.tx_id = tx_id
+        self.tx_count = tx_count
+        self.body = body
+
+    def __repr__(self) -> str:
+        kind = RecordType(self.type).name if _MIN_TYPE <= self.type <= _MAX_TYPE else self.type
+        return (
+            f"Record({kind} id={self.id} tx={self.tx_id} lsn={self.lsn} "
+            f"@{self.offset}+{self.length} body={len(self.body)}B)"
+        )
+
+
+def encode_header(file_id: int, kind: int, *, created_ns: int | None = None) -> bytes:
+    """The 32 header bytes of a file with ``file_id``."""
+    if created_ns is None:
+        created_ns = time.time_ns()
+    head = HEADER.pack(MAGIC, FORMAT_VERSION, kind, file_id, created_ns, 0)
+    return head + HEADER_CRC.pack(zlib.crc32(head))
+
+
+def decode_header(data: bytes, path: str) -> FileHeader | None:
+    """Decode a file header; returns None when the header is all zeros (a file never finished).
+
+    Raises CorruptionError for a header that is neither zeros nor a valid version-1 header.
+    """
+    if len(data) < HEADER_SIZE:
+        return None
+    raw = bytes(data[:HEADER_SIZE])
+    if raw == bytes(HEADER_SIZE):
+        return None
+    magic, version, kind, file_id, created_ns, _reserved = HEADER.unpack_from(raw, 0)
+    (crc,) = HEADER_CRC.unpack_from(raw, HEADER.size)
+    if magic != MAGIC:
+        raise CorruptionError(path, 0, f"not a journal file (magic {magic!r})")
+    if zlib.crc32(raw[: HEADER.size]) != crc:
+        raise CorruptionError(path, 0, "file header checksum mismatch")
+    if version != FORMAT_VERSION:
+        raise CorruptionError(
+            path,
+            0,
+            f"journal format version {version} is not supported (this build reads {FORMAT_VERSION})",
+            hint="open it with the version of store that wrote it, or upgrade store",
+        )
+    return FileHeader(file_id=file_id, kind=kind, version=version, created_ns=created_ns)
+
+
+def encode_record(
+    type: int,
+    *,
+    file_id: int,
+    lsn: int,
+    durable_lsn: int,
+    id: int = 0,
+    tx_id: int = 0,
+    user_type: int = 0,
+    tx_count: int = 0,
+    body: bytes = b"",
+    compact_count: int = 0,
+    body_crc: int | None = None,
+) -> bytes:
+    """All bytes of one record (head, body, tail). ``body_crc`` may be precomputed."""
+    length = OVERHEAD + len(body)
+    head = RECORD_HEAD.pack(
+        length, type, user_type, compact_count, 0, file_id, lsn, durable_lsn, id, tx_id, tx_count
+    )
+    crc = zlib.crc32(head, zlib.crc32(body) if body_crc is None else body_crc)
+    return b"".join((head, body, RECORD_TAIL.pack(crc, length)))
+
+
+_unpack_head = RECORD_HEAD.unpack_from
+_unpack_tail = RECORD_TAIL.unpack_from
+_crc32 = zlib.crc32
+
+
+def decode_record(data: bytes, offset: int, file_id: int) -> Record | None:
+    """The valid record at ``offset`` (rules 1–6 of the module docstring), or None."""
+    size = len(data)
+    if offset + OVERHEAD > size:
+        return None
+    (length, rtype, user_type, cc, _flags, fid, lsn, dlsn, rid, tx_id, tx_count) = _unpack_head(
+        data, offset
+    )
+    if length < OVERHEAD or length > size - offset:
+        return None
+    if rtype < _MIN_TYPE or rtype > _MAX_TYPE or fid != file_id:
+        return None
+    end = offset + length
+    crc, length_copy = _unpack_tail(data, end - 8)
+    if length_copy != length:
+        return None
+    body = bytes(data[offset + 52 : end - 8])
+    if _crc32(data[offset : offset + 52], _crc32(body)) != crc:
+        return None
+    return Record(offset, length, rtype, user_type, cc, fid, lsn, dlsn, rid, tx_id, tx_count, body)

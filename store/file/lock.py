@@ -1,0 +1,82 @@
+"""An exclusive lock on a journal directory, so a second process cannot write the same journal.
+
+The lock is ``fcntl.flock(LOCK_EX | LOCK_NB)`` on ``<directory>/journal.lock``. The kernel drops
+it when the holder exits (also on ``kill -9``), so a crashed process never leaves a stale lock.
+The holder writes ``pid``, host name and start time into the file; a process that finds the
+lock taken raises :class:`~store.errors.StoreLockedError` at once, naming that holder.
+
+flock locks belong to an open file description, so a second open in the *same* process is
+refused too (two journals over one directory in one process would corrupt each other).
+
+This is the plain exclusion lock; the shared-store HA node manager (live/backup with waiting)
+is a separate component (DESIGN §8).
+
+Thread-safety: acquire/release from one thread.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+
+from store.errors import StoreIOError, StoreLockedError
+
+__all__ = ["LOCK_NAME", "DirectoryLock"]
+
+LOCK_NAME = "journal.lock"
+
+
+class DirectoryLock:
+    """Holds ``<directory>/journal.lock`` exclusively until :meth:`release`."""
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, LOCK_NAME)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock. Raises StoreLockedError if held elsewhere, StoreIOError on I/O failure."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StoreIOError(f"cannot open lock file {self.path}: {exc}", path=self.path) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise StoreLockedError(
+                f"journal {os.path.dirname(self.path)} is open for writing by another process"
+                + (f" ({holder})" if holder else ""),
+                holder=holder or None,
+                hint="stop the other process, or use `store ha` to run a backup that waits",
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise StoreIOError(f"cannot lock {self.path}: {exc}", path=self.path) from exc
+        info = f"pid={os.getpid()} host={socket.gethostname()} since={time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n"
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, info.encode(), 0)
+        except OSError:
+            pass  # the holder line is informational only
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (idempotent)."""
+        fd = self._fd
+        self._fd = None
+        if fd is not None:
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 512, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""

@@ -1,0 +1,293 @@
+"""Journal files ("segments"): naming, header, pre-allocation, reuse and the ready file.
+
+Naming: ``<prefix>-<file_id:020d>.<ext>`` (``data-00000000000000065536.jrn``), so names sort by
+file id. A file being created is ``<name>.tmp`` until it is filled, its header written and
+synced; then it is renamed to its final name and the directory synced. Compaction writes
+``<name>.cmp`` files. Files that cannot be used (no header, wrong size) are moved to
+``attic/`` instead of being deleted, keeping at most ``journal-max-attic-files``.
+
+File ids: ordinary files get ids that are multiples of ``ID_STEP``, strictly increasing; the
+compactor gives its output files the ids just above the newest file it compacts
+(``old + 1``, ``old + 2``, …), which sort after every compacted file and before the current one
+without reusing an id (see ``store.file.compact``).
+
+Reuse: a reclaimed file is "neutralised" at once by writing a header with a fresh id (its old
+records no longer match the header, so they can never be loaded again) and kept in the free
+list, up to ``journal-pool-files`` files in total; taking a free file into use writes a fresh id
+again, so a file in use always has the highest id. Reused files are not re-zeroed.
+
+Thread-safety: :class:`SegmentManager` is safe to call from several threads; a
+:class:`Segment`'s counters belong to the journal's append lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from store.errors import StoreIOError
+from store.file import format as fmt
+from store.file.fs import FileHandle, FileSystem
+
+__all__ = ["ID_STEP", "Segment", "SegmentManager", "SegmentNaming"]
+
+log = logging.getLogger(__name__)
+
+ID_STEP = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentNaming:
+    """How one journal names its files in its directory."""
+
+    directory: str
+    prefix: str
+    ext: str = "jrn"
+
+    def name(self, file_id: int) -> str:
+        return f"{self.prefix}-{file_id:020d}.{self.ext}"
+
+    def path(self, file_id: int) -> str:
+        return os.path.join(self.directory, self.name(file_id))
+
+    def parse(self, name: str) -> int | None:
+        """The file id in a final file name of this journal, or None."""
+        head = f"{self.prefix}-"
+        tail = f".{self.ext}"
+        if not (name.startswith(head) and name.endswith(tail)):
+            return None
+        digits = name[len(head) : -len(tail)]
+        return int(digits) if digits.isdigit() else None
+
+
+class Segment:
+    """One journal file and its reclaim counters (see ``store.file.index``)."""
+
+    __slots__ = (
+        "end",
+        "file_id",
+        "handle",
+        "live_bytes",
+        "neg",
+        "path",
+        "pos",
+        "size",
+        "synced",
+    )
+
+    def __init__(self, path: str, file_id: int, size: int, handle: FileHandle | None) -> None:
+        self.path = path
+        self.file_id = file_id
+        self.size = size
+        self.handle = handle
+        self.pos = 0
+        self.neg: dict[Segment, int] = {}
+        self.live_bytes = 0
+        self.end = fmt.DATA_START  # end of the records written (append position)
+        self.synced = False
+
+    def reset_counts(self) -> None:
+        self.pos = 0
+        self.neg = {}
+        self.live_bytes = 0
+        self.end = fmt.DATA_START
+
+    def __repr__(self) -> str:
+        return f"Segment({os.path.basename(self.path)} id={self.file_id} end={self.end})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class SegmentManager:
+    """Creates, neutralises, reuses and pre-opens the files of one journal."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        naming: SegmentNaming,
+        *,
+        kind: int,
+        file_size: int,
+        pool_files: int,
+        max_attic_files: int,
+    ) -> None:
+        self.fs = fs
+        self.naming = naming
+        self.kind = kind
+        self.file_size = file_size
+        self.pool_files = pool_files
+        self.max_attic_files = max_attic_files
+        self._lock = threading.Lock()
+        self._next_id = ID_STEP
+        self.free: list[Segment] = []
+        self._ready: Segment | None = None
+        self._ready_cond = threading.Condition(self._lock)
+        self._preparing = False
+        self.files_in_use = 0  # data files + current, maintained by the journal
+
+    # -- ids ---------------------------------------------------------------------------------
+
+    def note_existing_id(self, file_id: int) -> None:
+        """Make sure fresh ids are above ``file_id`` (called for every file found at open)."""
+        with self._lock:
+            nxt = (file_id // ID_STEP + 1) * ID_STEP
+            if nxt > self._next_id:
+                self._next_id = nxt
+
+    def _allocate_id(self) -> int:
+        fid = self._next_id
+        self._next_id += ID_STEP
+        return fid
+
+    # -- creation and reuse ------------------------------------------------------------------
+
+    def create(self, file_id: int | None = None, *, suffix: str = "") -> Segment:
+        """A new pre-allocated file with a synced header; final name unless ``suffix`` is given."""
+        if file_id is None:
+            with self._lock:
+                file_id = self._allocate_id()
+        final = self.naming.path(file_id) + suffix
+        tmp = self.naming.path(file_id) + ".tmp"
+        handle = self.fs.open(tmp, create=True)
+        try:
+            handle.truncate(0)
+            handle.allocate(self.file_size)
+            handle.pwrite(fmt.encode_header(file_id, self.kind), 0)
+            handle.datasync()
+            self.fs.rename(tmp, final)
+            self.fs.fsync_dir(self.naming.directory)
+        except BaseException:
+            handle.close()
+            raise
+        seg = Segment(final, file_id, self.file_size, handle)
+        return seg
+
+    def stamp(self, seg: Segment, file_id: int | None = None, *, suffix: str = "") -> None:
+        """Give ``seg`` a fresh id: write and sync a new header, rename it to match."""
+        if file_id is None:
+            with self._lock:
+                file_id = self._allocate_id()
+        if seg.handle is None:
+            seg.handle = self.fs.open(seg.path)
+        seg.handle.pwrite(fmt.encode_header(file_id, self.kind), 0)
+        seg.handle.datasync()
+        new_path = self.naming.path(file_id) + suffix
+        if new_path != seg.path:
+            self.fs.rename(seg.path, new_path)
+            self.fs.fsync_dir(self.naming.directory)
+        seg.path = new_path
+        seg.file_id = file_id
+        seg.reset_counts()
+        seg.synced = False
+
+    def recycle(self, seg: Segment) -> None:
+        """Take back a file whose records are all dead: neutralise it and pool it, or delete it."""
+        with self._lock:
+            keep = self.pool_files < 0 or (len(self.free) + self.files_in_use) < self.pool_files
+        if seg.size != self.file_size:
+            self.to_attic(seg)
+            return
+        if keep:
+            self.stamp(seg)
+            close(seg)
+            with self._lock:
+                self.free.append(seg)
+        else:
+            close(seg)
+            self.fs.remove(seg.path)
+            self.fs.fsync_dir(self.naming.directory)
+
+    def to_attic(self, seg: Segment) -> None:
+        """Move a file that cannot be used out of the way, keeping a bounded number."""
+        close(seg)
+        attic = os.path.join(self.naming.directory, "attic")
+        self.fs.makedirs(attic)
+        name = os.path.basename(seg.path)
+        self.fs.rename(seg.path, os.path.join(attic, name))
+        self.fs.fsync_dir(self.naming.directory)
+        kept = self.fs.listdir(attic)
+        for old in kept[: max(0, len(kept) - self.max_attic_files)]:
+            self.fs.remove(os.path.join(attic, old))
+        log.warning("journal file moved to attic", extra={"path": seg.path})
+
+    # -- the ready file ----------------------------------------------------------------------
+
+    def _prepare_one(self) -> Segment:
+        with self._lock:
+            seg = self.free.pop() if self.free else None
+        if seg is None:
+            return self.create()
+        self.stamp(seg)
+        return seg
+
+    def take(self) -> Segment:
+        """The next file to write into: the pre-opened one if ready, else one made now."""
+        with self._lock:
+            seg = self._ready
+            self._ready = None
+        if seg is None:
+            seg = self._prepare_one()
+        else:
+            # It was stamped when prepared; a file stamped later (neutralised free file) may
+            # carry a higher id, which is harmless: such files hold no records.
+            pass
+        self.prepare_async()
+        return seg
+
+    def prepare_async(self) -> None:
+        """Pre-open the next file on a background thread (one at a time)."""
+        with self._lock:
+            if self._ready is not None or self._preparing:
+                return
+            self._preparing = True
+        thread = threading.Thread(target=self._prepare_bg, name="journal-preopen", daemon=True)
+        thread.start()
+
+    def _prepare_bg(self) -> None:
+        try:
+            seg = self._prepare_one()
+        except StoreIOError:
+            log.exception("cannot pre-open the next journal file")
+            seg = None
+        with self._lock:
+            self._preparing = False
+            if seg is not None:
+                if self._ready is None:
+                    self._ready = seg
+                else:
+                    self.free.append(seg)
+            self._ready_cond.notify_all()
+
+    def wait_idle(self) -> None:
+        """Wait for a background preparation to finish (used before closing)."""
+        with self._lock:
+            while self._preparing:
+                self._ready_cond.wait(0.05)
+
+    def unused(self) -> Iterator[Segment]:
+        """The free files and the ready file (all hold no records)."""
+        with self._lock:
+            segs = list(self.free)
+            if self._ready is not None:
+                segs.append(self._ready)
+        yield from segs
+
+    def adopt_free(self, seg: Segment) -> None:
+        """Record an existing file with no live records as free (found at open)."""
+        with self._lock:
+            self.free.append(seg)
+
+
+def close(seg: Segment) -> None:
+    """Close a segment's handle, if open."""
+    handle = seg.handle
+    seg.handle = None
+    if handle is not None:
+        handle.close()

@@ -1,0 +1,361 @@
+"""Write coalescing and group commit for the file journal (Artemis's TimedBuffer, reworked).
+
+Appenders copy encoded records into one in-memory buffer under the journal's append lock; the
+buffer is written to the file by whoever flushes, in one write per file touched, followed by one
+sync that completes every waiter of the batch.
+
+Who flushes (the policy, and why it differs from Artemis):
+
+- A ``sync=True`` append (or :meth:`flush`) when nobody is flushing becomes the **leader**: it
+  writes everything buffered, syncs once, and wakes every waiter the sync covered. Appends that
+  arrive while the leader is in ``fdatasync`` wait; when it returns, leadership passes to the
+  oldest of them, who flushes everything that accumulated meanwhile. So a lone writer pays one
+  write + one sync and no thread hand-off, and 64 writers share each sync: the batch size adapts
+  to the disk's latency. Artemis instead flushes on a fixed ``journal-buffer-timeout`` tick, which
+  caps a blocking producer at one record per tick; here the timeout is only an upper bound.
+- Non-sync appends are written by the background flusher at most ``journal-buffer-timeout`` after
+  they were buffered, or at once by the appender when the buffer reaches ``journal-buffer-size``.
+  ``journal-buffer-timeout = 0`` means no buffering: every append is written before it returns.
+- :meth:`sync_future` returns one shared Future per pending batch (cheap at high call rates); the
+  background flusher completes it after the sync that covers it.
+
+Invariants the reader relies on (see ``store.file.format``):
+
+- bytes reach a file in append order, contiguously; with aligned I/O each flush is padded with
+  zeros to the alignment and the next flush starts at the boundary;
+- a file is synced before the first write to the next file, so only the last file written can
+  have an unsynced tail;
+- ``durable_lsn`` is stamped into each record as it is appended: everything up to it was synced.
+
+A failed write or sync poisons the writer: every waiter and every later append gets the error.
+
+Thread-safety: all public methods may be called from any thread. Methods ending in ``_locked``
+must be called with :attr:`lock` held.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import threading
+import time
+
+from store.errors import JournalClosedError, StoreError, StoreIOError
+from store.file.io import IOBackend
+from store.file.segments import Segment
+
+__all__ = ["GroupCommitWriter", "Waiter"]
+
+log = logging.getLogger(__name__)
+
+
+class Waiter:
+    """A blocked sync appender: released by the flusher, possibly as the next leader."""
+
+    __slots__ = ("leader", "lock", "lsn")
+
+    def __init__(self, lsn: int) -> None:
+        self.lsn = lsn
+        self.leader = False
+        self.lock = threading.Lock()
+        self.lock.acquire()
+
+
+_LEADER = Waiter(0)  # token: "you became the leader"; never waited on
+_LEADER.lock.release()
+
+
+class GroupCommitWriter:
+    """Buffers appended bytes and makes them durable in shared flushes (see module docstring)."""
+
+    def __init__(
+        self,
+        backend: IOBackend,
+        current: Segment,
+        *,
+        buffer_size: int,
+        buffer_timeout_ns: int,
+        datasync: bool,
+        name: str = "journal",
+    ) -> None:
+        self.backend = backend
+        self.lock = threading.Lock()
+        self.lsn = 0
+        self.durable_lsn = 0
+        self.current = current
+        self.buf = bytearray()
+        self.buf_start = current.end
+        self._align_current()
+        self.buffer_size = buffer_size
+        self._timeout = buffer_timeout_ns / 1e9
+        self._direct = buffer_timeout_ns <= 0
+        self._datasync = datasync
+        self._chunks: list[tuple[Segment, int, bytearray]] = []
+        self._waiters: collections.deque[Waiter] = collections.deque()
+        self._flushing = False
+        self._sync_req = 0
+        self._future: concurrent.futures.Future[None] | None = None
+        self._error: StoreError | None = None
+        self._unsynced: dict[Segment, None] = {}
+        self._closed = False
+        self._paused = False
+        self._unpaused = threading.Condition(self.lock)
+        self._wake = threading.Event()
+        self._bg_sync = False
+        self._thread = threading.Thread(target=self._background, name=f"{name}-flusher", daemon=True)
+        self._thread.start()
+
+    # -- called by the journal under the lock ------------------------------------------------
+
+    def _align_current(self) -> None:
+        align = self.backend.alignment
+        if align > 1:
+            start = -(-self.buf_start // align) * align
+            self.current.end = self.buf_start = start
+
+    def check_locked(self) -> None:
+        """Wait while paused; raise the error that poisoned the writer, or JournalClosedError."""
+        while self._paused:
+            self._unpaused.wait()
+        if self._error is not None:
+            raise StoreIOError(
+                f"journal failed earlier and refuses writes: {self._error}",
+                hint="close and reopen the store once the cause is fixed",
+            )
+        if self._closed:
+            raise JournalClosedError("journal is closed")
+
+    def switch_segment_locked(self, new: Segment) -> None:
+        """Continue appending into ``new`` (the previous current file is full)."""
+        if self.buf:
+            self._chunks.append((self.current, self.buf_start, self.buf))
+            self.buf = bytearray()
+        self.current = new
+        self.buf_start = new.end
+        self._align_current()
+
+    def after_append_locked(self, sync: bool) -> Waiter | None:
+        """Decide what the appender does next; returns a token for :meth:`wait` or None."""
+        if sync:
+            self._sync_req = self.lsn
+            if not self._flushing:
+                self._flushing = True
+                return _LEADER
+            w = Waiter(self.lsn)
+            self._waiters.append(w)
+            return w
+        if self._direct or len(self.buf) >= self.buffer_size:
+            if not self._flushing:
+                self._flushing = True
+                return _LEADER
+            return None
+        if not self._wake.is_set():
+            self._wake.set()
+        return None
+
+    # -- waiting and flushing ----------------------------------------------------------------
+
+    def wait(self, token: Waiter) -> None:
+        """Block until the append that produced ``token`` is durable (or written, if not sync).
+
+        Raises StoreIOError when the flush that covered it failed.
+        """
+        if token is _LEADER:
+            self._run_flusher()
+        else:
+            token.lock.acquire()
+            if token.leader:
+                self._run_flusher()
+        if self._error is not None:
+            raise StoreIOError(f"journal write failed: {self._error}") from self._error
+
+    def flush(self) -> None:
+        """Return once everything appended so far is durable. Raises StoreIOError on failure."""
+        with self.lock:
+            if self._error is not None:
+                self.check_locked()
+            if self.lsn <= self.durable_lsn and not self.buf and not self._chunks:
+                return
+            token = self.after_append_locked(True)
+        if token is not None:
+            self.wait(token)
+
+    def sync_future(self) -> concurrent.futures.Future[None]:
+        """A Future completed when everything appended so far is durable (shared per batch)."""
+        with self.lock:
+            if self._error is not None:
+                fut: concurrent.futures.Future[None] = concurrent.futures.Future()
+                fut.set_exception(StoreIOError(f"journal write failed: {self._error}"))
+                return fut
+            if self.lsn <= self.durable_lsn and not self.buf and not self._chunks:
+                fut = concurrent.futures.Future()
+                fut.set_result(None)
+                return fut
+            if self._future is None:
+                self._future = concurrent.futures.Future()
+            self._sync_req = self.lsn
+            self._bg_sync = True
+            fut = self._future
+        self._wake.set()
+        return fut
+
+    def _take_batch_locked(self) -> list[tuple[Segment, int, bytearray]]:
+        chunks = self._chunks
+        self._chunks = []
+        if self.buf:
+            buf = self.buf
+            align = self.backend.alignment
+            end = self.buf_start + len(buf)
+            if align > 1 and end % align:
+                pad = align - end % align
+                if end + pad <= self.current.size:
+                    buf.extend(bytes(pad))
+                    end += pad
+            chunks.append((self.current, self.buf_start, buf))
+            self.buf = bytearray()
+            self.buf_start = end
+            self.current.end = max(self.current.end, end)
+        return chunks
+
+    def _run_flusher(self) -> None:
+        """Flush rounds until nothing needs flushing; the caller owns ``_flushing``."""
+        while True:
+            with self.lock:
+                chunks = self._take_batch_locked()
+                upto = self.lsn
+                want_sync = self._sync_req > self.durable_lsn
+                fut = None
+                if want_sync:  # only a syncing round may complete the pending future
+                    fut = self._future
+                    self._future = None
+                if not chunks and not want_sync:
+                    self._flushing = False
+                    return
+            try:
+                self._write(chunks, sync=want_sync)
+            except StoreError as exc:
+                self._fail(exc, fut)
+                return
+            except OSError as exc:
+                self._fail(StoreIOError(f"journal write failed: {exc}"), fut)
+                return
+            with self.lock:
+                if want_sync or not self._datasync:
+                    if upto > self.durable_lsn:
+                        self.durable_lsn = upto
+                durable = self.durable_lsn
+                waiters = self._waiters
+                released = []
+                while waiters and waiters[0].lsn <= durable:
+                    released.append(waiters.popleft())
+                next_leader = None
+                again = False
+                if waiters:
+                    next_leader = waiters.popleft()
+                    next_leader.leader = True
+                elif (
+                    self._sync_req > durable
+                    or self._future is not None
+                    or (self.buf and (self._direct or len(self.buf) >= self.buffer_size))
+                    or self._chunks
+                ):
+                    again = True
+                else:
+                    self._flushing = False
+            for w in released:
+                w.lock.release()
+            if fut is not None:
+                fut.set_result(None)
+            if next_leader is not None:
+                next_leader.lock.release()
+                return
+            if not again:
+                return
+
+    def _write(self, chunks: list[tuple[Segment, int, bytearray]], *, sync: bool) -> None:
+        backend = self.backend
+        unsynced = self._unsynced
+        for seg, offset, data in chunks:
+            if unsynced and (seg not in unsynced or len(unsynced) > 1):
+                # A file is synced before anything is written to the next one.
+                for other in list(unsynced):
+                    if other is not seg:
+                        backend.sync(other)
+                        del unsynced[other]
+                        self._retire(other)
+            backend.write(seg, offset, data)
+            unsynced[seg] = None
+        if sync:
+            for seg in list(unsynced):
+                backend.sync(seg)
+                del unsynced[seg]
+                if seg is not self.current:
+                    self._retire(seg)
+
+    def _retire(self, seg: Segment) -> None:
+        """A full file that is synced: release its descriptors (reopened if ever needed)."""
+        seg.synced = True
+        self.backend.close_segment(seg)
+
+    def _fail(self, exc: StoreError, fut: concurrent.futures.Future[None] | None) -> None:
+        log.error("journal write failed; the journal refuses further writes: %s", exc)
+        with self.lock:
+            self._error = exc
+            self._flushing = False
+            waiters = list(self._waiters)
+            self._waiters.clear()
+            pending = self._future
+            self._future = None
+        for w in waiters:
+            w.lock.release()
+        for f in (fut, pending):
+            if f is not None and not f.done():
+                f.set_exception(StoreIOError(f"journal write failed: {exc}"))
+
+    def pause(self) -> None:
+        """Make appenders wait (in :meth:`check_locked`) until :meth:`resume`; for compaction."""
+        with self.lock:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self.lock:
+            self._paused = False
+            self._unpaused.notify_all()
+
+    # -- background flusher ------------------------------------------------------------------
+
+    def _background(self) -> None:
+        while True:
+            self._wake.wait()
+            if self._closed:
+                return
+            with self.lock:
+                urgent = self._bg_sync
+            if not urgent and self._timeout > 0:
+                time.sleep(self._timeout)
+            self._wake.clear()
+            with self.lock:
+                self._bg_sync = False
+                if self._flushing or self._error is not None:
+                    continue
+                if not (self.buf or self._chunks or self._future is not None):
+                    continue
+                self._flushing = True
+            self._run_flusher()
+
+    def close(self) -> None:
+        """Flush everything (durably), stop the background flusher, release the backend."""
+        if self._closed:
+            return
+        err: StoreError | None = None
+        try:
+            self.flush()
+        except StoreError as exc:
+            err = exc
+        with self.lock:
+            self._closed = True
+        self._wake.set()
+        self._thread.join(timeout=10)
+        if err is not None:
+            raise err
