@@ -90,14 +90,17 @@ def resolve_key(key: str | None = None) -> str:
 
 
 def _cipher(key: str | None) -> Any:
-    raw = resolve_key(key).encode("utf-8", errors="strict")
+    try:
+        raw = resolve_key(key).encode("utf-8", errors="strict")
+    except UnicodeEncodeError:
+        raw = b""  # a lone surrogate: as unusable as an empty key
     if not 1 <= len(raw) <= _MAX_KEY_BYTES:
         source = "key" if key is not None else KEY_ENV_VAR
         raise ConfigError(
-            f"invalid {source}: {HIDDEN!r}; allowed: a codec key of 1 to 56 bytes",
+            f"invalid {source}: {HIDDEN!r}; allowed: a codec key of 1 to 56 bytes of UTF-8",
             key=source,
             value=HIDDEN,
-            allowed="a codec key of 1 to 56 bytes",
+            allowed="a codec key of 1 to 56 bytes of UTF-8",
         )
     # Blowfish cycles the key bytes through its P-array, so k and k+k schedule identically.
     while len(raw) < _MIN_CIPHER_KEY_BYTES:
@@ -169,7 +172,7 @@ def is_enc(value: str) -> bool:
     Returns ``True`` for ``ENC(...)``. Raises nothing.
     """
     text = value.strip()
-    return text.startswith(_ENC_PREFIX) and text.endswith(_ENC_SUFFIX) and len(text) >= 5
+    return text.startswith(_ENC_PREFIX) and text.endswith(_ENC_SUFFIX)
 
 
 def unwrap_enc(value: str) -> str:

@@ -5,6 +5,7 @@
     store mask 's3cr3t'                 # prints ENC(-72437dbd04577c91a6af8b84ffb96ac2)-like text
     store mask --key helloworld 's3cr3t'
     store mask --unmask 'ENC(-5a2376c61c668aaf)'
+    store mask --unmask -- -5a2376c61c668aaf   # '--' before a value starting with '-'
     echo 's3cr3t' | store mask -        # keeps the password out of the process list
 
 The output pastes into a ``broker.xml`` (``<jdbc-password>ENC(…)</jdbc-password>``) or a TOML
@@ -37,7 +38,9 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "value", help="the text to mask (or to decode with --unmask); - reads it from stdin"
+        "value",
+        help="the text to mask (or to decode with --unmask); - reads it from stdin; "
+        "put -- before a value that starts with '-'",
     )
     parser.add_argument(
         "--key",
