@@ -18,9 +18,10 @@ settings, cluster connections, …) is ignored, as are elements in foreign names
 ``<core>`` is the root, or a child of the root ``<configuration>``. Elements may be in the
 ``urn:activemq`` or ``urn:activemq:core`` namespace, or in none.
 
-Hardening: the document is parsed with :mod:`defusedxml`, so entity declarations (the
-"billion laughs") and external entities or DTDs are refused with a
-:class:`~store.errors.ConfigError` instead of being expanded or fetched. ``<xi:include>`` (which
+Hardening: the document is parsed with :mod:`defusedxml` and may not have a DTD at all
+(``<!DOCTYPE …>``; Artemis configurations never need one), so entity declarations (the "billion
+laughs"), external entities and external DTDs are refused with a
+:class:`~store.errors.ConfigError` before anything is expanded or fetched. ``<xi:include>`` (which
 Artemis honours) is followed for local files only, relative to the including file, parsed with
 the same protections and at most 6 levels deep. Java system-property references (``${name}``) in
 a value we read are an error: Artemis resolves them from the JVM, which this process does not
@@ -100,15 +101,15 @@ def _parse(data: bytes, path: Path) -> ET.Element:
     where = f"broker.xml {str(path)!r}"
     try:
         root: ET.Element = SafeET.fromstring(
-            data, forbid_dtd=False, forbid_entities=True, forbid_external=True
+            data, forbid_dtd=True, forbid_entities=True, forbid_external=True
         )
     except defusedxml.DefusedXmlException as exc:
         raise ConfigError(
-            f"{where} was refused: {type(exc).__name__} (entity declarations and external "
+            f"{where} was refused: {type(exc).__name__} (a DTD, entity declarations and external "
             "references are not read, to keep the parser safe)",
             key="config file",
             value=str(path),
-            allowed="an XML document without entity declarations or external references",
+            allowed="an XML document without a DTD, entity declarations or external references",
         ) from None
     except ET.ParseError as exc:
         raise ConfigError(

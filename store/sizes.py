@@ -100,6 +100,7 @@ _DIALECTS: Final = {
     "derby": "derby",
     "h2": "h2",
 }
+_JDBC_PREFIX = re.compile(r"jdbc:[a-z0-9]+:(?:(?:thin|oci8?|kprb):)?", re.IGNORECASE | re.ASCII)
 _SECRET_PARAM = re.compile(
     r"(?i)([?&;]\s*(?:user|username|user-name|password|passwd|pwd|secret|token|credentials?)"
     r"\s*=)([^&;]*)"
@@ -248,11 +249,10 @@ def redact_url(url: str) -> str:
     at = text.rfind("@")  # the last '@': a password may contain '@' itself
     if authority >= 0 and at > authority:
         text = text[: authority + 2] + "***" + text[at:]
-    elif text.lower().startswith("jdbc:oracle:") and at > 0:
-        # jdbc:oracle:thin:user/password@host: everything between the driver type and '@'.
-        head = text.split(":", 3)
-        if len(head) == 4:
-            text = ":".join(head[:3]) + ":***" + text[at:]
+    elif at >= 0:
+        # jdbc:oracle:thin:user/password@host, or no URL at all: keep only the driver prefix.
+        head = _JDBC_PREFIX.match(text)
+        text = (head.group(0) if head else "") + "***" + text[at:]
     return _SECRET_PARAM.sub(r"\1***", text)
 
 

@@ -1,0 +1,1215 @@
+"""Configuration: Artemis keys and defaults, TOML / broker.xml / dict sources, validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from store import masking
+from store.config import (
+    DatabaseStoreConfig,
+    RetentionConfig,
+    StoreConfig,
+    db_dialect_of,
+    load_config,
+    redact_url,
+    validate_identifier,
+)
+from store.errors import ConfigError
+from store.sizes import parse_bool, parse_int, parse_size
+
+TESTDATA = Path(__file__).parent / "testdata" / "config"
+PG = "jdbc:postgresql://127.0.0.1:5432/test"
+
+
+def db(**keys: object) -> dict[str, object]:
+    """A mapping with a database-store section holding ``keys`` (plus a URL unless given)."""
+    return {"database-store": {"jdbc-connection-url": PG, **keys}}
+
+
+def raises_config(key: str, mapping: dict[str, object], **kwargs: object) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        StoreConfig.from_mapping(mapping, **kwargs)  # type: ignore[arg-type]
+    err = info.value
+    assert err.key == key, str(err)
+    assert key in str(err)
+    assert err.allowed
+    return err
+
+
+# --------------------------------------------------------------------------- defaults
+
+STORE_DEFAULTS: list[tuple[str, object]] = [
+    ("persistence_enabled", True),
+    ("bindings_directory", "data/bindings"),
+    ("journal_directory", "data/journal"),
+    ("large_messages_directory", "data/largemessages"),
+    ("paging_directory", "data/paging"),
+    ("node_manager_lock_directory", "data/journal"),
+    ("create_bindings_dir", True),
+    ("create_journal_dir", True),
+    ("journal_type", "ASYNCIO"),
+    ("journal_file_size", 10485760),
+    ("journal_min_files", 2),
+    ("journal_pool_files", -1),
+    ("journal_buffer_timeout", 500000),
+    ("journal_buffer_size", 501760),
+    ("journal_max_io", 4096),
+    ("journal_sync_transactional", True),
+    ("journal_sync_non_transactional", True),
+    ("journal_datasync", True),
+    ("journal_compact_min_files", 10),
+    ("journal_compact_percentage", 30),
+    ("journal_file_open_timeout", 5),
+    ("journal_max_attic_files", 10),
+    ("journal_lock_acquisition_timeout", -1),
+    ("journal_retention", None),
+    ("database_store", None),
+]
+DATABASE_DEFAULTS: list[tuple[str, object]] = [
+    ("jdbc_driver_class_name", "org.apache.derby.jdbc.EmbeddedDriver"),
+    ("jdbc_driver_classpath", None),
+    ("jdbc_user", None),
+    ("jdbc_password", None),
+    ("data_source_properties", {}),
+    ("bindings_table_name", "BINDINGS"),
+    ("message_table_name", "MESSAGES"),
+    ("large_message_table_name", "LARGE_MESSAGES"),
+    ("page_store_table_name", "PAGE_STORE"),
+    ("node_manager_store_table_name", "NODE_MANAGER_STORE"),
+    ("jdbc_network_timeout", 20000),
+    ("jdbc_lock_renew_period", 2000),
+    ("jdbc_lock_expiration", 20000),
+    ("jdbc_journal_sync_period", 5),
+    ("jdbc_allowed_time_diff", 250),
+    ("jdbc_max_page_size_bytes", 102400),
+    ("jdbc_lock_acquisition_timeout", -1),
+]
+
+
+@pytest.mark.parametrize(("attr", "expected"), STORE_DEFAULTS, ids=[a for a, _ in STORE_DEFAULTS])
+def test_store_default_is_artemis_default(attr, expected):
+    assert getattr(StoreConfig(), attr) == expected
+    assert getattr(StoreConfig.from_mapping({}), attr) == expected
+
+
+@pytest.mark.parametrize(
+    ("attr", "expected"), DATABASE_DEFAULTS, ids=[a for a, _ in DATABASE_DEFAULTS]
+)
+def test_database_default_is_artemis_default(attr, expected):
+    assert getattr(DatabaseStoreConfig(jdbc_connection_url=PG), attr) == expected
+    section = StoreConfig.from_mapping(db()).database_store
+    assert section is not None
+    assert getattr(section, attr) == expected
+
+
+@pytest.mark.parametrize(
+    ("journal_type", "timeout", "max_io"),
+    [
+        ("ASYNCIO", 500000, 4096),
+        ("NIO", 3333333, 1),
+        ("MAPPED", 3333333, 1),
+        ("nio", 3333333, 1),
+        ("Mapped", 3333333, 1),
+    ],
+)
+def test_buffer_timeout_and_max_io_follow_the_journal_type(journal_type, timeout, max_io):
+    cfg = StoreConfig.from_mapping({"journal-type": journal_type})
+    assert cfg.journal_type == journal_type.upper()
+    assert (cfg.journal_buffer_timeout, cfg.journal_max_io) == (timeout, max_io)
+
+
+def test_explicit_buffer_timeout_and_max_io_are_kept_for_any_type():
+    given = {"journal-type": "NIO", "journal-buffer-timeout": 0, "journal-max-io": 64}
+    cfg = StoreConfig.from_mapping(given)
+    assert (cfg.journal_buffer_timeout, cfg.journal_max_io) == (0, 64)
+    moved = cfg.replace(journal_type="ASYNCIO")
+    assert (moved.journal_buffer_timeout, moved.journal_max_io) == (0, 64)
+
+
+def test_replace_derives_type_dependent_defaults_again():
+    cfg = StoreConfig().replace(journal_type="NIO")
+    assert (cfg.journal_buffer_timeout, cfg.journal_max_io) == (3333333, 1)
+    back = cfg.replace(journal_type="ASYNCIO")
+    assert (back.journal_buffer_timeout, back.journal_max_io) == (500000, 4096)
+
+
+def test_node_manager_lock_directory_follows_the_journal_directory():
+    cfg = StoreConfig.from_mapping({"journal-directory": "/srv/j"})
+    assert cfg.node_manager_lock_directory == "/srv/j"
+    assert cfg.replace(journal_directory="/srv/k").node_manager_lock_directory == "/srv/k"
+    pinned = cfg.replace(node_manager_lock_directory="/shared/lock")
+    assert pinned.replace(journal_directory="/x").node_manager_lock_directory == "/shared/lock"
+
+
+# --------------------------------------------------------------------------- every key
+
+STORE_KEYS = [
+    ("persistence-enabled", "false", "persistence_enabled", False),
+    ("bindings-directory", "b", "bindings_directory", "b"),
+    ("journal-directory", "j", "journal_directory", "j"),
+    ("large-messages-directory", "l", "large_messages_directory", "l"),
+    ("paging-directory", "p", "paging_directory", "p"),
+    ("node-manager-lock-directory", "n", "node_manager_lock_directory", "n"),
+    ("create-bindings-dir", "FALSE", "create_bindings_dir", False),
+    ("create-journal-dir", False, "create_journal_dir", False),
+    ("journal-type", "mapped", "journal_type", "MAPPED"),
+    ("journal-file-size", "2M", "journal_file_size", 2 * 1024 * 1024),
+    ("journal-min-files", "5", "journal_min_files", 5),
+    ("journal-pool-files", 12, "journal_pool_files", 12),
+    ("journal-buffer-timeout", "0", "journal_buffer_timeout", 0),
+    ("journal-buffer-size", "100K", "journal_buffer_size", 102400),
+    ("journal-max-io", 8, "journal_max_io", 8),
+    ("journal-sync-transactional", "false", "journal_sync_transactional", False),
+    ("journal-sync-non-transactional", "False", "journal_sync_non_transactional", False),
+    ("journal-datasync", "false", "journal_datasync", False),
+    ("journal-compact-min-files", "0", "journal_compact_min_files", 0),
+    ("journal-compact-percentage", "100", "journal_compact_percentage", 100),
+    ("journal-file-open-timeout", "1", "journal_file_open_timeout", 1),
+    ("journal-max-attic-files", "0", "journal_max_attic_files", 0),
+    ("journal-lock-acquisition-timeout", "500", "journal_lock_acquisition_timeout", 500),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "attr", "expected"), STORE_KEYS, ids=[k[0] for k in STORE_KEYS]
+)
+def test_store_key_is_read(key, given, attr, expected):
+    assert getattr(StoreConfig.from_mapping({key: given}), attr) == expected
+
+
+DATABASE_KEYS = [
+    ("jdbc-connection-url", "jdbc:mariadb://h/db", "jdbc_connection_url", "jdbc:mariadb://h/db"),
+    ("jdbc-driver-class-name", "org.h2.Driver", "jdbc_driver_class_name", "org.h2.Driver"),
+    (
+        "jdbc-driver-classpath",
+        "/usr/share/java/h2.jar",
+        "jdbc_driver_classpath",
+        "/usr/share/java/h2.jar",
+    ),
+    ("jdbc-user", "artemis", "jdbc_user", "artemis"),
+    ("jdbc-password", "pw", "jdbc_password", "pw"),
+    ("bindings-table-name", "T_B", "bindings_table_name", "T_B"),
+    ("message-table-name", "T_M", "message_table_name", "T_M"),
+    ("large-message-table-name", "T_L", "large_message_table_name", "T_L"),
+    ("page-store-table-name", "T_P", "page_store_table_name", "T_P"),
+    ("node-manager-store-table-name", "T_N", "node_manager_store_table_name", "T_N"),
+    ("jdbc-network-timeout", "1000", "jdbc_network_timeout", 1000),
+    ("jdbc-lock-renew-period", "1500", "jdbc_lock_renew_period", 1500),
+    ("jdbc-lock-expiration", "60000", "jdbc_lock_expiration", 60000),
+    ("jdbc-journal-sync-period", "10", "jdbc_journal_sync_period", 10),
+    ("jdbc-allowed-time-diff", "0", "jdbc_allowed_time_diff", 0),
+    ("jdbc-max-page-size-bytes", "1M", "jdbc_max_page_size_bytes", 1048576),
+    ("jdbc-lock-acquisition-timeout", "30000", "jdbc_lock_acquisition_timeout", 30000),
+    ("data-source-properties", {"a": "1"}, "data_source_properties", {"a": 1}),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "attr", "expected"), DATABASE_KEYS, ids=[k[0] for k in DATABASE_KEYS]
+)
+def test_database_key_is_read(key, given, attr, expected):
+    section = StoreConfig.from_mapping(db(**{key: given})).database_store
+    assert section is not None
+    assert getattr(section, attr) == expected
+
+
+RETENTION_KEYS = [
+    ("period", "3", "period", 3),
+    ("unit", "hours", "unit", "HOURS"),
+    ("storage-limit", "10G", "storage_limit", 10 * 1024**3),
+    ("period", "-1", "period", None),
+    ("storage-limit", "-1", "storage_limit", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "attr", "expected"),
+    RETENTION_KEYS,
+    ids=[f"{k[0]}={k[1]}" for k in RETENTION_KEYS],
+)
+def test_retention_key_is_read(key, given, attr, expected):
+    cfg = StoreConfig.from_mapping({"journal-retention": {"directory": "/h", key: given}})
+    assert cfg.journal_retention is not None
+    assert getattr(cfg.journal_retention, attr) == expected
+
+
+@pytest.mark.parametrize(
+    ("period", "unit", "seconds"),
+    [
+        (2, "DAYS", 172800.0),
+        (3, "HOURS", 10800.0),
+        (5, "MINUTES", 300.0),
+        (7, "SECONDS", 7.0),
+        (None, "DAYS", None),
+    ],
+)
+def test_retention_period_in_seconds(period, unit, seconds):
+    assert RetentionConfig(directory="/h", period=period, unit=unit).period_seconds == seconds
+
+
+@pytest.mark.parametrize(
+    ("mapping", "kind"),
+    [
+        ({}, "file"),
+        (db(), "database"),
+        ({"persistence-enabled": False}, "none"),
+        ({"persistence-enabled": "false", **db()}, "none"),
+    ],
+    ids=["default", "database-store", "disabled", "disabled-wins-over-database"],
+)
+def test_store_type_is_selected_as_design_says(mapping, kind):
+    assert StoreConfig.from_mapping(mapping).store_type == kind
+
+
+# --------------------------------------------------------------------------- value notation
+
+SIZES = [
+    ("512", 512),
+    ("512B", 512),
+    ("512b", 512),
+    ("100K", 102400),
+    ("100k", 102400),
+    ("100KB", 102400),
+    ("100KiB", 102400),
+    ("100kib", 102400),
+    ("10M", 10485760),
+    ("10MB", 10485760),
+    ("10MiB", 10485760),
+    ("1G", 1073741824),
+    ("1GB", 1073741824),
+    ("1GiB", 1073741824),
+    (" 10 M ", 10485760),
+    ("10 MiB", 10485760),
+    ("-1", -1),
+    ("+5", 5),
+    (7, 7),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SIZES, ids=[repr(t) for t, _ in SIZES])
+def test_size_notation_is_artemis_byteutil(text, expected):
+    """K/M/G are powers of 1024 with or without 'i' or 'B', as Artemis's ByteUtil reads them."""
+    assert parse_size(text) == expected
+
+
+ARABIC_INDIC_TEN = "\u0661\u0660"  # digits Python's int() takes and Java's \\d does not
+BAD_SIZES = [
+    "1.5M",
+    "10T",
+    "10 K B",
+    "M",
+    "",
+    "ten",
+    "10MiBs",
+    "10Mi B",
+    ARABIC_INDIC_TEN,
+    True,
+    None,
+    1.5,
+]
+
+
+@pytest.mark.parametrize("text", BAD_SIZES, ids=[repr(t) for t in BAD_SIZES])
+def test_bad_size_names_key_value_and_what_is_allowed(text):
+    with pytest.raises(ConfigError) as info:
+        parse_size(text, key="journal-file-size")
+    err = info.value
+    assert (err.key, err.value) == ("journal-file-size", text)
+    assert "journal-file-size" in str(err) and repr(text) in str(err)
+    assert "K, M or G" in str(err.allowed)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("True", True),
+        (" false ", False),
+        (True, True),
+        (False, False),
+    ],
+)
+def test_booleans_accept_true_and_false_in_any_case(text, expected):
+    assert parse_bool(text) is expected
+
+
+@pytest.mark.parametrize("text", ["yes", "1", "on", "", 1, 0, None], ids=repr)
+def test_other_boolean_spellings_are_errors(text):
+    with pytest.raises(ConfigError) as info:
+        parse_bool(text, key="journal-datasync")
+    assert info.value.allowed == "true or false"
+
+
+@pytest.mark.parametrize("text", ["2.0", "two", "", True, 2.5, None], ids=repr)
+def test_integers_reject_non_integers(text):
+    with pytest.raises(ConfigError):
+        parse_int(text, key="journal-min-files")
+
+
+# --------------------------------------------------------------------------- bad values
+
+BAD_VALUES = [
+    ({"journal-type": "AIO"}, "journal-type", "AIO"),
+    ({"journal-file-size": 1023}, "journal-file-size", 1023),
+    ({"journal-file-size": "3G"}, "journal-file-size", 3 * 1024**3),
+    ({"journal-min-files": 1}, "journal-min-files", 1),
+    ({"journal-min-files": "two"}, "journal-min-files", "two"),
+    ({"journal-pool-files": 0}, "journal-pool-files", 0),
+    ({"journal-pool-files": -2}, "journal-pool-files", -2),
+    ({"journal-buffer-timeout": -1}, "journal-buffer-timeout", -1),
+    ({"journal-buffer-size": 0}, "journal-buffer-size", 0),
+    ({"journal-max-io": 0}, "journal-max-io", 0),
+    ({"journal-compact-min-files": -1}, "journal-compact-min-files", -1),
+    ({"journal-compact-percentage": 101}, "journal-compact-percentage", 101),
+    ({"journal-compact-percentage": -1}, "journal-compact-percentage", -1),
+    ({"journal-file-open-timeout": 0}, "journal-file-open-timeout", 0),
+    ({"journal-max-attic-files": -1}, "journal-max-attic-files", -1),
+    ({"journal-lock-acquisition-timeout": 0}, "journal-lock-acquisition-timeout", 0),
+    ({"journal-datasync": "yes"}, "journal-datasync", "yes"),
+    ({"journal-directory": ""}, "journal-directory", ""),
+    ({"journal-directory": 5}, "journal-directory", 5),
+    (db(**{"jdbc-network-timeout": -1}), "jdbc-network-timeout", -1),
+    (db(**{"jdbc-lock-renew-period": 0}), "jdbc-lock-renew-period", 0),
+    (db(**{"jdbc-lock-expiration": 0}), "jdbc-lock-expiration", 0),
+    (db(**{"jdbc-journal-sync-period": 0}), "jdbc-journal-sync-period", 0),
+    (db(**{"jdbc-allowed-time-diff": -1}), "jdbc-allowed-time-diff", -1),
+    (db(**{"jdbc-max-page-size-bytes": "0K"}), "jdbc-max-page-size-bytes", 0),
+    (db(**{"jdbc-lock-acquisition-timeout": -5}), "jdbc-lock-acquisition-timeout", -5),
+    (db(**{"jdbc-driver-class-name": " "}), "jdbc-driver-class-name", " "),
+    ({"journal-retention": {"directory": "h", "period": 0}}, "journal-retention.period", 0),
+    ({"journal-retention": {"directory": "h", "unit": "WEEKS"}}, "journal-retention.unit", "WEEKS"),
+    (
+        {"journal-retention": {"directory": "h", "storage-limit": "0"}},
+        "journal-retention.storage-limit",
+        0,
+    ),
+    ({"journal-retention": {"period": 1}}, "journal-retention.directory", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("mapping", "key", "value"), BAD_VALUES, ids=[f"{k}={v!r}" for _, k, v in BAD_VALUES]
+)
+def test_bad_value_is_config_error_naming_key_value_and_allowed(mapping, key, value):
+    err = raises_config(key, mapping)
+    assert err.value == value
+    assert repr(value) in str(err)
+    assert f"allowed: {err.allowed}" in str(err)
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [
+        {"journal-file-size": 1024},
+        {"journal-min-files": 2},
+        {"journal-pool-files": -1},
+        {"journal-compact-percentage": 0},
+        {"journal-lock-acquisition-timeout": -1},
+        db(**{"jdbc-network-timeout": 0, "jdbc-lock-renew-period": 1, "jdbc-lock-expiration": 2}),
+    ],
+    ids=[
+        "file-size-1024",
+        "min-files-2",
+        "pool-unbounded",
+        "percentage-0",
+        "lock-forever",
+        "smallest-lease",
+    ],
+)
+def test_boundary_values_are_accepted(mapping):
+    StoreConfig.from_mapping(mapping)
+
+
+@pytest.mark.parametrize("renew", [20000, 30000])
+def test_renew_period_must_be_below_expiration_naming_both(renew):
+    err = raises_config(
+        "jdbc-lock-renew-period",
+        db(**{"jdbc-lock-renew-period": renew, "jdbc-lock-expiration": 20000}),
+    )
+    assert "jdbc-lock-expiration" in str(err)
+
+
+def test_network_timeout_above_lock_expiration_is_warned(caplog):
+    with caplog.at_level(logging.WARNING, logger="store.config"):
+        StoreConfig.from_mapping(db(**{"jdbc-network-timeout": 30000}))
+    assert "jdbc-network-timeout" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "section",
+    [{}, {"jdbc-user": "u"}],
+    ids=["empty", "without-url"],
+)
+def test_database_store_without_url_is_config_error(section):
+    raises_config("jdbc-connection-url", {"database-store": section})
+
+
+def test_url_that_is_no_url_is_rejected_without_showing_its_password():
+    err = raises_config("jdbc-connection-url", db(**{"jdbc-connection-url": "admin:topsecret@db"}))
+    assert "topsecret" not in str(err)
+
+
+# --------------------------------------------------------------------------- unknown keys
+
+UNKNOWN = [
+    ({"journal-file-sise": 1}, "journal-file-sise", "journal-file-size"),
+    ({"journal_file_size": 1}, "journal_file_size", "journal-file-size"),
+    ({"jornal-type": "NIO"}, "jornal-type", "journal-type"),
+    (db(**{"jdbc-pasword": "hunter2"}), "jdbc-pasword", "jdbc-password"),
+    (db(**{"bindings-table": "B"}), "bindings-table", "bindings-table-name"),
+    ({"journal-retention": {"directory": "h", "perod": 1}}, "perod", "period"),
+    ({"database-stores": {}}, "database-stores", "database-store"),
+]
+
+
+@pytest.mark.parametrize(("mapping", "key", "suggestion"), UNKNOWN, ids=[k for _, k, _ in UNKNOWN])
+def test_unknown_key_is_named_with_the_closest_known_one(mapping, key, suggestion):
+    err = raises_config(key, mapping)
+    assert f"did you mean {suggestion!r}" in str(err)
+    assert "hunter2" not in str(err)
+
+
+def test_unknown_key_without_a_close_match_lists_what_is_allowed():
+    err = raises_config("zzz", {"zzz": 1})
+    assert err.hint is None
+    assert "journal-file-size" in str(err.allowed)
+
+
+def test_replace_with_an_unknown_field_suggests_the_field():
+    with pytest.raises(ConfigError) as info:
+        StoreConfig().replace(journal_file_sise=1)
+    assert "journal_file_size" in str(info.value)
+
+
+def test_replace_validates_the_copy_and_leaves_the_original():
+    cfg = StoreConfig()
+    with pytest.raises(ConfigError):
+        cfg.replace(journal_min_files=1)
+    assert cfg.replace(journal_min_files=3).journal_min_files == 3
+    assert cfg.journal_min_files == 2
+
+
+# --------------------------------------------------------------------------- table names
+
+TABLE_KEYS = [
+    "bindings-table-name",
+    "message-table-name",
+    "large-message-table-name",
+    "page-store-table-name",
+    "node-manager-store-table-name",
+]
+BAD_NAMES = [
+    "x; DROP TABLE y",
+    "MESSAGES'--",
+    'A"B',
+    "two words",
+    "tablé",
+    "\uff2dessages",  # fullwidth M
+    "1ABC",
+    "",
+    "a.b",
+    "a-b",
+    "x\n",
+    "`x`",
+]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+@pytest.mark.parametrize("key", TABLE_KEYS)
+def test_table_name_that_is_not_an_identifier_is_refused(key, name):
+    err = raises_config(key, db(**{key: name}))
+    assert err.value == name
+
+
+@pytest.mark.parametrize("name", ["_x", "A$B", "a1_", "ORDER", "mixedCase"])
+def test_odd_but_legal_table_names_are_kept(name):
+    section = StoreConfig.from_mapping(db(**{"message-table-name": name})).database_store
+    assert section is not None and section.message_table_name == name
+
+
+LIMITS = [
+    ("jdbc:postgresql://h/db", 63),
+    ("postgresql+psycopg://h/db", 63),
+    ("jdbc:mysql://h/db", 64),
+    ("jdbc:mariadb://h/db", 64),
+    ("mysql+pymysql://h/db", 64),
+    ("jdbc:sqlite:/tmp/x.db", 128),
+    ("sqlite:///x.db", 128),
+    ("jdbc:derby:memory:x;create=true", 128),
+    ("jdbc:h2:mem:x", 256),
+    ("jdbc:oracle:thin:@h:1521:x", 30),
+]
+
+
+@pytest.mark.parametrize(("url", "limit"), LIMITS, ids=[u for u, _ in LIMITS])
+def test_table_names_fit_the_target_databases_identifier_length(url, limit):
+    longest = {"jdbc-connection-url": url, "message-table-name": "M" * limit}
+    StoreConfig.from_mapping(db(**longest))
+    raises_config("message-table-name", db(**{**longest, "message-table-name": "M" * (limit + 1)}))
+
+
+@pytest.mark.parametrize(("url", "limit"), LIMITS, ids=[u for u, _ in LIMITS])
+def test_page_store_name_leaves_room_for_a_20_digit_suffix(url, limit):
+    room = {"jdbc-connection-url": url, "page-store-table-name": "P" * (limit - 20)}
+    StoreConfig.from_mapping(db(**room))
+    raises_config(
+        "page-store-table-name", db(**{**room, "page-store-table-name": "P" * (limit - 19)})
+    )
+
+
+@pytest.mark.parametrize(
+    ("names", "key"),
+    [
+        ({"bindings-table-name": "T", "message-table-name": "t"}, "message-table-name"),
+        ({"large-message-table-name": "PAGE_STORE"}, "large-message-table-name"),
+        ({"message-table-name": "page_store42"}, "message-table-name"),
+    ],
+    ids=["same-ignoring-case", "same-as-page-store", "collides-with-a-page-table"],
+)
+def test_tables_need_distinct_names(names, key):
+    raises_config(key, db(**names))
+
+
+def test_validate_identifier_is_usable_by_other_modules():
+    assert validate_identifier("PAGE_STORE12", key="page table", max_length=63) == "PAGE_STORE12"
+    with pytest.raises(ConfigError) as info:
+        validate_identifier("x;y", key="page table", max_length=63)
+    assert info.value.key == "page table"
+
+
+@pytest.mark.parametrize(
+    ("url", "dialect"),
+    [
+        ("jdbc:postgresql://h:5432/db", "postgresql"),
+        ("postgresql+psycopg://u:p@h/db", "postgresql"),
+        ("postgresql://h/db", "postgresql"),
+        ("jdbc:mysql://h/db", "mysql"),
+        ("jdbc:mariadb://h/db", "mysql"),
+        ("mariadb+pymysql://h/db", "mysql"),
+        ("MYSQL+PYMYSQL://h/db", "mysql"),
+        ("jdbc:sqlite:x.db", "sqlite"),
+        ("sqlite:///x.db", "sqlite"),
+        ("jdbc:derby:memory:db;create=true", "derby"),
+        ("jdbc:h2:mem:x", "h2"),
+        ("jdbc:oracle:thin:@h:1521:x", "other"),
+        ("mssql+pyodbc://h/db", "other"),
+        ("", "other"),
+    ],
+)
+def test_db_dialect_of_names_the_database(url, dialect):
+    assert db_dialect_of(url) == dialect
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("jdbc:postgresql://u:pw@h/db", "jdbc:postgresql://***@h/db"),
+        ("postgresql+psycopg://u:p@ss@h/db", "postgresql+psycopg://***@h/db"),
+        (
+            "jdbc:mysql://h/db?user=u&password=pw&ssl=1",
+            "jdbc:mysql://h/db?user=***&password=***&ssl=1",
+        ),
+        ("jdbc:derby:db;user=u;password=pw", "jdbc:derby:db;user=***;password=***"),
+        ("jdbc:oracle:thin:scott/tiger@h:1521:x", "jdbc:oracle:thin:***@h:1521:x"),
+        ("jdbc:h2:mem:x", "jdbc:h2:mem:x"),
+        ("admin:topsecret@db", "***@db"),
+    ],
+)
+def test_redact_url_hides_credentials(url, expected):
+    assert redact_url(url) == expected
+
+
+# --------------------------------------------------------------------------- masked values
+
+
+def enc(plain: str, key: str | None = None) -> str:
+    return masking.wrap_enc(masking.mask(plain, key=key))
+
+
+@pytest.mark.parametrize(
+    ("keys", "attr", "plain"),
+    [
+        ({"jdbc-user": enc("db-user")}, "jdbc_user", "db-user"),
+        ({"jdbc-password": enc("db-pass")}, "jdbc_password", "db-pass"),
+        (
+            {"jdbc-connection-url": enc("postgresql+psycopg://u:p@h/db")},
+            "jdbc_connection_url",
+            "postgresql+psycopg://u:p@h/db",
+        ),
+        (
+            {"jdbc-connection-url": enc("jdbc:postgresql://h/db")},
+            "jdbc_connection_url",
+            "jdbc:postgresql://h/db",
+        ),
+        ({"jdbc-password": "ENC(-41e444c3ed07d6dd)"}, "jdbc_password", "secret"),
+    ],
+    ids=["user", "password", "sqlalchemy-url", "jdbc-url", "literal-enc"],
+)
+def test_enc_values_are_decoded(keys, attr, plain):
+    section = StoreConfig.from_mapping(db(**keys)).database_store
+    assert section is not None and getattr(section, attr) == plain
+
+
+def test_enc_data_source_property_is_decoded_and_remembered_as_secret():
+    props = {"password": enc("pool-pass"), "appName": "app"}
+    section = StoreConfig.from_mapping(db(**{"data-source-properties": props})).database_store
+    assert section is not None
+    assert section.data_source_properties == {"password": "pool-pass", "appName": "app"}
+    assert section.masked_properties == frozenset({"password"})
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("true", True),
+        ("FALSE", False),
+        ("42", 42),
+        ("-7", -7),
+        ("2147483648", "2147483648"),
+        ("4.5", "4.5"),
+        ("abc", "abc"),
+        (8, 8),
+        (True, True),
+        (enc("123"), 123),
+    ],
+    ids=repr,
+)
+def test_data_source_property_values_are_typed_as_artemis_types_them(given, expected):
+    section = StoreConfig.from_mapping(db(**{"data-source-properties": {"p": given}}))
+    assert section.database_store is not None
+    value = section.database_store.data_source_properties["p"]
+    assert value == expected and type(value) is type(expected)
+
+
+def test_data_source_property_of_another_type_is_refused():
+    raises_config("data-source-properties.p", db(**{"data-source-properties": {"p": 1.5}}))
+
+
+def test_bare_values_stay_plain_without_mask_password():
+    section = StoreConfig.from_mapping(db(**{"jdbc-password": masking.mask("x")})).database_store
+    assert section is not None and section.jdbc_password == masking.mask("x")
+
+
+def test_mask_password_decodes_bare_user_password_and_url():
+    mapping = {
+        "mask-password": "true",
+        "database-store": {
+            "jdbc-connection-url": masking.mask("sqlite:///x.db"),
+            "jdbc-user": masking.mask("u"),
+            "jdbc-password": masking.mask("p"),
+        },
+    }
+    section = StoreConfig.from_mapping(mapping).database_store
+    assert section is not None
+    assert (section.jdbc_connection_url, section.jdbc_user, section.jdbc_password) == (
+        "sqlite:///x.db",
+        "u",
+        "p",
+    )
+
+
+@pytest.mark.parametrize("url", ["jdbc:postgresql://h/db", "postgresql://h/db"])
+def test_mask_password_leaves_a_real_url_alone(url):
+    mapping = {"mask-password": True, **db(**{"jdbc-connection-url": url})}
+    section = StoreConfig.from_mapping(mapping).database_store
+    assert section is not None and section.jdbc_connection_url == url
+
+
+def test_password_codec_key_decodes_values_masked_with_it():
+    codec = "org.apache.activemq.artemis.utils.DefaultSensitiveStringCodec;key=helloworld"
+    mapping = {"password-codec": codec, **db(**{"jdbc-password": enc("p", key="helloworld")})}
+    section = StoreConfig.from_mapping(mapping).database_store
+    assert section is not None and section.jdbc_password == "p"
+
+
+@pytest.mark.parametrize(
+    "codec",
+    [
+        "com.example.MyCodec",
+        "org.apache.activemq.artemis.utils.DefaultSensitiveStringCodec;algorithm=one-way",
+    ],
+    ids=["other-class", "one-way"],
+)
+def test_password_codec_that_cannot_decode_is_refused(codec):
+    raises_config("password-codec", {"password-codec": codec})
+
+
+@pytest.mark.parametrize(
+    ("keys", "key"),
+    [
+        ({"jdbc-password": "ENC(-0123456789abcdef01)"}, "jdbc-password"),
+        ({"jdbc-user": "ENC(not-hex)"}, "jdbc-user"),
+        ({"jdbc-connection-url": "ENC(abcdef0123456789)"}, "jdbc-connection-url"),
+        ({"data-source-properties": {"pw": "ENC(abcdef0123456789)"}}, "data-source-properties.pw"),
+    ],
+    ids=["password", "user", "url", "property"],
+)
+def test_undecodable_enc_names_the_key_but_never_the_value(keys, key):
+    err = raises_config(key, db(**keys))
+    assert err.value == "<hidden>"
+    assert "0123456789abcdef" not in str(err) and "not-hex" not in str(err)
+
+
+def test_enc_with_the_wrong_key_is_config_error(monkeypatch):
+    monkeypatch.setenv(masking.KEY_ENV_VAR, "some-other-key")
+    raises_config("jdbc-password", db(**{"jdbc-password": "ENC(-41e444c3ed07d6dd)"}))
+
+
+SECRETS = ("dbadmin-user", "url-pass", "q-pass", "hunter2-pw", "prop-pass", "tok-val", "mask-plain")
+
+
+def secret_config() -> StoreConfig:
+    return StoreConfig.from_mapping(
+        db(
+            **{
+                "jdbc-connection-url": "jdbc:postgresql://dbadmin-user:url-pass@h/db?password=q-pass&ssl=on",
+                "jdbc-user": "dbadmin-user",
+                "jdbc-password": "hunter2-pw",
+                "data-source-properties": {
+                    "password": "prop-pass",
+                    "apiToken": "tok-val",
+                    "x": enc("mask-plain"),
+                    "appName": "visible-app",
+                },
+            }
+        )
+    )
+
+
+@pytest.mark.parametrize("render", [repr, str], ids=["repr", "str"])
+def test_secrets_never_appear_in_repr_or_str(render):
+    cfg = secret_config()
+    for text in (render(cfg), render(cfg.database_store)):
+        for secret in SECRETS:
+            assert secret not in text
+        assert "visible-app" in text and "<hidden>" in text and "ssl=on" in text
+
+
+def test_secrets_never_appear_in_logs_or_errors(caplog):
+    with caplog.at_level(logging.DEBUG):
+        cfg = secret_config()
+        assert cfg.database_store is not None
+        with pytest.raises(ConfigError) as info:
+            cfg.database_store.replace(jdbc_lock_renew_period=10**6)
+    for secret in SECRETS:
+        assert secret not in caplog.text and secret not in str(info.value)
+
+
+# --------------------------------------------------------------------------- broker.xml
+
+XML_HEAD = '<?xml version="1.0"?>\n'
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def xml_core(tmp_path: Path, core: str, *, name: str = "broker.xml") -> StoreConfig:
+    doc = (
+        f'{XML_HEAD}<configuration xmlns="urn:activemq">'
+        f'<core xmlns="urn:activemq:core">{core}</core></configuration>'
+    )
+    return load_config(write(tmp_path, name, doc))
+
+
+def test_realistic_broker_xml_reads_only_the_persistence_settings():
+    cfg = load_config(TESTDATA / "broker-jdbc.xml")
+    base = str(TESTDATA)
+    expected = StoreConfig(
+        bindings_directory=f"{base}/data/bindings",
+        journal_directory=f"{base}/data/journal",
+        large_messages_directory=f"{base}/data/large-messages",
+        paging_directory=f"{base}/data/paging",
+        journal_type="NIO",
+        journal_pool_files=10,
+        journal_buffer_timeout=40000,
+        journal_max_io=1,
+        database_store=DatabaseStoreConfig(
+            jdbc_connection_url="jdbc:postgresql://db.example.com:5432/artemis",
+            jdbc_driver_class_name="org.postgresql.Driver",
+            jdbc_user="artemis-db-user",
+            jdbc_password="s3cr3t!pass",
+            data_source_properties={
+                "maxTotal": -1,
+                "poolPreparedStatements": True,
+                "applicationName": "artemis-primary",
+                "password": "pool-secret",
+            },
+            masked_properties=frozenset({"password"}),
+        ),
+    )
+    assert cfg == expected
+    # Address settings hold page-size-bytes 10M; the database page size stays 100K.
+    assert cfg.database_store is not None and cfg.database_store.jdbc_max_page_size_bytes == 102400
+
+
+def test_file_store_broker_xml_with_retention_directory_element():
+    cfg = load_config(TESTDATA / "broker-file.xml")
+    base = str(TESTDATA)
+    assert cfg == StoreConfig(
+        bindings_directory="/var/lib/artemis/bindings",
+        journal_directory=f"{base}/journal",
+        paging_directory=f"{base}/paging",
+        large_messages_directory=f"{base}/large",
+        node_manager_lock_directory="/mnt/shared/lock",
+        create_bindings_dir=False,
+        create_journal_dir=False,
+        journal_type="MAPPED",
+        journal_file_size=1048576,
+        journal_min_files=4,
+        journal_buffer_size=102400,
+        journal_sync_non_transactional=False,
+        journal_datasync=False,
+        journal_compact_min_files=0,
+        journal_compact_percentage=50,
+        journal_file_open_timeout=10,
+        journal_max_attic_files=3,
+        journal_lock_acquisition_timeout=30000,
+        journal_retention=RetentionConfig(
+            directory=f"{base}/history", period=7, unit="DAYS", storage_limit=10 * 1024**3
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "element",
+    [
+        '<journal-retention directory="hist" period="2" unit="HOURS" storage-limit="1G"/>',
+        '<journal-retention-directory period="2" unit="HOURS" storage-limit="1G">hist'
+        "</journal-retention-directory>",
+    ],
+    ids=["journal-retention", "journal-retention-directory"],
+)
+def test_both_xml_retention_spellings_read_the_same(tmp_path, element):
+    cfg = xml_core(tmp_path, element)
+    assert cfg.journal_retention == RetentionConfig(
+        directory=str(tmp_path / "hist"), period=2, unit="HOURS", storage_limit=1024**3
+    )
+
+
+def test_both_retention_spellings_at_once_are_refused(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        xml_core(
+            tmp_path,
+            '<journal-retention directory="a"/><journal-retention-directory>b'
+            "</journal-retention-directory>",
+        )
+    assert info.value.key == "journal-retention"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        '<configuration xmlns="urn:activemq">'
+        '<core xmlns="urn:activemq:core">{}</core></configuration>',
+        '<configuration xmlns="urn:activemq"><core>{}</core></configuration>',
+        "<configuration><core>{}</core></configuration>",
+        '<core xmlns="urn:activemq:core">{}</core>',
+        "<core>{}</core>",
+        '<a:configuration xmlns:a="urn:activemq"><c:core xmlns:c="urn:activemq:core">{}</c:core>'
+        "</a:configuration>",
+    ],
+    ids=[
+        "activemq-and-core",
+        "inherited-activemq",
+        "no-namespace",
+        "core-root",
+        "bare-core-root",
+        "prefixed",
+    ],
+)
+def test_xml_namespaces_accepted(tmp_path, doc):
+    body = (
+        "<journal-type>NIO</journal-type><store><database-store>"
+        f"<jdbc-connection-url>{PG}</jdbc-connection-url></database-store></store>"
+    )
+    cfg = load_config(write(tmp_path, "b.xml", XML_HEAD + doc.format(body)))
+    assert cfg.journal_type == "NIO"
+    assert cfg.database_store is not None and cfg.database_store.jdbc_connection_url == PG
+
+
+def test_elements_of_foreign_namespaces_are_ignored(tmp_path):
+    cfg = xml_core(
+        tmp_path,
+        '<x:journal-type xmlns:x="urn:example">MAPPED</x:journal-type>'
+        "<journal-type>NIO</journal-type>",
+    )
+    assert cfg.journal_type == "NIO"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        '<configuration xmlns="urn:example"><core/></configuration>',
+        "<configuration><other/></configuration>",
+        "<configuration><core/><core/></configuration>",
+        "<broker><core/></broker>",
+    ],
+    ids=["foreign-root", "no-core", "two-cores", "other-root"],
+)
+def test_document_without_one_artemis_core_is_refused(tmp_path, doc):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, "b.xml", XML_HEAD + doc))
+    assert info.value.key == "config file"
+
+
+@pytest.mark.parametrize(
+    ("core", "key"),
+    [
+        ("<journal-type>NIO</journal-type><journal-type>NIO</journal-type>", "journal-type"),
+        ("<journal-directory>${data.dir}/journal</journal-directory>", "journal-directory"),
+        ("<journal-file-size>10X</journal-file-size>", "journal-file-size"),
+        (
+            "<store><database-store><jdbc-pasword>x</jdbc-pasword></database-store></store>",
+            "jdbc-pasword",
+        ),
+        (
+            f"<store><database-store><jdbc-connection-url>{PG}</jdbc-connection-url>"
+            '<data-source-properties><data-source-property key="k"/></data-source-properties>'
+            "</database-store></store>",
+            "data-source-properties",
+        ),
+        (
+            '<journal-retention-directory directory="x">y</journal-retention-directory>',
+            "journal-retention.directory",
+        ),
+        ('<journal-retention directory="x" perod="1"/>', "perod"),
+    ],
+    ids=[
+        "repeated",
+        "system-property",
+        "bad-size",
+        "unknown-database-key",
+        "property-no-value",
+        "directory-twice",
+        "unknown-retention-attribute",
+    ],
+)
+def test_bad_persistence_settings_in_xml_name_the_key(tmp_path, core, key):
+    with pytest.raises(ConfigError) as info:
+        xml_core(tmp_path, core)
+    assert info.value.key == key
+
+
+def test_unrelated_xml_elements_are_not_validated(tmp_path):
+    cfg = xml_core(
+        tmp_path,
+        "<global-max-size>not a size</global-max-size><name>${name}</name>"
+        "<journal-device-block-size>4096</journal-device-block-size>",
+    )
+    assert cfg == StoreConfig.from_mapping({}, base_dir=tmp_path)
+
+
+def test_file_store_element_and_disabled_persistence(tmp_path):
+    cfg = xml_core(
+        tmp_path, "<persistence-enabled>false</persistence-enabled><store><file-store/></store>"
+    )
+    assert cfg.database_store is None and cfg.store_type == "none"
+
+
+def test_data_source_class_name_is_accepted_and_ignored(tmp_path):
+    cfg = xml_core(
+        tmp_path,
+        f"<store><database-store><jdbc-connection-url>{PG}</jdbc-connection-url>"
+        "<data-source-class-name>com.zaxxer.hikari.HikariDataSource</data-source-class-name>"
+        "</database-store></store>",
+    )
+    assert cfg.database_store == DatabaseStoreConfig(jdbc_connection_url=PG)
+
+
+def test_xinclude_of_a_local_fragment_is_followed(tmp_path):
+    write(
+        tmp_path,
+        "store.xml",
+        f'<store xmlns="urn:activemq:core"><database-store><jdbc-connection-url>{PG}'
+        "</jdbc-connection-url></database-store></store>",
+    )
+    cfg = xml_core(
+        tmp_path, '<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="store.xml"/>'
+    )
+    assert cfg.store_type == "database"
+
+
+@pytest.mark.parametrize(
+    "href",
+    ["http://example.invalid/store.xml", "missing.xml", "broker.xml"],
+    ids=["url", "missing", "includes-itself"],
+)
+def test_xinclude_that_cannot_be_followed_safely_is_refused(tmp_path, href):
+    with pytest.raises(ConfigError) as info:
+        xml_core(
+            tmp_path, f'<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="{href}"/>'
+        )
+    assert info.value.key == "xi:include"
+
+
+HOSTILE = {
+    "billion-laughs": '<!DOCTYPE configuration [<!ENTITY lol "lol">'
+    '<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
+    '<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>'
+    "<configuration><core><journal-directory>&lol3;</journal-directory></core></configuration>",
+    "external-entity": '<!DOCTYPE configuration [<!ENTITY xxe SYSTEM "file://{secret}">]>'
+    "<configuration><core><journal-directory>&xxe;</journal-directory></core></configuration>",
+    "parameter-entity": '<!DOCTYPE configuration [<!ENTITY % p SYSTEM "file://{secret}"> %p;]>'
+    "<configuration><core/></configuration>",
+    "external-dtd": '<!DOCTYPE configuration SYSTEM "http://example.invalid/a.dtd">'
+    "<configuration><core/></configuration>",
+    "not-well-formed": "<configuration><core></configuration>",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_or_broken_xml_is_config_error(tmp_path, name):
+    secret = write(tmp_path, "secret.txt", "TOP-SECRET-CONTENT")
+    path = write(tmp_path, "evil.xml", XML_HEAD + HOSTILE[name].replace("{secret}", str(secret)))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.key == "config file"
+    assert "TOP-SECRET-CONTENT" not in str(info.value) and "lollol" not in str(info.value)
+
+
+# --------------------------------------------------------------------------- TOML and files
+
+
+def test_toml_with_sub_tables_is_read():
+    cfg = load_config(TESTDATA / "store.toml")
+    base = str(TESTDATA)
+    assert cfg == StoreConfig(
+        journal_type="NIO",
+        journal_directory=f"{base}/data/journal",
+        bindings_directory=f"{base}/data/bindings",
+        large_messages_directory=f"{base}/data/large",
+        paging_directory=f"{base}/data/paging",
+        journal_file_size=20 * 1024**2,
+        journal_min_files=3,
+        journal_buffer_timeout=100000,
+        journal_retention=RetentionConfig(
+            directory=f"{base}/history", period=12, unit="HOURS", storage_limit=5 * 1024**3
+        ),
+        database_store=DatabaseStoreConfig(
+            jdbc_connection_url="postgresql+psycopg://127.0.0.1:5432/test",
+            jdbc_user="postgres",
+            jdbc_password="s3cr3t!pass",
+            jdbc_driver_classpath=f"{base}/jars/postgresql.jar",
+            bindings_table_name="S_BINDINGS",
+            message_table_name="S_MESSAGES",
+            large_message_table_name="S_LARGE",
+            page_store_table_name="S_PAGE",
+            node_manager_store_table_name="S_NODE",
+            jdbc_lock_renew_period=1000,
+            jdbc_lock_expiration=10000,
+            jdbc_network_timeout=5000,
+            jdbc_journal_sync_period=2,
+            jdbc_max_page_size_bytes=200 * 1024,
+            data_source_properties={
+                "pool_size": 8,
+                "pool_pre_ping": True,
+                "application_name": "store-tests",
+            },
+        ),
+    )
+
+
+def test_relative_directories_resolve_against_the_files_folder(tmp_path):
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    toml = (
+        'journal-directory = "j"\npaging-directory = "/abs/p"\n'
+        '[journal-retention]\ndirectory = "../history"\n'
+        f'[database-store]\njdbc-connection-url = "{PG}"\n'
+        f'jdbc-driver-classpath = "a.jar{os.pathsep}/b.jar"\n'
+    )
+    cfg = load_config(write(etc, "store.toml", toml))
+    assert cfg.journal_directory == str(etc / "j")
+    assert cfg.node_manager_lock_directory == str(etc / "j")
+    assert cfg.paging_directory == "/abs/p"
+    assert cfg.bindings_directory == str(etc / "data" / "bindings")
+    assert cfg.journal_retention is not None
+    assert cfg.journal_retention.directory == str(tmp_path / "history")
+    assert cfg.database_store is not None
+    assert cfg.database_store.jdbc_driver_classpath == f"{etc / 'a.jar'}{os.pathsep}/b.jar"
+
+
+def test_from_mapping_keeps_relative_directories_without_base_dir(tmp_path):
+    assert StoreConfig.from_mapping({"journal-directory": "j"}).journal_directory == "j"
+    based = StoreConfig.from_mapping({"journal-directory": "j"}, base_dir=tmp_path)
+    assert based.journal_directory == str(tmp_path / "j")
+
+
+def test_path_objects_are_accepted_as_directories(tmp_path):
+    cfg = StoreConfig.from_mapping({"journal-directory": tmp_path / "j"})
+    assert cfg.journal_directory == str(tmp_path / "j")
+
+
+def test_loading_a_config_touches_no_directory(tmp_path):
+    write(tmp_path, "store.toml", 'journal-directory = "j"\n[journal-retention]\ndirectory = "h"\n')
+    load_config(tmp_path / "store.toml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.toml"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("missing.toml", None),
+        ("store.yaml", "journal-type: NIO"),
+        ("bad.toml", "journal-type = NIO"),
+        ("latin1.toml", b"journal-directory = '\xe9'"),
+    ],
+    ids=["missing", "other-suffix", "bad-toml", "not-utf8"],
+)
+def test_unreadable_config_file_is_config_error(tmp_path, name, text):
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    elif text is not None:
+        path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    assert info.value.key == "config file"
+
+
+# --------------------------------------------------------------------------- immutability
+
+
+def test_configuration_is_immutable_and_hashable():
+    cfg = StoreConfig.from_mapping(db(**{"data-source-properties": {"a": "1"}}))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.journal_type = "NIO"  # type: ignore[misc]
+    assert cfg.database_store is not None
+    with pytest.raises(TypeError):
+        cfg.database_store.data_source_properties["a"] = 2  # type: ignore[index]
+    same = StoreConfig.from_mapping(db(**{"data-source-properties": {"a": 1}}))
+    assert cfg == same and hash(cfg) == hash(same)
+    assert {cfg: "x"}[same] == "x"
+
+
+def test_fields_are_keyword_only():
+    with pytest.raises(TypeError):
+        StoreConfig(True)  # type: ignore[misc]
+
+
+def test_direct_construction_validates_like_from_mapping():
+    with pytest.raises(ConfigError) as info:
+        StoreConfig(journal_min_files=1)
+    assert info.value.key == "journal-min-files"
+    with pytest.raises(ConfigError):
+        StoreConfig(journal_datasync="true")  # type: ignore[arg-type]
+
+
+def test_database_replace_gives_a_validated_copy():
+    section = DatabaseStoreConfig(jdbc_connection_url=PG)
+    prefixed = section.replace(bindings_table_name="T1_BINDINGS", message_table_name="T1_MESSAGES")
+    assert (prefixed.bindings_table_name, section.bindings_table_name) == (
+        "T1_BINDINGS",
+        "BINDINGS",
+    )
+    with pytest.raises(ConfigError):
+        section.replace(message_table_name="x y")
