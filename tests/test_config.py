@@ -1,4 +1,7 @@
-"""Configuration: Artemis keys and defaults, TOML / broker.xml / dict sources, validation."""
+"""Configuration (store.config): Artemis keys and defaults, dict and TOML sources, validation.
+
+broker.xml is covered in test_config_xml.py, single values in test_sizes.py.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +17,9 @@ from store.config import (
     DatabaseStoreConfig,
     RetentionConfig,
     StoreConfig,
-    db_dialect_of,
     load_config,
-    redact_url,
-    validate_identifier,
 )
 from store.errors import ConfigError
-from store.sizes import parse_bool, parse_int, parse_size
 
 TESTDATA = Path(__file__).parent / "testdata" / "config"
 PG = "jdbc:postgresql://127.0.0.1:5432/test"
@@ -29,6 +28,12 @@ PG = "jdbc:postgresql://127.0.0.1:5432/test"
 def db(**keys: object) -> dict[str, object]:
     """A mapping with a database-store section holding ``keys`` (plus a URL unless given)."""
     return {"database-store": {"jdbc-connection-url": PG, **keys}}
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def raises_config(key: str, mapping: dict[str, object], **kwargs: object) -> ConfigError:
@@ -266,92 +271,6 @@ def test_store_type_is_selected_as_design_says(mapping, kind):
     assert StoreConfig.from_mapping(mapping).store_type == kind
 
 
-# --------------------------------------------------------------------------- value notation
-
-SIZES = [
-    ("512", 512),
-    ("512B", 512),
-    ("512b", 512),
-    ("100K", 102400),
-    ("100k", 102400),
-    ("100KB", 102400),
-    ("100KiB", 102400),
-    ("100kib", 102400),
-    ("10M", 10485760),
-    ("10MB", 10485760),
-    ("10MiB", 10485760),
-    ("1G", 1073741824),
-    ("1GB", 1073741824),
-    ("1GiB", 1073741824),
-    (" 10 M ", 10485760),
-    ("10 MiB", 10485760),
-    ("-1", -1),
-    ("+5", 5),
-    (7, 7),
-]
-
-
-@pytest.mark.parametrize(("text", "expected"), SIZES, ids=[repr(t) for t, _ in SIZES])
-def test_size_notation_is_artemis_byteutil(text, expected):
-    """K/M/G are powers of 1024 with or without 'i' or 'B', as Artemis's ByteUtil reads them."""
-    assert parse_size(text) == expected
-
-
-ARABIC_INDIC_TEN = "\u0661\u0660"  # digits Python's int() takes and Java's \\d does not
-BAD_SIZES = [
-    "1.5M",
-    "10T",
-    "10 K B",
-    "M",
-    "",
-    "ten",
-    "10MiBs",
-    "10Mi B",
-    ARABIC_INDIC_TEN,
-    True,
-    None,
-    1.5,
-]
-
-
-@pytest.mark.parametrize("text", BAD_SIZES, ids=[repr(t) for t in BAD_SIZES])
-def test_bad_size_names_key_value_and_what_is_allowed(text):
-    with pytest.raises(ConfigError) as info:
-        parse_size(text, key="journal-file-size")
-    err = info.value
-    assert (err.key, err.value) == ("journal-file-size", text)
-    assert "journal-file-size" in str(err) and repr(text) in str(err)
-    assert "K, M or G" in str(err.allowed)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("true", True),
-        ("TRUE", True),
-        ("True", True),
-        (" false ", False),
-        (True, True),
-        (False, False),
-    ],
-)
-def test_booleans_accept_true_and_false_in_any_case(text, expected):
-    assert parse_bool(text) is expected
-
-
-@pytest.mark.parametrize("text", ["yes", "1", "on", "", 1, 0, None], ids=repr)
-def test_other_boolean_spellings_are_errors(text):
-    with pytest.raises(ConfigError) as info:
-        parse_bool(text, key="journal-datasync")
-    assert info.value.allowed == "true or false"
-
-
-@pytest.mark.parametrize("text", ["2.0", "two", "", True, 2.5, None], ids=repr)
-def test_integers_reject_non_integers(text):
-    with pytest.raises(ConfigError):
-        parse_int(text, key="journal-min-files")
-
-
 # --------------------------------------------------------------------------- bad values
 
 BAD_VALUES = [
@@ -576,55 +495,6 @@ def test_tables_need_distinct_names(names, key):
     raises_config(key, db(**names))
 
 
-def test_validate_identifier_is_usable_by_other_modules():
-    assert validate_identifier("PAGE_STORE12", key="page table", max_length=63) == "PAGE_STORE12"
-    with pytest.raises(ConfigError) as info:
-        validate_identifier("x;y", key="page table", max_length=63)
-    assert info.value.key == "page table"
-
-
-@pytest.mark.parametrize(
-    ("url", "dialect"),
-    [
-        ("jdbc:postgresql://h:5432/db", "postgresql"),
-        ("postgresql+psycopg://u:p@h/db", "postgresql"),
-        ("postgresql://h/db", "postgresql"),
-        ("jdbc:mysql://h/db", "mysql"),
-        ("jdbc:mariadb://h/db", "mysql"),
-        ("mariadb+pymysql://h/db", "mysql"),
-        ("MYSQL+PYMYSQL://h/db", "mysql"),
-        ("jdbc:sqlite:x.db", "sqlite"),
-        ("sqlite:///x.db", "sqlite"),
-        ("jdbc:derby:memory:db;create=true", "derby"),
-        ("jdbc:h2:mem:x", "h2"),
-        ("jdbc:oracle:thin:@h:1521:x", "other"),
-        ("mssql+pyodbc://h/db", "other"),
-        ("", "other"),
-    ],
-)
-def test_db_dialect_of_names_the_database(url, dialect):
-    assert db_dialect_of(url) == dialect
-
-
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("jdbc:postgresql://u:pw@h/db", "jdbc:postgresql://***@h/db"),
-        ("postgresql+psycopg://u:p@ss@h/db", "postgresql+psycopg://***@h/db"),
-        (
-            "jdbc:mysql://h/db?user=u&password=pw&ssl=1",
-            "jdbc:mysql://h/db?user=***&password=***&ssl=1",
-        ),
-        ("jdbc:derby:db;user=u;password=pw", "jdbc:derby:db;user=***;password=***"),
-        ("jdbc:oracle:thin:scott/tiger@h:1521:x", "jdbc:oracle:thin:***@h:1521:x"),
-        ("jdbc:h2:mem:x", "jdbc:h2:mem:x"),
-        ("admin:topsecret@db", "***@db"),
-    ],
-)
-def test_redact_url_hides_credentials(url, expected):
-    assert redact_url(url) == expected
-
-
 # --------------------------------------------------------------------------- masked values
 
 
@@ -799,281 +669,6 @@ def test_secrets_never_appear_in_logs_or_errors(caplog):
             cfg.database_store.replace(jdbc_lock_renew_period=10**6)
     for secret in SECRETS:
         assert secret not in caplog.text and secret not in str(info.value)
-
-
-# --------------------------------------------------------------------------- broker.xml
-
-XML_HEAD = '<?xml version="1.0"?>\n'
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def xml_core(tmp_path: Path, core: str, *, name: str = "broker.xml") -> StoreConfig:
-    doc = (
-        f'{XML_HEAD}<configuration xmlns="urn:activemq">'
-        f'<core xmlns="urn:activemq:core">{core}</core></configuration>'
-    )
-    return load_config(write(tmp_path, name, doc))
-
-
-def test_realistic_broker_xml_reads_only_the_persistence_settings():
-    cfg = load_config(TESTDATA / "broker-jdbc.xml")
-    base = str(TESTDATA)
-    expected = StoreConfig(
-        bindings_directory=f"{base}/data/bindings",
-        journal_directory=f"{base}/data/journal",
-        large_messages_directory=f"{base}/data/large-messages",
-        paging_directory=f"{base}/data/paging",
-        journal_type="NIO",
-        journal_pool_files=10,
-        journal_buffer_timeout=40000,
-        journal_max_io=1,
-        database_store=DatabaseStoreConfig(
-            jdbc_connection_url="jdbc:postgresql://db.example.com:5432/artemis",
-            jdbc_driver_class_name="org.postgresql.Driver",
-            jdbc_user="artemis-db-user",
-            jdbc_password="s3cr3t!pass",
-            data_source_properties={
-                "maxTotal": -1,
-                "poolPreparedStatements": True,
-                "applicationName": "artemis-primary",
-                "password": "pool-secret",
-            },
-            masked_properties=frozenset({"password"}),
-        ),
-    )
-    assert cfg == expected
-    # Address settings hold page-size-bytes 10M; the database page size stays 100K.
-    assert cfg.database_store is not None and cfg.database_store.jdbc_max_page_size_bytes == 102400
-
-
-def test_file_store_broker_xml_with_retention_directory_element():
-    cfg = load_config(TESTDATA / "broker-file.xml")
-    base = str(TESTDATA)
-    assert cfg == StoreConfig(
-        bindings_directory="/var/lib/artemis/bindings",
-        journal_directory=f"{base}/journal",
-        paging_directory=f"{base}/paging",
-        large_messages_directory=f"{base}/large",
-        node_manager_lock_directory="/mnt/shared/lock",
-        create_bindings_dir=False,
-        create_journal_dir=False,
-        journal_type="MAPPED",
-        journal_file_size=1048576,
-        journal_min_files=4,
-        journal_buffer_size=102400,
-        journal_sync_non_transactional=False,
-        journal_datasync=False,
-        journal_compact_min_files=0,
-        journal_compact_percentage=50,
-        journal_file_open_timeout=10,
-        journal_max_attic_files=3,
-        journal_lock_acquisition_timeout=30000,
-        journal_retention=RetentionConfig(
-            directory=f"{base}/history", period=7, unit="DAYS", storage_limit=10 * 1024**3
-        ),
-    )
-
-
-@pytest.mark.parametrize(
-    "element",
-    [
-        '<journal-retention directory="hist" period="2" unit="HOURS" storage-limit="1G"/>',
-        '<journal-retention-directory period="2" unit="HOURS" storage-limit="1G">hist'
-        "</journal-retention-directory>",
-    ],
-    ids=["journal-retention", "journal-retention-directory"],
-)
-def test_both_xml_retention_spellings_read_the_same(tmp_path, element):
-    cfg = xml_core(tmp_path, element)
-    assert cfg.journal_retention == RetentionConfig(
-        directory=str(tmp_path / "hist"), period=2, unit="HOURS", storage_limit=1024**3
-    )
-
-
-def test_both_retention_spellings_at_once_are_refused(tmp_path):
-    with pytest.raises(ConfigError) as info:
-        xml_core(
-            tmp_path,
-            '<journal-retention directory="a"/><journal-retention-directory>b'
-            "</journal-retention-directory>",
-        )
-    assert info.value.key == "journal-retention"
-
-
-@pytest.mark.parametrize(
-    "doc",
-    [
-        '<configuration xmlns="urn:activemq">'
-        '<core xmlns="urn:activemq:core">{}</core></configuration>',
-        '<configuration xmlns="urn:activemq"><core>{}</core></configuration>',
-        "<configuration><core>{}</core></configuration>",
-        '<core xmlns="urn:activemq:core">{}</core>',
-        "<core>{}</core>",
-        '<a:configuration xmlns:a="urn:activemq"><c:core xmlns:c="urn:activemq:core">{}</c:core>'
-        "</a:configuration>",
-    ],
-    ids=[
-        "activemq-and-core",
-        "inherited-activemq",
-        "no-namespace",
-        "core-root",
-        "bare-core-root",
-        "prefixed",
-    ],
-)
-def test_xml_namespaces_accepted(tmp_path, doc):
-    body = (
-        "<journal-type>NIO</journal-type><store><database-store>"
-        f"<jdbc-connection-url>{PG}</jdbc-connection-url></database-store></store>"
-    )
-    cfg = load_config(write(tmp_path, "b.xml", XML_HEAD + doc.format(body)))
-    assert cfg.journal_type == "NIO"
-    assert cfg.database_store is not None and cfg.database_store.jdbc_connection_url == PG
-
-
-def test_elements_of_foreign_namespaces_are_ignored(tmp_path):
-    cfg = xml_core(
-        tmp_path,
-        '<x:journal-type xmlns:x="urn:example">MAPPED</x:journal-type>'
-        "<journal-type>NIO</journal-type>",
-    )
-    assert cfg.journal_type == "NIO"
-
-
-@pytest.mark.parametrize(
-    "doc",
-    [
-        '<configuration xmlns="urn:example"><core/></configuration>',
-        "<configuration><other/></configuration>",
-        "<configuration><core/><core/></configuration>",
-        "<broker><core/></broker>",
-    ],
-    ids=["foreign-root", "no-core", "two-cores", "other-root"],
-)
-def test_document_without_one_artemis_core_is_refused(tmp_path, doc):
-    with pytest.raises(ConfigError) as info:
-        load_config(write(tmp_path, "b.xml", XML_HEAD + doc))
-    assert info.value.key == "config file"
-
-
-@pytest.mark.parametrize(
-    ("core", "key"),
-    [
-        ("<journal-type>NIO</journal-type><journal-type>NIO</journal-type>", "journal-type"),
-        ("<journal-directory>${data.dir}/journal</journal-directory>", "journal-directory"),
-        ("<journal-file-size>10X</journal-file-size>", "journal-file-size"),
-        (
-            "<store><database-store><jdbc-pasword>x</jdbc-pasword></database-store></store>",
-            "jdbc-pasword",
-        ),
-        (
-            f"<store><database-store><jdbc-connection-url>{PG}</jdbc-connection-url>"
-            '<data-source-properties><data-source-property key="k"/></data-source-properties>'
-            "</database-store></store>",
-            "data-source-properties",
-        ),
-        (
-            '<journal-retention-directory directory="x">y</journal-retention-directory>',
-            "journal-retention.directory",
-        ),
-        ('<journal-retention directory="x" perod="1"/>', "perod"),
-    ],
-    ids=[
-        "repeated",
-        "system-property",
-        "bad-size",
-        "unknown-database-key",
-        "property-no-value",
-        "directory-twice",
-        "unknown-retention-attribute",
-    ],
-)
-def test_bad_persistence_settings_in_xml_name_the_key(tmp_path, core, key):
-    with pytest.raises(ConfigError) as info:
-        xml_core(tmp_path, core)
-    assert info.value.key == key
-
-
-def test_unrelated_xml_elements_are_not_validated(tmp_path):
-    cfg = xml_core(
-        tmp_path,
-        "<global-max-size>not a size</global-max-size><name>${name}</name>"
-        "<journal-device-block-size>4096</journal-device-block-size>",
-    )
-    assert cfg == StoreConfig.from_mapping({}, base_dir=tmp_path)
-
-
-def test_file_store_element_and_disabled_persistence(tmp_path):
-    cfg = xml_core(
-        tmp_path, "<persistence-enabled>false</persistence-enabled><store><file-store/></store>"
-    )
-    assert cfg.database_store is None and cfg.store_type == "none"
-
-
-def test_data_source_class_name_is_accepted_and_ignored(tmp_path):
-    cfg = xml_core(
-        tmp_path,
-        f"<store><database-store><jdbc-connection-url>{PG}</jdbc-connection-url>"
-        "<data-source-class-name>com.zaxxer.hikari.HikariDataSource</data-source-class-name>"
-        "</database-store></store>",
-    )
-    assert cfg.database_store == DatabaseStoreConfig(jdbc_connection_url=PG)
-
-
-def test_xinclude_of_a_local_fragment_is_followed(tmp_path):
-    write(
-        tmp_path,
-        "store.xml",
-        f'<store xmlns="urn:activemq:core"><database-store><jdbc-connection-url>{PG}'
-        "</jdbc-connection-url></database-store></store>",
-    )
-    cfg = xml_core(
-        tmp_path, '<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="store.xml"/>'
-    )
-    assert cfg.store_type == "database"
-
-
-@pytest.mark.parametrize(
-    "href",
-    ["http://example.invalid/store.xml", "missing.xml", "broker.xml"],
-    ids=["url", "missing", "includes-itself"],
-)
-def test_xinclude_that_cannot_be_followed_safely_is_refused(tmp_path, href):
-    with pytest.raises(ConfigError) as info:
-        xml_core(
-            tmp_path, f'<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="{href}"/>'
-        )
-    assert info.value.key == "xi:include"
-
-
-HOSTILE = {
-    "billion-laughs": '<!DOCTYPE configuration [<!ENTITY lol "lol">'
-    '<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
-    '<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>'
-    "<configuration><core><journal-directory>&lol3;</journal-directory></core></configuration>",
-    "external-entity": '<!DOCTYPE configuration [<!ENTITY xxe SYSTEM "file://{secret}">]>'
-    "<configuration><core><journal-directory>&xxe;</journal-directory></core></configuration>",
-    "parameter-entity": '<!DOCTYPE configuration [<!ENTITY % p SYSTEM "file://{secret}"> %p;]>'
-    "<configuration><core/></configuration>",
-    "external-dtd": '<!DOCTYPE configuration SYSTEM "http://example.invalid/a.dtd">'
-    "<configuration><core/></configuration>",
-    "not-well-formed": "<configuration><core></configuration>",
-}
-
-
-@pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_or_broken_xml_is_config_error(tmp_path, name):
-    secret = write(tmp_path, "secret.txt", "TOP-SECRET-CONTENT")
-    path = write(tmp_path, "evil.xml", XML_HEAD + HOSTILE[name].replace("{secret}", str(secret)))
-    with pytest.raises(ConfigError) as info:
-        load_config(path)
-    assert info.value.key == "config file"
-    assert "TOP-SECRET-CONTENT" not in str(info.value) and "lollol" not in str(info.value)
 
 
 # --------------------------------------------------------------------------- TOML and files

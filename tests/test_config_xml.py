@@ -1,0 +1,284 @@
+"""Reading an Artemis broker.xml (store.config_xml through store.config.load_config)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
+from store.errors import ConfigError
+
+TESTDATA = Path(__file__).parent / "testdata" / "config"
+PG = "jdbc:postgresql://127.0.0.1:5432/test"
+XML_HEAD = '<?xml version="1.0"?>\n'
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def xml_core(tmp_path: Path, core: str, *, name: str = "broker.xml") -> StoreConfig:
+    doc = (
+        f'{XML_HEAD}<configuration xmlns="urn:activemq">'
+        f'<core xmlns="urn:activemq:core">{core}</core></configuration>'
+    )
+    return load_config(write(tmp_path, name, doc))
+
+
+def test_realistic_broker_xml_reads_only_the_persistence_settings():
+    cfg = load_config(TESTDATA / "broker-jdbc.xml")
+    base = str(TESTDATA)
+    expected = StoreConfig(
+        bindings_directory=f"{base}/data/bindings",
+        journal_directory=f"{base}/data/journal",
+        large_messages_directory=f"{base}/data/large-messages",
+        paging_directory=f"{base}/data/paging",
+        journal_type="NIO",
+        journal_pool_files=10,
+        journal_buffer_timeout=40000,
+        journal_max_io=1,
+        database_store=DatabaseStoreConfig(
+            jdbc_connection_url="jdbc:postgresql://db.example.com:5432/artemis",
+            jdbc_driver_class_name="org.postgresql.Driver",
+            jdbc_user="artemis-db-user",
+            jdbc_password="s3cr3t!pass",
+            data_source_properties={
+                "maxTotal": -1,
+                "poolPreparedStatements": True,
+                "applicationName": "artemis-primary",
+                "password": "pool-secret",
+            },
+            masked_properties=frozenset({"password"}),
+        ),
+    )
+    assert cfg == expected
+    # Address settings hold page-size-bytes 10M; the database page size stays 100K.
+    assert cfg.database_store is not None and cfg.database_store.jdbc_max_page_size_bytes == 102400
+
+
+def test_file_store_broker_xml_with_retention_directory_element():
+    cfg = load_config(TESTDATA / "broker-file.xml")
+    base = str(TESTDATA)
+    assert cfg == StoreConfig(
+        bindings_directory="/var/lib/artemis/bindings",
+        journal_directory=f"{base}/journal",
+        paging_directory=f"{base}/paging",
+        large_messages_directory=f"{base}/large",
+        node_manager_lock_directory="/mnt/shared/lock",
+        create_bindings_dir=False,
+        create_journal_dir=False,
+        journal_type="MAPPED",
+        journal_file_size=1048576,
+        journal_min_files=4,
+        journal_buffer_size=102400,
+        journal_sync_non_transactional=False,
+        journal_datasync=False,
+        journal_compact_min_files=0,
+        journal_compact_percentage=50,
+        journal_file_open_timeout=10,
+        journal_max_attic_files=3,
+        journal_lock_acquisition_timeout=30000,
+        journal_retention=RetentionConfig(
+            directory=f"{base}/history", period=7, unit="DAYS", storage_limit=10 * 1024**3
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "element",
+    [
+        '<journal-retention directory="hist" period="2" unit="HOURS" storage-limit="1G"/>',
+        '<journal-retention-directory period="2" unit="HOURS" storage-limit="1G">hist'
+        "</journal-retention-directory>",
+    ],
+    ids=["journal-retention", "journal-retention-directory"],
+)
+def test_both_xml_retention_spellings_read_the_same(tmp_path, element):
+    cfg = xml_core(tmp_path, element)
+    assert cfg.journal_retention == RetentionConfig(
+        directory=str(tmp_path / "hist"), period=2, unit="HOURS", storage_limit=1024**3
+    )
+
+
+def test_both_retention_spellings_at_once_are_refused(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        xml_core(
+            tmp_path,
+            '<journal-retention directory="a"/><journal-retention-directory>b'
+            "</journal-retention-directory>",
+        )
+    assert info.value.key == "journal-retention"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        '<configuration xmlns="urn:activemq">'
+        '<core xmlns="urn:activemq:core">{}</core></configuration>',
+        '<configuration xmlns="urn:activemq"><core>{}</core></configuration>',
+        "<configuration><core>{}</core></configuration>",
+        '<core xmlns="urn:activemq:core">{}</core>',
+        "<core>{}</core>",
+        '<a:configuration xmlns:a="urn:activemq"><c:core xmlns:c="urn:activemq:core">{}</c:core>'
+        "</a:configuration>",
+    ],
+    ids=[
+        "activemq-and-core",
+        "inherited-activemq",
+        "no-namespace",
+        "core-root",
+        "bare-core-root",
+        "prefixed",
+    ],
+)
+def test_xml_namespaces_accepted(tmp_path, doc):
+    body = (
+        "<journal-type>NIO</journal-type><store><database-store>"
+        f"<jdbc-connection-url>{PG}</jdbc-connection-url></database-store></store>"
+    )
+    cfg = load_config(write(tmp_path, "b.xml", XML_HEAD + doc.format(body)))
+    assert cfg.journal_type == "NIO"
+    assert cfg.database_store is not None and cfg.database_store.jdbc_connection_url == PG
+
+
+def test_elements_of_foreign_namespaces_are_ignored(tmp_path):
+    cfg = xml_core(
+        tmp_path,
+        '<x:journal-type xmlns:x="urn:example">MAPPED</x:journal-type>'
+        "<journal-type>NIO</journal-type>",
+    )
+    assert cfg.journal_type == "NIO"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        '<configuration xmlns="urn:example"><core/></configuration>',
+        "<configuration><other/></configuration>",
+        "<configuration><core/><core/></configuration>",
+        "<broker><core/></broker>",
+    ],
+    ids=["foreign-root", "no-core", "two-cores", "other-root"],
+)
+def test_document_without_one_artemis_core_is_refused(tmp_path, doc):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, "b.xml", XML_HEAD + doc))
+    assert info.value.key == "config file"
+
+
+@pytest.mark.parametrize(
+    ("core", "key"),
+    [
+        ("<journal-type>NIO</journal-type><journal-type>NIO</journal-type>", "journal-type"),
+        ("<journal-directory>${data.dir}/journal</journal-directory>", "journal-directory"),
+        ("<journal-file-size>10X</journal-file-size>", "journal-file-size"),
+        (
+            "<store><database-store><jdbc-pasword>x</jdbc-pasword></database-store></store>",
+            "jdbc-pasword",
+        ),
+        (
+            f"<store><database-store><jdbc-connection-url>{PG}</jdbc-connection-url>"
+            '<data-source-properties><data-source-property key="k"/></data-source-properties>'
+            "</database-store></store>",
+            "data-source-properties",
+        ),
+        (
+            '<journal-retention-directory directory="x">y</journal-retention-directory>',
+            "journal-retention.directory",
+        ),
+        ('<journal-retention directory="x" perod="1"/>', "perod"),
+    ],
+    ids=[
+        "repeated",
+        "system-property",
+        "bad-size",
+        "unknown-database-key",
+        "property-no-value",
+        "directory-twice",
+        "unknown-retention-attribute",
+    ],
+)
+def test_bad_persistence_settings_in_xml_name_the_key(tmp_path, core, key):
+    with pytest.raises(ConfigError) as info:
+        xml_core(tmp_path, core)
+    assert info.value.key == key
+
+
+def test_unrelated_xml_elements_are_not_validated(tmp_path):
+    cfg = xml_core(
+        tmp_path,
+        "<global-max-size>not a size</global-max-size><name>${name}</name>"
+        "<journal-device-block-size>4096</journal-device-block-size>",
+    )
+    assert cfg == StoreConfig.from_mapping({}, base_dir=tmp_path)
+
+
+def test_file_store_element_and_disabled_persistence(tmp_path):
+    cfg = xml_core(
+        tmp_path, "<persistence-enabled>false</persistence-enabled><store><file-store/></store>"
+    )
+    assert cfg.database_store is None and cfg.store_type == "none"
+
+
+def test_data_source_class_name_is_accepted_and_ignored(tmp_path):
+    cfg = xml_core(
+        tmp_path,
+        f"<store><database-store><jdbc-connection-url>{PG}</jdbc-connection-url>"
+        "<data-source-class-name>com.zaxxer.hikari.HikariDataSource</data-source-class-name>"
+        "</database-store></store>",
+    )
+    assert cfg.database_store == DatabaseStoreConfig(jdbc_connection_url=PG)
+
+
+def test_xinclude_of_a_local_fragment_is_followed(tmp_path):
+    write(
+        tmp_path,
+        "store.xml",
+        f'<store xmlns="urn:activemq:core"><database-store><jdbc-connection-url>{PG}'
+        "</jdbc-connection-url></database-store></store>",
+    )
+    cfg = xml_core(
+        tmp_path, '<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="store.xml"/>'
+    )
+    assert cfg.store_type == "database"
+
+
+@pytest.mark.parametrize(
+    "href",
+    ["http://example.invalid/store.xml", "missing.xml", "broker.xml"],
+    ids=["url", "missing", "includes-itself"],
+)
+def test_xinclude_that_cannot_be_followed_safely_is_refused(tmp_path, href):
+    with pytest.raises(ConfigError) as info:
+        xml_core(
+            tmp_path, f'<xi:include xmlns:xi="http://www.w3.org/2001/XInclude" href="{href}"/>'
+        )
+    assert info.value.key == "xi:include"
+
+
+HOSTILE = {
+    "billion-laughs": '<!DOCTYPE configuration [<!ENTITY lol "lol">'
+    '<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
+    '<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>'
+    "<configuration><core><journal-directory>&lol3;</journal-directory></core></configuration>",
+    "external-entity": '<!DOCTYPE configuration [<!ENTITY xxe SYSTEM "file://{secret}">]>'
+    "<configuration><core><journal-directory>&xxe;</journal-directory></core></configuration>",
+    "parameter-entity": '<!DOCTYPE configuration [<!ENTITY % p SYSTEM "file://{secret}"> %p;]>'
+    "<configuration><core/></configuration>",
+    "external-dtd": '<!DOCTYPE configuration SYSTEM "http://example.invalid/a.dtd">'
+    "<configuration><core/></configuration>",
+    "not-well-formed": "<configuration><core></configuration>",
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_or_broken_xml_is_config_error(tmp_path, name):
+    secret = write(tmp_path, "secret.txt", "TOP-SECRET-CONTENT")
+    path = write(tmp_path, "evil.xml", XML_HEAD + HOSTILE[name].replace("{secret}", str(secret)))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.key == "config file"
+    assert "TOP-SECRET-CONTENT" not in str(info.value) and "lollol" not in str(info.value)
