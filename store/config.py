@@ -125,11 +125,11 @@ _SECRET_NAME = re.compile(r"(?i)pass|pwd|secret|token|credential|user")
 
 
 class _DerivedInt(int):
-    """Marks an int field whose default is derived from another field."""
+    """Marks an int field whose default is derived from another field (immutable; shareable)."""
 
 
 class _DerivedStr(str):
-    """Marks a str field whose default is derived from another field."""
+    """Marks a str field whose default is derived from another field (immutable; shareable)."""
 
 
 # Identity-compared sentinels: the default of a field that depends on journal-type or
@@ -663,7 +663,10 @@ def _read_section(
 
 @dataclass(frozen=True)
 class _Codec:
-    """How the masked values of one configuration are decoded (Artemis's codec settings)."""
+    """How the masked values of one configuration are decoded (Artemis's codec settings).
+
+    Thread-safety: immutable; safe to share.
+    """
 
     key: str | None = None
     mask_password: bool = False
