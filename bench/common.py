@@ -34,14 +34,18 @@ __all__ = [
     "Result",
     "console",
     "add_common_arguments",
+    "command_line",
     "machine_info",
+    "markdown_table",
     "median_rate",
     "print_machine",
     "print_results",
     "rate_for",
+    "results_markdown",
     "run_threads",
     "scratch_dir",
     "write_json",
+    "write_markdown",
 ]
 
 DEFAULT_DIR = Path("bench/out")
@@ -64,7 +68,7 @@ class Result:
 
 def console() -> Console:
     """Return a console that keeps tables on one line per row when output is not a terminal."""
-    return Console(width=shutil.get_terminal_size((160, 24)).columns)
+    return Console(width=shutil.get_terminal_size((200, 24)).columns)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +86,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeat", type=int, default=3, help="runs per figure; the median is shown (default: 3)"
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument(
+        "--markdown", type=Path, help="also write the tables as Markdown (for RESULTS.md)"
+    )
 
 
 def rate_for(seconds: float, step: Callable[[], None], *, max_ops: int | None = None) -> float:
@@ -187,6 +194,8 @@ def machine_info(data_dir: Path) -> dict[str, str]:
         "python": platform.python_version(),
         "disk": " ".join(df.split()),
         "dir": str(data_dir.resolve()),
+        # Others' work on a shared machine moves every figure: say how busy it was.
+        "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
 
 
@@ -194,7 +203,8 @@ def print_machine(info: dict[str, str], out: Console | None = None) -> None:
     """Print the machine line; returns nothing."""
     (out or console()).print(
         f"[bold]machine[/]: {info['cpus']} cpus, kernel {info['kernel']}, python "
-        f"{info['python']}; disk of {info['dir']}: {info['disk']}; {info['date']}"
+        f"{info['python']}; disk of {info['dir']}: {info['disk']}; load average "
+        f"{info['loadavg']}; {info['date']}"
     )
 
 
@@ -216,6 +226,45 @@ def print_results(title: str, results: Sequence[Result], out: Console | None = N
     (out or console()).print(table)
 
 
+def markdown_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = ()
+) -> str:
+    """Return ``rows`` under ``header`` as a Markdown table; columns ``right`` align right."""
+    align = ["---:" if i in right else "---" for i in range(len(header))]
+    lines = [header, align, *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines) + "\n"
+
+
+def results_markdown(results: Sequence[Result]) -> str:
+    """Return ``results`` as the Markdown table RESULTS.md uses (figure, median, unit, runs)."""
+    rows = [
+        (r.name, _format_rate(r.value), r.unit, " / ".join(_format_rate(v) for v in r.runs))
+        for r in results
+    ]
+    return markdown_table(("figure", "median", "unit", "runs"), rows, right=(1, 3))
+
+
+def command_line() -> str:
+    """Return the command that is running, as a user would type it from the repository root."""
+    return " ".join(["python -m bench." + Path(sys.argv[0]).stem, *sys.argv[1:]])
+
+
+def write_markdown(path: Path, info: dict[str, str], tables: Sequence[tuple[str, str]]) -> None:
+    """Write the command, the machine and each (title, Markdown table) to ``path``.
+
+    Returns nothing; raises OSError.
+    """
+    parts = [
+        f"Command: `{command_line()}`\n",
+        f"Machine: {info['cpus']} CPUs, kernel {info['kernel']}, Python {info['python']}; "
+        f"disk of `{info['dir']}`: {info['disk']} (df: source, type, size, free); load "
+        f"average at start {info['loadavg']}; {info['date']}.\n",
+    ]
+    parts += [f"{title}\n\n{table}" for title, table in tables]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts), encoding="utf-8")
+
+
 def write_json(path: Path, info: dict[str, str], sections: dict[str, Any]) -> None:
     """Write the machine ``info``, the command line and ``sections`` to ``path`` as JSON.
 
@@ -231,6 +280,6 @@ def write_json(path: Path, info: dict[str, str], sections: dict[str, Any]) -> No
             return {k: encode(v) for k, v in value.items()}
         return value
 
-    payload = {"machine": info, "command": " ".join(sys.argv), "sections": encode(sections)}
+    payload = {"machine": info, "command": command_line(), "sections": encode(sections)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")

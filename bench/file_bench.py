@@ -33,6 +33,7 @@ import concurrent.futures
 import contextlib
 import functools
 import itertools
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,17 +50,27 @@ from bench.common import (
     add_common_arguments,
     console,
     machine_info,
+    markdown_table,
     median_rate,
     print_machine,
     print_results,
+    results_markdown,
     run_threads,
     scratch_dir,
     write_json,
+    write_markdown,
 )
 from store import StoreConfig, open_store
 from store.journal.api import Journal
 
-__all__ = ["Target", "compare", "measure_ours", "measure_references", "store_config"]
+__all__ = [
+    "Target",
+    "compare",
+    "comparison_markdown",
+    "measure_ours",
+    "measure_references",
+    "store_config",
+]
 
 THREADS = 64
 IN_FLIGHT = 1000
@@ -159,18 +170,20 @@ def write_load_journal(config: StoreConfig, records: int, size: int) -> None:
             journal.append_add(i, USER_RECORD_TYPE, record)
 
 
-def timed_load(config: StoreConfig, expected: int) -> float:
-    """Open the store and load it. Returns records per second over ``open_store`` + ``load()``.
+def timed_load(config: StoreConfig, expected: int) -> tuple[float, float]:
+    """Open the store and load it.
 
+    Returns records per second over ``load()`` alone and over ``open_store`` + ``load()``.
     Raises RuntimeError if the load does not return ``expected`` records.
     """
     start = time.perf_counter()
     with open_store(config) as store:
+        opened = time.perf_counter()
         loaded = store.messages.load()
-        elapsed = time.perf_counter() - start
+        end = time.perf_counter()
     if len(loaded.records) != expected:
         raise RuntimeError(f"load returned {len(loaded.records)} records, expected {expected}")
-    return expected / elapsed
+    return expected / (end - opened), expected / (end - start)
 
 
 def measure_ours(args: argparse.Namespace, journal_type: str) -> dict[str, Result]:
@@ -220,13 +233,11 @@ def measure_ours(args: argparse.Namespace, journal_type: str) -> dict[str, Resul
     with scratch_dir(args.dir, f"file-load-{journal_type.lower()}") as d:
         config = store_config(d, journal_type, options)
         write_load_journal(config, args.load_records, LOAD_SIZE)
-        out["load"] = median_rate(
-            f"load {args.load_records:,} records of {LOAD_SIZE} B",
-            lambda: timed_load(config, args.load_records),
-            repeat=k,
-            unit="records/s",
-            note="open_store + load()",
-        )
+        loads = [timed_load(config, args.load_records) for _ in range(max(1, k))]
+    name = f"load {args.load_records:,} records of {LOAD_SIZE} B"
+    for key, label, index in (("load", "load()", 0), ("open_load", "open_store + load()", 1)):
+        runs = tuple(run[index] for run in loads)
+        out[key] = Result(f"{name}, {label}", statistics.median(runs), "records/s", runs)
     return out
 
 
@@ -297,32 +308,37 @@ def compare(ours: dict[str, Result], refs: dict[str, Result]) -> list[dict[str, 
     return rows
 
 
+def _comparison_cells(row: dict[str, Any]) -> tuple[str, ...]:
+    ref_value = row["reference_value"]
+    ratio = row["ratio"]
+    return (
+        row["figure"],
+        f"{row['value']:,.0f}",
+        row["reference"],
+        "-" if ref_value is None else f"{ref_value:,.0f}",
+        "-" if ratio is None else f"{ratio:.2f}x",
+        row["target"],
+        row["verdict"],
+    )
+
+
+_COMPARISON_HEADER = ("figure", "ours /s", "reference", "ref /s", "ratio", "target", "")
+
+
+def comparison_markdown(rows: list[dict[str, Any]]) -> str:
+    """Return the comparison rows as a Markdown table."""
+    cells = [_comparison_cells(row) for row in rows]
+    return markdown_table(_COMPARISON_HEADER, cells, right=(1, 3, 4))
+
+
 def print_comparison(title: str, rows: list[dict[str, Any]]) -> None:
     """Print the comparison rows as a table; returns nothing."""
     table = Table(title=title, title_justify="left")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("figure", "left"),
-        ("ours /s", "right"),
-        ("reference", "left"),
-        ("ref /s", "right"),
-        ("ratio", "right"),
-        ("target", "left"),
-        ("", "left"),
-    )
-    for name, justify in columns:
+    for name in _COMPARISON_HEADER:
+        justify: JustifyMethod = "right" if name in ("ours /s", "ref /s", "ratio") else "left"
         table.add_column(name, justify=justify)
     for row in rows:
-        ref_value = row["reference_value"]
-        ratio = row["ratio"]
-        table.add_row(
-            row["figure"],
-            f"{row['value']:,.0f}",
-            row["reference"],
-            "-" if ref_value is None else f"{ref_value:,.0f}",
-            "-" if ratio is None else f"{ratio:.2f}x",
-            row["target"],
-            row["verdict"],
-        )
+        table.add_row(*_comparison_cells(row))
     console().print(table)
 
 
@@ -359,16 +375,24 @@ def main() -> None:
     info = machine_info(args.dir)
     print_machine(info)
     refs = measure_references(args)
-    print_results("References (same run, same disk)", list(refs.values()))
+    title = "References (same run, same disk)"
+    print_results(title, list(refs.values()))
+    tables = [(title, results_markdown(list(refs.values())))]
     sections: dict[str, Any] = {"references": refs}
     for journal_type in args.journal_type or ["NIO"]:
         ours = measure_ours(args, journal_type)
-        print_results(f"Our file journal, journal-type {journal_type}", list(ours.values()))
+        title = f"Our file journal, journal-type {journal_type}"
+        print_results(title, list(ours.values()))
         rows = compare(ours, refs)
-        print_comparison(f"journal-type {journal_type} against the issue's targets", rows)
+        versus = f"journal-type {journal_type} against the issue's targets"
+        print_comparison(versus, rows)
+        tables.append((title, results_markdown(list(ours.values()))))
+        tables.append((versus, comparison_markdown(rows)))
         sections[journal_type] = {"figures": ours, "comparison": rows}
     if args.json:
         write_json(args.json, info, sections)
+    if args.markdown:
+        write_markdown(args.markdown, info, tables)
 
 
 if __name__ == "__main__":

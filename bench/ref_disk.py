@@ -39,9 +39,11 @@ from bench.common import (
     print_machine,
     print_results,
     rate_for,
+    results_markdown,
     run_threads,
     scratch_dir,
     write_json,
+    write_markdown,
 )
 
 __all__ = [
@@ -262,9 +264,7 @@ def group_commit_in_flight(
         writer.close()
 
 
-def measure(
-    base: Path, seconds: float, repeat: int, size: int = DURABLE_SIZE
-) -> dict[str, Result]:
+def measure(base: Path, seconds: float, repeat: int, size: int = DURABLE_SIZE) -> dict[str, Result]:
     """Every figure of this module, each the median of ``repeat`` runs of ``seconds``.
 
     Returns the results keyed ``pwrite_100``, ``pwrite_1024``, ``sync_preallocated``,
@@ -316,6 +316,9 @@ def main() -> None:
     print_results("Reference: raw disk from Python", list(results.values()))
     if args.json:
         write_json(args.json, info, {"ref_disk": results})
+    if args.markdown:
+        table = results_markdown(list(results.values()))
+        write_markdown(args.markdown, info, [("Reference: raw disk from Python", table)])
 
 
 if __name__ == "__main__":

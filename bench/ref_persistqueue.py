@@ -33,9 +33,11 @@ from bench.common import (
     median_rate,
     print_machine,
     print_results,
+    results_markdown,
     run_threads,
     scratch_dir,
     write_json,
+    write_markdown,
 )
 
 __all__ = ["measure", "open_queue", "puts_from_threads"]
@@ -122,6 +124,9 @@ def main() -> None:
     print_results("Reference: persist-queue", list(results.values()))
     if args.json:
         write_json(args.json, info, {"ref_persistqueue": results})
+    if args.markdown:
+        table = results_markdown(list(results.values()))
+        write_markdown(args.markdown, info, [("Reference: persist-queue", table)])
 
 
 if __name__ == "__main__":

@@ -30,9 +30,11 @@ from bench.common import (
     print_machine,
     print_results,
     rate_for,
+    results_markdown,
     run_threads,
     scratch_dir,
     write_json,
+    write_markdown,
 )
 
 __all__ = ["connect", "measure", "one_thread", "threads_commit"]
@@ -145,6 +147,9 @@ def main() -> None:
     print_results("Reference: SQLite WAL, synchronous=FULL", list(results.values()))
     if args.json:
         write_json(args.json, info, {"ref_sqlite": results})
+    if args.markdown:
+        table = results_markdown(list(results.values()))
+        write_markdown(args.markdown, info, [("Reference: SQLite WAL, synchronous=FULL", table)])
 
 
 if __name__ == "__main__":
