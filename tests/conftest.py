@@ -1,0 +1,83 @@
+"""Shared fixtures: every back-end for the contract tests, and a store factory per test.
+
+- ``backend``: parametrised over :data:`tests.backends.ALL_BACKENDS` (ids are the back-end
+  names); ``persistent_backend``: the same without zero persistence.
+- ``store_factory``: a :class:`tests.backends.StoreFactory` for whichever of the two the test
+  asked for, with a unique name prefix; it closes every store and runs the back-end's cleanup
+  at teardown.
+- ``--backends=file-nio,sqlite`` (or the environment variable ``STORE_TEST_BACKENDS``) runs a
+  subset; the default is every back-end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.backends import BackendSpec, StoreFactory, unique_prefix
+
+_BACKEND_FIXTURES = {"backend": False, "persistent_backend": True}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backends",
+        default=os.environ.get("STORE_TEST_BACKENDS", "all"),
+        help="comma-separated back-ends for the contract tests (default: all), e.g. file-nio,zero",
+    )
+
+
+def selected_backends(config: pytest.Config) -> list[BackendSpec]:
+    """Returns the back-ends chosen with --backends. Raises pytest.UsageError for unknown names."""
+    from tests.backends import ALL_BACKENDS
+
+    raw = str(config.getoption("--backends")).strip()
+    if raw in ("", "all"):
+        return list(ALL_BACKENDS)
+    by_name = {spec.name: spec for spec in ALL_BACKENDS}
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise pytest.UsageError(
+            f"--backends: unknown {', '.join(unknown)}; known: {', '.join(by_name)}"
+        )
+    return [by_name[n] for n in names]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    for fixture, persistent_only in _BACKEND_FIXTURES.items():
+        if fixture in metafunc.fixturenames:
+            specs = [
+                s for s in selected_backends(metafunc.config) if s.persistent or not persistent_only
+            ]
+            metafunc.parametrize(fixture, specs, ids=[s.name for s in specs], indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> BackendSpec:
+    """The back-end under test (every one selected)."""
+    spec: BackendSpec = request.param
+    return spec
+
+
+@pytest.fixture
+def persistent_backend(request: pytest.FixtureRequest) -> BackendSpec:
+    """The back-end under test, zero persistence excluded."""
+    spec: BackendSpec = request.param
+    return spec
+
+
+@pytest.fixture
+def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    """A StoreFactory for the test's back-end (``backend`` or ``persistent_backend``)."""
+    names = [name for name in _BACKEND_FIXTURES if name in request.fixturenames]
+    assert len(names) == 1, "store_factory needs exactly one of backend / persistent_backend"
+    spec: BackendSpec = request.getfixturevalue(names[0])
+    factory = StoreFactory(spec, tmp_path, unique_prefix())
+    try:
+        yield factory
+    finally:
+        factory.teardown()
