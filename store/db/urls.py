@@ -1,0 +1,411 @@
+"""From ``jdbc-connection-url`` to a driver: which database, which Python driver, which
+SQLAlchemy URL and which connection arguments (DESIGN §3, reference §4.1, §4.2).
+
+========================================  ===============================================
+configured URL                             driver
+========================================  ===============================================
+``jdbc:postgresql://host[:port]/db?…``     psycopg 3 (``postgresql+psycopg``)
+``jdbc:mysql://…``, ``jdbc:mariadb://…``   PyMySQL (``mysql+pymysql``)
+``jdbc:sqlite:path`` / ``:memory:``        sqlite3 (``sqlite+pysqlite``)
+any other ``jdbc:`` URL (Derby, H2, …)     JayDeBeApi + JPype with ``jdbc-driver-class-name``
+a SQLAlchemy URL                           as given (``postgresql://`` → psycopg,
+                                           ``mysql://`` / ``mariadb://`` → PyMySQL)
+========================================  ===============================================
+
+JDBC parameters the Python drivers understand are translated (``user``, ``password``,
+``ssl``/``sslmode``, ``ApplicationName``, ``connectTimeout``, ``currentSchema``,
+``characterEncoding``, ``useSSL``/``sslMode``, ``localSocket``…); any other parameter is
+ignored with a warning that names it (never its value). ``jdbc-user`` / ``jdbc-password``
+(already ENC-decoded by the configuration) override credentials in the URL, and so do the
+data-source properties ``username`` / ``password`` / ``url`` / ``driverClassName``, which
+Artemis gives precedence (reference §4.2).
+
+The remaining data-source properties configure the pool, with DBCP2's names
+(:func:`pool_options`). ``jdbc-network-timeout`` is applied by :mod:`store.db.engine`.
+
+Passwords never leave this module in text form except inside the ``URL`` object and the
+connection arguments handed to the driver; :attr:`DatabaseTarget.display` is what logs and
+errors show.
+
+Thread-safety: pure functions and immutable results.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from store.config import DatabaseStoreConfig, db_dialect_of, redact_url
+from store.errors import ConfigError
+
+__all__ = [
+    "DatabaseTarget",
+    "JdbcTarget",
+    "pool_options",
+    "resolve_target",
+]
+
+_log = logging.getLogger(__name__)
+
+_KEY = "jdbc-connection-url"
+
+# JDBC parameter -> libpq keyword, for the ones whose meaning is the same.
+_PG_PARAMS: Final = {
+    "sslmode": "sslmode",
+    "sslcert": "sslcert",
+    "sslkey": "sslkey",
+    "sslrootcert": "sslrootcert",
+    "sslpassword": "sslpassword",
+    "applicationname": "application_name",
+    "options": "options",
+    "gssencmode": "gssencmode",
+    "channelbinding": "channel_binding",
+}
+_PG_TARGET: Final = {
+    "any": "any",
+    "primary": "read-write",
+    "master": "read-write",
+    "secondary": "standby",
+    "slave": "standby",
+    "prefersecondary": "prefer-standby",
+    "preferslave": "prefer-standby",
+}
+# Parameters the store sets itself from jdbc-network-timeout, or that only matter to Java.
+_IGNORED_QUIETLY: Final = frozenset(
+    {"sockettimeout", "logintimeout", "tcpkeepalive", "loggerlevel", "preparethreshold"}
+)
+
+#: data-source properties that are credentials or the URL, not pool settings.
+_IDENTITY_PROPERTIES: Final = frozenset({"url", "username", "user", "password", "driverClassName"})
+
+
+@dataclass(frozen=True, slots=True)
+class JdbcTarget:
+    """What a JDBC connection needs: the URL as the driver wants it, the driver class, the jars
+    and the connection properties (credentials included; never logged)."""
+
+    url: str
+    driver_class: str
+    classpath: tuple[str, ...]
+    properties: Mapping[str, str] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseTarget:
+    """Where a store lives and how to reach it.
+
+    ``dialect`` is one of "postgresql", "mysql", "sqlite", "derby", "h2", "other".
+    ``url`` is the SQLAlchemy URL (password inside; render it with ``hide_password``),
+    ``connect_args`` extra driver arguments, ``jdbc`` set for JDBC URLs, ``sqlite_path`` the
+    database file of a file SQLite store (None in memory), ``display`` the URL with credentials
+    hidden, for logs and errors.
+    """
+
+    dialect: str
+    url: URL = field(repr=False)
+    connect_args: Mapping[str, Any] = field(repr=False)
+    display: str
+    jdbc: JdbcTarget | None = None
+    sqlite_path: str | None = None
+
+
+def _bad(value: str, allowed: str, *, hint: str | None = None) -> ConfigError:
+    return ConfigError(
+        f"{_KEY}: {redact_url(value)!r} is not allowed: expected {allowed}",
+        key=_KEY,
+        value=redact_url(value),
+        allowed=allowed,
+        hint=hint,
+    )
+
+
+def _credentials(config: DatabaseStoreConfig) -> tuple[str | None, str | None]:
+    props = config.data_source_properties
+    user = props.get("username", props.get("user", config.jdbc_user))
+    password = props.get("password", config.jdbc_password)
+    return (None if user is None else str(user), None if password is None else str(password))
+
+
+def _warn_unused(params: Mapping[str, str], known: set[str]) -> None:
+    for name in params:
+        low = name.lower()
+        if low not in known and low not in _IGNORED_QUIETLY:
+            _log.warning("jdbc-connection-url parameter %r is not used by the Python driver", name)
+
+
+def _split_jdbc(url: str, scheme: str) -> tuple[str, str, dict[str, str]]:
+    """(netloc, database, params) of ``jdbc:<scheme>://netloc/db?params``."""
+    parts = urlsplit(url[len("jdbc:") :])
+    if parts.scheme.lower() != scheme or not url[len(f"jdbc:{scheme}:") :].startswith("//"):
+        raise _bad(url, f"jdbc:{scheme}://host[:port]/database")
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return parts.netloc, unquote(parts.path.lstrip("/")), params
+
+
+def _postgresql(url: str, user: str | None, password: str | None) -> tuple[URL, dict[str, Any]]:
+    body = url[len("jdbc:postgresql:") :]
+    if not body.startswith("//"):
+        # jdbc:postgresql:database or jdbc:postgresql:/ (local host, default port)
+        body = "//localhost/" + body.lstrip("/")
+    netloc, database, params = _split_jdbc("jdbc:postgresql:" + body, "postgresql")
+    lower = {k.lower(): (k, v) for k, v in params.items()}
+    query: dict[str, str] = {}
+    args: dict[str, Any] = {}
+    for low, (_name, value) in lower.items():
+        if low in _PG_PARAMS:
+            query[_PG_PARAMS[low]] = value
+    if "ssl" in lower and "sslmode" not in lower and lower["ssl"][1].lower() in ("true", ""):
+        query["sslmode"] = "require"
+    if "connecttimeout" in lower:
+        query["connect_timeout"] = lower["connecttimeout"][1]
+    if "currentschema" in lower:
+        search = lower["currentschema"][1]
+        query["options"] = (query.get("options", "") + f" -c search_path={search}").strip()
+    if "targetservertype" in lower:
+        target = _PG_TARGET.get(lower["targetservertype"][1].lower())
+        if target is not None:
+            query["target_session_attrs"] = target
+    user = user if user is not None else lower.get("user", (None, None))[1]
+    password = password if password is not None else lower.get("password", (None, None))[1]
+    known = set(_PG_PARAMS) | {"ssl", "connecttimeout", "currentschema", "targetservertype"}
+    _warn_unused(params, known | {"user", "password"})
+    hosts = [h for h in netloc.split(",") if h]
+    host, port = _host_port(hosts[0]) if hosts else ("localhost", None)
+    if len(hosts) > 1:
+        # libpq takes comma-separated hosts and ports
+        pairs = [_host_port(h) for h in hosts]
+        query["host"] = ",".join(h or "localhost" for h, _ in pairs)
+        query["port"] = ",".join(p or "5432" for _, p in pairs)
+        host, port = None, None
+    sa_url = URL.create(
+        "postgresql+psycopg",
+        username=user,
+        password=password,
+        host=host,
+        port=int(port) if port else None,
+        database=database or None,
+        query=query,
+    )
+    return sa_url, args
+
+
+def _host_port(entry: str) -> tuple[str | None, str | None]:
+    """(host, port) of ``host``, ``host:port``, ``[v6]`` or ``[v6]:port``."""
+    if entry.startswith("["):
+        close = entry.find("]")
+        return entry[1:close], entry[close + 2 :] or None
+    if entry.count(":") == 1:
+        host, port = entry.split(":")
+        return host or None, port or None
+    return entry or None, None
+
+
+_MYSQL_CHARSETS: Final = {"utf-8": "utf8mb4", "utf8": "utf8mb4", "utf8mb4": "utf8mb4"}
+
+
+def _mysql(url: str, user: str | None, password: str | None) -> tuple[URL, dict[str, Any]]:
+    scheme = url[len("jdbc:") :].split(":", 1)[0].lower()
+    body = url[len(f"jdbc:{scheme}:") :]
+    for mode in ("loadbalance:", "replication:", "failover:", "sequential:", "aurora:"):
+        if body.lower().startswith(mode):
+            body = body[len(mode) :]
+    netloc, database, params = _split_jdbc(f"jdbc:{scheme}:{body}", scheme)
+    lower = {k.lower(): v for k, v in params.items()}
+    args: dict[str, Any] = {}
+    query: dict[str, str] = {}
+    charset = lower.get("characterencoding") or lower.get("charset")
+    query["charset"] = _MYSQL_CHARSETS.get((charset or "utf8mb4").lower(), charset or "utf8mb4")
+    ssl_mode = lower.get("sslmode", "").lower().replace("-", "_")
+    ssl = lower.get("usessl", "").lower() == "true" or ssl_mode in (
+        "required",
+        "verify_ca",
+        "verify_identity",
+        "verify_full",
+    )
+    if ssl:
+        args["ssl"] = {"check_hostname": ssl_mode in ("verify_identity", "verify_full")}
+    if "connecttimeout" in lower:
+        args["connect_timeout"] = max(1, int(lower["connecttimeout"]) // 1000)
+    if "localsocket" in lower:
+        args["unix_socket"] = lower["localsocket"]
+    user = user if user is not None else lower.get("user")
+    password = password if password is not None else lower.get("password")
+    known = {"characterencoding", "charset", "usessl", "sslmode", "connecttimeout"}
+    _warn_unused(params, known | {"localsocket", "user", "password"})
+    host_port = netloc.split(",")[0] if netloc else "localhost"
+    host, _, port = host_port.partition(":")
+    sa_url = URL.create(
+        "mysql+pymysql",
+        username=user,
+        password=password,
+        host=host or "localhost",
+        port=int(port) if port else None,
+        database=database or None,
+        query=query,
+    )
+    return sa_url, args
+
+
+def _sqlite(url: str) -> tuple[URL, str | None]:
+    body = url[len("jdbc:sqlite:") :]
+    if body.startswith("file:"):
+        body = body[len("file:") :]
+    body = body.split("?", 1)[0]
+    if body in ("", ":memory:"):
+        return URL.create("sqlite+pysqlite", database=":memory:"), None
+    path = os.path.abspath(os.path.expanduser(unquote(body)))
+    return URL.create("sqlite+pysqlite", database=path), path
+
+
+def _jdbc(config: DatabaseStoreConfig, url: str, dialect: str) -> DatabaseTarget:
+    from sqlalchemy.engine import URL as _URL
+
+    user, password = _credentials(config)
+    props: dict[str, str] = {}
+    for name, value in config.data_source_properties.items():
+        if name in _IDENTITY_PROPERTIES or name in _POOL_PROPERTIES:
+            continue
+        props[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    if user is not None:
+        props["user"] = user
+    if password is not None:
+        props["password"] = password
+    raw_cp = config.jdbc_driver_classpath or os.environ.get("CLASSPATH", "")
+    classpath = tuple(p for p in raw_cp.split(os.pathsep) if p)
+    driver = str(
+        config.data_source_properties.get("driverClassName", config.jdbc_driver_class_name)
+    )
+    name = dialect if dialect in ("derby", "h2") else "jdbc"
+    return DatabaseTarget(
+        dialect=dialect,
+        url=_URL.create(f"{name}+jaydebeapi"),
+        connect_args={},
+        display=redact_url(url),
+        jdbc=JdbcTarget(url=url, driver_class=driver, classpath=classpath, properties=props),
+    )
+
+
+def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
+    """Work out database, driver, SQLAlchemy URL and connection arguments for ``config``.
+
+    Returns the :class:`DatabaseTarget`. Raises ConfigError (naming ``jdbc-connection-url``,
+    never its credentials) for a URL that cannot be parsed.
+    """
+    url = str(config.data_source_properties.get("url", config.jdbc_connection_url)).strip()
+    dialect = db_dialect_of(url)
+    user, password = _credentials(config)
+    low = url.lower()
+    try:
+        if low.startswith("jdbc:postgresql:"):
+            sa_url, args = _postgresql(url, user, password)
+        elif low.startswith(("jdbc:mysql:", "jdbc:mariadb:")):
+            sa_url, args = _mysql(url, user, password)
+        elif low.startswith("jdbc:sqlite:"):
+            sa_url, path = _sqlite(url)
+            return DatabaseTarget("sqlite", sa_url, {}, redact_url(url), sqlite_path=path)
+        elif low.startswith("jdbc:"):
+            return _jdbc(config, url, dialect)
+        else:
+            sa_url, args = _sqlalchemy(url, user, password)
+            if sa_url.get_backend_name() == "sqlite":
+                db = sa_url.database
+                path = None if db in (None, "", ":memory:") else os.path.abspath(db)
+                return DatabaseTarget("sqlite", sa_url, {}, redact_url(url), sqlite_path=path)
+    except (ValueError, ArgumentError) as exc:
+        raise _bad(url, "a jdbc: URL or a SQLAlchemy URL") from exc
+    return DatabaseTarget(dialect, sa_url, args, redact_url(url))
+
+
+_DEFAULT_DRIVERS: Final = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
+
+
+def _sqlalchemy(url: str, user: str | None, password: str | None) -> tuple[URL, dict[str, Any]]:
+    sa_url = make_url(url)
+    backend = sa_url.get_backend_name()
+    if "+" not in sa_url.drivername and backend in _DEFAULT_DRIVERS:
+        sa_url = sa_url.set(drivername=f"{backend}+{_DEFAULT_DRIVERS[backend]}")
+    if user is not None:
+        sa_url = sa_url.set(username=user)
+    if password is not None:
+        sa_url = sa_url.set(password=password)
+    if db_dialect_of(url) == "other" and backend not in ("postgresql", "mysql", "mariadb"):
+        raise _bad(
+            url,
+            "a PostgreSQL, MySQL/MariaDB or SQLite SQLAlchemy URL, or a jdbc: URL",
+            hint="other databases are reached through their JDBC driver: use a jdbc: URL",
+        )
+    return sa_url, {}
+
+
+# DBCP2 pool properties Artemis users set (reference §4.2) and what they become in SQLAlchemy.
+_POOL_PROPERTIES: Final = frozenset(
+    {
+        "maxTotal",
+        "maxIdle",
+        "minIdle",
+        "initialSize",
+        "maxWaitMillis",
+        "maxWait",
+        "maxConnLifetimeMillis",
+        "testOnBorrow",
+        "testWhileIdle",
+        "validationQuery",
+        "poolPreparedStatements",
+        "maxOpenPreparedStatements",
+    }
+)
+
+
+def pool_options(properties: Mapping[str, str | int | bool]) -> dict[str, Any]:
+    """SQLAlchemy ``create_engine`` pool options from DBCP2-style data-source properties.
+
+    ``maxTotal`` (-1, Artemis's default, is unbounded) and ``maxIdle`` become ``pool_size`` and
+    ``max_overflow``; ``maxWaitMillis``/``maxWait`` ``pool_timeout``; ``maxConnLifetimeMillis``
+    ``pool_recycle``; ``testOnBorrow``/``testWhileIdle``/``validationQuery`` ``pool_pre_ping``.
+    ``minIdle``, ``initialSize`` and the prepared-statement settings are accepted and have no
+    effect (SQLAlchemy's pool opens connections on demand; psycopg prepares statements itself).
+    Returns the options; raises ConfigError for a value of the wrong kind.
+    """
+
+    def number(name: str) -> int | None:
+        value = properties.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(
+                f"data-source-properties.{name}: {value!r} is not allowed: expected an integer",
+                key=f"data-source-properties.{name}",
+                value=value,
+                allowed="an integer",
+            )
+        return value
+
+    max_total = number("maxTotal")
+    max_idle = number("maxIdle")
+    options: dict[str, Any] = {}
+    if max_total is None or max_total < 0:
+        options["pool_size"] = max(1, max_idle) if max_idle is not None and max_idle > 0 else 8
+        options["max_overflow"] = -1
+    else:
+        size = max(1, min(max_total, max_idle if max_idle is not None and max_idle > 0 else 8))
+        options["pool_size"] = size
+        options["max_overflow"] = max(0, max_total - size)
+    wait = number("maxWaitMillis")
+    wait = number("maxWait") if wait is None else wait
+    if wait is not None:
+        options["pool_timeout"] = wait / 1000 if wait >= 0 else 365 * 86400.0
+    lifetime = number("maxConnLifetimeMillis")
+    if lifetime is not None and lifetime > 0:
+        options["pool_recycle"] = max(1, lifetime // 1000)
+    if any(properties.get(k) is True for k in ("testOnBorrow", "testWhileIdle")) or (
+        properties.get("validationQuery")
+    ):
+        options["pool_pre_ping"] = True
+    return options
