@@ -131,12 +131,14 @@ class SegmentManager:
         self._ready_cond = threading.Condition(self._lock)
         self._preparing = False
         self.files_in_use = 0  # data files + current, maintained by the journal
+        self._max_used_id = 0  # highest id of a file taken into use
 
     # -- ids ---------------------------------------------------------------------------------
 
     def note_existing_id(self, file_id: int) -> None:
         """Make sure fresh ids are above ``file_id`` (called for every file found at open)."""
         with self._lock:
+            self._max_used_id = max(self._max_used_id, file_id)
             nxt = (file_id // ID_STEP + 1) * ID_STEP
             if nxt > self._next_id:
                 self._next_id = nxt
@@ -234,10 +236,14 @@ class SegmentManager:
             self._ready = None
         if seg is None:
             seg = self._prepare_one()
-        else:
-            # It was stamped when prepared; a file stamped later (neutralised free file) may
-            # carry a higher id, which is harmless: such files hold no records.
-            pass
+        with self._lock:
+            stale = seg.file_id <= self._max_used_id
+        if stale:
+            # A file prepared in the background can finish after one made synchronously and
+            # carry a lower id; files in use must have increasing ids, so give it a fresh one.
+            self.stamp(seg)
+        with self._lock:
+            self._max_used_id = max(self._max_used_id, seg.file_id)
         self.prepare_async()
         return seg
 
