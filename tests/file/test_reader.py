@@ -1,0 +1,226 @@
+"""store.file.reader over hand-built files: records in sequence, the end of data, what follows it,
+and the torn-tail / corruption decision."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from store.errors import ChecksumError
+from store.file import format as fmt
+from store.file.reader import Cursor, Tail, classify, find_after, scan
+from store.journal.api import RecordType
+
+F = 65536  # the file id of the file under test
+G = 131072  # another file id (an earlier use of the file)
+SIZE = 4096
+
+ADD = int(RecordType.ADD)
+
+
+def rec(lsn: int, *, fid: int = F, body: bytes = b"body") -> bytes:
+    """An add record with lsn ``lsn`` whose durable_lsn is the previous lsn."""
+    return fmt.encode_record(
+        ADD, file_id=fid, lsn=lsn, durable_lsn=lsn - 1, id=lsn, user_type=1, body=body
+    )
+
+
+def build(*parts: tuple[int, bytes], size: int = SIZE, fid: int = F) -> bytes:
+    """A file of ``size`` bytes: the header of ``fid`` and each (offset, bytes) part placed."""
+    data = bytearray(size)
+    data[: fmt.HEADER_SIZE] = fmt.encode_header(fid, fmt.KIND_MESSAGES, created_ns=1)
+    for offset, raw in parts:
+        data[offset : offset + len(raw)] = raw
+    return bytes(data)
+
+
+def sequence(start: int, *records: bytes) -> list[tuple[int, bytes]]:
+    """``records`` placed one after the other from ``start``."""
+    placed = []
+    pos = start
+    for raw in records:
+        placed.append((pos, raw))
+        pos += len(raw)
+    return placed
+
+
+def read(data: bytes, fid: int = F) -> tuple[list[tuple[int, int]], Cursor]:
+    """(offset, lsn) of each record in sequence, and the cursor."""
+    cursor = Cursor()
+    found = [(r[0], r[5]) for r in scan(data, fid, cursor)]
+    return found, cursor
+
+
+def test_records_in_sequence_then_zeros() -> None:
+    r1, r2, r3 = rec(1), rec(2, body=b"x" * 100), rec(3, body=b"")
+    data = build(*sequence(fmt.DATA_START, r1, r2, r3))
+    found, cursor = read(data)
+    o2 = fmt.DATA_START + len(r1)
+    o3 = o2 + len(r2)
+    assert found == [(fmt.DATA_START, 1), (o2, 2), (o3, 3)]
+    assert (cursor.end, cursor.last_lsn, cursor.count) == (o3 + len(r3), 3, 3)
+
+
+def test_scan_yields_every_field() -> None:
+    raw = fmt.encode_record(
+        int(RecordType.PREPARE), file_id=F, lsn=9, durable_lsn=8, id=0, tx_id=-3, user_type=0,
+        tx_count=2, body=b"xid", compact_count=1,
+    )
+    (got,) = list(scan(build((fmt.DATA_START, raw)), F, Cursor()))
+    assert got == (fmt.DATA_START, len(raw), int(RecordType.PREPARE), 0, 1, 9, 0, -3, 2, b"xid")
+
+
+def test_empty_file_ends_at_data_start() -> None:
+    found, cursor = read(build())
+    assert found == [] and (cursor.end, cursor.last_lsn, cursor.count) == (fmt.DATA_START, 0, 0)
+
+
+def test_zero_padding_to_a_pad_unit_boundary_then_more_records() -> None:
+    first = sequence(fmt.DATA_START, rec(1), rec(2))
+    second = sequence(fmt.PAD_UNIT, rec(3), rec(4))
+    third = sequence(3 * fmt.PAD_UNIT, rec(5))
+    found, cursor = read(build(*first, *second, *third))
+    assert [lsn for _o, lsn in found] == [1, 2, 3, 4, 5]
+    assert found[2][0] == fmt.PAD_UNIT and found[4][0] == 3 * fmt.PAD_UNIT
+    assert cursor.end == 3 * fmt.PAD_UNIT + len(rec(5))
+
+
+def test_non_zero_bytes_before_the_next_boundary_end_the_data() -> None:
+    r1 = rec(1)
+    end = fmt.DATA_START + len(r1)
+    data = build((fmt.DATA_START, r1), (300, b"\x01junk"), (fmt.PAD_UNIT, rec(2)))
+    found, cursor = read(data)
+    assert found == [(fmt.DATA_START, 1)]
+    assert cursor.end == end
+
+
+def test_a_gap_in_lsn_ends_the_data() -> None:
+    r1, r2, r4 = rec(1), rec(2), rec(4)
+    data = build(*sequence(fmt.DATA_START, r1, r2, r4))
+    found, cursor = read(data)
+    assert [lsn for _o, lsn in found] == [1, 2]
+    assert cursor.end == fmt.DATA_START + len(r1) + len(r2)
+    assert cursor.last_lsn == 2
+
+
+def test_the_first_record_may_have_any_lsn() -> None:
+    found, cursor = read(build(*sequence(fmt.DATA_START, rec(500), rec(501))))
+    assert [lsn for _o, lsn in found] == [500, 501] and cursor.last_lsn == 501
+
+
+def test_stale_records_of_another_file_id_end_the_data() -> None:
+    # A reused file is not re-zeroed: after the new records come the old use's records.
+    new = [rec(10), rec(11)]
+    old = [rec(3, fid=G), rec(4, fid=G), rec(5, fid=G)]
+    data = build(*sequence(fmt.DATA_START, *new, *old))
+    found, cursor = read(data)
+    assert [lsn for _o, lsn in found] == [10, 11]
+    assert cursor.end == fmt.DATA_START + sum(len(r) for r in new)
+    assert find_after(data, F, cursor.end) == []
+
+
+def test_scan_from_a_start_offset() -> None:
+    placed = sequence(fmt.DATA_START, rec(1), rec(2), rec(3))
+    found, _cursor = read(build(*placed))
+    cursor = Cursor()
+    later = [r[5] for r in scan(build(*placed), F, cursor, start=placed[1][0])]
+    assert later == [2, 3] and cursor.end == found[-1][0] + len(rec(3))
+
+
+def _broken(raw: bytes) -> bytes:
+    return raw[:55] + bytes([raw[55] ^ 0xFF]) + raw[56:]
+
+
+def test_find_after_finds_the_valid_records_after_a_break() -> None:
+    r1, r2, r3, r4 = rec(1), _broken(rec(2)), rec(3), rec(4, body=b"")
+    placed = sequence(fmt.DATA_START, r1, r2, r3, r4)
+    data = build(*placed)
+    found, cursor = read(data)
+    assert [lsn for _o, lsn in found] == [1]
+    assert cursor.end == placed[1][0]
+    after = find_after(data, F, cursor.end)
+    assert [(r.offset, r.lsn) for r in after] == [(placed[2][0], 3), (placed[3][0], 4)]
+
+
+def test_find_after_is_not_fooled_by_the_file_id_inside_a_body() -> None:
+    needle = struct.pack("<Q", F)
+    r1 = rec(1)
+    r2 = _broken(rec(2, body=b"ab" + needle * 3 + b"cd"))
+    r3 = rec(3, body=needle + needle)
+    placed = sequence(fmt.DATA_START, r1, r2, r3)
+    data = build(*placed)
+    _found, cursor = read(data)
+    after = find_after(data, F, cursor.end)
+    assert [(r.offset, r.lsn, r.body) for r in after] == [(placed[2][0], 3, needle + needle)]
+
+
+def test_find_after_ignores_records_of_other_file_ids() -> None:
+    placed = sequence(fmt.DATA_START, rec(1), _broken(rec(2)), rec(3, fid=G), rec(4))
+    data = build(*placed)
+    assert [r.lsn for r in find_after(data, F, placed[1][0])] == [4]
+
+
+def test_tail_extent_and_max_lsn() -> None:
+    placed = sequence(fmt.DATA_START, rec(1), _broken(rec(2)), rec(3), rec(4))
+    data = build(*placed)
+    tail = Tail(placed[1][0], find_after(data, F, placed[1][0]))
+    assert tail.extent == placed[3][0] + len(rec(4))
+    assert tail.max_lsn == 4
+    empty = Tail(100)
+    assert (empty.extent, empty.max_lsn) == (100, 0)
+
+
+# -- classify ------------------------------------------------------------------------------------
+
+
+def _tail(*durables: int, end: int = 1000) -> Tail:
+    """A tail whose records have lsn 10, 11, … and the given durable_lsn values."""
+    records = [
+        fmt.Record(end + 100 * i, 60, ADD, 0, 0, F, 10 + i, d, 1, 0, 0, b"")
+        for i, d in enumerate(durables)
+    ]
+    return Tail(end, records)
+
+
+def test_classify_a_clean_end_is_quiet() -> None:
+    classify("f", Tail(500), missing_lsn=5, is_last=False)
+    classify("f", Tail(500), missing_lsn=5, is_last=True)
+
+
+@pytest.mark.parametrize(
+    "durables",
+    [
+        pytest.param((8,), id="one-record-durable-below-missing"),
+        pytest.param((8, 8, 8), id="several-records-none-proves"),
+        pytest.param((0,), id="nothing-durable"),
+    ],
+)
+def test_classify_a_torn_tail_of_the_last_file_is_quiet(durables: tuple[int, ...]) -> None:
+    classify("f", _tail(*durables), missing_lsn=9, is_last=True)
+
+
+def test_classify_any_tail_in_a_file_that_is_not_the_last_is_corruption() -> None:
+    with pytest.raises(ChecksumError) as info:
+        classify("dir/data-1.jrn", _tail(0, end=1234), missing_lsn=9, is_last=False)
+    err = info.value
+    assert (err.path, err.offset) == ("dir/data-1.jrn", 1234)
+    assert "later files" in err.reason
+    assert err.hint is not None and "repair" in err.hint
+
+
+@pytest.mark.parametrize(
+    ("durables", "missing"),
+    [
+        pytest.param((9,), 9, id="durable-equals-missing"),
+        pytest.param((20,), 9, id="durable-above-missing"),
+        pytest.param((8, 8, 12), 9, id="a-later-record-proves"),
+    ],
+)
+def test_classify_a_record_proving_durability_is_corruption(
+    durables: tuple[int, ...], missing: int
+) -> None:
+    with pytest.raises(ChecksumError) as info:
+        classify("f", _tail(*durables, end=777), missing_lsn=missing, is_last=True)
+    assert info.value.offset == 777
+    assert f"lsn {missing} expected" in info.value.reason
