@@ -114,7 +114,7 @@ def test_injection_attempts_in_table_names_are_config_errors(name: str) -> None:
                 "postgresql": "odd$name_1",
                 "mysql": "odd$name_1",
                 "sqlite": "odd$name_1",
-                "derby": "odd$name_1",
+                "derby": '"odd$name_1"',
             },
         ),
         (

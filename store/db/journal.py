@@ -1,0 +1,532 @@
+"""A journal in a database table: :class:`DatabaseJournal` implements the journal contract
+(:mod:`store.journal.api`) on the table layout of :mod:`store.db.schema` (DESIGN §6,
+reference §4.4-§4.7).
+
+Each append becomes (at most) one row with the next ``seq``; ``seq`` is the table's primary
+key and the load order. Rows are written by the group-commit writer (:mod:`store.db.writer`,
+whose docstring has the batching policy), one database transaction per batch. Deletes remove
+rows physically and transaction rows go as soon as none of their records is live
+(:mod:`store.db.rows`); nothing waits for a compaction.
+
+Load streams the table once, in ``seq`` order, with a server-side cursor where the database
+has one (memory grows with the live records, not with the table), through the shared replay
+rules (:class:`store.journal.replay.Replayer`). Rows no replay needs (transactions that never
+completed, stray commit rows, kinds this store never writes) are deleted by the first batch
+after the load, so a restart never leaves rows behind.
+
+Rows this store writes (Artemis's numbers; ``-1`` where Artemis puts -1 or 0):
+
+===========  ===========  ====  ======  ==================  ================
+append       recordtype   id    txid    userrecordtype      record / txdata
+===========  ===========  ====  ======  ==================  ================
+add          11           id    0       urt                 data / NULL
+update       12           id    0       urt                 data / NULL
+add_tx       13           id    tx      urt                 data / NULL
+update_tx    14           id    tx      urt                 data / NULL
+delete_tx    15           id    tx      -1                  empty / NULL
+prepare      17           -1    tx      -1                  empty / XID
+commit       18           -1    tx      -1                  empty / NULL
+delete       no row: the record's rows are deleted
+rollback     no row: the transaction's rows are deleted
+event        accepted and dropped (the database store keeps no retention)
+===========  ===========  ====  ======  ==================  ================
+
+``journal-sync-non-transactional = false`` makes non-transactional appends never wait, and
+``journal-sync-transactional = false`` does the same for prepare / commit / rollback.
+
+Thread-safety: every public method may be called from any number of threads (the contract's
+rule); appends serialise on the writer's lock for a few microseconds each.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlalchemy.engine import Engine
+
+from store.db.dialects import JournalSQL
+from store.db.rows import RowIndex
+from store.db.writer import Batch, Fence, GroupCommitWriter, commit_batch
+from store.errors import (
+    CorruptionError,
+    JournalClosedError,
+    JournalStateError,
+    RecordTooLargeError,
+    StoreError,
+    StoreUnavailableError,
+    UnknownRecordError,
+    UnknownTransactionError,
+)
+from store.journal.api import (
+    MAX_ID,
+    MIN_ID,
+    Journal,
+    JournalStats,
+    LoadResult,
+    RecordType,
+)
+from store.journal.replay import Replayer
+
+__all__ = ["DatabaseJournal", "JournalOptions"]
+
+_log = logging.getLogger(__name__)
+
+_ADD: Final = int(RecordType.ADD)
+_UPDATE: Final = int(RecordType.UPDATE)
+_ADD_TX: Final = int(RecordType.ADD_TX)
+_UPDATE_TX: Final = int(RecordType.UPDATE_TX)
+_DELETE_TX: Final = int(RecordType.DELETE_TX)
+_DELETE: Final = int(RecordType.DELETE)
+_PREPARE: Final = int(RecordType.PREPARE)
+_COMMIT: Final = int(RecordType.COMMIT)
+_ROLLBACK: Final = int(RecordType.ROLLBACK)
+_EVENT: Final = int(RecordType.EVENT)
+_NONE: Final = -1  # id / userrecordtype of bookkeeping rows
+_EMPTY: Final = b""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JournalOptions:
+    """How one database journal behaves.
+
+    ``sync_period``: ``jdbc-journal-sync-period`` in seconds (default 0.005): the longest a
+    non-sync append waits for its commit; longer batches more rows per commit.
+    ``sync_transactional`` / ``sync_non_transactional``: ``journal-sync-*`` (default True):
+    False makes the corresponding appends return without waiting for the commit.
+    ``max_record_size``: the largest body accepted, in bytes (the database's blob limit).
+    ``fence``: run in every batch's transaction before commit (the HA lease check).
+    """
+
+    sync_period: float = 0.005
+    sync_transactional: bool = True
+    sync_non_transactional: bool = True
+    max_record_size: int = 2**31 - 1
+    fence: Fence | None = None
+
+
+class DatabaseJournal(Journal):
+    """A journal kept in one database table (see the module docstring)."""
+
+    def __init__(
+        self, *, name: str, engine: Engine, sql: JournalSQL, options: JournalOptions
+    ) -> None:
+        self.name = name
+        self.table_name = sql.table.name
+        self._engine = engine
+        self._sql = sql
+        self._options = options
+        self._encode: Callable[..., Any] = sql.encode_row
+        self._index = RowIndex()
+        self._writer: GroupCommitWriter | None = None
+        self._seq = 0
+        self._loaded = False
+        self._closed = False
+        self._writer_conn: Any = None
+
+    # -- load ---------------------------------------------------------------------------------
+
+    def load(self) -> LoadResult:
+        """Replay the table; returns the committed records, prepared and failed transactions.
+
+        Raises JournalStateError on a second call, JournalClosedError after close,
+        StoreUnavailableError when the database fails, CorruptionError for a row of an
+        unknown kind.
+        """
+        if self._closed:
+            raise JournalClosedError(f"journal {self.name} is closed")
+        if self._loaded or self._writer is not None:
+            raise JournalStateError(f"journal {self.name} was loaded already")
+        first = Batch()
+        replayer = Replayer()
+        try:
+            last = self._replay(replayer, first)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreUnavailableError(
+                f"load of table {self.table_name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        self._index.fail_open(last, first)
+        self._seq = last
+        writer = GroupCommitWriter(
+            name=self.name, period=self._options.sync_period, run_batch=self._run_batch
+        )
+        cleanup = len(first.records) + len(first.transactions) + len(first.rows)
+        if cleanup:
+            with writer.lock:
+                pending = writer.pending
+                pending.records, pending.transactions = first.records, first.transactions
+                pending.tx_records, pending.rows = first.tx_records, first.rows
+                writer.queued_locked(False)
+            _log.info("journal %s: %d dead rows to delete after load", self.name, cleanup)
+        self._writer = writer
+        self._loaded = True
+        return replayer.result()
+
+    def _replay(self, replayer: Replayer, sink: Batch) -> int:
+        """Feed every row to the replayer and the row index; returns the last seq."""
+        index = self._index
+        add, update, index_add = replayer.add, replayer.update, index.add
+        last = 0
+        conn = self._engine.raw_connection()
+        try:
+            for rows in self._sql.stream(conn.driver_connection):
+                for id, rt, txid, urt, record, txdata, seq in rows:
+                    if rt == _ADD:
+                        add(id, urt, record if record is not None else _EMPTY)
+                        index_add(id)
+                    elif rt == _UPDATE:
+                        update(id, urt, record if record is not None else _EMPTY)
+                        index_add(id)
+                    else:
+                        self._replay_other(replayer, sink, id, rt, txid, urt, record, txdata, seq)
+                if rows:
+                    last = rows[-1][-1]
+            conn.rollback()  # ends the read transaction (and closes PostgreSQL's cursor)
+        finally:
+            conn.close()
+        return int(last)
+
+    def _replay_other(
+        self,
+        replayer: Replayer,
+        sink: Batch,
+        id: int,
+        rt: int,
+        txid: int,
+        urt: int,
+        record: bytes | None,
+        txdata: bytes | None,
+        seq: int,
+    ) -> None:
+        index = self._index
+        data = record if record is not None else _EMPTY
+        if rt == _ADD_TX:
+            replayer.add_tx(txid, id, urt, data)
+            index.tx_record(txid, rt, id, seq)
+        elif rt == _UPDATE_TX:
+            replayer.update_tx(txid, id, urt, data)
+            index.tx_record(txid, rt, id, seq)
+        elif rt == _DELETE_TX:
+            replayer.delete_tx(txid, id)
+            index.tx_record(txid, rt, id, seq)
+        elif rt == _PREPARE:
+            replayer.prepare(txid, txdata if txdata is not None else _EMPTY)
+            index.prepare(txid, seq)
+        elif rt == _COMMIT:
+            replayer.commit(txid)
+            if not index.commit(txid, seq, sink):
+                index.orphan_row(seq, sink)
+        elif rt == _ROLLBACK:
+            replayer.rollback(txid)
+            if not index.rollback(txid, seq, sink):
+                index.orphan_row(seq, sink)
+        elif rt == _DELETE:
+            replayer.delete(id)
+            index.delete(id, seq, sink)
+            index.orphan_row(seq, sink)
+        elif rt == _EVENT:
+            index.orphan_row(seq, sink)
+        else:
+            raise CorruptionError(
+                self.table_name,
+                seq,
+                f"row has record type {rt}, not one of 10..19",
+                hint="this table was not written by a journal; check bindings/message-table-name",
+            )
+
+    def _run_batch(self, batch: Batch) -> None:
+        conn = self._writer_conn
+        if conn is None:
+            try:
+                conn = self._writer_conn = self._engine.raw_connection()
+            except Exception as exc:
+                raise StoreUnavailableError(
+                    f"database write to table {self.table_name} failed: cannot connect: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        try:
+            commit_batch(
+                conn.driver_connection,
+                self._sql,
+                batch,
+                table=self.table_name,
+                fence=self._options.fence,
+            )
+        except BaseException:
+            self._writer_conn = None
+            try:
+                conn.invalidate()  # never hand a connection in an unknown state back to the pool
+            except Exception:
+                _log.debug("invalidating the writer's connection failed", exc_info=True)
+            raise
+
+    # -- appends ------------------------------------------------------------------------------
+
+    def _started(self) -> GroupCommitWriter:
+        writer = self._writer
+        if writer is None:
+            if self._closed:
+                raise JournalClosedError(f"journal {self.name} is closed")
+            raise JournalStateError(f"journal {self.name}: load() must be called before appends")
+        return writer
+
+    def _check(self, id: int, urt: int, data: bytes) -> None:
+        if not MIN_ID <= id <= MAX_ID:
+            raise ValueError(f"ids must be signed 64-bit integers, not {id}")
+        if not 0 <= urt <= 255:
+            raise ValueError(f"user_record_type must be 0..255, not {urt}")
+        if len(data) > self._options.max_record_size:
+            raise RecordTooLargeError(
+                f"record of {len(data)} bytes is larger than the {self._options.max_record_size} "
+                f"bytes a row of table {self.table_name} takes"
+            )
+
+    def _row(self, id: int, rt: int, tx: int, urt: int, data: bytes, txdata: bytes | None) -> Any:
+        # Called with the writer's lock held: seq order is queue order.
+        self._seq += 1
+        return self._encode(id, rt, tx, urt, data, txdata, self._seq)
+
+    def append_add(
+        self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
+    ) -> None:
+        """Append an add of ``id``; with ``sync`` returns once it is committed.
+
+        Raises RecordTooLargeError, JournalStateError before load, JournalClosedError,
+        StoreUnavailableError once a batch failed, ValueError for ids or types out of range.
+        """
+        data = bytes(data)
+        self._check(id, user_record_type, data)
+        w = self._started()
+        wait = sync and self._options.sync_non_transactional
+        with w.lock:
+            w.check_open_locked()
+            w.pending.inserts.append(self._row(id, _ADD, 0, user_record_type, data, None))
+            self._index.add(id)
+            batch = w.queued_locked(wait)
+        if wait:
+            batch.wait()
+
+    def append_update(
+        self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
+    ) -> None:
+        """Append an update of a live ``id``. Raises UnknownRecordError if it is not live, and
+        as :meth:`append_add`."""
+        data = bytes(data)
+        self._check(id, user_record_type, data)
+        w = self._started()
+        wait = sync and self._options.sync_non_transactional
+        with w.lock:
+            w.check_open_locked()
+            if not self._index.update(id):
+                raise UnknownRecordError(f"record {id} is not live in table {self.table_name}")
+            w.pending.inserts.append(self._row(id, _UPDATE, 0, user_record_type, data, None))
+            batch = w.queued_locked(wait)
+        if wait:
+            batch.wait()
+
+    def append_delete(self, id: int, *, sync: bool = False) -> None:
+        """Delete a live ``id`` (its rows go in the next batch). Raises UnknownRecordError if it
+        is not live, and as :meth:`append_add`."""
+        self._check(id, 0, _EMPTY)
+        w = self._started()
+        wait = sync and self._options.sync_non_transactional
+        with w.lock:
+            w.check_open_locked()
+            if not self._index.is_live(id):
+                raise UnknownRecordError(f"record {id} is not live in table {self.table_name}")
+            self._seq += 1
+            self._index.delete(id, self._seq, w.pending)
+            batch = w.queued_locked(wait)
+        if wait:
+            batch.wait()
+
+    def _append_tx(self, tx_id: int, rt: int, id: int, urt: int, data: bytes) -> None:
+        w = self._started()
+        with w.lock:
+            w.check_open_locked()
+            w.pending.inserts.append(self._row(id, rt, tx_id, urt, data, None))
+            self._index.tx_record(tx_id, rt, id, self._seq)
+            w.queued_locked(False)
+
+    def append_add_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
+        """Add ``id`` inside ``tx_id``. Raises as :meth:`append_add`."""
+        data = bytes(data)
+        self._check(id, user_record_type, data)
+        self._check(tx_id, 0, _EMPTY)
+        self._append_tx(tx_id, _ADD_TX, id, user_record_type, data)
+
+    def append_update_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
+        """Update ``id`` inside ``tx_id`` (it need not exist yet). Raises as :meth:`append_add`."""
+        data = bytes(data)
+        self._check(id, user_record_type, data)
+        self._check(tx_id, 0, _EMPTY)
+        self._append_tx(tx_id, _UPDATE_TX, id, user_record_type, data)
+
+    def append_delete_tx(self, tx_id: int, id: int) -> None:
+        """Delete ``id`` when ``tx_id`` commits. Raises as :meth:`append_add`."""
+        self._check(id, 0, _EMPTY)
+        self._check(tx_id, 0, _EMPTY)
+        self._append_tx(tx_id, _DELETE_TX, id, _NONE, _EMPTY)
+
+    def append_prepare(self, tx_id: int, xid: bytes, *, sync: bool = True) -> None:
+        """Prepare ``tx_id`` with ``xid`` (kept across restarts until commit or rollback).
+
+        Raises as :meth:`append_add`; RecordTooLargeError for an XID over the blob limit.
+        """
+        xid = bytes(xid)
+        self._check(tx_id, 0, xid)
+        w = self._started()
+        wait = sync and self._options.sync_transactional
+        with w.lock:
+            w.check_open_locked()
+            w.pending.inserts.append(self._row(_NONE, _PREPARE, tx_id, _NONE, _EMPTY, xid))
+            self._index.prepare(tx_id, self._seq)
+            batch = w.queued_locked(wait)
+        if wait:
+            batch.wait()
+
+    def append_commit(self, tx_id: int, *, sync: bool = True) -> None:
+        """Commit ``tx_id``. Raises UnknownTransactionError if it is not open, and as
+        :meth:`append_add`."""
+        self._check(tx_id, 0, _EMPTY)
+        w = self._started()
+        wait = sync and self._options.sync_transactional
+        with w.lock:
+            w.check_open_locked()
+            if not self._index.is_open(tx_id):
+                raise UnknownTransactionError(
+                    f"transaction {tx_id} is not open in table {self.table_name}"
+                )
+            w.pending.inserts.append(self._row(_NONE, _COMMIT, tx_id, _NONE, _EMPTY, None))
+            self._index.commit(tx_id, self._seq, w.pending)
+            batch = w.queued_locked(wait)
+        if wait:
+            batch.wait()
+
+    def append_rollback(self, tx_id: int, *, sync: bool = True) -> None:
+        """Roll back ``tx_id`` (its rows are deleted). Raises UnknownTransactionError if it is
+        not open, and as :meth:`append_add`."""
+        self._check(tx_id, 0, _EMPTY)
+        w = self._started()
+        wait = sync and self._options.sync_transactional
+        with w.lock:
+            w.check_open_locked()
+            if not self._index.is_open(tx_id):
+                raise UnknownTransactionError(
+                    f"transaction {tx_id} is not open in table {self.table_name}"
+                )
+            self._seq += 1
+            self._index.rollback(tx_id, self._seq, w.pending)
+            batch = w.queued_locked(wait)
+        if wait:
+            batch.wait()
+
+    # -- durability ---------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Return once everything appended so far is committed.
+
+        Raises StoreUnavailableError if a batch failed.
+        """
+        w = self._writer
+        if w is None:
+            return
+        with w.lock:
+            if w.failed is not None:
+                w.check_open_locked()
+            batch = w.last_locked()
+        if batch is not None:
+            batch.wait()
+
+    def sync_future(self) -> concurrent.futures.Future[None]:
+        """A future completed (with None) once everything appended so far is committed, or
+        failed with StoreUnavailableError. Every caller before the same commit gets the same
+        future. Raises nothing."""
+        w = self._writer
+        if w is None:
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
+            done.set_result(None)
+            return done
+        with w.lock:
+            return w.future_locked()
+
+    # -- maintenance --------------------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Delete every row no load needs, now (see :mod:`store.db.maintenance`).
+
+        Raises JournalStateError before load, StoreUnavailableError on database failure.
+        """
+        from store.db.maintenance import sweep_dead_rows
+
+        w = self._started()
+        self.flush()
+        with w.lock:
+            w.check_open_locked()
+            upto = self._seq
+        dead = sweep_dead_rows(self._engine, self._sql, self._index, w.lock, upto)
+        if dead:
+            with w.lock:
+                w.check_open_locked()
+                w.pending.rows.extend((seq,) for seq in dead)
+                batch = w.queued_locked(True)
+            batch.wait()
+            _log.info("journal %s: compaction deleted %d dead rows", self.name, len(dead))
+
+    def stats(self) -> JournalStats:
+        """Counts: ``records_live`` live ids, ``files`` rows in the table, ``bytes_live`` bytes
+        of live records' bodies, ``bytes_total`` bytes of all bodies and XIDs; ``extra`` has
+        ``rows_needed``, ``rows_dead``, ``live_entries``, ``open_transactions``, ``batches`` and
+        ``batched_operations`` (commits and the appends they carried since open).
+
+        Raises JournalStateError before load, StoreUnavailableError on database failure.
+        """
+        from store.db.maintenance import table_totals
+
+        w = self._started()
+        self.flush()
+        with w.lock:
+            counts = self._index.counts()
+            counts["batches"] = w.batches
+            counts["batched_operations"] = w.operations
+        rows, total_bytes, record_bytes = table_totals(self._engine, self._sql)
+        extra = dict(counts)
+        extra["rows_dead"] = max(0, rows - counts["rows_needed"])
+        return JournalStats(
+            records_live=counts["live_ids"],
+            files=rows,
+            bytes_live=min(record_bytes, total_bytes),
+            bytes_total=total_bytes,
+            extra=extra,
+        )
+
+    def close(self) -> None:
+        """Commit everything appended, stop the writer and return its connection. Idempotent.
+
+        Raises StoreUnavailableError if that last commit failed (a failure reported earlier to
+        the appenders is not raised again).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        w = self._writer
+        if w is None:
+            return
+        failed_before = w.failed
+        w.close()
+        conn, self._writer_conn = self._writer_conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                _log.debug("closing the writer's connection failed", exc_info=True)
+        if w.failed is not None and failed_before is None:
+            raise StoreUnavailableError(str(w.failed), hint=w.failed.hint) from w.failed
+
+    def __repr__(self) -> str:
+        return f"DatabaseJournal(name={self.name!r}, table={self.table_name!r})"
