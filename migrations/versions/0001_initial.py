@@ -40,6 +40,7 @@ def _journal(name: str, limit: int) -> None:
         sa.Column("txdata", BLOB, nullable=True),
         sa.Column("txchecknorecords", sa.Integer, nullable=False, server_default=_ZERO),
         sa.Column("seq", SEQ_TYPE, primary_key=True, autoincrement=False),
+        mysql_engine="InnoDB",
     )
     op.create_index(index_name(name, "_idx", limit), name, ["id"])
     op.create_index(index_name(name, "_tx_idx", limit), name, ["txid"])
@@ -52,6 +53,7 @@ def _files(name: str, limit: int) -> None:
         sa.Column("filename", sa.String(255), nullable=True),
         sa.Column("extension", sa.String(10), nullable=True),
         sa.Column("data", BLOB, nullable=True),
+        mysql_engine="InnoDB",
     )
     op.create_index(index_name(name, "_idx", limit), name, ["filename"])
 
@@ -64,6 +66,7 @@ def _node_manager(name: str) -> None:
         sa.Column("holder_expiration_time", sa.BigInteger, nullable=True),
         sa.Column("node_id", sa.CHAR(36), nullable=True),
         sa.Column("state", sa.CHAR(1), nullable=True),
+        mysql_engine="InnoDB",
     )
     # Artemis creates the four rows with the table; NULL state reads as NOT_STARTED.
     op.bulk_insert(table, [{"id": row} for row in NODE_MANAGER_ROWS])

@@ -200,6 +200,7 @@ def journal_table(metadata: sa.MetaData, name: str, max_length: int) -> sa.Table
         sa.Column("seq", SEQ_TYPE, primary_key=True, autoincrement=False),
         sa.Index(index_name(name, "_idx", max_length), "id"),
         sa.Index(index_name(name, "_tx_idx", max_length), "txid"),
+        mysql_engine="InnoDB",
     )
 
 
@@ -213,6 +214,7 @@ def file_table(metadata: sa.MetaData, name: str, max_length: int) -> sa.Table:
         sa.Column("extension", sa.String(10), nullable=True),
         sa.Column("data", BLOB, nullable=True),
         sa.Index(index_name(name, "_idx", max_length), "filename"),
+        mysql_engine="InnoDB",
     )
 
 
@@ -226,6 +228,7 @@ def node_manager_table(metadata: sa.MetaData, name: str) -> sa.Table:
         sa.Column("holder_expiration_time", sa.BigInteger, nullable=True),
         sa.Column("node_id", sa.CHAR(36), nullable=True),
         sa.Column("state", sa.CHAR(1), nullable=True),
+        mysql_engine="InnoDB",
     )
 
 
