@@ -1,0 +1,653 @@
+"""Reading a journal directory offline: its files, their records with positions, and what lies
+after the end of data — for ``store data print``, ``verify``, ``repair`` and ``recover``.
+
+Nothing here writes. The functions apply the rules of ``store.file.format`` and
+``store.file.reader`` exactly as :meth:`store.file.journal.FileJournal.load` does, without
+its side effects (a load finishes interrupted compactions, moves header-less files to
+``attic/``, zeroes torn tails and starts writing):
+
+- :func:`list_directory` names the journal files of one prefix (with their decoded headers)
+  and every leftover an operator should know about (compaction control file, ``.cmp`` /
+  ``.tmp`` files, ``.broken`` backups, ``repair-*`` folders, ``attic/``);
+- :func:`scan_file` reads one file: its records in sequence, the end of data, the valid records
+  after it (:class:`~store.file.reader.Tail`) and the stale bytes beyond those;
+- :func:`judge` decides, across the files of one journal and in file-id order, which tails are
+  torn (unsynced, harmless) and which prove corruption — the same walk the load makes;
+- :class:`RecordReplay` feeds records to the shared :class:`~store.journal.replay.Replayer`
+  with the load's per-file transaction-count check, so an offline replay equals a load.
+
+The one thing read outside the file-system seam is the directory lock file, probed with a
+shared ``flock`` (:func:`lock_holder`), which never modifies it. The probe holds the shared
+lock for the duration of two system calls; a writer starting in exactly that window gets
+:class:`~store.errors.StoreLockedError` and can simply be started again.
+
+Thread-safety: functions are pure over their arguments; a :class:`RecordReplay` belongs to one
+caller.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from store.errors import ChecksumError, CorruptionError, StoreIOError, StoreLockedError
+from store.file import format as fmt
+from store.file.fs import FileSystem, OsFileSystem
+from store.file.lock import LOCK_NAME
+from store.file.reader import Cursor, Tail, classify, find_after, scan
+from store.file.retention import history_files
+from store.file.segments import SegmentNaming
+from store.journal.api import LoadResult, RecordInfo, RecordType
+from store.journal.replay import Replayer, TxOp
+
+__all__ = [
+    "DirectoryListing",
+    "FileScan",
+    "HistoryReplay",
+    "JournalFile",
+    "Leftover",
+    "RecordReplay",
+    "RecordView",
+    "detect_file_size",
+    "ensure_unlocked",
+    "judge",
+    "list_directory",
+    "lock_holder",
+    "open_journal_file",
+    "read_bytes",
+    "replay_history",
+    "scan_file",
+    "scan_journal",
+]
+
+_NONZERO = re.compile(rb"[^\x00]")
+
+HEADER_OK = "ok"
+HEADER_ZERO = "zero"
+HEADER_BAD = "bad"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalFile:
+    """One journal file as found on disk, with its decoded header.
+
+    ``header`` is None for a zero header (a file never finished) and for a damaged one; the
+    latter also has ``header_error``. ``name_id`` is the id in the file name (None for a name
+    that carries none, e.g. a history copy read by path).
+    """
+
+    path: str
+    name: str
+    name_id: int | None
+    size: int
+    header: fmt.FileHeader | None
+    header_error: CorruptionError | None = None
+
+    @property
+    def file_id(self) -> int | None:
+        """The header's file id, or None when the header is zero or damaged."""
+        return None if self.header is None else self.header.file_id
+
+    @property
+    def status(self) -> str:
+        """``"ok"``, ``"zero"`` (never finished) or ``"bad"`` (damaged or foreign header)."""
+        if self.header is not None:
+            return HEADER_OK
+        return HEADER_BAD if self.header_error is not None else HEADER_ZERO
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """Something in a journal directory that is not a journal file but matters to an operator.
+
+    ``kind`` is one of ``control`` (a compaction control file), ``compacting`` (a ``.cmp``
+    file), ``temporary`` (a ``.tmp`` file), ``backup`` (a ``.broken`` copy kept by repair),
+    ``repair`` (a ``repair-*`` folder of files set aside) or ``attic`` (the attic folder).
+    """
+
+    path: str
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryListing:
+    """The journal files of one prefix (in file-id order) and the leftovers beside them."""
+
+    directory: str
+    prefix: str
+    files: list[JournalFile]
+    leftovers: list[Leftover]
+
+
+class RecordView(NamedTuple):
+    """One record read in sequence: where it is and what it says (see ``store.file.format``)."""
+
+    offset: int
+    length: int
+    type: int
+    user_type: int
+    compact_count: int
+    lsn: int
+    id: int
+    tx_id: int
+    tx_count: int
+    body: bytes
+
+
+@dataclass(slots=True)
+class FileScan:
+    """What one file holds: records in sequence, end of data, the tail and stale bytes.
+
+    ``records`` is empty unless the scan was asked to keep them (``count`` is always set).
+    ``stale_bytes`` counts non-zero bytes after the tail (from an earlier use of the file, or
+    a partial write): the format ignores them. ``verdict`` is set by :func:`judge` when the
+    tail proves corruption.
+    """
+
+    file: JournalFile
+    end: int = fmt.DATA_START
+    last_lsn: int = 0
+    count: int = 0
+    tail: Tail = field(default_factory=lambda: Tail(fmt.DATA_START))
+    records: list[RecordView] = field(default_factory=list)
+    stale_bytes: int = 0
+    stale_offset: int | None = None
+    compacted: bool = False
+    first_lsn: int = 0
+    verdict: ChecksumError | None = None
+
+    @property
+    def torn(self) -> bool:
+        """True when valid records follow the end of data and they are not corruption."""
+        return bool(self.tail.records) and self.verdict is None
+
+
+# -- files -----------------------------------------------------------------------------------
+
+
+def read_bytes(fs: FileSystem, path: str) -> bytes:
+    """All bytes of the file at ``path``. Raises StoreIOError when it cannot be read."""
+    handle = fs.open(path)
+    try:
+        return handle.pread(handle.size(), 0)
+    finally:
+        handle.close()
+
+
+def open_journal_file(fs: FileSystem, path: str, *, name_id: int | None = None) -> JournalFile:
+    """Describe the journal file at ``path`` from its size and header.
+
+    Returns a :class:`JournalFile` (a damaged header is recorded, not raised). Raises
+    StoreIOError when the file cannot be opened or read.
+    """
+    handle = fs.open(path)
+    try:
+        size = handle.size()
+        head = handle.pread(fmt.HEADER_SIZE, 0)
+    finally:
+        handle.close()
+    name = os.path.basename(path)
+    try:
+        header = fmt.decode_header(head, path)
+    except CorruptionError as exc:
+        return JournalFile(path, name, name_id, size, None, exc)
+    return JournalFile(path, name, name_id, size, header)
+
+
+def _leftover_kind(name: str, prefix: str) -> str | None:
+    if name == "attic":
+        return "attic"
+    if name.startswith("repair-"):
+        return "repair"
+    if not name.startswith(prefix):
+        return None
+    if name == f"{prefix}.compact.ctl":
+        return "control"
+    for suffix, kind in ((".cmp", "compacting"), (".tmp", "temporary"), (".broken", "backup")):
+        if name.endswith(suffix) or f"{suffix}." in name:
+            return kind
+    return None
+
+
+def list_directory(
+    directory: str, *, prefix: str = "data", fs: FileSystem | None = None
+) -> DirectoryListing:
+    """The journal files named ``<prefix>-<id>.jrn`` in ``directory`` and its leftovers.
+
+    Files are ordered by header file id (files without a usable header last, by name). A
+    missing directory lists nothing. Raises StoreIOError when a file cannot be read.
+    """
+    fs = fs or OsFileSystem()
+    naming = SegmentNaming(directory, prefix)
+    files: list[JournalFile] = []
+    leftovers: list[Leftover] = []
+    for name in fs.listdir(directory):
+        path = os.path.join(directory, name)
+        name_id = naming.parse(name)
+        if name_id is not None:
+            files.append(open_journal_file(fs, path, name_id=name_id))
+            continue
+        kind = _leftover_kind(name, prefix)
+        if kind is not None:
+            leftovers.append(Leftover(path, name, kind))
+    files.sort(key=lambda f: (f.file_id is None, f.file_id or 0, f.name))
+    return DirectoryListing(directory, prefix, files, leftovers)
+
+
+# -- scanning ----------------------------------------------------------------------------------
+
+
+def scan_file(file: JournalFile, data: bytes, *, keep_records: bool = False) -> FileScan:
+    """Read ``data`` (the bytes of ``file``, whose header must be ok) as the load does.
+
+    Returns the :class:`FileScan`; the tail verdict is left to :func:`judge`. Raises nothing.
+    """
+    result = FileScan(file)
+    file_id = file.file_id
+    if file_id is None:
+        return result
+    cursor = Cursor()
+    compacted = True
+    for raw in scan(data, file_id, cursor):
+        view = RecordView._make(raw)
+        if not result.count:
+            result.first_lsn = view.lsn
+        result.count += 1
+        compacted = compacted and view.compact_count > 0
+        if keep_records:
+            result.records.append(view)
+    result.end = cursor.end
+    result.last_lsn = cursor.last_lsn
+    result.count = cursor.count
+    result.compacted = compacted and cursor.count > 0
+    result.tail = Tail(cursor.end, find_after(data, file_id, cursor.end))
+    stop = result.tail.extent
+    match = _NONZERO.search(data, stop)
+    if match is not None:
+        result.stale_offset = match.start()
+        rest = len(data) - stop
+        result.stale_bytes = rest - data.count(0, stop)
+    return result
+
+
+def judge(scans: list[FileScan]) -> None:
+    """Set ``verdict`` on every scan whose tail proves corruption (``scans`` in file-id order).
+
+    The walk is the load's: only the last file holding data may end in a torn tail, and a
+    record after the end whose ``durable_lsn`` covers the missing lsn proves the data there
+    had been durable (``store.file.reader.classify``). Returns nothing; raises nothing.
+    """
+    with_data = [i for i, s in enumerate(scans) if s.count or s.tail.records]
+    last = with_data[-1] if with_data else -1
+    prev_max = 0
+    running = 0
+    for i, s in enumerate(scans):
+        running = max(running, s.last_lsn, s.tail.max_lsn)
+        missing = s.last_lsn + 1 if s.count else prev_max + 1
+        try:
+            classify(s.file.path, s.tail, missing_lsn=missing, is_last=i == last)
+        except ChecksumError as exc:
+            s.verdict = exc
+        prev_max = running
+
+
+@dataclass(slots=True)
+class JournalScan:
+    """Every file of one journal directory, scanned and judged; ``replay`` when asked for."""
+
+    listing: DirectoryListing
+    scans: list[FileScan]
+    replay: RecordReplay | None = None
+    records_kept: int = 0
+    records_total: int = 0
+
+
+def scan_journal(
+    directory: str,
+    *,
+    prefix: str = "data",
+    fs: FileSystem | None = None,
+    keep_records: bool = False,
+    max_records: int | None = None,
+    replay: bool = False,
+) -> JournalScan:
+    """List, scan and judge the journal ``prefix`` in ``directory`` (read-only).
+
+    With ``keep_records`` the records are kept (at most ``max_records`` over all files); with
+    ``replay`` every record is also fed to a :class:`RecordReplay`, whose result is what a
+    load would return. Returns the :class:`JournalScan`. Raises StoreIOError when a file
+    cannot be read.
+    """
+    fs = fs or OsFileSystem()
+    listing = list_directory(directory, prefix=prefix, fs=fs)
+    result = JournalScan(listing, [], RecordReplay() if replay else None)
+    budget = max_records
+    for file in listing.files:
+        if file.header is None:
+            continue
+        keep = keep_records and (budget is None or budget > 0)
+        data = read_bytes(fs, file.path)
+        s = scan_file(file, data, keep_records=keep or replay)
+        if result.replay is not None:
+            result.replay.feed_file(s)
+        if budget is not None and len(s.records) > budget:
+            del s.records[budget:]
+        if not keep:
+            s.records = []
+        if budget is not None:
+            budget -= len(s.records)
+        result.records_kept += len(s.records)
+        result.records_total += s.count
+        result.scans.append(s)
+    judge(result.scans)
+    return result
+
+
+# -- replay ------------------------------------------------------------------------------------
+
+_ADD = int(RecordType.ADD)
+_UPDATE = int(RecordType.UPDATE)
+_DELETE = int(RecordType.DELETE)
+_ADD_TX = int(RecordType.ADD_TX)
+_UPDATE_TX = int(RecordType.UPDATE_TX)
+_DELETE_TX = int(RecordType.DELETE_TX)
+_PREPARE = int(RecordType.PREPARE)
+_COMMIT = int(RecordType.COMMIT)
+_ROLLBACK = int(RecordType.ROLLBACK)
+_EVENT = int(RecordType.EVENT)
+
+
+class RecordReplay:
+    """Replays records in journal order the way a load does (``store.file.journal``).
+
+    Besides the live state (:meth:`result`), it can keep what ``store data recover`` needs:
+    with ``keep_history`` a second replayer sees every committed add and update with deletes
+    ignored (:meth:`deleted` is the difference), and ``events`` collects event records.
+
+    A prepare or commit whose ``tx_count`` differs from the transaction's records counted in
+    its own file marks the transaction incomplete (failed), exactly as the load decides.
+
+    Thread-safety: none; one replay belongs to one caller.
+    """
+
+    def __init__(self, *, keep_history: bool = False) -> None:
+        self.replayer = Replayer()
+        self._ever = Replayer() if keep_history else None
+        # tx id -> {file key: records of the transaction in that file}; present while open.
+        self._txs: dict[int, dict[int, int]] = {}
+        self.events: list[RecordInfo] = []
+        self.counts: collections.Counter[int] = collections.Counter()
+
+    def feed_file(self, scan: FileScan) -> None:
+        """Replay the records of ``scan`` (kept by :func:`scan_file`). Returns nothing."""
+        self.feed(id(scan), scan.records)
+
+    def feed(self, file_key: int, records: Iterable[RecordView]) -> None:
+        """Replay ``records`` of the file identified by ``file_key``. Returns nothing."""
+        r = self.replayer
+        ever = self._ever
+        for rec in records:
+            rtype = rec.type
+            self.counts[rtype] += 1
+            if rtype == _ADD:
+                r.add(rec.id, rec.user_type, rec.body)
+            elif rtype == _UPDATE:
+                r.update(rec.id, rec.user_type, rec.body)
+            elif rtype == _DELETE:
+                r.delete(rec.id)
+                continue  # the history replayer ignores deletes
+            elif rtype in (_ADD_TX, _UPDATE_TX, _DELETE_TX):
+                self._tx_record(file_key, rec)
+            elif rtype in (_PREPARE, _COMMIT):
+                self._complete(file_key, rec)
+                continue
+            elif rtype == _ROLLBACK:
+                self._end(rec.tx_id, rollback=True)
+                continue
+            elif rtype == _EVENT:
+                self.events.append(RecordInfo(rec.id, rec.user_type, rec.body, False))
+                continue
+            if ever is not None:
+                _feed_ever(ever, rec)
+
+    def _tx_record(self, file_key: int, rec: RecordView) -> None:
+        files = self._txs.setdefault(rec.tx_id, {})
+        files[file_key] = files.get(file_key, 0) + 1
+        if rec.type == _ADD_TX:
+            self.replayer.add_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
+        elif rec.type == _UPDATE_TX:
+            self.replayer.update_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
+        else:
+            self.replayer.delete_tx(rec.tx_id, rec.id)
+
+    def _complete(self, file_key: int, rec: RecordView) -> None:
+        tx_id = rec.tx_id
+        files = self._txs.get(tx_id)
+        if rec.type == _COMMIT and files is None:
+            return  # nothing collected: reclaimed, or an empty transaction
+        if files is not None and files.get(file_key, 0) != rec.tx_count:
+            self.replayer.discard(tx_id)
+            self._end(tx_id, rollback=False, discard=True)
+            return
+        if rec.type == _PREPARE:
+            self.replayer.prepare(tx_id, rec.body)
+            self._txs.setdefault(tx_id, {}).setdefault(file_key, 0)
+            if self._ever is not None:
+                self._ever.prepare(tx_id, rec.body)
+        else:
+            self.replayer.commit(tx_id)
+            self._end(tx_id, rollback=False)
+
+    def _end(self, tx_id: int, *, rollback: bool, discard: bool = False) -> None:
+        self._txs.pop(tx_id, None)
+        if rollback:
+            self.replayer.rollback(tx_id)
+        ever = self._ever
+        if ever is None:
+            return
+        if discard:
+            ever.discard(tx_id)
+        elif rollback:
+            ever.rollback(tx_id)
+        else:
+            ever.commit(tx_id)
+
+    def result(self) -> LoadResult:
+        """What a load of the records fed so far returns. Returns a new LoadResult."""
+        return self.replayer.result()
+
+    def open_transactions(self) -> dict[int, tuple[list[TxOp], bytes | None]]:
+        """Open transactions: tx id -> (operations in order, XID if prepared else None)."""
+        return {
+            tx_id: (ops, self.replayer.prepared_xid(tx_id))
+            for tx_id, ops in self.replayer.open_transactions().items()
+        }
+
+    def deleted(self) -> list[RecordInfo]:
+        """Committed adds and updates fed so far that a delete removed, in journal order.
+
+        Returns an empty list unless the replay was made with ``keep_history``.
+        """
+        if self._ever is None:
+            return []
+        live = collections.Counter(self.replayer.result().records)
+        gone: list[RecordInfo] = []
+        for info in self._ever.result().records:
+            if live[info] > 0:
+                live[info] -= 1
+            else:
+                gone.append(info)
+        return gone
+
+
+def _feed_ever(ever: Replayer, rec: RecordView) -> None:
+    rtype = rec.type
+    if rtype == _ADD:
+        ever.add(rec.id, rec.user_type, rec.body)
+    elif rtype == _UPDATE:
+        ever.update(rec.id, rec.user_type, rec.body)
+    elif rtype == _ADD_TX:
+        ever.add_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
+    elif rtype == _UPDATE_TX:
+        ever.update_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
+    # DELETE_TX is not fed: deletes are what this replayer ignores.
+
+
+# -- history ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class HistoryReplay:
+    """A retention folder plus a journal directory, replayed as one journal.
+
+    ``scans`` (judged, records dropped) and ``origins`` (``"history"`` / ``"journal"``) are
+    parallel, in file-id order; ``replay`` holds the newest generation's state, ``deleted`` and
+    ``events`` what every generation deleted and the event records.
+    """
+
+    scans: list[FileScan]
+    origins: list[str]
+    replay: RecordReplay
+    deleted: list[RecordInfo]
+    events: list[RecordInfo]
+    generations: int = 1
+
+    @property
+    def sources(self) -> list[JournalFile]:
+        """The files read, in file-id order."""
+        return [s.file for s in self.scans]
+
+
+def replay_history(
+    history: str | None,
+    journal: str | None,
+    *,
+    prefix: str = "data",
+    undelete: bool = False,
+    fs: FileSystem | None = None,
+) -> HistoryReplay:
+    """Replay every history copy in ``history`` and every file of ``journal`` (read-only).
+
+    One file per file id (the journal's own file wins over its copy), in file-id order, with
+    the load's rules; damaged data is read up to the damage (the verdicts are on the scans).
+    A compactor output restates the live state of everything before it, so the replay starts
+    a new **generation** at the first file of each output: a file whose records were all
+    rewritten by compaction and that does not continue the previous one (consecutive id and
+    lsn). With ``undelete``, what each generation deleted is kept. Returns the
+    :class:`HistoryReplay`. Raises StoreIOError when a file cannot be read.
+    """
+    fs = fs or OsFileSystem()
+    by_id: dict[int, tuple[JournalFile, str]] = {}
+    if history is not None and fs.exists(history):
+        for fid, path in history_files(fs, SegmentNaming(history, prefix), history):
+            f = open_journal_file(fs, path, name_id=fid)
+            if f.file_id is not None:
+                by_id[f.file_id] = (f, "history")
+    if journal is not None:
+        for f in list_directory(journal, prefix=prefix, fs=fs).files:
+            if f.file_id is not None:
+                by_id[f.file_id] = (f, "journal")
+    result = HistoryReplay([], [], RecordReplay(keep_history=undelete), [], [])
+    prev: FileScan | None = None
+    for key in sorted(by_id):
+        f, origin = by_id[key]
+        s = scan_file(f, read_bytes(fs, f.path), keep_records=True)
+        result.scans.append(s)
+        result.origins.append(origin)
+        if not s.count:
+            continue
+        if prev is not None and _starts_generation(prev, s):
+            _close_generation(result)
+            result.replay = RecordReplay(keep_history=undelete)
+            result.generations += 1
+        result.replay.feed(key, s.records)
+        s.records = []
+        prev = s
+    _close_generation(result)
+    judge(result.scans)
+    return result
+
+
+def _close_generation(result: HistoryReplay) -> None:
+    result.deleted.extend(result.replay.deleted())
+    result.events.extend(result.replay.events)
+
+
+def _starts_generation(prev: FileScan, s: FileScan) -> bool:
+    if not s.compacted:
+        return False
+    continues = (
+        prev.compacted
+        and s.file.file_id == (prev.file.file_id or 0) + 1
+        and s.first_lsn == prev.last_lsn + 1
+    )
+    return not continues
+
+
+# -- the directory lock ------------------------------------------------------------------------
+
+
+def lock_holder(directory: str) -> str | None:
+    """Who holds ``directory``'s journal lock for writing, or None when nobody does.
+
+    Returns the holder line the writer left (``pid=… host=… since=…``), or ``"another
+    process"`` when it left none. Never creates or changes the lock file. Raises StoreIOError
+    when the lock file exists but cannot be opened.
+    """
+    path = os.path.join(directory, LOCK_NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreIOError(f"cannot open lock file {path}: {exc.strerror}", path=path) from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 512, 0).decode("utf-8", "replace").strip()
+            return text or "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def ensure_unlocked(directory: str, *, force: bool = False) -> None:
+    """Refuse to read a journal a live process has open for writing (unless ``force``).
+
+    Returns nothing. Raises StoreLockedError naming the holder.
+    """
+    if force:
+        return
+    holder = lock_holder(directory)
+    if holder is not None:
+        raise StoreLockedError(
+            f"journal {directory} is open for writing by another process ({holder})",
+            holder=holder,
+            hint="stop the broker first, or pass --force to read it anyway (the tail may be "
+            "in flight)",
+        )
+
+
+# -- configuration of the offline tools ------------------------------------------------------
+
+
+def detect_file_size(
+    directory: str, *, prefix: str = "data", fs: FileSystem | None = None
+) -> int | None:
+    """The most common size of the journal files in ``directory``, or None when there are none.
+
+    Returns an int in bytes. Raises StoreIOError when a file cannot be read.
+    """
+    sizes = collections.Counter(
+        f.size for f in list_directory(directory, prefix=prefix, fs=fs).files if f.header
+    )
+    return sizes.most_common(1)[0][0] if sizes else None
+
