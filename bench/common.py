@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import os
 import platform
@@ -35,6 +36,7 @@ __all__ = [
     "console",
     "add_common_arguments",
     "command_line",
+    "configure",
     "machine_info",
     "markdown_table",
     "median_rate",
@@ -44,11 +46,16 @@ __all__ = [
     "results_markdown",
     "run_threads",
     "scratch_dir",
+    "watchdog",
     "write_json",
     "write_markdown",
 ]
 
 DEFAULT_DIR = Path("bench/out")
+# A run that takes longer than this is taken to be hung: every thread's stack is dumped to stderr
+# and the process exits, so a deadlock in the code under test shows where it is instead of
+# stalling the benchmark. Set from --watchdog by configure().
+_watchdog_seconds = 300.0
 # How often the timed loops read the clock: often enough that a run overshoots its deadline by
 # well under 1%, rarely enough that reading the clock does not show in the figure.
 CLOCK_EVERY = 256
@@ -85,10 +92,35 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs per figure; the median is shown (default: 3)"
     )
+    parser.add_argument(
+        "--watchdog",
+        type=float,
+        default=300.0,
+        help="dump all stacks and exit if one run takes longer (seconds; 0: never)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument(
         "--markdown", type=Path, help="also write the tables as Markdown (for RESULTS.md)"
     )
+
+
+def configure(args: argparse.Namespace) -> None:
+    """Apply the parsed common arguments that are process-wide (the watchdog); returns nothing."""
+    global _watchdog_seconds
+    _watchdog_seconds = args.watchdog
+
+
+@contextlib.contextmanager
+def watchdog() -> Iterator[None]:
+    """Dump every thread's stack and exit the process if the body outlasts ``--watchdog``."""
+    if _watchdog_seconds <= 0:
+        yield
+        return
+    faulthandler.dump_traceback_later(_watchdog_seconds, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def rate_for(seconds: float, step: Callable[[], None], *, max_ops: int | None = None) -> float:
@@ -157,8 +189,11 @@ def median_rate(
 
     Returns a :class:`Result` holding the median and every run.
     """
-    runs = tuple(measure() for _ in range(max(1, repeat)))
-    return Result(name=name, value=statistics.median(runs), unit=unit, runs=runs, note=note)
+    runs: list[float] = []
+    for _ in range(max(1, repeat)):
+        with watchdog():
+            runs.append(measure())
+    return Result(name=name, value=statistics.median(runs), unit=unit, runs=tuple(runs), note=note)
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ from bench import ref_disk, ref_persistqueue, ref_sqlite
 from bench.common import (
     Result,
     add_common_arguments,
+    configure,
     console,
     machine_info,
     markdown_table,
@@ -57,6 +58,7 @@ from bench.common import (
     results_markdown,
     run_threads,
     scratch_dir,
+    watchdog,
     write_json,
     write_markdown,
 )
@@ -232,8 +234,12 @@ def measure_ours(args: argparse.Namespace, journal_type: str) -> dict[str, Resul
     )
     with scratch_dir(args.dir, f"file-load-{journal_type.lower()}") as d:
         config = store_config(d, journal_type, options)
-        write_load_journal(config, args.load_records, LOAD_SIZE)
-        loads = [timed_load(config, args.load_records) for _ in range(max(1, k))]
+        with watchdog():
+            write_load_journal(config, args.load_records, LOAD_SIZE)
+        loads: list[tuple[float, float]] = []
+        for _ in range(max(1, k)):
+            with watchdog():
+                loads.append(timed_load(config, args.load_records))
     name = f"load {args.load_records:,} records of {LOAD_SIZE} B"
     for key, label, index in (("load", "load()", 0), ("open_load", "open_store + load()", 1)):
         runs = tuple(run[index] for run in loads)
@@ -367,7 +373,9 @@ def parse_args() -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="extra store configuration key (Artemis name), e.g. journal-buffer-timeout=0",
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    configure(args)
+    return args
 
 
 def main() -> None:

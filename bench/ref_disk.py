@@ -34,6 +34,7 @@ from pathlib import Path
 from bench.common import (
     Result,
     add_common_arguments,
+    configure,
     machine_info,
     median_rate,
     print_machine,
@@ -310,6 +311,7 @@ def main() -> None:
     add_common_arguments(parser)
     parser.add_argument("--size", type=int, default=DURABLE_SIZE, help="durable record size")
     args = parser.parse_args()
+    configure(args)
     info = machine_info(args.dir)
     print_machine(info)
     results = measure(args.dir, args.seconds, args.repeat, args.size)

@@ -29,6 +29,7 @@ import persistqueue
 from bench.common import (
     Result,
     add_common_arguments,
+    configure,
     machine_info,
     median_rate,
     print_machine,
@@ -118,6 +119,7 @@ def main() -> None:
     add_common_arguments(parser)
     parser.add_argument("--size", type=int, default=ITEM_SIZE, help="item size in bytes")
     args = parser.parse_args()
+    configure(args)
     info = machine_info(args.dir)
     print_machine(info)
     results = measure(args.dir, args.seconds, args.repeat, args.size)

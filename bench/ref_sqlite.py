@@ -25,6 +25,7 @@ from pathlib import Path
 from bench.common import (
     Result,
     add_common_arguments,
+    configure,
     machine_info,
     median_rate,
     print_machine,
@@ -141,6 +142,7 @@ def main() -> None:
     add_common_arguments(parser)
     parser.add_argument("--size", type=int, default=ROW_SIZE, help="row size in bytes")
     args = parser.parse_args()
+    configure(args)
     info = machine_info(args.dir)
     print_machine(info)
     results = measure(args.dir, args.seconds, args.repeat, args.size)
