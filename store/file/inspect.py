@@ -21,6 +21,10 @@ shared ``flock`` (:func:`lock_holder`), which never modifies it. The probe holds
 lock for the duration of two system calls; a writer starting in exactly that window gets
 :class:`~store.errors.StoreLockedError` and can simply be started again.
 
+Size: past the ~600 lines of CONVENTIONS 13 because it is the whole read-only half of the
+offline tools (listing, scanning, judging, replaying); the history replay is the part to split
+off when it grows.
+
 Thread-safety: functions are pure over their arguments; a :class:`RecordReplay` belongs to one
 caller.
 """
@@ -78,7 +82,7 @@ class JournalFile:
 
     ``header`` is None for a zero header (a file never finished) and for a damaged one; the
     latter also has ``header_error``. ``name_id`` is the id in the file name (None for a name
-    that carries none, e.g. a history copy read by path).
+    that carries none, e.g. a history copy read by path). Immutable; safe to share.
     """
 
     path: str
@@ -108,6 +112,7 @@ class Leftover:
     ``kind`` is one of ``control`` (a compaction control file), ``compacting`` (a ``.cmp``
     file), ``temporary`` (a ``.tmp`` file), ``backup`` (a ``.broken`` copy kept by repair),
     ``repair`` (a ``repair-*`` folder of files set aside) or ``attic`` (the attic folder).
+    Immutable; safe to share.
     """
 
     path: str
@@ -117,7 +122,10 @@ class Leftover:
 
 @dataclass(frozen=True, slots=True)
 class DirectoryListing:
-    """The journal files of one prefix (in file-id order) and the leftovers beside them."""
+    """The journal files of one prefix (in file-id order) and the leftovers beside them.
+
+    Thread-safety: not changed after it is built; share it read-only.
+    """
 
     directory: str
     prefix: str
@@ -126,7 +134,10 @@ class DirectoryListing:
 
 
 class RecordView(NamedTuple):
-    """One record read in sequence: where it is and what it says (see ``store.file.format``)."""
+    """One record read in sequence: where it is and what it says (see ``store.file.format``).
+
+    Immutable (a tuple); safe to share.
+    """
 
     offset: int
     length: int
@@ -147,7 +158,7 @@ class FileScan:
     ``records`` is empty unless the scan was asked to keep them (``count`` is always set).
     ``stale_bytes`` counts non-zero bytes after the tail (from an earlier use of the file, or
     a partial write): the format ignores them. ``verdict`` is set by :func:`judge` when the
-    tail proves corruption.
+    tail proves corruption. Thread-safety: none; one caller builds and reads it.
     """
 
     file: JournalFile
@@ -299,7 +310,10 @@ def judge(scans: list[FileScan]) -> None:
 
 @dataclass(slots=True)
 class JournalScan:
-    """Every file of one journal directory, scanned and judged; ``replay`` when asked for."""
+    """Every file of one journal directory, scanned and judged; ``replay`` when asked for.
+
+    Thread-safety: none; one caller builds and reads it.
+    """
 
     listing: DirectoryListing
     scans: list[FileScan]
@@ -508,7 +522,8 @@ class HistoryReplay:
 
     ``scans`` (judged, records dropped) and ``origins`` (``"history"`` / ``"journal"``) are
     parallel, in file-id order; ``replay`` holds the newest generation's state, ``deleted`` and
-    ``events`` what every generation deleted and the event records.
+    ``events`` what every generation deleted and the event records. Thread-safety: none; one
+    caller builds and reads it.
     """
 
     scans: list[FileScan]

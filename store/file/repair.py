@@ -45,6 +45,10 @@ directory lock: nothing here ever writes under a live writer. A second run finds
 - ``events=True`` additionally writes every retention event record as a plain add (events
   exist to make paged and large-message data replayable; a load never returns an event).
 
+Size: past the ~600 lines of CONVENTIONS 13 because it holds the four offline operations,
+one section each, over the result types they share; ``recover`` (with its writer) is the part
+to move into a module of its own when it grows.
+
 Thread-safety: each call works alone on its directories; run one at a time per journal.
 """
 
@@ -107,7 +111,11 @@ _CHUNK = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One thing :func:`verify` found; ``kind`` is a stable key, ``message`` for people."""
+    """One thing :func:`verify` found; ``kind`` is a stable key, ``message`` for people.
+
+    ``severity`` is ``"error"``, ``"warning"`` or ``"info"``; ``size`` the bytes concerned.
+    Immutable; safe to share.
+    """
 
     severity: str
     kind: str
@@ -119,7 +127,10 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class FileReport:
-    """One journal file as :func:`verify` read it (``end`` is None without a usable header)."""
+    """One journal file as :func:`verify` read it (``end`` is None without a usable header).
+
+    Immutable; safe to share.
+    """
 
     path: str
     name: str
@@ -136,7 +147,10 @@ class FileReport:
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
-    """Every finding of one journal; ``ok`` is False when any of them is an error."""
+    """Every finding of one journal; ``ok`` is False when any of them is an error.
+
+    Immutable once returned; safe to share read-only.
+    """
 
     directory: str
     prefix: str
@@ -287,9 +301,8 @@ def _leftover_findings(fs: FileSystem, listing: DirectoryListing) -> list[Findin
                 Finding(INFO, "attic", item.path, None, f"{count} file(s) set aside in the attic")
             )
         else:
-            found.append(
-                Finding(INFO, item.kind, item.path, None, f"{item.kind} kept by an earlier repair")
-            )
+            what = "the file as it was before" if item.kind == "backup" else "files set aside"
+            found.append(Finding(INFO, item.kind, item.path, None, f"{what}, kept by a repair"))
     return found
 
 
@@ -298,7 +311,10 @@ def _leftover_findings(fs: FileSystem, listing: DirectoryListing) -> list[Findin
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """Bytes :func:`repair` zeroed in one file; ``backup`` is the copy kept beforehand."""
+    """Bytes :func:`repair` zeroed in one file; ``backup`` is the copy kept beforehand.
+
+    Immutable; safe to share.
+    """
 
     path: str
     offset: int
@@ -309,7 +325,10 @@ class Cut:
 
 @dataclass(frozen=True, slots=True)
 class MovedFile:
-    """A file :func:`repair` moved out of the journal into its ``repair-*`` folder."""
+    """A file :func:`repair` moved out of the journal into its ``repair-*`` folder.
+
+    Immutable; safe to share.
+    """
 
     source: str
     target: str
@@ -318,7 +337,11 @@ class MovedFile:
 
 @dataclass(frozen=True, slots=True)
 class RepairReport:
-    """What :func:`repair` did; nothing at all when ``changed`` is False."""
+    """What :func:`repair` did; nothing at all when ``changed`` is False.
+
+    ``recovered`` lists what finishing an interrupted compaction changed (``removed <name>``,
+    ``created <name>``). Immutable once returned; safe to share read-only.
+    """
 
     directory: str
     prefix: str
@@ -488,7 +511,7 @@ def _cut(fs: FileSystem, s: FileScan, reason: str) -> Cut:
 
 @dataclass(frozen=True, slots=True)
 class CompactResult:
-    """One journal before and after :func:`compact_store`."""
+    """One journal before and after :func:`compact_store`. Immutable; safe to share."""
 
     journal: str  # "bindings" or "messages"
     before: JournalStats
@@ -530,7 +553,10 @@ def compact_store(
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """One file :func:`recover` read; ``damage`` says why its data ended early, if it did."""
+    """One file :func:`recover` read; ``damage`` says why its data ended early, if it did.
+
+    Immutable; safe to share.
+    """
 
     path: str
     file_id: int
@@ -542,7 +568,11 @@ class SourceFile:
 
 @dataclass(frozen=True, slots=True)
 class RecoverReport:
-    """What :func:`recover` read and wrote (counts are records written to ``target``)."""
+    """What :func:`recover` read and wrote (counts are records written to ``target``).
+
+    ``failed`` lists the transactions found incomplete (left out); ``generations`` how many
+    compaction generations were replayed. Immutable once returned; safe to share read-only.
+    """
 
     target: str
     sources: list[SourceFile]
@@ -643,6 +673,7 @@ class _EntryWriter:
 
     An update of an id that no plain add made live (an update inside a committed
     transaction may name any id) goes through a one-record transaction, committed at once.
+    Thread-safety: none; used by one recovery.
     """
 
     def __init__(self, journal: FileJournal) -> None:

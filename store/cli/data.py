@@ -1,0 +1,377 @@
+"""``store data``: inspect, verify, repair, compact and recover the file journals offline.
+
+::
+
+    store data print   [--config F | --journal D --bindings D] [--safe] [--max-records N]
+    store data verify  [--config F | --journal D --bindings D] [--force]
+    store data repair  [--config F | --journal D --bindings D] [--force]
+    store data compact [--config F | --journal D --bindings D]
+    store data recover [--config F | --journal D] --history D --target D [--undelete] [--events]
+
+Every subcommand calls one library function (``store.file.inspect`` / ``store.file.repair``)
+and only formats its result. The directories come from ``--config`` (TOML or broker.xml;
+Artemis's defaults ``data/journal`` and ``data/bindings`` without one), overridden by
+``--journal`` / ``--bindings``; ``--skip-bindings`` / ``--skip-journal`` leave one out.
+
+Exit codes (``store.cli.main``): 0 nothing to report, 1 findings that need no operator
+(torn tails, leftovers the next open cleans up, damaged sources a recovery read around),
+5 corruption (a checksum failure or damaged header; ``repair`` without ``--force`` refuses it),
+3 when a broker holds the journal.
+
+Thread-safety: a command runs once per process; nothing is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
+from store.config import StoreConfig, load_config
+from store.errors import ConfigError
+from store.file import inspect, repair
+from store.file.options import FileJournalOptions
+from store.journal.api import RecordType
+from store.store import file_journal_options
+
+__all__ = ["register"]
+
+_FORCE_READ = "read even while a broker holds the journal (its tail may be in flight)"
+
+
+def register(subparsers: Any) -> None:
+    """Add ``store data`` and its subcommands to the ``store`` parser. Returns nothing."""
+    data = subparsers.add_parser(
+        "data", help="inspect, verify, repair, compact or recover the file journals offline"
+    )
+    sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
+
+    p = sub.add_parser("print", help="list journal files and their records")
+    _journal_options(p)
+    p.add_argument("--safe", action="store_true", help="structure only: never print bodies")
+    p.add_argument(
+        "--max-records", type=int, metavar="N", help="print at most N records per journal"
+    )
+    p.add_argument("--body-bytes", type=int, default=32, metavar="N",
+                   help="bytes of each body printed as hex (default 32; 0 prints whole bodies)")
+    p.add_argument("--force", action="store_true", help=_FORCE_READ)
+    p.set_defaults(func=run_print)
+
+    v = sub.add_parser("verify", help="check every file and list every finding")
+    _journal_options(v)
+    v.add_argument("--force", action="store_true", help=_FORCE_READ)
+    v.set_defaults(func=run_verify)
+
+    r = sub.add_parser("repair", help="zero torn tails (keeping .broken copies)")
+    _journal_options(r)
+    r.add_argument("--force", action="store_true",
+                   help="also cut at a checksum failure, moving later files into repair-<time>/")
+    r.set_defaults(func=run_repair)
+
+    c = sub.add_parser("compact", help="open the store and compact both journals")
+    _journal_options(c, skips=False)
+    c.set_defaults(func=run_compact)
+
+    rc = sub.add_parser(
+        "recover",
+        help="rebuild the message journal in a new directory from the retention history",
+        description="Replay every history copy plus the current journal files and write the "
+        "live state as of the newest data into a NEW journal directory. --undelete also writes "
+        "back every committed record a delete removed; --events writes retention events as "
+        "plain adds.",
+    )
+    rc.add_argument("--config", metavar="PATH", help="store configuration (TOML or broker.xml)")
+    rc.add_argument("--journal", metavar="DIR", help="current message journal directory")
+    rc.add_argument("--history", metavar="DIR",
+                    help="retention folder (default: journal-retention directory of --config)")
+    rc.add_argument("--target", metavar="DIR", required=True, help="new, empty directory")
+    rc.add_argument("--undelete", action="store_true", help="also write records that were deleted")
+    rc.add_argument("--events", action="store_true", help="also write event records as adds")
+    rc.add_argument("--force", action="store_true", help=_FORCE_READ)
+    rc.set_defaults(func=run_recover)
+
+
+def _journal_options(parser: argparse.ArgumentParser, *, skips: bool = True) -> None:
+    parser.add_argument("--config", metavar="PATH", help="store configuration (TOML or broker.xml)")
+    parser.add_argument("--journal", metavar="DIR", help="message journal directory")
+    parser.add_argument("--bindings", metavar="DIR", help="bindings journal directory")
+    if skips:
+        parser.add_argument("--skip-bindings", action="store_true", help="leave the bindings out")
+        parser.add_argument("--skip-journal", action="store_true", help="leave the messages out")
+
+
+def _config(args: argparse.Namespace, *, file_only: bool = True) -> StoreConfig:
+    """The configuration named by the arguments (see the module docstring)."""
+    config = load_config(args.config) if args.config else StoreConfig()
+    changes: dict[str, object] = {}
+    if args.journal:
+        changes["journal_directory"] = args.journal
+    if getattr(args, "bindings", None):
+        changes["bindings_directory"] = args.bindings
+    if not args.config:
+        # Without a file, keep the file size the message journal already has.
+        size = inspect.detect_file_size(args.journal or config.journal_directory, prefix="data")
+        if size is not None and size >= 1024:
+            changes["journal_file_size"] = size
+    config = config.replace(**changes) if changes else config
+    if file_only and config.store_type != "file":
+        raise ConfigError(
+            f"store data {args.data_command} works on the file journal, and this configuration "
+            f"selects the {config.store_type} store",
+            key="database-store" if config.store_type == "database" else "persistence-enabled",
+            allowed="a file-store configuration, or --journal / --bindings directories",
+        )
+    return config
+
+
+def _journals(args: argparse.Namespace) -> Iterator[tuple[str, FileJournalOptions]]:
+    bindings, messages = file_journal_options(_config(args), lock=False)
+    if not getattr(args, "skip_bindings", False):
+        yield "bindings", bindings
+    if not getattr(args, "skip_journal", False):
+        yield "messages", messages
+
+
+def _console() -> Console:
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        # Pipes and logs get whole lines and tables wider than the 80 columns rich assumes.
+        console = Console(highlight=False, soft_wrap=True, width=200)
+    return console
+
+
+# -- print -------------------------------------------------------------------------------------
+
+
+def run_print(args: argparse.Namespace) -> int:
+    """Print the files and records of each journal. Returns 0; raises StoreError."""
+    for name, opts in _journals(args):
+        inspect.ensure_unlocked(opts.directory, force=args.force)
+        js = inspect.scan_journal(
+            opts.directory, prefix=opts.prefix, keep_records=True,
+            max_records=args.max_records, replay=True,
+        )
+        print(f"{name} journal {opts.directory} (prefix {opts.prefix})")
+        scans = {id(s.file): s for s in js.scans}
+        for f in js.listing.files:
+            s = scans.get(id(f))
+            print(_file_line(f, s))
+            for rec in s.records if s is not None else []:
+                print(_record_line(rec, safe=args.safe, body_bytes=args.body_bytes))
+        if js.records_kept < js.records_total:
+            print(f"  ... {js.records_total - js.records_kept} more records not printed")
+        for item in js.listing.leftovers:
+            print(f"  {item.kind}: {item.name}")
+        assert js.replay is not None
+        counts = ", ".join(
+            f"{RecordType(t).name} {n}" for t, n in sorted(js.replay.counts.items())
+        )
+        loaded = js.replay.result()
+        print(
+            f"  summary: {js.records_total} records in {len(js.scans)} files"
+            f"{' (' + counts + ')' if counts else ''}; a load returns {len(loaded.records)} "
+            f"records, {len(loaded.prepared)} prepared and {len(loaded.failed)} failed "
+            "transactions"
+        )
+    return EXIT_OK
+
+
+def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
+    line = f"  file {f.name} id {f.file_id if f.file_id is not None else '-'} size {f.size} "
+    line += f"header {f.status}"
+    if f.header_error is not None:
+        line += f" ({f.header_error.reason})"
+    if s is None:
+        return line
+    line += f" records {s.count} end {s.end}"
+    if s.tail.records:
+        what = "CORRUPT" if s.verdict is not None else "torn tail"
+        line += f" {what}: {len(s.tail.records)} valid record(s) after the end"
+    return line
+
+
+def _record_line(rec: inspect.RecordView, *, safe: bool, body_bytes: int) -> str:
+    rtype = RecordType(rec.type).name
+    line = (
+        f"    @{rec.offset:<8} {rtype:<9} id={rec.id} user_type={rec.user_type} "
+        f"tx={rec.tx_id} lsn={rec.lsn} size={rec.length}"
+    )
+    if rec.type in (RecordType.PREPARE, RecordType.COMMIT):
+        line += f" tx_count={rec.tx_count}"
+    if rec.compact_count:
+        line += f" compacted={rec.compact_count}"
+    if safe or not rec.body:
+        return line + f" body={len(rec.body)}B"
+    shown = rec.body if body_bytes <= 0 else rec.body[:body_bytes]
+    more = len(rec.body) - len(shown)
+    return line + f" body={shown.hex()}" + (f"...(+{more}B)" if more else "")
+
+
+# -- verify and repair -------------------------------------------------------------------------
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Verify each journal and print its files and findings.
+
+    Returns 0 (nothing found), 1 (warnings only) or 5 (errors); raises StoreError.
+    """
+    console = _console()
+    worst = EXIT_OK
+    for name, opts in _journals(args):
+        report = repair.verify(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
+        console.print(f"[bold]{name}[/bold] journal {opts.directory} (prefix {opts.prefix})")
+        if report.files:
+            console.print(_files_table(report))
+        if report.findings:
+            console.print(_findings_table(report))
+        verdict = "ok" if report.ok else "DAMAGED"
+        console.print(
+            f"{name}: {verdict}: {len(report.files)} files, {len(report.errors)} errors, "
+            f"{len(report.warnings)} warnings"
+        )
+        if report.errors:
+            worst = max(worst, EXIT_CORRUPT)
+        elif report.warnings:
+            worst = max(worst, EXIT_PROBLEM)
+    return worst
+
+
+def _files_table(report: repair.VerifyReport) -> Table:
+    table = Table("file", "id", "header", "records", "end", "last lsn", "tail", "stale bytes")
+    for f in report.files:
+        if f.checksum_error is not None:
+            tail = f"CORRUPT at {f.checksum_error[0]}"
+        elif f.torn_tail is not None:
+            tail = f"torn at {f.torn_tail[0]} ({f.torn_tail[1]} B)"
+        else:
+            tail = "clean" if f.end is not None else "-"
+        table.add_row(
+            f.name, _text(f.file_id), f.header, str(f.records), _text(f.end), str(f.last_lsn),
+            tail, str(f.stale_bytes),
+        )
+    return table
+
+
+def _findings_table(report: repair.VerifyReport) -> Table:
+    table = Table("severity", "finding", "where", "offset", "detail")
+    for finding in report.findings:
+        where = finding.path
+        if where.startswith(report.directory):
+            where = where[len(report.directory) :].lstrip("/") or "."
+        table.add_row(
+            finding.severity, finding.kind, where, _text(finding.offset), finding.message
+        )
+    return table
+
+
+def _text(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    """Repair each journal and print what was done.
+
+    Returns 0; raises ChecksumError / CorruptionError (exit 5) for what it refuses.
+    """
+    console = _console()
+    for name, opts in _journals(args):
+        report = repair.repair(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
+        if not report.changed:
+            console.print(f"{name}: nothing to repair in {opts.directory}")
+            continue
+        for line in report.recovered:
+            console.print(f"{name}: interrupted compaction: {line}")
+        for moved in report.moved:
+            console.print(f"{name}: moved {moved.source} to {moved.target} ({moved.reason})")
+        for cut in report.cuts:
+            console.print(
+                f"{name}: {cut.reason}: zeroed {cut.removed} bytes of {cut.path} from offset "
+                f"{cut.offset}; the file before the repair is {cut.backup}"
+            )
+    return EXIT_OK
+
+
+# -- compact -----------------------------------------------------------------------------------
+
+
+def run_compact(args: argparse.Namespace) -> int:
+    """Compact both journals with a progress display, then print before/after figures.
+
+    Returns 0; raises StoreError (locked store, corruption, I/O).
+    """
+    console = _console()
+    config = _config(args, file_only=False)
+    steps = 4
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
+    ) as progress:
+        task = progress.add_task("opening the store", total=steps)
+        done = [0]
+
+        def on_step(what: str) -> None:
+            progress.update(task, description=what, completed=done[0])
+            done[0] += 1
+
+        results = repair.compact_store(config, on_step=on_step)
+        progress.update(task, description="compacted", completed=steps)
+    table = Table("journal", "data files", "live bytes", "total bytes", "seconds")
+    for r in results:
+        before_files = r.before.extra.get("data_files", r.before.files)
+        after_files = r.after.extra.get("data_files", r.after.files)
+        table.add_row(
+            r.journal,
+            f"{before_files} -> {after_files}",
+            f"{r.before.bytes_live} -> {r.after.bytes_live}",
+            f"{r.before.bytes_total} -> {r.after.bytes_total}",
+            f"{r.seconds:.3f}",
+        )
+    console.print(table)
+    return EXIT_OK
+
+
+# -- recover -----------------------------------------------------------------------------------
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    """Rebuild the message journal into ``--target`` and print what was read and written.
+
+    Returns 0, or 1 when some source was damaged (read up to the damage); raises StoreError.
+    """
+    args.bindings = None
+    config = _config(args)
+    history = args.history
+    if history is None and config.journal_retention is not None:
+        history = config.journal_retention.directory
+    if history is None:
+        raise ConfigError(
+            "store data recover needs --history (or a journal-retention directory in --config)",
+            key="history", allowed="the retention folder to recover from",
+        )
+    _bindings, messages = file_journal_options(config, lock=False)
+    report = repair.recover(
+        history, args.target, journal=messages.directory, prefix=messages.prefix,
+        kind=messages.kind, file_size=config.journal_file_size if args.config else None,
+        undelete=args.undelete, events=args.events, force=args.force,
+    )
+    console = _console()
+    from_history = sum(1 for s in report.sources if s.origin == "history")
+    console.print(
+        f"read {len(report.sources)} files ({from_history} from {history}, "
+        f"{len(report.sources) - from_history} from {messages.directory}), "
+        f"{report.generations} compaction generation(s)"
+    )
+    damaged = [s for s in report.sources if s.damage is not None]
+    for s in damaged:
+        console.print(f"damaged: {s.path}: {s.damage} (read up to the damage)")
+    console.print(
+        f"wrote {report.records} records, {report.prepared} prepared transactions, "
+        f"{report.deleted} deleted records and {report.events} events to {report.target}"
+    )
+    if report.failed:
+        console.print(f"left out incomplete transactions: {', '.join(map(str, report.failed))}")
+    return EXIT_PROBLEM if damaged else EXIT_OK

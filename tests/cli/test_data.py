@@ -1,0 +1,260 @@
+"""`store data print|verify|repair|compact|recover` through the real entry point, on real
+journal directories written by the real store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from store import StoreConfig, open_store
+from store.cli.main import main
+from store.file import inspect
+from store.journal.api import RecordInfo
+
+SIZE = 4096
+
+
+def _config_file(tmp_path: Path, *, retention: bool = False) -> Path:
+    text = (
+        f'journal-directory = "{tmp_path / "journal"}"\n'
+        f'bindings-directory = "{tmp_path / "bindings"}"\n'
+        f"journal-file-size = {SIZE}\n"
+        'journal-type = "NIO"\n'
+        "journal-compact-min-files = 0\n"
+    )
+    if retention:
+        text += f'[journal-retention]\ndirectory = "{tmp_path / "history"}"\n'
+    path = tmp_path / "store.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    """A store with bindings, messages across several files, deletes and a prepared tx."""
+    config = _config_file(tmp_path, retention=True)
+    with open_store(_load(config)) as s:
+        s.bindings.load()
+        s.messages.load()
+        s.bindings.append_add(1, 21, b"queue:orders")
+        for i in range(80):
+            s.messages.append_add(i, 45, f"message-{i}".encode() * 4, sync=True)
+        for i in range(0, 80, 4):
+            s.messages.append_delete(i)
+        s.messages.append_add_tx(7, 500, 45, b"in a prepared tx")
+        s.messages.append_prepare(7, b"xid-7")
+    return tmp_path
+
+
+def _load(path: Path) -> StoreConfig:
+    from store import load_config
+
+    return load_config(path)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _data_scans(directory: Path) -> list[inspect.FileScan]:
+    scan = inspect.scan_journal(str(directory), keep_records=True)
+    return [s for s in scan.scans if s.count]
+
+
+def _flip(path: str, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+# -- print -------------------------------------------------------------------------------------
+
+
+def test_print_lists_files_and_records(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = _run(capsys, "data", "print", "--config", str(store_dir / "store.toml"))
+    assert code == 0
+    assert f"bindings journal {store_dir / 'bindings'}" in out
+    assert f"messages journal {store_dir / 'journal'}" in out
+    assert "file data-00000000000000065536.jrn id 65536 size 4096 header ok records" in out
+    assert "ADD       id=1 user_type=21 tx=0 lsn=1 size=72 body=71756575653a6f7264657273" in out
+    assert "ADD_TX    id=500 user_type=45 tx=7" in out
+    assert "PREPARE   id=0 user_type=0 tx=7" in out and "tx_count=1" in out
+    assert "DELETE    id=0 user_type=0 tx=0" in out
+    assert "a load returns 60 records, 1 prepared and 0 failed transactions" in out
+    assert "(ADD 80, ADD_TX 1, DELETE 20, PREPARE 1)" in out
+
+
+def test_print_safe_hides_bodies_and_max_records_limits(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _err = _run(
+        capsys, "data", "print", "--journal", str(store_dir / "journal"), "--skip-bindings",
+        "--safe", "--max-records", "5",
+    )
+    assert code == 0
+    assert "bindings journal" not in out
+    records = [line for line in out.splitlines() if line.startswith("    @")]
+    assert len(records) == 5
+    assert all(line.endswith("B") and "body=" in line for line in records)
+    assert "6d657373616765" not in out  # "message" in hex never appears
+    assert "97 more records not printed" in out  # 80 adds + 20 deletes + tx + prepare - 5
+
+
+def test_print_refuses_a_store_in_use(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config_file(store_dir)
+    with open_store(_load(config)):
+        code, _out, err = _run(capsys, "data", "print", "--config", str(config))
+        assert code == 3
+        assert "open for writing by another process" in err and "--force" in err
+        code, out, _err = _run(capsys, "data", "print", "--config", str(config), "--force")
+        assert code == 0 and "summary" in out
+
+
+# -- verify ------------------------------------------------------------------------------------
+
+
+def test_verify_a_clean_store(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = _run(capsys, "data", "verify", "--config", str(store_dir / "store.toml"))
+    assert code == 0
+    assert "bindings: ok: " in out and "files, 0 errors, 0 warnings" in out
+    assert "data-00000000000000065536.jrn" in out
+    assert "messages: ok:" in out
+
+
+def test_verify_a_torn_tail_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config_file(tmp_path)
+    with open_store(_load(config)) as s:
+        s.messages.load()
+        s.bindings.load()
+        for i in range(10):
+            s.messages.append_add(i, 45, b"synced", sync=True)
+        for i in range(10, 14):
+            s.messages.append_add(i, 45, b"batch")  # one write, at close
+    last = _data_scans(tmp_path / "journal")[-1]
+    batch = [r for r in last.records if r.id >= 10]
+    _flip(last.file.path, batch[0].offset + 60)
+    code, out, _err = _run(capsys, "data", "verify", "--config", str(config))
+    assert code == 1
+    assert "torn-tail" in out and f"torn at {batch[0].offset}" in out
+    assert "messages: ok: " in out and "1 warnings" in out
+
+
+def test_verify_a_checksum_failure_exits_5(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = _data_scans(store_dir / "journal")[0]  # not the last file: damage is corruption
+    victim = first.records[1]
+    _flip(first.file.path, victim.offset + 60)
+    code, out, _err = _run(capsys, "data", "verify", "--config", str(store_dir / "store.toml"))
+    assert code == 5
+    assert "checksum" in out and f"CORRUPT at {victim.offset}" in out
+    assert "messages: DAMAGED" in out
+
+
+# -- repair ------------------------------------------------------------------------------------
+
+
+def test_repair_refuses_corruption_then_force_cuts_it(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = str(store_dir / "store.toml")
+    first = _data_scans(store_dir / "journal")[0]
+    victim = first.records[1]
+    _flip(first.file.path, victim.offset + 60)
+    code, _out, err = _run(capsys, "data", "repair", "--config", config)
+    assert code == 5
+    assert f"at offset {victim.offset}" in err and "store: hint:" in err and "--force" in err
+    code, repaired, _err = _run(capsys, "data", "repair", "--config", config, "--force")
+    assert code == 0
+    assert "bindings: nothing to repair" in repaired
+    assert "messages: checksum: zeroed" in repaired and ".broken" in repaired
+    assert f"from offset {victim.offset}" in repaired
+    assert "moved" in repaired and "repair-" in repaired  # the later files went aside
+    code, out, _err = _run(capsys, "data", "verify", "--config", config)
+    assert code == 0 and "backup" in out
+    with open_store(_load(Path(config))) as s:
+        survivors = {r.id for r in s.messages.load().records}
+    assert first.records[0].id in survivors and victim.id not in survivors
+    code, out, _err = _run(capsys, "data", "repair", "--config", config)
+    assert code == 0 and "messages: nothing to repair" in out
+
+
+# -- compact -----------------------------------------------------------------------------------
+
+
+def test_compact_both_journals(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = store_dir / "store.toml"
+    with open_store(_load(config)) as s:
+        before = s.messages.load()
+        s.bindings.load()
+        for i in range(80):
+            if i % 4 and i % 5:
+                s.messages.append_delete(i)
+    code, out, _err = _run(capsys, "data", "compact", "--config", str(config))
+    assert code == 0
+    assert "bindings" in out and "messages" in out and "live bytes" in out
+    with open_store(_load(config)) as s:
+        records = s.messages.load().records
+    kept = [r for r in before.records if not (r.id % 4 and r.id % 5)]
+    assert records == kept
+
+
+# -- recover -----------------------------------------------------------------------------------
+
+
+def test_recover_into_a_new_directory(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = store_dir / "store.toml"
+    target = store_dir / "recovered"
+    code, out, _err = _run(
+        capsys, "data", "recover", "--config", str(config), "--target", str(target), "--undelete"
+    )
+    assert code == 0
+    assert "wrote 60 records, 1 prepared transactions, 20 deleted records and 0 events" in out
+    code, out, _err = _run(capsys, "data", "verify", "--journal", str(target), "--skip-bindings")
+    assert code == 0
+    with open_store(StoreConfig.from_mapping({
+        "journal-directory": str(target), "bindings-directory": str(store_dir / "b2"),
+        "journal-file-size": SIZE, "journal-type": "NIO",
+    })) as s:
+        result = s.messages.load()
+    assert len(result.records) == 80
+    assert RecordInfo(0, 45, b"message-0" * 4, False) in result.records
+    assert [p.xid for p in result.prepared] == [b"xid-7"]
+
+
+def test_recover_needs_a_history_and_an_empty_target(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _out, err = _run(
+        capsys, "data", "recover", "--journal", str(store_dir / "journal"),
+        "--target", str(store_dir / "t"),
+    )
+    assert code == 2 and "--history" in err
+    code, _out, err = _run(
+        capsys, "data", "recover", "--config", str(store_dir / "store.toml"),
+        "--target", str(store_dir / "journal"),
+    )
+    assert code == 2 and "not empty" in err
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def test_database_configuration_is_refused_for_file_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "db.toml"
+    config.write_text('[database-store]\njdbc-connection-url = "jdbc:sqlite:/tmp/x.db"\n')
+    code, _out, err = _run(capsys, "data", "verify", "--config", str(config))
+    assert code == 2 and "file journal" in err
+
+
+def test_data_needs_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["data"])
+    assert info.value.code == 2
