@@ -200,6 +200,25 @@ def test_verify_reports_a_checksum_failure_as_an_error(
     assert info.value.offset == b.offset(index, record)
 
 
+def test_verify_any_tail_in_a_file_before_the_last_is_corruption(tmp_path: Path) -> None:
+    """In file A a batch (lsn 3..5) appended after lsn 2 was durable: with lsn 3 damaged, 4 and
+    5 prove nothing by their durable_lsn, but file B was written after A was synced, so the
+    damage is corruption all the same."""
+    b = Builder().file(A).adds(2).adds(3, durable=2).file(B).adds(2)
+    paths = b.write(tmp_path / "j")
+    flip(paths[0], b.offset(0, 2) + 60)
+    report = repair.verify(str(tmp_path / "j"))
+    assert kinds(report) == [("error", "checksum")]
+    assert report.findings[0].offset == b.offset(0, 2)
+    with pytest.raises(ChecksumError):
+        load(tmp_path / "j")
+    # The same damage in the last file is only a torn tail.
+    b = Builder().file(A).adds(2).adds(3, durable=2)
+    paths = b.write(tmp_path / "k")
+    flip(paths[0], b.offset(0, 2) + 60)
+    assert kinds(repair.verify(str(tmp_path / "k"))) == [("warning", "torn-tail")]
+
+
 def test_verify_lists_every_finding_not_just_the_first(tmp_path: Path) -> None:
     b = two_files().file(C).adds(1)
     paths = b.write(tmp_path / "j")
@@ -452,6 +471,27 @@ def test_repair_refuses_while_the_journal_is_open(tmp_path: Path) -> None:
 
 
 # -- the offline replay equals a load ------------------------------------------------------------
+
+
+def test_offline_replay_fails_transactions_whose_record_count_does_not_match(
+    tmp_path: Path,
+) -> None:
+    """A prepare or commit says how many of its transaction's records its file holds; when the
+    count is off (records lost), the load reports the transaction failed, and so does the
+    offline replay."""
+    b = Builder().file(A).rec(id=1)
+    b.rec(RecordType.ADD_TX, tx_id=9, id=90).rec(RecordType.COMMIT, tx_id=9, tx_count=2, body=b"")
+    b.rec(RecordType.ADD_TX, tx_id=8, id=80).rec(RecordType.ADD_TX, tx_id=8, id=81)
+    b.rec(RecordType.COMMIT, tx_id=8, tx_count=2, body=b"")
+    b.rec(RecordType.ADD_TX, tx_id=7, id=70)
+    b.rec(RecordType.PREPARE, tx_id=7, tx_count=0, body=b"xid-7")
+    b.write(tmp_path / "j")
+    offline = inspect.scan_journal(str(tmp_path / "j"), replay=True)
+    assert offline.replay is not None
+    result = offline.replay.result()
+    assert ids(result) == [1, 80, 81]
+    assert sorted(result.failed) == [7, 9] and result.prepared == []
+    assert result == load(tmp_path / "j")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
