@@ -50,10 +50,14 @@ from store.journal.api import LoadResult, RecordInfo, RecordType
 from store.journal.replay import Replayer, TxOp
 
 __all__ = [
+    "HEADER_BAD",
+    "HEADER_OK",
+    "HEADER_ZERO",
     "DirectoryListing",
     "FileScan",
     "HistoryReplay",
     "JournalFile",
+    "JournalScan",
     "Leftover",
     "RecordReplay",
     "RecordView",
@@ -71,9 +75,10 @@ __all__ = [
 
 _NONZERO = re.compile(rb"[^\x00]")
 
+# JournalFile.status values.
 HEADER_OK = "ok"
-HEADER_ZERO = "zero"
-HEADER_BAD = "bad"
+HEADER_ZERO = "zero"  # all zeros: a file never finished
+HEADER_BAD = "bad"  # damaged, foreign, or of an unknown format version
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +274,7 @@ def scan_file(file: JournalFile, data: bytes, *, keep_records: bool = False) -> 
         view = RecordView._make(raw)
         if not result.count:
             result.first_lsn = view.lsn
-        result.count += 1
+        result.count += 1  # cursor.count is only set once the scan ends
         compacted = compacted and view.compact_count > 0
         if keep_records:
             result.records.append(view)
