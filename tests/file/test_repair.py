@@ -445,7 +445,9 @@ def test_repair_of_a_torn_tail_written_by_the_journal(tmp_path: Path) -> None:
     """The real writer: a synced prefix, then a batch appended without sync (one write at
     close); damaging the first record of the batch leaves a torn tail that repair removes."""
     directory = tmp_path / "j"
-    opts = FileJournalOptions(directory=str(directory), file_size=1 << 16, buffer_timeout_ns=10**9)
+    opts = FileJournalOptions(
+        directory=str(directory), file_size=1 << 16, buffer_timeout_ns=200_000_000
+    )
     with FileJournal(opts) as j:
         j.load()
         for i in range(10):
