@@ -1,0 +1,172 @@
+"""``store perf`` and ``store perf-journal`` through the real entry point, on real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from store import StoreConfig, open_store
+from store.cli.main import build_parser, main
+from store.cli.perf import perf_command
+from store.perf import PERF_ADD_TYPE
+
+CONFIG = """\
+journal-type = "NIO"
+journal-directory = "data/journal"
+bindings-directory = "data/bindings"
+journal-file-size = "64K"
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "etc" / "store.toml"
+    path.parent.mkdir()
+    path.write_text(CONFIG)
+    return path
+
+
+def test_perf_prints_the_results_table_and_exits_0(config_file, capsys):
+    code = main(["perf", "--config", str(config_file), "--records", "800", "--threads", "3"])
+
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "journal-type NIO" in out
+    assert str(config_file.parent / "data" / "journal") in out, "folders resolve from the file"
+    for text in ("records/s", "MB/s", "VERIFIED", "latency (ms)", "p99.9", "append", "commit"):
+        assert text in out
+    assert "FAILED" not in out
+    assert "verifying" in err, "progress goes to stderr"
+
+
+def test_perf_json_output_parses_with_every_figure(config_file, capsys):
+    code = main(["perf", "--config", str(config_file), "--records", "500", "--json"])
+
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["verified"] is True and data["store"] == "file"
+    assert data["records"] >= 500 and data["records_per_second"] > 0
+    assert data["verification"]["checked"] > 0 and data["verification"]["missing"] == 0
+    assert set(data["latency"]["append"]) == {"count", "p50", "p90", "p99", "p999", "max"}
+
+
+def test_perf_without_config_runs_on_the_file_store_under_data(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+
+    code = main(["perf", "--records", "300", "--threads", "2", "--keep"])
+
+    out = capsys.readouterr().out
+    assert code == 0 and "VERIFIED" in out
+    assert (tmp_path / "data" / "journal").is_dir() and (tmp_path / "data" / "bindings").is_dir()
+    assert "kept (--keep)" in out
+
+
+def test_perf_data_dir_places_the_default_store(tmp_path, capsys):
+    code = main(["perf", "--data-dir", str(tmp_path / "elsewhere"), "--records", "200"])
+
+    assert code == 0
+    assert str(tmp_path / "elsewhere" / "journal") in capsys.readouterr().out
+
+
+def test_perf_exits_1_when_a_record_is_missing_after_reopening(config_file, capsys):
+    def delete_one(config: StoreConfig) -> None:
+        with open_store(config) as store:
+            store.bindings.load()
+            records = store.messages.load().records
+            victim = next(r.id for r in records if r.user_record_type == PERF_ADD_TYPE)
+            store.messages.append_delete(victim, sync=True)
+
+    args = build_parser().parse_args(["perf", "--config", str(config_file), "--records", "400"])
+    code = perf_command(args, between_runs=delete_one)
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAILED" in out and "missing 1" in out and "problem:" in out
+
+
+def test_perf_zero_persistence_config_verifies(tmp_path, capsys):
+    path = tmp_path / "zero.toml"
+    path.write_text("persistence-enabled = false\n")
+
+    code = main(["perf", "--config", str(path), "--records", "300", "--json"])
+
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["store"] == "none" and data["verification"]["durable"] is False
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["--config", "x.toml", "--data-dir", "d"], id="config-and-data-dir"),
+        pytest.param(["--seconds", "1", "--records", "5"], id="seconds-and-records"),
+        pytest.param(["--threads", "0"], id="no-threads"),
+        pytest.param(["--sizes", "100,lots"], id="bad-size"),
+    ],
+)
+def test_perf_usage_errors_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["perf", *argv])
+    assert info.value.code == 2
+
+
+def test_perf_bad_tx_ratio_is_a_config_error_exit_2(tmp_path, capsys):
+    code = main(["perf", "--data-dir", str(tmp_path), "--tx-ratio", "2"])
+
+    assert code == 2
+    assert "--tx-ratio" in capsys.readouterr().err
+
+
+def test_perf_accepts_sizes_in_artemis_notation(config_file, capsys):
+    code = main(["perf", "--config", str(config_file), "--records", "200", "--sizes", "1K,2K"])
+
+    assert code == 0 and "sizes 1024/2048 B" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- perf-journal
+
+
+def test_perf_journal_nio_with_five_writes_and_one_try_completes(tmp_path, capsys):
+    """CLI-28: ``perf-journal --journal-type NIO --writes 5 --tries 1`` completes."""
+    file = tmp_path / "probe.tmp"
+    code = main(
+        ["perf-journal", "--journal-type", "NIO", "--writes", "5", "--tries", "1",
+         "--file", str(file)]
+    )  # fmt: skip
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "writes/ms" in out and "recommended journal-buffer-timeout:" in out
+    assert not file.exists()
+
+
+def test_perf_journal_takes_its_defaults_from_the_config(config_file, capsys):
+    config_file.write_text(CONFIG.replace('"NIO"', '"MAPPED"'))
+
+    code = main(
+        ["perf-journal", "--config", str(config_file), "--writes", "5", "--tries", "2", "--json"]
+    )
+
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["journal_type"] == "MAPPED" and len(data["try_ms"]) == 2
+    assert data["file"] == str(config_file.parent / "data" / "journal" / "perf-journal.tmp")
+    assert data["buffer_timeout_ns"] > 0
+    assert not Path(data["file"]).exists()
+
+
+def test_perf_journal_default_file_is_under_data_journal(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+
+    code = main(["perf-journal", "--journal-type", "NIO", "--writes", "5", "--tries", "1"])
+
+    assert code == 0
+    assert str(Path("data", "journal", "perf-journal.tmp")) in capsys.readouterr().out
+    assert (tmp_path / "data" / "journal").is_dir()
+    assert list((tmp_path / "data" / "journal").iterdir()) == []
+
+
+def test_perf_journal_unknown_type_exits_2(capsys):
+    assert main(["perf-journal", "--journal-type", "FAST", "--writes", "5"]) == 2
+    assert "--journal-type" in capsys.readouterr().err
