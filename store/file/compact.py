@@ -276,6 +276,8 @@ def compact(journal: FileJournal) -> bool:
         if not old:
             return False
         w.flush()
+        # Files waiting for their retention copy must be copied before they disappear.
+        journal._retention_pass()
         replayer = _replay_files(journal, old)
         open_txs = replayer.open_transactions()
         prepared = {tx: replayer.prepared_xid(tx) for tx in open_txs}
@@ -310,6 +312,7 @@ def compact(journal: FileJournal) -> bool:
             for f in (*rest, w.current):
                 f.neg.clear()  # negatives aimed at old files only; nothing else was written
             w.lsn = max(w.lsn, out.lsn)
+            w.durable_lsn = max(w.durable_lsn, out.lsn)  # all flushed and synced above
             journal.segments.files_in_use = len(journal.data_files) + 1
         journal.compactions += 1
     finally:

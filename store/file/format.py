@@ -30,7 +30,7 @@ Offset  Size  Field           Description
 0       4     length          total record length in bytes, head + body + tail (>= 60)
 4       1     type            :class:`~store.journal.api.RecordType`, 10..19
 5       1     user_type       user record type 0..255 (0 where it does not apply)
-6       1     compact_count   how many times the compactor rewrote this record
+6       1     compact_count   0 when appended, 1 when written by the compactor
 7       1     flags           zero (reserved)
 8       8     file_id         the header ``file_id`` of the file the record was written into
 16      8     lsn             log sequence number: +1 per record, across files

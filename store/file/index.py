@@ -60,8 +60,10 @@ class LiveIndex:
     __slots__ = ("records", "txs")
 
     def __init__(self) -> None:
-        # id -> flat list [file, size, file, size, ...] of its positive records.
-        self.records: dict[int, list[object]] = {}
+        # id -> (file, size) of its one positive record, or a flat list
+        # [file, size, file, size, ...] once it has several (the tuple is the common case and
+        # is cheaper to build for every record of a load).
+        self.records: dict[int, tuple[object, ...] | list[object]] = {}
         self.txs: dict[int, TxState] = {}
 
     # -- non-transactional -----------------------------------------------------------------
@@ -72,12 +74,15 @@ class LiveIndex:
     def add(self, id: int, f: Counted, size: int) -> None:
         f.pos += 1
         f.live_bytes += size
-        where = self.records.get(id)
+        records = self.records
+        where = records.get(id)
         if where is None:
-            self.records[id] = [f, size]
+            records[id] = (f, size)
+        elif type(where) is tuple:
+            records[id] = [*where, f, size]
         else:
-            where.append(f)
-            where.append(size)
+            where.append(f)  # type: ignore[union-attr]
+            where.append(size)  # type: ignore[union-attr]
 
     def delete(self, id: int, d: Counted) -> None:
         """Delete written in file ``d``: cancels every positive of ``id``."""

@@ -177,7 +177,7 @@ class AsyncIOBackend(IOBackend):
         try:
             self._ctx.submit([block])
             while not done:
-                self._ctx.getEvents(min_nr=1, max_nr=1)
+                self._ctx.getEvents(min_nr=1, nr=1)
         except OSError as exc:
             raise StoreIOError(f"AIO write to {seg.path} failed: {exc}", path=seg.path) from exc
         finally:

@@ -39,7 +39,6 @@ import collections
 import concurrent.futures
 import logging
 import threading
-import time
 
 from store.errors import JournalClosedError, StoreError, StoreIOError
 from store.file.io import IOBackend
@@ -100,6 +99,7 @@ class GroupCommitWriter:
         self._unsynced: dict[Segment, None] = {}
         self._closed = False
         self._paused = False
+        self._stop = threading.Event()
         self._unpaused = threading.Condition(self.lock)
         self._wake = threading.Event()
         self._bg_sync = False
@@ -237,8 +237,10 @@ class GroupCommitWriter:
             except StoreError as exc:
                 self._fail(exc, fut)
                 return
-            except OSError as exc:
-                self._fail(StoreIOError(f"journal write failed: {exc}"), fut)
+            except Exception as exc:
+                # Anything else (a backend bug, an OS error not wrapped) must still release
+                # every waiter: a flusher that dies with _flushing set would hang them all.
+                self._fail(StoreIOError(f"journal write failed: {exc!r}"), fut)
                 return
             with self.lock:
                 if want_sync or not self._datasync:
@@ -326,14 +328,18 @@ class GroupCommitWriter:
     # -- background flusher ------------------------------------------------------------------
 
     def _background(self) -> None:
-        while True:
-            self._wake.wait()
+        while not self._closed:
+            # The timeout is only a safety net: every append that needs the flusher sets _wake.
+            if not self._wake.wait(1.0):
+                continue
             if self._closed:
                 return
             with self.lock:
                 urgent = self._bg_sync
             if not urgent and self._timeout > 0:
-                time.sleep(self._timeout)
+                self._stop.wait(self._timeout)  # close() cuts the wait short
+            # Clear before looking at the state: a wake-up that arrives after this point is
+            # seen by the next turn of the loop, never lost.
             self._wake.clear()
             with self.lock:
                 self._bg_sync = False
@@ -355,6 +361,7 @@ class GroupCommitWriter:
             err = exc
         with self.lock:
             self._closed = True
+        self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
         if err is not None:

@@ -37,6 +37,8 @@ _ADD: Final = 0
 _UPDATE: Final = 1
 _DELETE: Final = 2
 
+_new_info = tuple.__new__
+
 TxOp = tuple[int, int, int, bytes]
 """(kind, id, user_record_type, data) of one transactional record."""
 
@@ -67,11 +69,35 @@ class Replayer:
 
     # -- non-transactional -------------------------------------------------------------------
 
+    # add/update are the hot path of every load: the entry bookkeeping is written out in each
+    # (one call less per record) and RecordInfo is built with tuple.__new__ (its generated
+    # __new__ is a Python-level function).
+
     def add(self, id: int, user_record_type: int, data: bytes) -> None:
-        self._append(RecordInfo(id, user_record_type, data, False))
+        entries = self._entries
+        pos = len(entries)
+        entries.append(_new_info(RecordInfo, (id, user_record_type, data, False)))
+        index = self._index
+        where = index.get(id)
+        if where is None:
+            index[id] = pos
+        elif type(where) is int:
+            index[id] = [where, pos]
+        else:
+            where.append(pos)  # type: ignore[union-attr]
 
     def update(self, id: int, user_record_type: int, data: bytes) -> None:
-        self._append(RecordInfo(id, user_record_type, data, True))
+        entries = self._entries
+        pos = len(entries)
+        entries.append(_new_info(RecordInfo, (id, user_record_type, data, True)))
+        index = self._index
+        where = index.get(id)
+        if where is None:
+            index[id] = pos
+        elif type(where) is int:
+            index[id] = [where, pos]
+        else:
+            where.append(pos)  # type: ignore[union-attr]
 
     def delete(self, id: int) -> None:
         where = self._index.pop(id, None)
@@ -83,19 +109,6 @@ class Replayer:
         else:
             for i in where:  # type: ignore[union-attr]
                 entries[i] = None
-
-    def _append(self, info: RecordInfo) -> None:
-        entries = self._entries
-        index = self._index
-        pos = len(entries)
-        entries.append(info)
-        where = index.get(info.id)
-        if where is None:
-            index[info.id] = pos
-        elif type(where) is int:
-            index[info.id] = [where, pos]
-        else:
-            where.append(pos)  # type: ignore[union-attr]
 
     def is_live(self, id: int) -> bool:
         """True if ``id`` has a committed entry right now."""
@@ -131,9 +144,9 @@ class Replayer:
             return
         for kind, id, urt, data in tx.ops:
             if kind == _ADD:
-                self._append(RecordInfo(id, urt, data, False))
+                self.add(id, urt, data)
             elif kind == _UPDATE:
-                self._append(RecordInfo(id, urt, data, True))
+                self.update(id, urt, data)
             else:
                 self.delete(id)
 

@@ -300,12 +300,6 @@ def test_an_interrupted_copy_is_redone_once_and_an_existing_copy_not_duplicated(
     assert not [n for n in os.listdir(history) if n.endswith(".tmp")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (store/file/compact.py compact / FileJournal.compact): compaction removes "
-    "finished files whose retention copy is still pending (the file it rolls, and files "
-    "queued for copying at load), so their records never reach the history",
-)
 def test_compaction_never_removes_a_file_before_its_retention_copy_exists(
     tmp_path: Path,
 ) -> None:
