@@ -183,7 +183,9 @@ class _Output:
             seg.end = fmt.DATA_START + len(self.buf)
         self.buf = bytearray()
 
-    def write(self, rtype: int, *, id: int = 0, tx_id: int = 0, urt: int = 0, body: bytes = b"") -> None:
+    def write(
+        self, rtype: int, *, id: int = 0, tx_id: int = 0, urt: int = 0, body: bytes = b""
+    ) -> None:
         n = fmt.OVERHEAD + len(body)
         seg = self.seg
         if seg is None or fmt.DATA_START + len(self.buf) + n > seg.size:
@@ -219,7 +221,9 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
             raw = handle.pread(seg.size, 0)
         finally:
             handle.close()
-        for _o, _l, rtype, urt, _cc, _lsn, rid, tx_id, _tc, body in scan(raw, seg.file_id, Cursor()):
+        for _o, _l, rtype, urt, _cc, _lsn, rid, tx_id, _tc, body in scan(
+            raw, seg.file_id, Cursor()
+        ):
             if rtype == RecordType.ADD:
                 replayer.add(rid, urt, body)
             elif rtype == RecordType.UPDATE:
@@ -241,7 +245,9 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
     return replayer
 
 
-def _rebuild_index(files: list[Segment], records: list[tuple[Segment, int, int, int, int]]) -> LiveIndex:
+def _rebuild_index(
+    files: list[Segment], records: list[tuple[Segment, int, int, int, int]]
+) -> LiveIndex:
     """The index of the new files: (file, type, id, tx_id, size) per record, in order."""
     index = LiveIndex()
     for seg, rtype, rid, tx_id, size in records:
@@ -302,7 +308,10 @@ def compact(journal: FileJournal) -> bool:
         write_control(
             fs,
             naming,
-            ControlFile([os.path.basename(f.path) for f in old], [os.path.basename(f.path) for f in new_files]),
+            ControlFile(
+                [os.path.basename(f.path) for f in old],
+                [os.path.basename(f.path) for f in new_files],
+            ),
         )
         with w.lock:
             old_set = set(old)

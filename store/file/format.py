@@ -227,7 +227,8 @@ def decode_header(data: bytes, path: str) -> FileHeader | None:
         raise CorruptionError(
             path,
             0,
-            f"journal format version {version} is not supported (this build reads {FORMAT_VERSION})",
+            f"journal format version {version} is not supported "
+            f"(this build reads {FORMAT_VERSION})",
             hint="open it with the version of store that wrote it, or upgrade store",
         )
     return FileHeader(file_id=file_id, kind=kind, version=version, created_ns=created_ns)
@@ -262,7 +263,7 @@ _crc32 = zlib.crc32
 
 
 def decode_record(data: bytes, offset: int, file_id: int) -> Record | None:
-    """The valid record at ``offset`` (rules 1–6 of the module docstring), or None."""
+    """The valid record at ``offset`` (rules 1-6 of the module docstring), or None."""
     size = len(data)
     if offset + OVERHEAD > size:
         return None

@@ -22,18 +22,10 @@ during load.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
 
-__all__ = ["Counted", "LiveIndex", "TxState", "reclaimable"]
+from store.file.segments import Segment
 
-
-class Counted(Protocol):
-    """What the index needs of a journal file (a :class:`~store.file.segments.Segment`)."""
-
-    file_id: int
-    pos: int
-    neg: dict[Counted, int]
-    live_bytes: int
+__all__ = ["LiveIndex", "TxState", "reclaimable"]
 
 
 # Kinds of transactional operations.
@@ -49,8 +41,8 @@ class TxState:
 
     def __init__(self) -> None:
         # (kind, id, file, size) in the order written.
-        self.ops: list[tuple[int, int, Counted, int]] = []
-        self.files: dict[Counted, int] = {}
+        self.ops: list[tuple[int, int, Segment, int]] = []
+        self.files: dict[Segment, int] = {}
         self.prepared = False
 
 
@@ -63,7 +55,7 @@ class LiveIndex:
         # id -> (file, size) of its one positive record, or a flat list
         # [file, size, file, size, ...] once it has several (the tuple is the common case and
         # is cheaper to build for every record of a load).
-        self.records: dict[int, tuple[object, ...] | list[object]] = {}
+        self.records: dict[int, tuple[Segment | int, ...] | list[Segment | int]] = {}
         self.txs: dict[int, TxState] = {}
 
     # -- non-transactional -----------------------------------------------------------------
@@ -71,7 +63,7 @@ class LiveIndex:
     def is_live(self, id: int) -> bool:
         return id in self.records
 
-    def add(self, id: int, f: Counted, size: int) -> None:
+    def add(self, id: int, f: Segment, size: int) -> None:
         f.pos += 1
         f.live_bytes += size
         records = self.records
@@ -84,14 +76,14 @@ class LiveIndex:
             where.append(f)  # type: ignore[union-attr]
             where.append(size)  # type: ignore[union-attr]
 
-    def delete(self, id: int, d: Counted) -> None:
+    def delete(self, id: int, d: Segment) -> None:
         """Delete written in file ``d``: cancels every positive of ``id``."""
         where = self.records.pop(id, None)
         if where is None:
             return
         neg = d.neg
         for i in range(0, len(where), 2):
-            f: Counted = where[i]  # type: ignore[assignment]
+            f: Segment = where[i]  # type: ignore[assignment]
             f.live_bytes -= where[i + 1]  # type: ignore[operator]
             neg[f] = neg.get(f, 0) + 1
 
@@ -103,7 +95,7 @@ class LiveIndex:
             state = self.txs[tx_id] = TxState()
         return state
 
-    def tx_record(self, tx_id: int, kind: int, id: int, f: Counted, size: int) -> None:
+    def tx_record(self, tx_id: int, kind: int, id: int, f: Segment, size: int) -> None:
         state = self.tx(tx_id)
         files = state.files
         count = files.get(f)
@@ -115,12 +107,12 @@ class LiveIndex:
         f.live_bytes += size
         state.ops.append((kind, id, f, size))
 
-    def tx_count(self, tx_id: int, f: Counted) -> int:
+    def tx_count(self, tx_id: int, f: Segment) -> int:
         """How many records of ``tx_id`` file ``f`` holds (written into prepare/commit)."""
         state = self.txs.get(tx_id)
         return 0 if state is None else state.files.get(f, 0)
 
-    def prepare_in(self, tx_id: int, f: Counted) -> None:
+    def prepare_in(self, tx_id: int, f: Segment) -> None:
         """A prepare record written in ``f``: the transaction also pins that file."""
         state = self.tx(tx_id)
         state.prepared = True
@@ -128,7 +120,7 @@ class LiveIndex:
             state.files[f] = 0
             f.pos += 1
 
-    def commit(self, tx_id: int, c: Counted) -> None:
+    def commit(self, tx_id: int, c: Segment) -> None:
         state = self.txs.pop(tx_id, None)
         if state is None:
             return
@@ -141,7 +133,7 @@ class LiveIndex:
                 f.live_bytes -= size  # re-added as a positive just below
                 self.add(id, f, size)
 
-    def rollback(self, tx_id: int, r: Counted) -> None:
+    def rollback(self, tx_id: int, r: Segment) -> None:
         state = self.txs.pop(tx_id, None)
         if state is None:
             return
@@ -149,12 +141,12 @@ class LiveIndex:
         for _kind, _id, f, size in state.ops:
             f.live_bytes -= size
 
-    def discard(self, tx_id: int, r: Counted) -> None:
+    def discard(self, tx_id: int, r: Segment) -> None:
         """A transaction found broken at load: forget it as if rolled back in ``r``."""
         self.rollback(tx_id, r)
 
     @staticmethod
-    def _unpin(state: TxState, c: Counted) -> None:
+    def _unpin(state: TxState, c: Segment) -> None:
         neg = c.neg
         for f in state.files:
             neg[f] = neg.get(f, 0) + 1
@@ -163,7 +155,9 @@ class LiveIndex:
         return len(self.records)
 
 
-def reclaimable(files: list[Counted], current: Counted, blocked: Iterable[Counted] = ()) -> list[Counted]:
+def reclaimable(
+    files: list[Segment], current: Segment, blocked: Iterable[Segment] = ()
+) -> list[Segment]:
     """The data files that can be reused without bringing a deleted record back.
 
     ``files`` are the data files in journal order (``current`` excluded); ``blocked`` are files
@@ -175,13 +169,11 @@ def reclaimable(files: list[Counted], current: Counted, blocked: Iterable[Counte
     """
     present = [*files, current]
     blocked_set = set(blocked)
-    cancelled: dict[Counted, int] = {}
+    cancelled: dict[Segment, int] = {}
     for f in present:
         for target, n in f.neg.items():
             cancelled[target] = cancelled.get(target, 0) + n
-    candidates = {
-        f for f in files if f not in blocked_set and cancelled.get(f, 0) >= f.pos
-    }
+    candidates = {f for f in files if f not in blocked_set and cancelled.get(f, 0) >= f.pos}
     present_set = set(present)
     changed = True
     while changed:

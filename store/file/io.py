@@ -144,7 +144,9 @@ class AsyncIOBackend(IOBackend):
             try:
                 fd = os.open(seg.path, flags)
             except OSError as exc:
-                raise StoreIOError(f"cannot open {seg.path} for O_DIRECT: {exc}", path=seg.path) from exc
+                raise StoreIOError(
+                    f"cannot open {seg.path} for O_DIRECT: {exc}", path=seg.path
+                ) from exc
             self._fds[seg] = fd
         return fd
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import gc
+import itertools
 import logging
 import os
 import threading
@@ -158,13 +159,15 @@ class FileJournal(Journal):
             if header.kind != self.options.kind:
                 handle.close()
                 raise CorruptionError(
-                    path, 0, f"file of journal kind {header.kind} in a journal of kind {self.options.kind}"
+                    path,
+                    0,
+                    f"file of journal kind {header.kind} in a journal of kind {self.options.kind}",
                 )
             seg.file_id = header.file_id
             self.segments.note_existing_id(header.file_id)
             found.append((header.file_id, seg))
         found.sort(key=lambda item: item[0])
-        for (a, sa), (b, _sb) in zip(found, found[1:], strict=False):
+        for (a, sa), (b, _sb) in itertools.pairwise(found):
             if a == b:
                 raise CorruptionError(sa.path, 0, f"two journal files carry file id {a}")
         return found
@@ -237,7 +240,9 @@ class FileJournal(Journal):
                 data.append(seg)
             else:
                 free.append(seg)
-        last = max((i for i, (_s, t, _m, c) in enumerate(tails) if c.count or t.records), default=-1)
+        last = max(
+            (i for i, (_s, t, _m, c) in enumerate(tails) if c.count or t.records), default=-1
+        )
         prev_max = 0
         for i, (seg, tail, upto, cur) in enumerate(tails):
             missing = cur.last_lsn + 1 if cur.count else prev_max + 1
@@ -269,10 +274,7 @@ class FileJournal(Journal):
         for seg in free:
             close(seg)
             self.segments.adopt_free(seg)
-        if data:
-            current = data.pop()
-        else:
-            current = self.segments.take()
+        current = data.pop() if data else self.segments.take()
         self.backend = make_backend(
             opts.journal_type,
             self._fs,
@@ -351,7 +353,9 @@ class FileJournal(Journal):
                 f"{self.options.file_size} bytes (at most {self._max_record - _OVERHEAD})"
             )
         if not (MIN_ID <= id <= MAX_ID and MIN_ID <= tx_id <= MAX_ID):
-            raise ValueError(f"record and transaction ids must be signed 64-bit integers: {id}, {tx_id}")
+            raise ValueError(
+                f"record and transaction ids must be signed 64-bit integers: {id}, {tx_id}"
+            )
         if not 0 <= urt <= 255:
             raise ValueError(f"user_record_type must be 0..255, not {urt}")
         body_crc = _crc32(data)
@@ -377,7 +381,9 @@ class FileJournal(Journal):
             tx_count = index.tx_count(tx_id, seg) if rtype == _PREPARE or rtype == _COMMIT else 0
             lsn = w.lsn + 1
             w.lsn = lsn
-            head = _pack_head(n, rtype, urt, 0, 0, seg.file_id, lsn, w.durable_lsn, id, tx_id, tx_count)
+            head = _pack_head(
+                n, rtype, urt, 0, 0, seg.file_id, lsn, w.durable_lsn, id, tx_id, tx_count
+            )
             buf = w.buf
             buf += head
             buf += data
@@ -403,13 +409,19 @@ class FileJournal(Journal):
         if token is not None:
             w.wait(token)
 
-    def append_add(self, id: int, user_record_type: int, data: bytes, *, sync: bool = False) -> None:
-        self._append(_ADD, id, 0, user_record_type, data, sync and self.options.sync_non_transactional)
+    def append_add(
+        self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
+    ) -> None:
+        self._append(
+            _ADD, id, 0, user_record_type, data, sync and self.options.sync_non_transactional
+        )
 
     def append_update(
         self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
     ) -> None:
-        self._append(_UPDATE, id, 0, user_record_type, data, sync and self.options.sync_non_transactional)
+        self._append(
+            _UPDATE, id, 0, user_record_type, data, sync and self.options.sync_non_transactional
+        )
 
     def append_delete(self, id: int, *, sync: bool = False) -> None:
         self._append(_DELETE, id, 0, 0, b"", sync and self.options.sync_non_transactional)

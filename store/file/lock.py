@@ -55,7 +55,8 @@ class DirectoryLock:
         except OSError as exc:
             os.close(fd)
             raise StoreIOError(f"cannot lock {self.path}: {exc}", path=self.path) from exc
-        info = f"pid={os.getpid()} host={socket.gethostname()} since={time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n"
+        since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        info = f"pid={os.getpid()} host={socket.gethostname()} since={since}\n"
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, info.encode(), 0)

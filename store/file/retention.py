@@ -42,9 +42,7 @@ def history_name(naming: SegmentNaming, file_id: int, when: float) -> str:
 
 def parse_history_name(naming: SegmentNaming, name: str) -> tuple[float, int] | None:
     """(copy time, file id) of a history file name of this journal, or None."""
-    m = re.fullmatch(
-        re.escape(naming.prefix) + r"-(\d{14})-(\d+)\." + re.escape(naming.ext), name
-    )
+    m = re.fullmatch(re.escape(naming.prefix) + r"-(\d{14})-(\d+)\." + re.escape(naming.ext), name)
     if m is None:
         return None
     when = calendar.timegm(time.strptime(m.group(1), "%Y%m%d%H%M%S"))

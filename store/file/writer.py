@@ -103,7 +103,9 @@ class GroupCommitWriter:
         self._unpaused = threading.Condition(self.lock)
         self._wake = threading.Event()
         self._bg_sync = False
-        self._thread = threading.Thread(target=self._background, name=f"{name}-flusher", daemon=True)
+        self._thread = threading.Thread(
+            target=self._background, name=f"{name}-flusher", daemon=True
+        )
         self._thread.start()
 
     # -- called by the journal under the lock ------------------------------------------------
@@ -243,9 +245,8 @@ class GroupCommitWriter:
                 self._fail(StoreIOError(f"journal write failed: {exc!r}"), fut)
                 return
             with self.lock:
-                if want_sync or not self._datasync:
-                    if upto > self.durable_lsn:
-                        self.durable_lsn = upto
+                if (want_sync or not self._datasync) and upto > self.durable_lsn:
+                    self.durable_lsn = upto
                 durable = self.durable_lsn
                 waiters = self._waiters
                 released = []

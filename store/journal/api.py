@@ -120,7 +120,9 @@ class Journal(abc.ABC):
         """
 
     @abc.abstractmethod
-    def append_add(self, id: int, user_record_type: int, data: bytes, *, sync: bool = False) -> None:
+    def append_add(
+        self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
+    ) -> None:
         """Append an add of ``id``. Raises RecordTooLargeError, JournalClosedError."""
 
     @abc.abstractmethod

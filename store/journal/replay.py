@@ -58,7 +58,7 @@ class Replayer:
     __slots__ = ("_discarded", "_entries", "_index", "_order", "_txs")
 
     def __init__(self) -> None:
-        # Committed entries in journal order; a deleted entry becomes None and is dropped at the end.
+        # Committed entries in journal order; a deleted entry becomes None, dropped at the end.
         self._entries: list[RecordInfo | None] = []
         # id -> index of its entry (int) or indexes of its entries (list) in _entries.
         self._index: dict[int, int | list[int]] = {}

@@ -43,7 +43,9 @@ class ZeroJournal(Journal):
         self._loaded = True
         return LoadResult([], [], [])
 
-    def append_add(self, id: int, user_record_type: int, data: bytes, *, sync: bool = False) -> None:
+    def append_add(
+        self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
+    ) -> None:
         self._check()
 
     def append_update(
