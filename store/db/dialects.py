@@ -30,8 +30,10 @@ DBAPI connection they are given, which belongs to one thread at a time.
 
 from __future__ import annotations
 
+import queue
 import struct
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Final
 
 import sqlalchemy as sa
@@ -70,6 +72,10 @@ INSERT_COLUMNS: Final = (
 )
 #: Columns a load reads, in this order.
 LOAD_COLUMNS: Final = ("id", "recordtype", "txid", "userrecordtype", "record", "txdata", "seq")
+
+_BEGIN: Final = "BEGIN"
+_COMMIT: Final = "COMMIT"
+_ROLLBACK: Final = "ROLLBACK"
 
 # PostgreSQL binary COPY framing (https://www.postgresql.org/docs/current/sql-copy.html).
 _PG_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
@@ -168,6 +174,7 @@ class JournalSQL:
         )
         self.del_rows = Compiled(sa.delete(table).where(c.seq == _var("seq")), dialect, ("seq",))
         self.load = Compiled(sa.select(*(c[n] for n in LOAD_COLUMNS)).order_by(c.seq), dialect, ())
+        self.max_seq = Compiled(sa.select(sa.func.max(c.seq)), dialect, ())
         # Compaction's scan: no bodies, no order needed.
         self.scan = Compiled(
             sa.select(c.seq, c.id, c.recordtype, c.txid).where(c.seq <= _var("upto")),
@@ -208,6 +215,20 @@ class JournalSQL:
         return tuple(row[i] for i in self.insert_order)
 
     # -- one batch's transaction (see store.db.writer.commit_batch) ---------------------------
+
+    def prepare_writer(self, conn: Any) -> None:
+        """Set up the writer's own connection (kept for the journal's life) once."""
+
+    def release_writer(self, conn: Any) -> None:
+        """Undo :meth:`prepare_writer` before the connection goes back to the pool."""
+
+    def insert_committed(
+        self, cursor: Any, rows: list[Any], sent: Callable[[], None] | None = None
+    ) -> bool:
+        """Insert ``rows`` as one statement the database commits on its own (one round trip
+        fewer than begin + insert + commit), calling ``sent`` once the rows are on their way.
+        Returns False when this database cannot, and then nothing was done."""
+        return False
 
     def begin(self, conn: Any) -> None:
         """Start the batch's transaction (DB-API connections begin implicitly)."""
@@ -291,6 +312,42 @@ class PostgreSQLJournalSQL(JournalSQL):
         t = len(txdata)
         return head + record + _PG_TXDATA.pack(4, t, t) + txdata + _PG_SEQ.pack(8, seq)
 
+    def prepare_writer(self, conn: Any) -> None:
+        # Autocommit: an insert-only batch is one COPY that commits by itself, and the other
+        # batches send their own BEGIN / COMMIT; psycopg's implicit BEGIN would cost a round
+        # trip of its own on every batch.
+        conn.autocommit = True
+
+    def release_writer(self, conn: Any) -> None:
+        conn.autocommit = False
+
+    def insert_committed(
+        self, cursor: Any, rows: list[Any], sent: Callable[[], None] | None = None
+    ) -> bool:
+        if not cursor.connection.autocommit:
+            return False
+        with cursor.copy(self.copy_sql) as copy:
+            copy.write(b"".join((_PG_SIGNATURE, *rows, _PG_TRAILER)))
+            if sent is not None:
+                sent()
+        return True
+
+    def begin(self, conn: Any) -> None:
+        if conn.autocommit:
+            conn.execute(_BEGIN)
+
+    def commit(self, conn: Any) -> None:
+        if conn.autocommit:
+            conn.execute(_COMMIT)
+        else:
+            conn.commit()
+
+    def rollback(self, conn: Any) -> None:
+        if conn.autocommit:
+            conn.execute(_ROLLBACK)
+        else:
+            conn.rollback()
+
     def insert_rows(self, cursor: Any, rows: list[Any]) -> None:
         with cursor.copy(self.copy_sql) as copy:
             copy.write(b"".join((_PG_SIGNATURE, *rows, _PG_TRAILER)))
@@ -298,14 +355,42 @@ class PostgreSQLJournalSQL(JournalSQL):
     def stream(
         self, conn: Any, query: Compiled | None = None, params: Sequence[Any] = ()
     ) -> Iterator[Sequence[Sequence[Any]]]:
-        # A named cursor lives on the server: rows arrive fetch_size at a time, in binary.
+        # A named cursor lives on the server: rows arrive fetch_size at a time, in binary. The
+        # next chunk is fetched by a helper thread while the caller replays this one (the
+        # server's share of a FETCH overlaps the replay; at most two chunks are in memory).
         cursor = conn.cursor(name="store_journal_scan", binary=True)
         cursor.itersize = self.fetch_size
+        chunks: queue.Queue[Any] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                cursor.execute((query or self.load).sql, tuple(params))
+                while not stop.is_set():
+                    rows = cursor.fetchmany(self.fetch_size)
+                    chunks.put(rows)
+                    if not rows:
+                        return
+            except BaseException as exc:  # handed to the consumer
+                chunks.put(exc)
+
+        fetcher = threading.Thread(target=produce, name="store-db-load-fetch", daemon=True)
+        fetcher.start()
         try:
-            cursor.execute((query or self.load).sql, tuple(params))
-            while rows := cursor.fetchmany(self.fetch_size):
-                yield rows
+            while True:
+                item = chunks.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if not item:
+                    return
+                yield item
         finally:
+            stop.set()
+            while fetcher.is_alive():  # unblock a producer waiting to put
+                try:
+                    chunks.get(timeout=0.05)
+                except queue.Empty:
+                    pass
             cursor.close()
 
 
@@ -318,6 +403,22 @@ class MySQLJournalSQL(JournalSQL):
     def __init__(self, table: sa.Table, dialect: Dialect) -> None:
         super().__init__(table, dialect)
         c = table.c
+        # PyMySQL decodes every column in Python: plain rows (most of a table) get NULL for
+        # the columns only transaction rows need (txid, txdata, seq), which decode for free.
+        tx_row = c.recordtype >= _const("tx", (int(RecordType.ADD_TX),))
+        self.load = Compiled(
+            sa.select(
+                c.id,
+                c.recordtype,
+                sa.case((tx_row, c.txid)),
+                c.userrecordtype,
+                c.record,
+                sa.case((c.recordtype == _const("prepare", (int(RecordType.PREPARE),)), c.txdata)),
+                sa.case((tx_row, c.seq)),
+            ).order_by(c.seq),
+            self.dialect,
+            (),
+        )
         # PyMySQL's executemany sends one statement per row for DELETE: delete many keys at once.
         self._del_records_n = {
             n: Compiled(

@@ -169,27 +169,38 @@ class DatabaseJournal(Journal):
 
     def _replay(self, replayer: Replayer, sink: Batch) -> int:
         """Feed every row to the replayer and the row index; returns the last seq."""
-        index = self._index
-        add, update, index_add = replayer.add, replayer.update, index.add
-        last = 0
+        add, update = replayer.add, replayer.update
+        # Plain rows are counted into the index in bulk; anything else flushes them first, so
+        # the index sees every row in table order.
+        plain: list[int] = []
+        note = plain.append
         conn = self._engine.raw_connection()
         try:
             for rows in self._sql.stream(conn.driver_connection):
                 for id, rt, txid, urt, record, txdata, seq in rows:
                     if rt == _ADD:
-                        add(id, urt, record if record is not None else _EMPTY)
-                        index_add(id)
+                        add(id, urt, record or _EMPTY)
+                        note(id)
                     elif rt == _UPDATE:
-                        update(id, urt, record if record is not None else _EMPTY)
-                        index_add(id)
+                        update(id, urt, record or _EMPTY)
+                        note(id)
                     else:
+                        self._index.add_many(plain)
+                        plain.clear()
                         self._replay_other(replayer, sink, id, rt, txid, urt, record, txdata, seq)
-                if rows:
-                    last = rows[-1][-1]
-            conn.rollback()  # ends the read transaction (and closes PostgreSQL's cursor)
+            # The last seq, read apart: a dialect may leave seq out of plain rows (MySQL).
+            cursor = conn.cursor()
+            try:
+                cursor.execute(self._sql.max_seq.sql)
+                row = cursor.fetchone()
+                last = row[0] if row else None
+            finally:
+                cursor.close()
+            conn.rollback()  # ends the read transaction
         finally:
             conn.close()
-        return int(last)
+        self._index.add_many(plain)
+        return int(last or 0)
 
     def _replay_other(
         self,
@@ -239,11 +250,13 @@ class DatabaseJournal(Journal):
                 hint="this table was not written by a journal; check bindings/message-table-name",
             )
 
-    def _run_batch(self, batch: Batch) -> None:
+    def _run_batch(self, batch: Batch, sent: Callable[[], None]) -> None:
         conn = self._writer_conn
         if conn is None:
             try:
-                conn = self._writer_conn = self._engine.raw_connection()
+                conn = self._engine.raw_connection()
+                self._sql.prepare_writer(conn.driver_connection)
+                self._writer_conn = conn
             except Exception as exc:
                 raise StoreUnavailableError(
                     f"database write to table {self.table_name} failed: cannot connect: "
@@ -256,6 +269,7 @@ class DatabaseJournal(Journal):
                 batch,
                 table=self.table_name,
                 fence=self._options.fence,
+                sent=sent,
             )
         except BaseException:
             self._writer_conn = None
@@ -522,6 +536,7 @@ class DatabaseJournal(Journal):
         conn, self._writer_conn = self._writer_conn, None
         if conn is not None:
             try:
+                self._sql.release_writer(conn.driver_connection)
                 conn.close()
             except Exception:
                 _log.debug("closing the writer's connection failed", exc_info=True)

@@ -94,17 +94,38 @@ class Batch:
 
 
 def commit_batch(
-    conn: Any, sql: JournalSQL, batch: Batch, *, table: str, fence: Fence | None = None
+    conn: Any,
+    sql: JournalSQL,
+    batch: Batch,
+    *,
+    table: str,
+    fence: Fence | None = None,
+    sent: Callable[[], None] | None = None,
 ) -> None:
     """Run ``batch`` as one transaction on the DBAPI connection ``conn``: inserts, deletes of
     records, deletes of transactions' rows, deletes of single rows, ``fence``, commit.
 
     This is the only function that builds a batch's transaction; the HA lease check (fencing)
-    goes in through ``fence``. Returns None. Raises StoreUnavailableError naming ``table`` and
-    the step that failed (never parameters), after rolling back; or what ``fence`` raises.
+    goes in through ``fence``. ``sent`` is called once everything but the commit's answer is
+    on its way (the writer wakes the previous batch's waiters then). Returns None. Raises
+    StoreUnavailableError naming ``table`` and the step that failed (never parameters),
+    after rolling back; or what ``fence`` raises.
     """
     step = "begin"
     try:
+        if fence is None and not (
+            batch.records or batch.tx_records or batch.transactions or batch.rows
+        ):
+            # Inserts only and nothing to check: one self-committing statement where the
+            # database has one (it is still all or nothing).
+            cursor = conn.cursor()
+            try:
+                step = "insert rows"
+                if sql.insert_committed(cursor, batch.inserts, sent):
+                    return
+            finally:
+                cursor.close()
+            step = "begin"
         sql.begin(conn)
         cursor = conn.cursor()
         try:
@@ -129,6 +150,8 @@ def commit_batch(
             step = "fence"
             fence(conn)
         step = "commit"
+        if sent is not None:
+            sent()
         sql.commit(conn)
     except StoreError:
         _rollback_quietly(sql, conn)
@@ -158,11 +181,14 @@ def _rollback_quietly(sql: JournalSQL, conn: Any) -> None:
 class GroupCommitWriter:
     """The writer thread of one journal (policy in the module docstring).
 
-    ``run_batch(batch)`` commits one batch (it calls :func:`commit_batch`); ``period`` is
+    ``run_batch(batch, sent)`` commits one batch (it calls :func:`commit_batch`, which calls
+    ``sent()`` once the batch is on its way and only its commit is awaited); ``period`` is
     ``jdbc-journal-sync-period`` in seconds.
     """
 
-    def __init__(self, *, name: str, period: float, run_batch: Callable[[Batch], None]) -> None:
+    def __init__(
+        self, *, name: str, period: float, run_batch: Callable[[Batch, Callable[[], None]], None]
+    ) -> None:
         self.lock = threading.Lock()
         self._cond = threading.Condition(self.lock)
         self._name = name
@@ -265,41 +291,77 @@ class GroupCommitWriter:
                         self._cond.wait(delay)
                         self._idle = False
                         continue
-                self.pending = Batch()
-                self._inflight = batch
-                return batch
+                return self._next_locked()
+
+    def _next_locked(self) -> Batch:
+        batch = self.pending
+        self.pending = Batch()
+        self._inflight = batch
+        return batch
 
     def _loop(self) -> None:
-        while (batch := self._take()) is not None:
+        batch = self._take()
+        # A committed batch whose waiters are released once the next batch is on the wire:
+        # they wake while the database syncs, instead of fighting the writer for the GIL
+        # between its statements.
+        sent = _Deferred(None, None)
+        while batch is not None:
             error: StoreError | None = None
             try:
-                self._run_batch(batch)
+                self._run_batch(batch, sent)
             except StoreError as exc:
                 error = exc
             except BaseException as exc:  # never leave waiters blocked
                 error = StoreUnavailableError(f"journal {self._name}: writer failed: {exc!r}")
                 error.__cause__ = exc
+            finally:
+                sent()
+            following: Batch | None = None
+            behind: Batch | None = None
             with self.lock:
                 self._inflight = None
                 if error is None:
                     self.batches += 1
                     self.operations += batch.size
-                behind = None
-                if error is not None:
+                    ready = self.pending
+                    if ready.size and (ready.urgent or self._closing):
+                        following = self._next_locked()
+                else:
                     self.failed = error
                     _log.error(
                         "journal %s: batch failed, refusing further writes: %s", self._name, error
                     )
                     behind, self.pending = self.pending, Batch()
                 future = batch.future
-            _complete(batch, future, error)
+            if following is not None:
+                sent = _Deferred(batch, future)
+            else:
+                sent = _Deferred(None, None)
+                _complete(batch, future, error)
             if behind is not None:
                 _complete(behind, behind.future, error)
+            batch = following if following is not None else self._take()
         with self.lock:
             pending = self.pending if self.pending.size else None
             failure = self.failed
         if pending is not None:  # queued after a failure: fail it too
             _complete(pending, pending.future, failure)
+
+
+class _Deferred:
+    """Completes a committed batch once: when the next batch is on the wire, or at the latest
+    when that next batch is done (successfully or not: this one was committed either way)."""
+
+    __slots__ = ("batch", "future")
+
+    def __init__(self, batch: Batch | None, future: concurrent.futures.Future[None] | None) -> None:
+        self.batch = batch
+        self.future = future
+
+    def __call__(self) -> None:
+        batch, self.batch = self.batch, None
+        if batch is not None:
+            _complete(batch, self.future, None)
 
 
 def _complete(
