@@ -168,7 +168,7 @@ class _Output:
 
     def _open(self) -> Segment:
         self._finish()
-        seg = self.journal.segments.create(self.next_id, suffix=".cmp")
+        seg = self.journal.segments.for_compaction(self.next_id)
         self.next_id += 1
         self.files.append(seg)
         self.seg = seg
@@ -354,10 +354,8 @@ def _finish(journal: FileJournal, old: list[Segment], new_files: list[Segment]) 
     naming = journal._naming
     backend = journal.backend
     for seg in old:
-        if backend is not None:
-            backend.close_segment(seg)
-        close(seg)
-        fs.remove(seg.path)
+        backend.close_segment(seg)
+        journal.segments.recycle(seg)  # neutralised and pooled, or deleted past the pool size
     for seg in new_files:
         final = seg.path[: -len(".cmp")]
         fs.rename(seg.path, final)

@@ -91,18 +91,25 @@ class FileJournal(Journal):
         if options.lock and self._fs.native:
             self._lock_file = DirectoryLock(directory)
             self._lock_file.acquire()
+        self.backend: IOBackend = make_backend(
+            options.journal_type,
+            self._fs,
+            directory,
+            datasync=options.datasync,
+            max_io=options.max_io,
+        )
+        self.file_size = _aligned_file_size(options.file_size, self.backend.alignment)
         self.segments = SegmentManager(
             self._fs,
             self._naming,
             kind=options.kind,
-            file_size=options.file_size,
+            file_size=self.file_size,
             pool_files=options.pool_files,
             max_attic_files=options.max_attic_files,
         )
         self.index = LiveIndex()
         self.data_files: list[Segment] = []
         self.writer: GroupCommitWriter | None = None
-        self.backend: IOBackend | None = None
         self._state_lock = threading.Lock()
         self._load_called = False
         self._closed = False
@@ -234,7 +241,9 @@ class FileJournal(Journal):
                 # EVENT records are kept for retention only; a load never returns them.
             seg.end = cur.end
             tail = Tail(cur.end, find_after(raw, seg.file_id, cur.end))
-            max_lsn = max(max_lsn, cur.last_lsn, tail.max_lsn)
+            # Only records in sequence count: a torn tail is zeroed before anything new is
+            # written, and new records must continue the sequence right after the last good one.
+            max_lsn = max(max_lsn, cur.last_lsn)
             tails.append((seg, tail, max_lsn, cur))
             if cur.count:
                 data.append(seg)
@@ -274,15 +283,13 @@ class FileJournal(Journal):
         for seg in free:
             close(seg)
             self.segments.adopt_free(seg)
-        current = data.pop() if data else self.segments.take()
-        self.backend = make_backend(
-            opts.journal_type,
-            self._fs,
-            opts.directory,
-            datasync=opts.datasync,
-            max_io=opts.max_io,
-        )
         align = self.backend.alignment
+        current = data.pop() if data else self.segments.take()
+        if current.size != self.file_size or (align > 1 and current.size % align):
+            # A file from another configuration (other size, or not block-aligned for
+            # ASYNCIO): keep it as a data file and append into a fresh one.
+            data.append(current)
+            current = self.segments.take()
         if align > 1 and current.end % align:
             # Aligned writers start at the next boundary: make sure the gap reads as padding.
             gap_end = min(current.size, -(-current.end // align) * align)
@@ -293,7 +300,7 @@ class FileJournal(Journal):
         for seg in data:
             close(seg)
         self.data_files = data
-        self._max_record = opts.file_size - (-(-fmt.DATA_START // align) * align)
+        self._max_record = self.file_size - (-(-fmt.DATA_START // align) * align)
         writer = GroupCommitWriter(
             self.backend,
             current,
@@ -350,7 +357,7 @@ class FileJournal(Journal):
                 raise self._not_ready()
             raise RecordTooLargeError(
                 f"record of {len(data)} bytes does not fit a journal file of "
-                f"{self.options.file_size} bytes (at most {self._max_record - _OVERHEAD})"
+                f"{self.file_size} bytes (at most {self._max_record - _OVERHEAD})"
             )
         if not (MIN_ID <= id <= MAX_ID and MIN_ID <= tx_id <= MAX_ID):
             raise ValueError(
@@ -503,8 +510,7 @@ class FileJournal(Journal):
             # The deletes that made these files dead must be durable before the files are reused.
             w.flush()
             for seg in gone:
-                if self.backend is not None:
-                    self.backend.close_segment(seg)  # type: ignore[arg-type]
+                self.backend.close_segment(seg)
                 self.segments.recycle(seg)  # type: ignore[arg-type]
                 with w.lock:
                     self._recycling -= 1
@@ -548,7 +554,7 @@ class FileJournal(Journal):
             with self.writer.lock:
                 if seg in self._retention_pending:
                     self._retention_pending.remove(seg)
-        retention.prune(self._fs, self._naming, self.options.retention, self.options.file_size)
+        retention.prune(self._fs, self._naming, self.options.retention, self.file_size)
 
     def _should_compact(self) -> bool:
         opts = self.options
@@ -561,7 +567,7 @@ class FileJournal(Journal):
             if files <= opts.compact_min_files:
                 return False
             live = sum(f.live_bytes for f in self.data_files)
-            return live < opts.compact_percentage / 100 * files * opts.file_size
+            return live < opts.compact_percentage / 100 * files * self.file_size
 
     def compact(self) -> None:
         """Rewrite the live records of every finished file into as few files as possible.
@@ -592,7 +598,7 @@ class FileJournal(Journal):
                 records_live=len(self.index.records),
                 files=len(data) + unused,
                 bytes_live=live_bytes,
-                bytes_total=sum(f.size for f in data) + unused * self.options.file_size,
+                bytes_total=sum(f.size for f in data) + unused * self.file_size,
                 extra={
                     "data_files": len(data),
                     "free_files": unused,
@@ -622,14 +628,23 @@ class FileJournal(Journal):
             except StoreError as exc:
                 err = exc
             self.segments.wait_idle()
-            if self.backend is not None:
-                self.backend.close()
             for seg in (*self.data_files, w.current, *self.segments.unused()):
                 close(seg)
+        self.backend.close()
         if self._lock_file is not None:
             self._lock_file.release()
         if err is not None:
             raise err
+
+
+def _aligned_file_size(size: int, align: int) -> int:
+    """``size`` rounded to the nearest multiple of ``align`` (at least one block), as Artemis
+    rounds the journal file size for AIO; logged when it changes."""
+    if align <= 1 or size % align == 0:
+        return size
+    rounded = max(align, (size + align // 2) // align * align)
+    log.warning("journal-file-size %d is not a multiple of %d; using %d", size, align, rounded)
+    return rounded
 
 
 def _closed(seg: Segment) -> Segment:

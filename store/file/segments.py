@@ -171,20 +171,37 @@ class SegmentManager:
         seg = Segment(final, file_id, self.file_size, handle)
         return seg
 
+    def for_compaction(self, file_id: int) -> Segment:
+        """An output file for the compactor, named ``<name>.cmp``: a free file if there is one."""
+        with self._lock:
+            seg = self.free.pop() if self.free else None
+        if seg is None:
+            return self.create(file_id, suffix=".cmp")
+        self.stamp(seg, file_id, suffix=".cmp")
+        return seg
+
     def stamp(self, seg: Segment, file_id: int | None = None, *, suffix: str = "") -> None:
-        """Give ``seg`` a fresh id: write and sync a new header, rename it to match."""
+        """Give ``seg`` a fresh id: rename it aside, write and sync a new header, rename it in.
+
+        The file is first renamed to ``<new name>.tmp`` (directory synced) so that a crash
+        while its header is rewritten leaves a ``.tmp`` file (removed at the next open: the
+        file held only dead records) rather than a torn header under a journal name.
+        """
         if file_id is None:
             with self._lock:
                 file_id = self._allocate_id()
+        final = self.naming.path(file_id) + suffix
+        aside = self.naming.path(file_id) + ".tmp"
+        self.fs.rename(seg.path, aside)
+        self.fs.fsync_dir(self.naming.directory)
+        seg.path = aside
         if seg.handle is None:
-            seg.handle = self.fs.open(seg.path)
+            seg.handle = self.fs.open(aside)
         seg.handle.pwrite(fmt.encode_header(file_id, self.kind), 0)
         seg.handle.datasync()
-        new_path = self.naming.path(file_id) + suffix
-        if new_path != seg.path:
-            self.fs.rename(seg.path, new_path)
-            self.fs.fsync_dir(self.naming.directory)
-        seg.path = new_path
+        self.fs.rename(aside, final)
+        self.fs.fsync_dir(self.naming.directory)
+        seg.path = final
         seg.file_id = file_id
         seg.reset_counts()
         seg.synced = False

@@ -132,10 +132,24 @@ class GroupCommitWriter:
         """Continue appending into ``new`` (the previous current file is full)."""
         if self.buf:
             self._chunks.append((self.current, self.buf_start, self.buf))
+            self._pad_last_chunk_locked()
             self.buf = bytearray()
         self.current = new
         self.buf_start = new.end
         self._align_current()
+
+    def _pad_last_chunk_locked(self) -> None:
+        """Zero-pad the newest chunk to the I/O alignment (ASYNCIO writes whole blocks)."""
+        align = self.backend.alignment
+        if align <= 1 or not self._chunks:
+            return
+        seg, start, buf = self._chunks[-1]
+        end = start + len(buf)
+        if end % align:
+            pad = min(align - end % align, seg.size - end)
+            buf.extend(bytes(pad))
+            end += pad
+        seg.end = max(seg.end, end)
 
     def after_append_locked(self, sync: bool) -> Waiter | None:
         """Decide what the appender does next; returns a token for :meth:`wait` or None."""
@@ -185,6 +199,13 @@ class GroupCommitWriter:
 
     def sync_future(self) -> concurrent.futures.Future[None]:
         """A Future completed when everything appended so far is durable (shared per batch)."""
+        # Fast path without the lock: a pending future covers every record appended before
+        # this call. The flusher takes the pending future and the batch snapshot in one locked
+        # step, so once our append (made under the lock) is done, ``_future`` is either a future
+        # whose round has not snapshotted yet (it will include our record) or None / a newer one.
+        fut = self._future
+        if fut is not None and self._error is None:
+            return fut
         with self.lock:
             if self._error is not None:
                 fut: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -203,21 +224,13 @@ class GroupCommitWriter:
         return fut
 
     def _take_batch_locked(self) -> list[tuple[Segment, int, bytearray]]:
+        if self.buf:
+            self._chunks.append((self.current, self.buf_start, self.buf))
+            self._pad_last_chunk_locked()
+            self.buf = bytearray()
+            self.buf_start = self.current.end
         chunks = self._chunks
         self._chunks = []
-        if self.buf:
-            buf = self.buf
-            align = self.backend.alignment
-            end = self.buf_start + len(buf)
-            if align > 1 and end % align:
-                pad = align - end % align
-                if end + pad <= self.current.size:
-                    buf.extend(bytes(pad))
-                    end += pad
-            chunks.append((self.current, self.buf_start, buf))
-            self.buf = bytearray()
-            self.buf_start = end
-            self.current.end = max(self.current.end, end)
         return chunks
 
     def _run_flusher(self) -> None:
