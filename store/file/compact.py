@@ -44,7 +44,7 @@ from store.errors import StoreIOError
 from store.file import format as fmt
 from store.file.fs import FileSystem
 from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex
-from store.file.reader import Cursor, scan
+from store.file.reader import Cursor, replay_file, scan
 from store.file.segments import Segment, SegmentNaming, close
 from store.journal.api import RecordType
 from store.journal.replay import Replayer
@@ -221,27 +221,7 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
             raw = handle.pread(seg.size, 0)
         finally:
             handle.close()
-        for _o, _l, rtype, urt, _cc, _lsn, rid, tx_id, _tc, body in scan(
-            raw, seg.file_id, Cursor()
-        ):
-            if rtype == RecordType.ADD:
-                replayer.add(rid, urt, body)
-            elif rtype == RecordType.UPDATE:
-                replayer.update(rid, urt, body)
-            elif rtype == RecordType.DELETE:
-                replayer.delete(rid)
-            elif rtype == RecordType.ADD_TX:
-                replayer.add_tx(tx_id, rid, urt, body)
-            elif rtype == RecordType.UPDATE_TX:
-                replayer.update_tx(tx_id, rid, urt, body)
-            elif rtype == RecordType.DELETE_TX:
-                replayer.delete_tx(tx_id, rid)
-            elif rtype == RecordType.PREPARE:
-                replayer.prepare(tx_id, body)
-            elif rtype == RecordType.COMMIT:
-                replayer.commit(tx_id)
-            elif rtype == RecordType.ROLLBACK:
-                replayer.rollback(tx_id)
+        replay_file(scan(raw, seg.file_id, Cursor()), seg, replayer)
     return replayer
 
 

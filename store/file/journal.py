@@ -43,7 +43,7 @@ from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex, reclaimabl
 from store.file.io import IOBackend, make_backend
 from store.file.lock import DirectoryLock
 from store.file.options import FileJournalOptions
-from store.file.reader import Cursor, Tail, classify, find_after, scan
+from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.file.writer import GroupCommitWriter
 from store.journal.api import MAX_ID, MIN_ID, Journal, JournalStats, LoadResult, RecordType
@@ -184,10 +184,6 @@ class FileJournal(Journal):
     ) -> tuple[list[Segment], list[tuple[Segment, Tail]], list[Segment], int]:
         files = self._list_files()
         index = self.index
-        r_add, r_update, r_delete = replayer.add, replayer.update, replayer.delete
-        r_add_tx, r_update_tx, r_delete_tx = replayer.add_tx, replayer.update_tx, replayer.delete_tx
-        i_add, i_delete, i_tx = index.add, index.delete, index.tx_record
-        txs = index.txs
         data: list[Segment] = []
         free: list[Segment] = []
         tails: list[tuple[Segment, Tail, int, Cursor]] = []
@@ -196,49 +192,7 @@ class FileJournal(Journal):
             assert seg.handle is not None
             raw = seg.handle.pread(seg.size, 0)
             cur = Cursor()
-            for _off, length, rtype, urt, _cc, _lsn, rid, tx_id, tx_count, body in scan(
-                raw, seg.file_id, cur
-            ):
-                if rtype == _ADD:
-                    r_add(rid, urt, body)
-                    i_add(rid, seg, length)
-                elif rtype == _UPDATE:
-                    r_update(rid, urt, body)
-                    i_add(rid, seg, length)
-                elif rtype == _DELETE:
-                    r_delete(rid)
-                    i_delete(rid, seg)
-                elif rtype == _ADD_TX:
-                    r_add_tx(tx_id, rid, urt, body)
-                    i_tx(tx_id, TX_ADD, rid, seg, length)
-                elif rtype == _UPDATE_TX:
-                    r_update_tx(tx_id, rid, urt, body)
-                    i_tx(tx_id, TX_UPDATE, rid, seg, length)
-                elif rtype == _DELETE_TX:
-                    r_delete_tx(tx_id, rid)
-                    i_tx(tx_id, TX_DELETE, rid, seg, length)
-                elif rtype == _PREPARE:
-                    if tx_id in txs and index.tx_count(tx_id, seg) != tx_count:
-                        log.warning("prepared transaction %d is incomplete in %s", tx_id, seg.path)
-                        replayer.discard(tx_id)
-                        index.discard(tx_id, seg)
-                    else:
-                        replayer.prepare(tx_id, body)
-                        index.prepare_in(tx_id, seg)
-                elif rtype == _COMMIT:
-                    if tx_id not in txs:
-                        continue  # nothing collected: its records were reclaimed, or it was empty
-                    if index.tx_count(tx_id, seg) != tx_count:
-                        log.warning("committed transaction %d is incomplete in %s", tx_id, seg.path)
-                        replayer.discard(tx_id)
-                        index.discard(tx_id, seg)
-                    else:
-                        replayer.commit(tx_id)
-                        index.commit(tx_id, seg)
-                elif rtype == _ROLLBACK:
-                    replayer.rollback(tx_id)
-                    index.rollback(tx_id, seg)
-                # EVENT records are kept for retention only; a load never returns them.
+            replay_file(scan(raw, seg.file_id, cur), seg, replayer, index)
             seg.end = cur.end
             tail = Tail(cur.end, find_after(raw, seg.file_id, cur.end))
             # Only records in sequence count: a torn tail is zeroed before anything new is

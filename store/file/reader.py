@@ -16,6 +16,7 @@ Thread-safety: pure functions over bytes.
 
 from __future__ import annotations
 
+import logging
 import re
 import struct
 import zlib
@@ -23,8 +24,24 @@ from dataclasses import dataclass, field
 
 from store.errors import ChecksumError
 from store.file import format as fmt
+from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex
+from store.file.segments import Segment
+from store.journal.api import RecordType
+from store.journal.replay import Replayer
 
-__all__ = ["Cursor", "Tail", "classify", "find_after", "scan"]
+log = logging.getLogger(__name__)
+
+_ADD = int(RecordType.ADD)
+_UPDATE = int(RecordType.UPDATE)
+_DELETE = int(RecordType.DELETE)
+_ADD_TX = int(RecordType.ADD_TX)
+_UPDATE_TX = int(RecordType.UPDATE_TX)
+_DELETE_TX = int(RecordType.DELETE_TX)
+_PREPARE = int(RecordType.PREPARE)
+_COMMIT = int(RecordType.COMMIT)
+_ROLLBACK = int(RecordType.ROLLBACK)
+
+__all__ = ["Cursor", "Tail", "classify", "find_after", "replay_file", "scan"]
 
 _NONZERO = re.compile(rb"[^\x00]")
 _FILE_ID = struct.Struct("<Q")
@@ -169,3 +186,75 @@ def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
             hint="inspect with `store data verify`; `store data repair --force` drops what "
             "follows the damage (a .broken copy is kept)",
         )
+
+
+def replay_file(
+    records: list[RawRecord],
+    seg: Segment,
+    replayer: Replayer,
+    index: LiveIndex | None = None,
+) -> None:
+    """Feed one file's records in sequence to ``replayer`` (and ``index``), as a load does.
+
+    The one place the record types are dispatched: the journal's load, the compactor and the
+    offline tools replay through it, so they cannot disagree. A prepare or commit whose
+    ``tx_count`` differs from the transaction's records counted in this file is an incomplete
+    transaction: discarded (reported failed), never applied. A commit of a transaction nothing
+    was collected for is legal and ignored (its records were reclaimed, or it was empty).
+    """
+    in_file: dict[int, int] = {}  # tx id -> its records seen in this file
+    r_add, r_update, r_delete = replayer.add, replayer.update, replayer.delete
+    r_add_tx, r_update_tx, r_delete_tx = replayer.add_tx, replayer.update_tx, replayer.delete_tx
+    for _off, length, rtype, urt, _cc, _lsn, rid, tx_id, tx_count, body in records:
+        if rtype == _ADD:
+            r_add(rid, urt, body)
+            if index is not None:
+                index.add(rid, seg, length)
+        elif rtype == _UPDATE:
+            r_update(rid, urt, body)
+            if index is not None:
+                index.add(rid, seg, length)
+        elif rtype == _DELETE:
+            r_delete(rid)
+            if index is not None:
+                index.delete(rid, seg)
+        elif rtype == _ADD_TX or rtype == _UPDATE_TX or rtype == _DELETE_TX:
+            in_file[tx_id] = in_file.get(tx_id, 0) + 1
+            if rtype == _ADD_TX:
+                r_add_tx(tx_id, rid, urt, body)
+                kind = TX_ADD
+            elif rtype == _UPDATE_TX:
+                r_update_tx(tx_id, rid, urt, body)
+                kind = TX_UPDATE
+            else:
+                r_delete_tx(tx_id, rid)
+                kind = TX_DELETE
+            if index is not None:
+                index.tx_record(tx_id, kind, rid, seg, length)
+        elif rtype == _PREPARE:
+            if in_file.get(tx_id, 0) != tx_count:
+                log.warning("prepared transaction %d is incomplete in %s", tx_id, seg.path)
+                replayer.discard(tx_id)
+                if index is not None:
+                    index.discard(tx_id, seg)
+            else:
+                replayer.prepare(tx_id, body)
+                if index is not None:
+                    index.prepare_in(tx_id, seg)
+        elif rtype == _COMMIT:
+            if not replayer.is_open(tx_id):
+                continue
+            if in_file.get(tx_id, 0) != tx_count:
+                log.warning("committed transaction %d is incomplete in %s", tx_id, seg.path)
+                replayer.discard(tx_id)
+                if index is not None:
+                    index.discard(tx_id, seg)
+            else:
+                replayer.commit(tx_id)
+                if index is not None:
+                    index.commit(tx_id, seg)
+        elif rtype == _ROLLBACK:
+            replayer.rollback(tx_id)
+            if index is not None:
+                index.rollback(tx_id, seg)
+        # EVENT records are kept for retention only; a load never returns them.

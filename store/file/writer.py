@@ -203,20 +203,19 @@ class GroupCommitWriter:
         # this call. The flusher takes the pending future and the batch snapshot in one locked
         # step, so once our append (made under the lock) is done, ``_future`` is either a future
         # whose round has not snapshotted yet (it will include our record) or None / a newer one.
-        fut = self._future
-        if fut is not None and self._error is None:
-            return fut
+        pending = self._future
+        if pending is not None and self._error is None:
+            return pending
+        fut: concurrent.futures.Future[None] = concurrent.futures.Future()
         with self.lock:
             if self._error is not None:
-                fut: concurrent.futures.Future[None] = concurrent.futures.Future()
                 fut.set_exception(StoreIOError(f"journal write failed: {self._error}"))
                 return fut
             if self.lsn <= self.durable_lsn and not self.buf and not self._chunks:
-                fut = concurrent.futures.Future()
                 fut.set_result(None)
                 return fut
             if self._future is None:
-                self._future = concurrent.futures.Future()
+                self._future = fut
             self._sync_req = self.lsn
             self._bg_sync = True
             fut = self._future

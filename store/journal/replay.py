@@ -160,6 +160,10 @@ class Replayer:
         self._order.pop(tx_id, None)
         self._discarded[tx_id] = None
 
+    def is_open(self, tx_id: int) -> bool:
+        """True if records, a prepare or anything else was collected for ``tx_id``."""
+        return tx_id in self._txs
+
     def open_transactions(self) -> dict[int, list[TxOp]]:
         """Transactions collected and not completed so far: id -> operations (for the compactor)."""
         return {tx_id: list(tx.ops) for tx_id, tx in self._txs.items()}
