@@ -3,7 +3,7 @@ compactions and flushes, and compares every load with the reference model (and e
 with the model's), on every back-end.
 
 Bounded so the suite stays fast: ``BackendSpec.stateful_max_examples`` examples (25 for files
-and zero persistence, fewer for databases) of at most 40 steps. With ``CI=true`` the search is
+and zero persistence, fewer for databases) of at most 50 steps. With ``CI=true`` the search is
 derandomized (the same examples every run); otherwise a failure prints the
 ``@reproduce_failure`` blob and Hypothesis's database replays it on the next run.
 """
@@ -96,21 +96,24 @@ class JournalMachine(RuleBasedStateMachine):
 
     # -- transactional ------------------------------------------------------------------------
 
-    @rule(id=IDS, urt=USER_TYPES, data=DATA)
-    def begin_with_add(self, id: int, urt: int, data: bytes) -> None:
-        tx, self.next_tx = self.next_tx, self.next_tx + 1
-        self.mj.add_tx(tx, id, urt, data)
+    def _pick_tx(self, pick: st.DataObject) -> int:
+        # An open unprepared tx, or a new one (its first record opens it).
+        tx = pick.draw(st.sampled_from([*self._open_unprepared(), self.next_tx]), label="tx")
+        if tx == self.next_tx:
+            self.next_tx += 1
+        return tx
 
-    @precondition(lambda self: self._open_unprepared())
-    @rule(pick=st.data(), id=IDS, urt=USER_TYPES, data=DATA, kind=st.sampled_from("aud"))
-    def tx_record(self, pick: st.DataObject, id: int, urt: int, data: bytes, kind: str) -> None:
-        tx = pick.draw(st.sampled_from(self._open_unprepared()), label="tx")
-        if kind == "a":
-            self.mj.add_tx(tx, id, urt, data)
-        elif kind == "u":
-            self.mj.update_tx(tx, id, urt, data)
-        else:
-            self.mj.delete_tx(tx, id)
+    @rule(pick=st.data(), id=IDS, urt=USER_TYPES, data=DATA)
+    def add_tx(self, pick: st.DataObject, id: int, urt: int, data: bytes) -> None:
+        self.mj.add_tx(self._pick_tx(pick), id, urt, data)
+
+    @rule(pick=st.data(), id=IDS, urt=USER_TYPES, data=DATA)
+    def update_tx(self, pick: st.DataObject, id: int, urt: int, data: bytes) -> None:
+        self.mj.update_tx(self._pick_tx(pick), id, urt, data)
+
+    @rule(pick=st.data(), id=IDS)
+    def delete_tx(self, pick: st.DataObject, id: int) -> None:
+        self.mj.delete_tx(self._pick_tx(pick), id)
 
     @rule(pick=st.data(), xid=XIDS, sync=SYNC)
     def prepare(self, pick: st.DataObject, xid: bytes, sync: bool) -> None:
@@ -179,7 +182,7 @@ def test_random_operations_match_the_model(backend: BackendSpec, tmp_path: Path)
         Machine,
         settings=settings(
             max_examples=backend.stateful_max_examples,
-            stateful_step_count=40,
+            stateful_step_count=50,
             deadline=None,
             derandomize=os.environ.get("CI", "").lower() == "true",
             print_blob=True,
