@@ -8,14 +8,15 @@ records, and events (already copied to retention) are dropped.
 
 Steps (each crash point is recoverable; the control file is the commit point):
 
-1. Pause appenders (they wait, nothing is lost), flush, and roll to a fresh current file so
-   every record to compact sits in a finished file.
+1. Pause appenders (they wait, nothing is lost) and flush. The finished files (every data file
+   but the current one) are compacted; the current file stays as it is.
 2. Replay the finished files with the shared replay rules and write the result into new files
    named ``<name>.cmp``, each synced. Their file ids are the newest finished file's id + 1, + 2,
    …: above every compacted file, below the current one, never reused.
 3. Write the control file ``<prefix>.compact.ctl`` (via ``.tmp``, synced, renamed, directory
    synced). From here on the compaction is committed.
-4. Switch the in-memory state to the new files, resume appenders.
+4. Rebuild the in-memory index by replaying the new files and the current file (the load's own
+   code), switch to the new files, resume appenders.
 5. Recycle the old files, rename every ``.cmp`` to its final name, sync the directory, delete the
    control file.
 
@@ -40,11 +41,10 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from store.errors import StoreIOError
 from store.file import format as fmt
 from store.file.fs import FileSystem
-from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex
-from store.file.reader import Cursor, replay_file, scan
+from store.file.index import LiveIndex
+from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentNaming, close
 from store.journal.api import RecordType
 from store.journal.replay import Replayer
@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 
 _MAGIC = "SJNL-COMPACT 1"
 _KIND_TO_TYPE = {0: RecordType.ADD_TX, 1: RecordType.UPDATE_TX, 2: RecordType.DELETE_TX}
-_KIND_TO_INDEX = {0: TX_ADD, 1: TX_UPDATE, 2: TX_DELETE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +202,7 @@ class _Output:
             tx_count=tx_count,
             body=body,
             compact_count=1,
+            flags=fmt.FLAG_SYNCED,
         )
         if rtype in (RecordType.ADD_TX, RecordType.UPDATE_TX, RecordType.DELETE_TX):
             self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
@@ -221,31 +221,43 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
             raw = handle.pread(seg.size, 0)
         finally:
             handle.close()
-        replay_file(scan(raw, seg.file_id, Cursor()), seg, replayer)
+        cur = Cursor()
+        records = scan(raw, seg.file_id, cur)
+        # A finished file is never the last one written: valid data after its end of data
+        # means damage, and compacting past it would drop records. Refuse instead.
+        classify(
+            seg.path,
+            Tail(cur.end, find_after(raw, seg.file_id, cur.end)),
+            missing_lsn=cur.last_lsn + 1,
+            is_last=False,
+        )
+        replay_file(records, seg, replayer)
     return replayer
 
 
-def _rebuild_index(
-    files: list[Segment], records: list[tuple[Segment, int, int, int, int]]
-) -> LiveIndex:
-    """The index of the new files: (file, type, id, tx_id, size) per record, in order."""
+def _index_of(journal: FileJournal, files: list[Segment]) -> LiveIndex:
+    """The index a load would build from ``files`` (the new files, then the current one)."""
     index = LiveIndex()
-    for seg, rtype, rid, tx_id, size in records:
-        if rtype == RecordType.ADD or rtype == RecordType.UPDATE:
-            index.add(rid, seg, size)
-        elif rtype == RecordType.PREPARE:
-            index.prepare_in(tx_id, seg)
-        else:
-            kind = {RecordType.ADD_TX: TX_ADD, RecordType.UPDATE_TX: TX_UPDATE}.get(
-                RecordType(rtype), TX_DELETE
-            )
-            index.tx_record(tx_id, kind, rid, seg, size)
+    replayer = Replayer()
+    fs = journal.options.fs
+    for seg in files:
+        handle = fs.open(seg.path)
+        try:
+            raw = handle.pread(seg.size, 0)
+        finally:
+            handle.close()
+        seg.pos = 0
+        seg.neg = {}
+        seg.live_bytes = 0
+        replay_file(scan(raw, seg.file_id, Cursor()), seg, replayer, index)
     return index
 
 
 def compact(journal: FileJournal) -> bool:
     """Compact every finished file of ``journal`` (see module docstring); True if it ran.
 
+    The current file is left as it is (it is not finished); the index is rebuilt by replaying
+    the new files and the current one exactly as a load would.
     Raises StoreIOError when writing fails before the commit point (old files stay in use).
     """
     w = journal.writer
@@ -256,35 +268,29 @@ def compact(journal: FileJournal) -> bool:
     try:
         w.flush()
         with w.lock:
-            if w.current.end > fmt.DATA_START:
-                journal._roll_locked()
             old = list(journal.data_files)
+            current = w.current
         if not old:
             return False
-        w.flush()
         # Files waiting for their retention copy must be copied before they disappear.
         journal._retention_pass()
         replayer = _replay_files(journal, old)
         open_txs = replayer.open_transactions()
         prepared = {tx: replayer.prepared_xid(tx) for tx in open_txs}
         result = replayer.result()
-        out = _Output(journal, max(f.file_id for f in old) + 1, w.lsn)
-        placed: list[tuple[int, int, int, int]] = []  # (type, id, tx_id, size) in order
+        # Output records have their own lsn run (lsns only need to be consecutive within a
+        # file) so the current file's sequence goes on untouched; SYNCED marks them durable.
+        out = _Output(journal, max(f.file_id for f in old) + 1, 0)
         for info in result.records:
             rtype = RecordType.UPDATE if info.is_update else RecordType.ADD
             out.write(rtype, id=info.id, urt=info.user_record_type, body=info.data)
-            placed.append((rtype, info.id, 0, fmt.OVERHEAD + len(info.data)))
         for tx_id, ops in open_txs.items():
             for kind, rid, urt, body in ops:
-                rtype = _KIND_TO_TYPE[kind]
-                out.write(rtype, id=rid, tx_id=tx_id, urt=urt, body=body)
-                placed.append((rtype, rid, tx_id, fmt.OVERHEAD + len(body)))
+                out.write(_KIND_TO_TYPE[kind], id=rid, tx_id=tx_id, urt=urt, body=body)
             xid = prepared.get(tx_id)
             if xid is not None:
                 out.write(RecordType.PREPARE, tx_id=tx_id, body=xid)
-                placed.append((RecordType.PREPARE, 0, tx_id, fmt.OVERHEAD + len(xid)))
         new_files = out.close()
-        located = _locate(new_files, placed)
         write_control(
             fs,
             naming,
@@ -293,40 +299,16 @@ def compact(journal: FileJournal) -> bool:
                 [os.path.basename(f.path) for f in new_files],
             ),
         )
+        index = _index_of(journal, [*new_files, current])
         with w.lock:
-            old_set = set(old)
-            rest = [f for f in journal.data_files if f not in old_set]
-            journal.index = _rebuild_index(new_files, located)
-            journal.data_files = [*new_files, *rest]
-            for f in (*rest, w.current):
-                f.neg.clear()  # negatives aimed at old files only; nothing else was written
-            w.lsn = max(w.lsn, out.lsn)
-            w.durable_lsn = max(w.durable_lsn, out.lsn)  # all flushed and synced above
+            journal.index = index
+            journal.data_files = list(new_files)
             journal.segments.files_in_use = len(journal.data_files) + 1
         journal.compactions += 1
     finally:
         w.resume()
     _finish(journal, old, new_files)
     return True
-
-
-def _locate(
-    files: list[Segment], placed: list[tuple[int, int, int, int]]
-) -> list[tuple[Segment, int, int, int, int]]:
-    """Pair every placed record with the output file it landed in (they fill files in order)."""
-    located: list[tuple[Segment, int, int, int, int]] = []
-    it = iter(files)
-    seg = next(it, None)
-    used = fmt.DATA_START
-    for rtype, rid, tx_id, size in placed:
-        while seg is not None and used + size > seg.end:
-            seg = next(it, None)
-            used = fmt.DATA_START
-        if seg is None:
-            raise StoreIOError("compaction output does not match what was placed")
-        located.append((seg, rtype, rid, tx_id, size))
-        used += size
-    return located
 
 
 def _finish(journal: FileJournal, old: list[Segment], new_files: list[Segment]) -> None:

@@ -31,7 +31,8 @@ Offset  Size  Field           Description
 4       1     type            :class:`~store.journal.api.RecordType`, 10..19
 5       1     user_type       user record type 0..255 (0 where it does not apply)
 6       1     compact_count   0 when appended, 1 when written by the compactor
-7       1     flags           zero (reserved)
+7       1     flags           bit 0 ``SYNCED``: written by the compactor into a file synced
+                              before use; every other bit zero (reserved)
 8       8     file_id         the header ``file_id`` of the file the record was written into
 16      8     lsn             log sequence number: +1 per record, across files
 24      8     durable_lsn     highest lsn known durable when this record was appended
@@ -70,9 +71,9 @@ What lies after the end of data decides what it was (see ``store.file.reader``):
 - valid records that no later record proves durable: a **torn tail**, the unsynced part of the
   last write; ignored by a load and zeroed when the journal opens for writing;
 - a valid record whose ``durable_lsn`` is at least the ``lsn`` the missing record would have had,
-  or any valid data after the end in a file that is not the last one written: the data at the
-  end of data had been durable, so it is **corrupt** — a :class:`~store.errors.ChecksumError`
-  naming the file and offset, never a silent skip.
+  or that carries the ``SYNCED`` flag, or any valid data after the end in a file that is not the
+  last one written: the data at the end of data had been durable, so it is **corrupt** — a
+  :class:`~store.errors.ChecksumError` naming the file and offset, never a silent skip.
 
 Writers keep this decidable: a file is fdatasync'd before the first write to the next file, so
 at most the last file written has an unsynced tail.
@@ -95,6 +96,7 @@ from store.journal.api import RecordType
 
 __all__ = [
     "DATA_START",
+    "FLAG_SYNCED",
     "FORMAT_VERSION",
     "HEADER",
     "HEADER_SIZE",
@@ -117,6 +119,7 @@ MAGIC: Final = b"SJNL"
 FORMAT_VERSION: Final = 1
 KIND_MESSAGES: Final = 0
 KIND_BINDINGS: Final = 1
+FLAG_SYNCED: Final = 0x01
 
 HEADER: Final = struct.Struct("<4sHHQQI")  # magic, version, kind, file_id, created_ns, reserved
 HEADER_CRC: Final = struct.Struct("<I")
@@ -153,6 +156,7 @@ class Record:
         "compact_count",
         "durable_lsn",
         "file_id",
+        "flags",
         "id",
         "length",
         "lsn",
@@ -177,8 +181,10 @@ class Record:
         tx_id: int,
         tx_count: int,
         body: bytes,
+        flags: int = 0,
     ) -> None:
         self.offset = offset
+        self.flags = flags
         self.length = length
         self.type = type
         self.user_type = user_type
@@ -246,12 +252,23 @@ def encode_record(
     tx_count: int = 0,
     body: bytes = b"",
     compact_count: int = 0,
+    flags: int = 0,
     body_crc: int | None = None,
 ) -> bytes:
     """All bytes of one record (head, body, tail). ``body_crc`` may be precomputed."""
     length = OVERHEAD + len(body)
     head = RECORD_HEAD.pack(
-        length, type, user_type, compact_count, 0, file_id, lsn, durable_lsn, id, tx_id, tx_count
+        length,
+        type,
+        user_type,
+        compact_count,
+        flags,
+        file_id,
+        lsn,
+        durable_lsn,
+        id,
+        tx_id,
+        tx_count,
     )
     crc = zlib.crc32(head, zlib.crc32(body) if body_crc is None else body_crc)
     return b"".join((head, body, RECORD_TAIL.pack(crc, length)))
@@ -267,7 +284,7 @@ def decode_record(data: bytes, offset: int, file_id: int) -> Record | None:
     size = len(data)
     if offset + OVERHEAD > size:
         return None
-    (length, rtype, user_type, cc, _flags, fid, lsn, dlsn, rid, tx_id, tx_count) = _unpack_head(
+    (length, rtype, user_type, cc, flags, fid, lsn, dlsn, rid, tx_id, tx_count) = _unpack_head(
         data, offset
     )
     if length < OVERHEAD or length > size - offset:
@@ -281,4 +298,6 @@ def decode_record(data: bytes, offset: int, file_id: int) -> Record | None:
     body = bytes(data[offset + 52 : end - 8])
     if _crc32(data[offset : offset + 52], _crc32(body)) != crc:
         return None
-    return Record(offset, length, rtype, user_type, cc, fid, lsn, dlsn, rid, tx_id, tx_count, body)
+    return Record(
+        offset, length, rtype, user_type, cc, fid, lsn, dlsn, rid, tx_id, tx_count, body, flags
+    )

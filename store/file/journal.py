@@ -107,6 +107,7 @@ class FileJournal(Journal):
             pool_files=options.pool_files,
             max_attic_files=options.max_attic_files,
         )
+        self.segments.align = self.backend.alignment
         self.index = LiveIndex()
         self.data_files: list[Segment] = []
         self.writer: GroupCommitWriter | None = None
@@ -546,7 +547,7 @@ class FileJournal(Journal):
             return JournalStats(records_live=0, files=0, bytes_live=0, bytes_total=0)
         with w.lock:
             data = [*self.data_files, w.current]
-            unused = len(list(self.segments.unused())) + self._recycling
+            unused = self.segments.unused_count() + self._recycling
             live_bytes = sum(f.live_bytes for f in data)
             return JournalStats(
                 records_live=len(self.index.records),

@@ -175,7 +175,10 @@ def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
             hint="inspect with `store data verify`; `store data repair --force` drops what "
             "follows the damage (a .broken copy is kept)",
         )
-    proof = next((r for r in tail.records if r.durable_lsn >= missing_lsn), None)
+    proof = next(
+        (r for r in tail.records if r.durable_lsn >= missing_lsn or r.flags & fmt.FLAG_SYNCED),
+        None,
+    )
     if proof is not None:
         raise ChecksumError(
             path,

@@ -132,6 +132,10 @@ class SegmentManager:
         self._preparing = False
         self.files_in_use = 0  # data files + current, maintained by the journal
         self._max_used_id = 0  # highest id of a file taken into use
+        #: The I/O alignment of the journal's writer: the header block is written as a whole
+        #: (header + zeros up to it), so a writer that starts at the first aligned offset of a
+        #: reused file never leaves stale bytes between the header and its first record.
+        self.align = 1
 
     # -- ids ---------------------------------------------------------------------------------
 
@@ -148,6 +152,12 @@ class SegmentManager:
         self._next_id += ID_STEP
         return fid
 
+    def _header_block(self, file_id: int) -> bytes:
+        header = fmt.encode_header(file_id, self.kind)
+        if self.align > fmt.HEADER_SIZE:
+            return header + bytes(self.align - fmt.HEADER_SIZE)
+        return header
+
     # -- creation and reuse ------------------------------------------------------------------
 
     def create(self, file_id: int | None = None, *, suffix: str = "") -> Segment:
@@ -161,7 +171,7 @@ class SegmentManager:
         try:
             handle.truncate(0)
             handle.allocate(self.file_size)
-            handle.pwrite(fmt.encode_header(file_id, self.kind), 0)
+            handle.pwrite(self._header_block(file_id), 0)
             handle.datasync()
             self.fs.rename(tmp, final)
             self.fs.fsync_dir(self.naming.directory)
@@ -197,7 +207,7 @@ class SegmentManager:
         seg.path = aside
         if seg.handle is None:
             seg.handle = self.fs.open(aside)
-        seg.handle.pwrite(fmt.encode_header(file_id, self.kind), 0)
+        seg.handle.pwrite(self._header_block(file_id), 0)
         seg.handle.datasync()
         self.fs.rename(aside, final)
         self.fs.fsync_dir(self.naming.directory)
@@ -293,6 +303,11 @@ class SegmentManager:
         with self._lock:
             while self._preparing:
                 self._ready_cond.wait(0.05)
+
+    def unused_count(self) -> int:
+        """Free files, the ready file, and one being prepared in the background."""
+        with self._lock:
+            return len(self.free) + (self._ready is not None) + self._preparing
 
     def unused(self) -> Iterator[Segment]:
         """The free files and the ready file (all hold no records)."""
