@@ -122,7 +122,11 @@ def _var(name: str, type_: Any = sa.BigInteger) -> sa.BindParameter[Any]:
 
 class JournalSQL:
     """The statements of one journal table for one database, and how to run them fast on the
-    raw DBAPI connection (base class: plain DB-API ``executemany``)."""
+    raw DBAPI connection (base class: plain DB-API ``executemany``).
+
+    Thread-safety: immutable after construction; a method runs on the connection it is given,
+    which one thread uses at a time.
+    """
 
     #: Largest body the database stores in one row (bytes).
     max_blob_size: ClassVar[int] = 2**31 - 1
@@ -142,6 +146,30 @@ class JournalSQL:
             INSERT_COLUMNS,
         )
         self.insert_order = tuple(INSERT_COLUMNS.index(n) for n in self.insert.order)
+        self._compile_deletes(table, dialect)
+        self.del_rows = Compiled(sa.delete(table).where(c.seq == _var("seq")), dialect, ("seq",))
+        self.load = Compiled(sa.select(*(c[n] for n in LOAD_COLUMNS)).order_by(c.seq), dialect, ())
+        self.max_seq = Compiled(sa.select(sa.func.max(c.seq)), dialect, ())
+        # Compaction's scan: no bodies, no order needed.
+        self.scan = Compiled(
+            sa.select(c.seq, c.id, c.recordtype, c.txid).where(c.seq <= _var("upto")),
+            dialect,
+            ("upto",),
+        )
+        size = c.variablesize + c.txdatasize
+        self.totals = Compiled(
+            sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(size), _zero())), dialect, ()
+        )
+        self.record_bytes = Compiled(
+            sa.select(sa.func.coalesce(sa.func.sum(c.variablesize), _zero())).where(
+                c.recordtype.in_(_const("rt", (*_RECORD_ROWS, *_TX_RECORD_ROWS)))
+            ),
+            dialect,
+            (),
+        )
+
+    def _compile_deletes(self, table: sa.Table, dialect: Dialect) -> None:
+        c = table.c
         self.del_records = Compiled(
             sa.delete(table).where(
                 c.id == _var("id"),
@@ -171,26 +199,6 @@ class JournalSQL:
             ),
             dialect,
             ("tx", "lo", "hi"),
-        )
-        self.del_rows = Compiled(sa.delete(table).where(c.seq == _var("seq")), dialect, ("seq",))
-        self.load = Compiled(sa.select(*(c[n] for n in LOAD_COLUMNS)).order_by(c.seq), dialect, ())
-        self.max_seq = Compiled(sa.select(sa.func.max(c.seq)), dialect, ())
-        # Compaction's scan: no bodies, no order needed.
-        self.scan = Compiled(
-            sa.select(c.seq, c.id, c.recordtype, c.txid).where(c.seq <= _var("upto")),
-            dialect,
-            ("upto",),
-        )
-        size = c.variablesize + c.txdatasize
-        self.totals = Compiled(
-            sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(size), _zero())), dialect, ()
-        )
-        self.record_bytes = Compiled(
-            sa.select(sa.func.coalesce(sa.func.sum(c.variablesize), _zero())).where(
-                c.recordtype.in_(_const("rt", (*_RECORD_ROWS, *_TX_RECORD_ROWS)))
-            ),
-            dialect,
-            (),
         )
 
     # -- rows ---------------------------------------------------------------------------------
@@ -284,7 +292,10 @@ class JournalSQL:
 
 
 class PostgreSQLJournalSQL(JournalSQL):
-    """PostgreSQL through psycopg 3: binary COPY in, named binary cursor out."""
+    """PostgreSQL through psycopg 3: binary COPY in, named binary cursor out.
+
+    Thread-safety: as :class:`JournalSQL`; a load's prefetch thread is private to that load.
+    """
 
     max_blob_size: ClassVar[int] = 2**30 - 1024 * 1024  # bytea stops at 1 GiB per value
 
@@ -395,7 +406,10 @@ class PostgreSQLJournalSQL(JournalSQL):
 
 
 class MySQLJournalSQL(JournalSQL):
-    """MySQL / MariaDB through PyMySQL: multi-row INSERT, chunked DELETEs, unbuffered reads."""
+    """MySQL / MariaDB through PyMySQL: multi-row INSERT, chunked DELETEs, unbuffered reads.
+
+    Thread-safety: as :class:`JournalSQL`.
+    """
 
     max_blob_size: ClassVar[int] = 2**32 - 1
     _CHUNKS: ClassVar[tuple[int, ...]] = (1, 4, 16, 64, 256)
@@ -472,7 +486,10 @@ _MYSQL_MAX_PACKET: Final = "SELECT @@max_allowed_packet"
 
 
 class SQLiteJournalSQL(JournalSQL):
-    """SQLite through the standard library: explicit transactions, executemany."""
+    """SQLite through the standard library: explicit transactions, executemany.
+
+    Thread-safety: as :class:`JournalSQL`.
+    """
 
     max_blob_size: ClassVar[int] = 1_000_000_000  # SQLITE_MAX_LENGTH's default
 
@@ -489,7 +506,10 @@ class SQLiteJournalSQL(JournalSQL):
 
 
 class JdbcJournalSQL(JournalSQL):
-    """Any JDBC database through JayDeBeApi: JDBC batches, fetch-size reads."""
+    """Any JDBC database through JayDeBeApi: JDBC batches, fetch-size reads.
+
+    Thread-safety: as :class:`JournalSQL`.
+    """
 
     fetch_size: ClassVar[int] = 2_000
 

@@ -89,7 +89,10 @@ def _java_errors() -> tuple[type[BaseException], ...]:
 
 
 class JdbcCursor(jaydebeapi.Cursor):  # type: ignore[misc]
-    """A JayDeBeApi cursor with typed binding and reading (see module docstring)."""
+    """A JayDeBeApi cursor with typed binding and reading (see module docstring).
+
+    Thread-safety: one thread at a time (DB-API threadsafety 1).
+    """
 
     arraysize = 1000
 
@@ -290,7 +293,10 @@ def _str_getter(rs: Any, col: int) -> Any:
 
 class JdbcConnection(jaydebeapi.Connection):  # type: ignore[misc]
     """A JayDeBeApi connection whose cursors are :class:`JdbcCursor` and whose errors are
-    DB-API errors."""
+    DB-API errors.
+
+    Thread-safety: one thread at a time (DB-API threadsafety 1).
+    """
 
     def __init__(self, jconn: Any, *, query_timeout: int) -> None:
         super().__init__(jconn, {})

@@ -65,14 +65,20 @@ _TYPES: dict[str, Any] = {
 class _JdbcBinary(sa.LargeBinary):
     """Bytes go to the cursor as they are: :class:`~store.db.jdbc_dbapi.JdbcCursor` binds them
     with ``setBytes`` (JayDeBeApi's ``Binary`` needs a connection made through its own
-    ``connect``)."""
+    ``connect``).
+
+    Thread-safety: stateless.
+    """
 
     def bind_processor(self, dialect: Any) -> None:
         return None
 
 
 class JdbcDDLCompiler(compiler.DDLCompiler):
-    """Renders identity primary keys the SQL:2003 way."""
+    """Renders identity primary keys the SQL:2003 way.
+
+    Thread-safety: one compiler per statement, as SQLAlchemy uses them.
+    """
 
     def get_column_specification(self, column: sa.Column[Any], **kwargs: Any) -> str:
         spec = super().get_column_specification(column, **kwargs)
@@ -87,13 +93,19 @@ class JdbcDDLCompiler(compiler.DDLCompiler):
 
 
 class JdbcIdentifierPreparer(compiler.IdentifierPreparer):
-    """Derby and H2 take only letters, digits and ``_`` unquoted: quote names with ``$``."""
+    """Derby and H2 take only letters, digits and ``_`` unquoted: quote names with ``$``.
+
+    Thread-safety: stateless after construction.
+    """
 
     legal_characters = re.compile(r"^[A-Z0-9_]+$", re.IGNORECASE)
 
 
 class JdbcCompiler(compiler.SQLCompiler):
-    """``LIMIT``/``OFFSET`` as ``OFFSET … ROWS FETCH NEXT … ROWS ONLY``."""
+    """``LIMIT``/``OFFSET`` as ``OFFSET … ROWS FETCH NEXT … ROWS ONLY``.
+
+    Thread-safety: one compiler per statement, as SQLAlchemy uses them.
+    """
 
     def limit_clause(self, select: Any, **kw: Any) -> str:
         text = ""
@@ -105,7 +117,10 @@ class JdbcCompiler(compiler.SQLCompiler):
 
 
 class GenericJdbcDialect(default.DefaultDialect):
-    """SQLAlchemy dialect over JayDeBeApi for a JDBC database (see module docstring)."""
+    """SQLAlchemy dialect over JayDeBeApi for a JDBC database (see module docstring).
+
+    Thread-safety: shared by an engine's connections; holds no per-call state.
+    """
 
     name = "jdbc"
     driver = "jaydebeapi"
@@ -319,14 +334,20 @@ class GenericJdbcDialect(default.DefaultDialect):
 
 
 class DerbyDialect(GenericJdbcDialect):
-    """Apache Derby (embedded or network) through JDBC."""
+    """Apache Derby (embedded or network) through JDBC.
+
+    Thread-safety: as :class:`GenericJdbcDialect`.
+    """
 
     name = "derby"
     supports_statement_cache = True
 
 
 class H2Dialect(GenericJdbcDialect):
-    """H2 through JDBC."""
+    """H2 through JDBC.
+
+    Thread-safety: as :class:`GenericJdbcDialect`.
+    """
 
     name = "h2"
     supports_statement_cache = True
@@ -336,21 +357,30 @@ class H2Dialect(GenericJdbcDialect):
 class DerbyImpl(DefaultImpl):
     """Alembic's operations for Derby. DDL is transactional in Derby, but ``ij`` has no
     ``BEGIN``: offline scripts must not contain one, and online runs already happen inside the
-    caller's transaction."""
+    caller's transaction.
+
+    Thread-safety: one per migration run.
+    """
 
     __dialect__ = "derby"
     transactional_ddl = False
 
 
 class H2Impl(DefaultImpl):
-    """Alembic's operations for H2."""
+    """Alembic's operations for H2.
+
+    Thread-safety: one per migration run.
+    """
 
     __dialect__ = "h2"
     transactional_ddl = True
 
 
 class GenericJdbcImpl(DefaultImpl):
-    """Alembic's operations for any other JDBC database."""
+    """Alembic's operations for any other JDBC database.
+
+    Thread-safety: one per migration run.
+    """
 
     __dialect__ = "jdbc"
     transactional_ddl = True

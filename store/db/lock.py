@@ -67,7 +67,10 @@ def _whoami() -> str:
 
 
 class StoreLock:
-    """A held store lock; :meth:`release` gives it back. ``holder`` describes this holder."""
+    """A held store lock; :meth:`release` gives it back. ``holder`` describes this holder.
+
+    Thread-safety: :meth:`release` is idempotent and may be called from any thread.
+    """
 
     def __init__(
         self,

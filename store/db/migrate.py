@@ -79,7 +79,10 @@ _ATTR_DIALECT = "store_dialect"
 
 @dataclass(frozen=True, slots=True)
 class SchemaStatus:
-    """Where a store's schema stands: ``current`` (None when there is none) and ``head``."""
+    """Where a store's schema stands: ``current`` (None when there is none) and ``head``.
+
+    Thread-safety: immutable.
+    """
 
     current: str | None
     head: str

@@ -60,7 +60,10 @@ _TX_KINDS: Final = frozenset(
 
 
 class CleanupSink(Protocol):
-    """Where delete work goes: the pending batch's lists (see module docstring)."""
+    """Where delete work goes: the pending batch's lists (see module docstring).
+
+    Thread-safety: used under the journal's lock.
+    """
 
     records: list[tuple[int, int]]
     tx_records: list[tuple[int, int, int, int]]
@@ -69,7 +72,10 @@ class CleanupSink(Protocol):
 
 
 class TxHolder:
-    """One transaction instance: open (``ops`` collected) or committed (``alive`` ids left)."""
+    """One transaction instance: open (``ops`` collected) or committed (``alive`` ids left).
+
+    Thread-safety: none; used under the journal's lock.
+    """
 
     __slots__ = ("alive", "commit_seq", "first_seq", "ops", "prepared", "rows", "tx_id")
 
@@ -89,7 +95,10 @@ class TxHolder:
 
 class _Owners:
     """A live id with entries from transactions: its non-tx row count and, per committed
-    transaction, how many of that transaction's rows hold it."""
+    transaction, how many of that transaction's rows hold it.
+
+    Thread-safety: none; used under the journal's lock.
+    """
 
     __slots__ = ("holders", "nontx")
 
@@ -99,7 +108,10 @@ class _Owners:
 
 
 class RowIndex:
-    """The row bookkeeping of one journal table (see module docstring)."""
+    """The row bookkeeping of one journal table (see module docstring).
+
+    Thread-safety: none; the journal calls it under its lock.
+    """
 
     __slots__ = ("committed", "entries", "live", "open_txs", "rows")
 

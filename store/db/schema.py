@@ -123,6 +123,8 @@ class TableNames:
     ``max_length`` is the identifier limit of the target database. Two stores in one database
     differ by these names; everything derived (indexes, the alembic version table, page tables)
     is derived from them.
+
+    Thread-safety: immutable.
     """
 
     bindings: str = "bindings"

@@ -89,7 +89,10 @@ _IDENTITY_PROPERTIES: Final = frozenset({"url", "username", "user", "password", 
 @dataclass(frozen=True, slots=True)
 class JdbcTarget:
     """What a JDBC connection needs: the URL as the driver wants it, the driver class, the jars
-    and the connection properties (credentials included; never logged)."""
+    and the connection properties (credentials included; never logged).
+
+    Thread-safety: immutable.
+    """
 
     url: str
     driver_class: str
@@ -106,6 +109,8 @@ class DatabaseTarget:
     ``connect_args`` extra driver arguments, ``jdbc`` set for JDBC URLs, ``sqlite_path`` the
     database file of a file SQLite store (None in memory), ``display`` the URL with credentials
     hidden, for logs and errors.
+
+    Thread-safety: immutable.
     """
 
     dialect: str

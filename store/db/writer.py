@@ -51,7 +51,11 @@ Fence = Callable[[Any], None]
 
 
 class Batch:
-    """The appends committed together: encoded rows and the delete work they caused."""
+    """The appends committed together: encoded rows and the delete work they caused.
+
+    Thread-safety: filled under the writer's lock; after the writer takes it, only the writer
+    touches it until ``done`` is released.
+    """
 
     __slots__ = (
         "done",
@@ -111,45 +115,23 @@ def commit_batch(
     StoreUnavailableError naming ``table`` and the step that failed (never parameters),
     after rolling back; or what ``fence`` raises.
     """
-    step = "begin"
+    step = ["begin"]  # what is running, for the error message
     try:
         if fence is None and not (
             batch.records or batch.tx_records or batch.transactions or batch.rows
         ):
             # Inserts only and nothing to check: one self-committing statement where the
             # database has one (it is still all or nothing).
-            cursor = conn.cursor()
-            try:
-                step = "insert rows"
-                if sql.insert_committed(cursor, batch.inserts, sent):
-                    return
-            finally:
-                cursor.close()
-            step = "begin"
+            step[0] = "insert rows"
+            if _with_cursor(conn, lambda c: sql.insert_committed(c, batch.inserts, sent)):
+                return
+            step[0] = "begin"
         sql.begin(conn)
-        cursor = conn.cursor()
-        try:
-            if batch.inserts:
-                step = "insert rows"
-                sql.insert_rows(cursor, batch.inserts)
-            if batch.records:
-                step = "delete records"
-                sql.delete_records(cursor, batch.records)
-            if batch.tx_records:
-                step = "delete transaction records"
-                sql.delete_tx_records(cursor, batch.tx_records)
-            if batch.transactions:
-                step = "delete transactions"
-                sql.delete_transactions(cursor, batch.transactions)
-            if batch.rows:
-                step = "delete rows"
-                sql.delete_rows(cursor, batch.rows)
-        finally:
-            cursor.close()
+        _with_cursor(conn, lambda c: _statements(c, sql, batch, step))
         if fence is not None:
-            step = "fence"
+            step[0] = "fence"
             fence(conn)
-        step = "commit"
+        step[0] = "commit"
         if sent is not None:
             sent()
         sql.commit(conn)
@@ -159,11 +141,38 @@ def commit_batch(
     except Exception as exc:
         _rollback_quietly(sql, conn)
         raise StoreUnavailableError(
-            f"database write to table {table} failed at {step!r}: {type(exc).__name__}: "
+            f"database write to table {table} failed at {step[0]!r}: {type(exc).__name__}: "
             f"{_first_line(exc)}",
             hint="the journal refuses writes until the store is reopened; "
             "everything acknowledged before is in the database",
         ) from exc
+
+
+def _with_cursor(conn: Any, work: Callable[[Any], Any]) -> Any:
+    cursor = conn.cursor()
+    try:
+        return work(cursor)
+    finally:
+        cursor.close()
+
+
+def _statements(cursor: Any, sql: JournalSQL, batch: Batch, step: list[str]) -> None:
+    """The batch's statements in their fixed order; ``step[0]`` names the running one."""
+    if batch.inserts:
+        step[0] = "insert rows"
+        sql.insert_rows(cursor, batch.inserts)
+    if batch.records:
+        step[0] = "delete records"
+        sql.delete_records(cursor, batch.records)
+    if batch.tx_records:
+        step[0] = "delete transaction records"
+        sql.delete_tx_records(cursor, batch.tx_records)
+    if batch.transactions:
+        step[0] = "delete transactions"
+        sql.delete_transactions(cursor, batch.transactions)
+    if batch.rows:
+        step[0] = "delete rows"
+        sql.delete_rows(cursor, batch.rows)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -350,7 +359,10 @@ class GroupCommitWriter:
 
 class _Deferred:
     """Completes a committed batch once: when the next batch is on the wire, or at the latest
-    when that next batch is done (successfully or not: this one was committed either way)."""
+    when that next batch is done (successfully or not: this one was committed either way).
+
+    Thread-safety: the writer thread only.
+    """
 
     __slots__ = ("batch", "future")
 
