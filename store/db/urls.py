@@ -270,8 +270,6 @@ def _sqlite(url: str) -> tuple[URL, str | None]:
 
 
 def _jdbc(config: DatabaseStoreConfig, url: str, dialect: str) -> DatabaseTarget:
-    from sqlalchemy.engine import URL as _URL
-
     user, password = _credentials(config)
     props: dict[str, str] = {}
     for name, value in config.data_source_properties.items():
@@ -290,7 +288,7 @@ def _jdbc(config: DatabaseStoreConfig, url: str, dialect: str) -> DatabaseTarget
     name = dialect if dialect in ("derby", "h2") else "jdbc"
     return DatabaseTarget(
         dialect=dialect,
-        url=_URL.create(f"{name}+jaydebeapi"),
+        url=URL.create(f"{name}+jaydebeapi"),
         connect_args={},
         display=redact_url(url),
         jdbc=JdbcTarget(url=url, driver_class=driver, classpath=classpath, properties=props),
@@ -307,6 +305,11 @@ def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
     dialect = db_dialect_of(url)
     user, password = _credentials(config)
     low = url.lower()
+    if not low.startswith("jdbc:") or dialect in ("postgresql", "mysql", "sqlite"):
+        # Native drivers take no DataSource bean properties: only the pool settings apply.
+        for name in config.data_source_properties:
+            if name not in _POOL_PROPERTIES and name not in _IDENTITY_PROPERTIES:
+                _log.warning("data-source property %r has no meaning for the Python driver", name)
     try:
         if low.startswith("jdbc:postgresql:"):
             sa_url, args = _postgresql(url, user, password)

@@ -222,3 +222,17 @@ def test_pool_property_of_the_wrong_kind_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as err:
         pool_options({"maxTotal": "lots"})
     assert err.value.key == "data-source-properties.maxTotal"
+
+
+def test_bean_properties_without_meaning_for_a_python_driver_are_named_in_a_warning(
+    caplog,
+) -> None:
+    """A DataSource bean property (e.g. `cachePrepStmts`) is ignored for psycopg / PyMySQL /
+    sqlite3 with a warning naming it; pool settings are silent."""
+    with caplog.at_level(logging.WARNING, logger="store.db.urls"):
+        _target(
+            "jdbc:postgresql://h/db",
+            **{"data-source-properties": {"cachePrepStmts": True, "maxTotal": 4}},
+        )
+    assert "cachePrepStmts" in caplog.text
+    assert "maxTotal" not in caplog.text
