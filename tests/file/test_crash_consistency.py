@@ -228,6 +228,54 @@ def test_appends_after_a_recovered_torn_tail_load_again() -> None:
         again.close()
 
 
+def test_appends_after_a_torn_tail_just_before_a_padding_boundary_load_again() -> None:
+    """The last good record ends 3 bytes before a 512-byte boundary; the crash loses the
+    (unsynced) record after it but keeps a later one. Recovery must resume writing right after
+    the last good record: what is appended and synced then must load after a clean close.
+
+    Fails while scan() reports the end of data at the padding boundary it jumped to over the
+    lost record's zeros: the writer resumes at 512, leaving a 3-byte gap that the padding rule
+    cannot skip (it reads a 4-byte length, which then includes the new record's first byte),
+    so the next load ends the data at 509 and silently drops the synced record as a torn tail
+    (or raises ChecksumError once a later file exists)."""
+    fs = _fresh()
+    journal = _journal(fs, file_size=65536)
+    journal.load()
+    writes: list[Call] = []
+    journal.append_add(0, 1, b"\x01" * 417, sync=True)  # 32 + 60 + 417: ends at 509
+    fs.watch(
+        lambda c: (
+            writes.append(c)
+            if c.kind == "pwrite" and c.phase == "after" and c.length == fmt.OVERHEAD + 100
+            else None
+        )
+    )
+    journal.append_add(1, 1, b"x" * 100)  # at 509, written at once, not synced
+    journal.append_add(2, 1, b"y" * 100)  # at 669
+    snap = fs.snapshot()
+    journal.close()
+    lost, kept = writes[0], writes[1]
+    assert (lost.offset, kept.offset) == (509, 669)
+    path = lost.path.removesuffix(".tmp")  # handles keep the name they were opened under
+    live = fs.read_file(path)
+    image = _image_where(
+        snap,
+        lambda img: (
+            img.read_file(path)[509:669] == bytes(160)
+            and img.read_file(path)[669:829] == live[669:829]
+        ),
+    )
+    recovered = _journal(image, file_size=65536)
+    assert [r.id for r in recovered.load().records] == [0]
+    recovered.append_add(3, 1, b"after recovery", sync=True)
+    recovered.close()
+    again = _journal(image, file_size=65536)
+    try:
+        assert [r.id for r in again.load().records] == [0, 3]
+    finally:
+        again.close()
+
+
 def _image_where(snap: Snapshot, wanted: Callable[[FaultFileSystem], bool]) -> FaultFileSystem:
     """Returns the first "random" crash image of ``snap`` (seeds 0, 1, …) ``wanted`` accepts."""
     for seed in range(2000):
@@ -238,8 +286,9 @@ def _image_where(snap: Snapshot, wanted: Callable[[FaultFileSystem], bool]) -> F
 
 
 def test_a_torn_header_rewrite_of_a_reused_file_is_not_corruption() -> None:
-    """Reusing a file rewrites its header in place. A crash that tears that (unsynced) header
-    write must not make the journal unloadable: the file held only dead records.
+    """Reusing a file rewrites its header. A crash that tears that (unsynced) header write, or
+    the header write of a new file, must not make the journal unloadable: a reused file held
+    only dead records, a new one none.
 
     Fails while SegmentManager.stamp writes the new header over the old one under the file's
     final name: a torn header fails its checksum and the load raises CorruptionError."""
@@ -258,29 +307,26 @@ def test_a_torn_header_rewrite_of_a_reused_file_is_not_corruption() -> None:
         ledger.acked = model.op_count
 
     snaps: list[Snapshot] = []
+    reused: list[str] = []
 
-    def at_header_rewrite(call: Call) -> None:
-        if (
-            call.kind == "pwrite"
-            and call.phase == "after"
-            and call.offset == 0
-            and call.length == fmt.HEADER_SIZE
-            # not the first header of a file being made (a .tmp name that exists); handles
-            # keep the name they were opened under, so a reused file may write as ".jrn.tmp"
-            and not (call.path.endswith(".tmp") and fs.exists(call.path))
-        ):
-            snaps.append(fs.snapshot(f"header rewrite of {os.path.basename(call.path)}"))
+    def at_header_write(call: Call) -> None:
+        if call.phase != "after":
+            return
+        if call.kind == "pwrite" and call.offset == 0 and 32 <= call.length <= 4096:
+            # a header (possibly padded to the I/O alignment): of a new file or a reused one
+            snaps.append(fs.snapshot(f"header write of {os.path.basename(call.path)}"))
+        elif call.kind == "rename" and call.path.endswith(".jrn"):
+            reused.append(call.path)  # a journal file renamed away: reclaimed for reuse
 
-    fs.watch(at_header_rewrite)
+    fs.watch(at_header_write)
     for i in range(200):  # files of 8 KiB fill, their records die, they are reclaimed and reused
         data = bytes(200)
         synced("add", i, 1, data)
         if i >= 5:  # only the first file keeps live records
             synced("delete", i)
     journal.close()
-    assert snaps, "no file was reused"
-    for seed in range(10):
-        snap = snaps[seed % len(snaps)]
+    assert reused, "no file was reused"
+    for seed, snap in enumerate(snaps):
         image = snap.crash(random.Random(seed), "tear-last")
         reopened = _journal(image, pool_files=-1)
         try:
