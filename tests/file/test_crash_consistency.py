@@ -16,13 +16,14 @@ crash state; ``STORE_CRASH_REPLAY=<pickle>`` adds a test that checks exactly tha
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -61,12 +62,28 @@ def _seeds() -> tuple[int, ...]:
     return tuple(int(s) for s in raw.split(",") if s.strip()) or CI_SEEDS
 
 
+_checked: dict[int, int] = {}  # seed -> crash states checked, for the module summary
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _crash_state_summary(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if _checked:
+        capman = request.config.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else contextlib.nullcontext():
+            print(
+                f"\n[crash] {sum(_checked.values())} crash states checked in total, "
+                f"seeds {sorted(_checked)}"
+            )
+
+
 @pytest.mark.parametrize("seed", _seeds())
 def test_every_crash_state_keeps_what_was_acknowledged_and_recovers(
     seed: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     record = record_run(RunSpec.from_seed(seed))
     stats = check_run(record, tmp_path / "crash-states", budget=STATES_PER_SEED)
+    _checked[seed] = stats.states
     with capsys.disabled():
         print(
             f"\n[crash] seed {seed}: {stats.states} crash states checked "
