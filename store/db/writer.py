@@ -21,7 +21,11 @@ because a commit that failed may still have been applied.
 
 Waiting is cheap because it happens in bulk: every waiter of a batch blocks on the batch's one
 lock, which the writer releases once; each waiter releases it for the next (a chain of
-hand-overs instead of a condition variable with one lock per waiter).
+hand-overs instead of a condition variable with one lock per waiter). When the next batch is
+ready as a commit returns, the writer sends that batch first and releases the committed one's
+waiters while the database syncs: woken threads then run while the writer waits on the
+network, instead of competing with it for the GIL between its statements. (Measured on
+PostgreSQL with 64 threads: ~10% more appends per second; see bench/RESULTS.md.)
 
 Thread-safety: :class:`GroupCommitWriter` is shared by all appending threads; its ``lock``
 guards the pending batch and is also the journal's lock (the journal updates its row index
