@@ -55,6 +55,7 @@ __all__ = [
     "DIALECTS",
     "MIGRATIONS",
     "SchemaStatus",
+    "alembic_config",
     "check",
     "current",
     "drop_schema",
@@ -131,6 +132,19 @@ def _config_for(names: TableNames, **attributes: Any) -> Config:
     cfg.attributes[_ATTR_NAMES] = names
     cfg.attributes.update(attributes)
     return cfg
+
+
+def alembic_config(config: StoreConfig | DatabaseStoreConfig, *, connection: Any = None) -> Config:
+    """An alembic ``Config`` for the configured store, for any ``alembic.command`` (history,
+    downgrade, check …) run on ``connection`` (a SQLAlchemy connection to the store's
+    database; None for offline commands).
+
+    Returns the Config. Raises ConfigError for a configuration without a database store,
+    SchemaError when the migrations folder is missing.
+    """
+    names = TableNames.from_config(_database(config))
+    extra = {} if connection is None else {_ATTR_CONNECTION: connection}
+    return _config_for(names, **extra)
 
 
 def _engine(db: DatabaseStoreConfig) -> Engine:

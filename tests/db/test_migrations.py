@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 
 from store import StoreConfig
 from store.cli.main import main
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.migrate import (
     DIALECTS,
+    alembic_config,
     check,
     current,
     drop_schema,
@@ -41,6 +43,12 @@ def test_upgrade_from_empty_creates_every_table_and_checks_clean(db_name, tmp_pa
         status = upgrade(config)
         assert status.current == status.head == head_revision()
         assert check(config) == []
+        engine = create_store_engine(config.database_store)[0]
+        try:  # the real `alembic check`, through migrations/env.py
+            with engine.connect() as conn:
+                command.check(alembic_config(config, connection=conn))
+        finally:
+            dispose_store_engine(engine)
         names = TableNames.from_config(config.database_store)
         engine = create_store_engine(config.database_store)[0]
         try:
