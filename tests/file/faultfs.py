@@ -49,6 +49,10 @@ count there).
 
 Thread-safety: every method may be called from any thread; one re-entrant lock serialises all
 calls, and hooks run under it (so a snapshot taken from a hook is consistent).
+
+Why one module of ~800 lines (CONVENTIONS 13): the crash model (:class:`Snapshot`, the fates of
+unsynced operations) and the file system that records what it needs are two halves of one
+durability contract that must change together; a third of the module is docstrings.
 """
 
 from __future__ import annotations
