@@ -73,7 +73,15 @@ INSERT_COLUMNS: Final = (
 #: Columns a load reads, in this order.
 LOAD_COLUMNS: Final = ("id", "recordtype", "txid", "userrecordtype", "record", "txdata", "seq")
 
+# Statement texts SQLAlchemy has no construct for; every one of them lives here.
 _BEGIN: Final = "BEGIN"
+#: SQLite: write-ahead log, and a commit is durable when it returns.
+SQLITE_FILE_PRAGMAS: Final = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL")
+SQLITE_MEMORY_PRAGMAS: Final = ("PRAGMA synchronous=FULL",)
+SQLITE_BEGIN: Final = "BEGIN"
+_SQLITE_BEGIN_WRITE: Final = "BEGIN IMMEDIATE"
+#: MySQL: an idle session lives a year (the store lock's connection must not be dropped).
+MYSQL_LONG_SESSION: Final = "SET SESSION wait_timeout = 31536000"
 _COMMIT: Final = "COMMIT"
 _ROLLBACK: Final = "ROLLBACK"
 
@@ -496,7 +504,7 @@ class SQLiteJournalSQL(JournalSQL):
     def begin(self, conn: Any) -> None:
         # The engine runs sqlite3 in autocommit mode (isolation_level=None), so that this
         # BEGIN is the only one: IMMEDIATE takes the write lock now rather than mid-batch.
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(_SQLITE_BEGIN_WRITE)
 
     def max_record_size(self, conn: Any) -> int:
         import sqlite3

@@ -39,6 +39,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
 from store.config import DatabaseStoreConfig
+from store.db.dialects import SQLITE_BEGIN, SQLITE_FILE_PRAGMAS, SQLITE_MEMORY_PRAGMAS
 from store.db.urls import DatabaseTarget, pool_options, resolve_target
 
 __all__ = ["create_store_engine", "dispose_store_engine"]
@@ -107,14 +108,14 @@ def _sqlite_engine(target: DatabaseTarget, timeout_ms: int, pool: dict[str, Any]
     def _on_connect(dbapi_connection: Any, record: Any) -> None:
         dbapi_connection.isolation_level = None  # explicit BEGIN only (see module docstring)
         cursor = dbapi_connection.cursor()
-        if target.sqlite_path is not None:
-            cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
+        pragmas = SQLITE_MEMORY_PRAGMAS if target.sqlite_path is None else SQLITE_FILE_PRAGMAS
+        for pragma in pragmas:
+            cursor.execute(pragma)
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN")
+        connection.exec_driver_sql(SQLITE_BEGIN)
 
     return engine
 

@@ -42,6 +42,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from store.db.dialects import MYSQL_LONG_SESSION
 from store.db.schema import TableNames
 from store.db.urls import DatabaseTarget
 from store.errors import StoreLockedError, StoreUnavailableError
@@ -231,7 +232,7 @@ def _mysql(engine: Engine, identity: str, names: TableNames) -> StoreLock:
     conn = _connect(engine)
     try:
         # An idle connection is closed by the server after wait_timeout, losing the lock.
-        conn.execute(sa.text("SET SESSION wait_timeout = 31536000"))
+        conn.exec_driver_sql(MYSQL_LONG_SESSION)
         if conn.execute(sa.select(sa.func.get_lock(lock_name, 0))).scalar() == 1:
             return StoreLock(
                 identity, connection=conn, release_sql=sa.select(sa.func.release_lock(lock_name))
