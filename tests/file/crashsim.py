@@ -361,6 +361,37 @@ class RunRecord:
     files: int = 0  # journal files created or reused (header writes)
 
 
+class _CrashPoints:
+    """The watch hook of a recorded run: snapshots at crash points, counts header writes.
+
+    Thread-safety: called under the fault file system's lock only."""
+
+    def __init__(self, fs: FaultFileSystem, spec: RunSpec) -> None:
+        self.fs = fs
+        self.rate = spec.write_crash_rate
+        self.sched = random.Random(spec.seed ^ 0x5EED)
+        self.snapshots: list[Snapshot] = []
+        self.headers = 0
+        self._seen: set[tuple[int, int, Any]] = set()
+
+    def __call__(self, call: Call) -> None:
+        if call.kind == "pwrite" and call.phase == "after" and call.offset == 0:
+            self.headers += 32 <= call.length <= 4096  # a header, maybe padded to the alignment
+        if call.kind in ("datasync", "fsync_dir", "rename", "remove"):
+            take = True
+        else:
+            take = (
+                call.kind == "pwrite" and call.phase == "after" and self.sched.random() < self.rate
+            )
+        if take:
+            name = os.path.basename(call.path)
+            snap = self.fs.snapshot(f"{call.phase} {call.kind} (call {call.index}) {name}")
+            key = (snap.seq, snap.unsynced, snap.context)
+            if key not in self._seen:  # otherwise nothing changed since an earlier snapshot
+                self._seen.add(key)
+                self.snapshots.append(snap)
+
+
 def record_run(spec: RunSpec) -> RunRecord:
     """Runs the workload of ``spec`` on a fresh fault file system, snapshotting crash points.
 
@@ -369,30 +400,11 @@ def record_run(spec: RunSpec) -> RunRecord:
     ledger = Ledger()
     fs = FaultFileSystem(context=ledger.read)
     fs.makedirs(DIRECTORY)
-    sched = random.Random(spec.seed ^ 0x5EED)
-    snapshots: list[Snapshot] = []
-    seen: set[tuple[int, int, tuple[int, int]]] = set()
-
-    def hook(call: Call) -> None:
-        if call.kind in ("datasync", "fsync_dir", "rename", "remove"):
-            take = True
-        elif call.kind == "pwrite":
-            take = call.phase == "after" and sched.random() < spec.write_crash_rate
-        else:
-            take = False
-        if take:
-            snap = fs.snapshot(
-                f"{call.phase} {call.kind} (call {call.index}) {os.path.basename(call.path)}"
-            )
-            key = (snap.seq, snap.unsynced, snap.context)
-            if key not in seen:  # nothing changed since the previous snapshot
-                seen.add(key)
-                snapshots.append(snap)
-
+    points = _CrashPoints(fs, spec)
     model = JournalModel()
     journal = open_journal(spec, fs)
     journal.load()
-    fs.watch(hook)
+    fs.watch(points)
     lock = threading.Lock()
     workloads = [
         Workload(
@@ -405,19 +417,6 @@ def record_run(spec: RunSpec) -> RunRecord:
         )
         for t in range(spec.threads)
     ]
-    headers = 0
-
-    def count_headers(call: Call) -> None:
-        nonlocal headers
-        if (
-            call.kind == "pwrite"
-            and call.phase == "after"
-            and call.offset == 0
-            and 32 <= call.length <= 4096  # a header, maybe padded to the I/O alignment
-        ):
-            headers += 1
-
-    fs.watch(count_headers)
     try:
         run_threads(workloads, spec.steps)
     finally:
@@ -425,10 +424,10 @@ def record_run(spec: RunSpec) -> RunRecord:
     return RunRecord(
         spec,
         list(model.ops),
-        snapshots,
+        points.snapshots,
         time.perf_counter() - started,
         compactions=journal.compactions,
-        files=headers,
+        files=points.headers,
     )
 
 
