@@ -77,6 +77,9 @@ def scan(data: bytes, file_id: int, cursor: Cursor, start: int = fmt.DATA_START)
     pos = start
     last_lsn = 0
     count = 0
+    # Where zeros began before a jump to a PAD_UNIT boundary: if no record in sequence starts
+    # at the boundary, those zeros were not padding and the data ends where they began.
+    padded_from = -1
     # Everything from here on is zeros: lets the padding rule stop without a regex scan.
     data_end = len(data.rstrip(b"\x00")) if data[-1:] == b"\x00" else size
     try:
@@ -92,8 +95,9 @@ def scan(data: bytes, file_id: int, cursor: Cursor, start: int = fmt.DATA_START)
                 if m is None:
                     break
                 boundary = m.start() - m.start() % pad_unit
-                if boundary < pos or boundary == pos:
+                if boundary <= pos or padded_from >= 0:
                     break
+                padded_from = pos
                 pos = boundary
                 continue
             if (
@@ -115,7 +119,10 @@ def scan(data: bytes, file_id: int, cursor: Cursor, start: int = fmt.DATA_START)
             last_lsn = lsn
             count += 1
             pos = end
+            padded_from = -1
     finally:
+        if padded_from >= 0:
+            pos = padded_from
         cursor.end = pos
         cursor.last_lsn = last_lsn
         cursor.count = count

@@ -174,6 +174,7 @@ class SegmentManager:
             handle.pwrite(self._header_block(file_id), 0)
             handle.datasync()
             self.fs.rename(tmp, final)
+            handle.path = final
             self.fs.fsync_dir(self.naming.directory)
         except BaseException:
             handle.close()
@@ -205,6 +206,8 @@ class SegmentManager:
         self.fs.rename(seg.path, aside)
         self.fs.fsync_dir(self.naming.directory)
         seg.path = aside
+        if seg.handle is not None:
+            seg.handle.path = aside
         if seg.handle is None:
             seg.handle = self.fs.open(aside)
         seg.handle.pwrite(self._header_block(file_id), 0)
@@ -212,6 +215,7 @@ class SegmentManager:
         self.fs.rename(aside, final)
         self.fs.fsync_dir(self.naming.directory)
         seg.path = final
+        seg.handle.path = final
         seg.file_id = file_id
         seg.reset_counts()
         seg.synced = False
