@@ -270,6 +270,7 @@ def compact(journal: FileJournal) -> bool:
         with w.lock:
             old = list(journal.data_files)
             current = w.current
+            live = journal.index.records  # stable: appenders are paused
         if not old:
             return False
         # Files waiting for their retention copy must be copied before they disappear.
@@ -282,6 +283,11 @@ def compact(journal: FileJournal) -> bool:
         # file) so the current file's sequence goes on untouched; SYNCED marks them durable.
         out = _Output(journal, max(f.file_id for f in old) + 1, 0)
         for info in result.records:
+            if info.id not in live:
+                # Deleted since, by a record in the current file (not compacted): its entries
+                # are dead. Open transactions' records are copied whatever happened since,
+                # because their commit may sit in the current file.
+                continue
             rtype = RecordType.UPDATE if info.is_update else RecordType.ADD
             out.write(rtype, id=info.id, urt=info.user_record_type, body=info.data)
         for tx_id, ops in open_txs.items():

@@ -238,7 +238,9 @@ class GroupCommitWriter:
             with self.lock:
                 chunks = self._take_batch_locked()
                 upto = self.lsn
-                want_sync = self._sync_req > self.durable_lsn
+                # A pending future is itself a request: it may have been created while an
+                # earlier round already covered every record, and must not be stranded.
+                want_sync = self._sync_req > self.durable_lsn or self._future is not None
                 fut = None
                 if want_sync:  # only a syncing round may complete the pending future
                     fut = self._future
