@@ -95,7 +95,7 @@ def register(subparsers: Any) -> None:
     nothing."""
     p = subparsers.add_parser(
         "perf",
-        help="the main job: a messaging workload on the configured store",
+        help="the main job: a journal workload on the configured store, verified after reopening",
         description=(
             "Run concurrent writers (adds, updates, deletes, transactions committed, rolled "
             "back or prepared) on a store, print throughput and latency, then reopen the store "
