@@ -574,8 +574,9 @@ class FileJournal(Journal):
         w = self.writer
         if w is not None:
             self._maint_wake.set()
-            with self._maint_lock:
-                pass  # wait for a running maintenance pass
+            # Wait for a running maintenance pass to end; the thread then sees _closed and exits.
+            self._maint_lock.acquire()
+            self._maint_lock.release()
             if self._maint_thread is not None:
                 self._maint_thread.join(timeout=30)
             try:

@@ -16,6 +16,7 @@ Thread-safety: acquire/release from one thread.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -57,11 +58,10 @@ class DirectoryLock:
             raise StoreIOError(f"cannot lock {self.path}: {exc}", path=self.path) from exc
         since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         info = f"pid={os.getpid()} host={socket.gethostname()} since={since}\n"
-        try:
+        # The holder line is informational only: failing to write it must not fail the lock.
+        with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
             os.pwrite(fd, info.encode(), 0)
-        except OSError:
-            pass  # the holder line is informational only
         self._fd = fd
 
     def release(self) -> None:
