@@ -66,8 +66,9 @@ ensure_install() {
 
 store_imports_here() {
     local where
-    where=$("$VENV/bin/python" -c 'import store, os; print(os.path.dirname(store.__path__[0]))' \
-        2>/dev/null) || return 1
+    # From / so that the checkout's own folder on sys.path cannot stand in for the install.
+    where=$(cd / && "$VENV/bin/python" -c \
+        'import store, os; print(os.path.dirname(store.__path__[0]))' 2>/dev/null) || return 1
     [ "$where" = "$ROOT" ]
 }
 
