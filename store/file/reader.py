@@ -215,15 +215,30 @@ def replay_file(
     in_file: dict[int, int] = {}  # tx id -> its records seen in this file
     r_add, r_update, r_delete = replayer.add, replayer.update, replayer.delete
     r_add_tx, r_update_tx, r_delete_tx = replayer.add_tx, replayer.update_tx, replayer.delete_tx
+    # Adds and updates are most of any load: LiveIndex.add is written out here (same rules),
+    # with this file's positive count and live bytes summed locally and added once at the end.
+    live: dict[int, tuple[Segment | int, ...] | list[Segment | int]] = (
+        index.records if index is not None else {}
+    )
+    pos = 0
+    live_bytes = 0
     for _off, length, rtype, urt, _cc, _lsn, rid, tx_id, tx_count, body in records:
-        if rtype == _ADD:
-            r_add(rid, urt, body)
+        if rtype == _ADD or rtype == _UPDATE:
+            if rtype == _ADD:
+                r_add(rid, urt, body)
+            else:
+                r_update(rid, urt, body)
             if index is not None:
-                index.add(rid, seg, length)
-        elif rtype == _UPDATE:
-            r_update(rid, urt, body)
-            if index is not None:
-                index.add(rid, seg, length)
+                pos += 1
+                live_bytes += length
+                where = live.get(rid)
+                if where is None:
+                    live[rid] = (seg, length)
+                elif type(where) is tuple:
+                    live[rid] = [*where, seg, length]
+                else:
+                    where.append(seg)  # type: ignore[union-attr]
+                    where.append(length)  # type: ignore[union-attr]
         elif rtype == _DELETE:
             r_delete(rid)
             if index is not None:
@@ -268,3 +283,5 @@ def replay_file(
             if index is not None:
                 index.rollback(tx_id, seg)
         # EVENT records are kept for retention only; a load never returns them.
+    seg.pos += pos
+    seg.live_bytes += live_bytes
