@@ -43,6 +43,7 @@ __all__ = [
     "print_machine",
     "print_results",
     "rate_for",
+    "reference_main",
     "results_markdown",
     "run_threads",
     "scratch_dir",
@@ -298,6 +299,34 @@ def write_markdown(path: Path, info: dict[str, str], tables: Sequence[tuple[str,
     parts += [f"{title}\n\n{table}" for title, table in tables]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts), encoding="utf-8")
+
+
+def reference_main(
+    doc: str,
+    title: str,
+    key: str,
+    measure: Callable[[Path, float, int, int], dict[str, Result]],
+    *,
+    size: int,
+    size_help: str,
+) -> None:
+    """The command line of a reference module: parse, measure, print, write JSON / Markdown.
+
+    ``measure(dir, seconds, repeat, size)`` returns the module's figures. Returns nothing.
+    """
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    add_common_arguments(parser)
+    parser.add_argument("--size", type=int, default=size, help=size_help)
+    args = parser.parse_args()
+    configure(args)
+    info = machine_info(args.dir)
+    print_machine(info)
+    results = list(measure(args.dir, args.seconds, args.repeat, args.size).values())
+    print_results(title, results)
+    if args.json:
+        write_json(args.json, info, {key: results})
+    if args.markdown:
+        write_markdown(args.markdown, info, [(title, results_markdown(results))])
 
 
 def write_json(path: Path, info: dict[str, str], sections: dict[str, Any]) -> None:

@@ -23,7 +23,6 @@ else runs on the calling thread.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import threading
@@ -33,18 +32,11 @@ from pathlib import Path
 
 from bench.common import (
     Result,
-    add_common_arguments,
-    configure,
-    machine_info,
     median_rate,
-    print_machine,
-    print_results,
     rate_for,
-    results_markdown,
+    reference_main,
     run_threads,
     scratch_dir,
-    write_json,
-    write_markdown,
 )
 
 __all__ = [
@@ -307,20 +299,14 @@ def measure(base: Path, seconds: float, repeat: int, size: int = DURABLE_SIZE) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_arguments(parser)
-    parser.add_argument("--size", type=int, default=DURABLE_SIZE, help="durable record size")
-    args = parser.parse_args()
-    configure(args)
-    info = machine_info(args.dir)
-    print_machine(info)
-    results = measure(args.dir, args.seconds, args.repeat, args.size)
-    print_results("Reference: raw disk from Python", list(results.values()))
-    if args.json:
-        write_json(args.json, info, {"ref_disk": results})
-    if args.markdown:
-        table = results_markdown(list(results.values()))
-        write_markdown(args.markdown, info, [("Reference: raw disk from Python", table)])
+    reference_main(
+        __doc__,
+        "Reference: raw disk from Python",
+        "ref_disk",
+        measure,
+        size=DURABLE_SIZE,
+        size_help="durable record size",
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ with ``multithreading=True``.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import threading
 from pathlib import Path
@@ -28,24 +27,17 @@ import persistqueue
 
 from bench.common import (
     Result,
-    add_common_arguments,
-    configure,
-    machine_info,
     median_rate,
-    print_machine,
-    print_results,
-    results_markdown,
+    reference_main,
     run_threads,
     scratch_dir,
-    write_json,
-    write_markdown,
 )
+from bench.ref_sqlite import SYNCHRONOUS_NAMES
 
 __all__ = ["measure", "open_queue", "puts_from_threads"]
 
 ITEM_SIZE = 100
 THREADS = 64
-_SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 _FULL = 2
 
 
@@ -64,7 +56,7 @@ def open_queue(path: Path) -> tuple[persistqueue.SQLiteQueue, str]:
         conn.execute("PRAGMA synchronous=FULL")
     mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     sync = conn.execute("PRAGMA synchronous").fetchone()[0]
-    return queue, f"{mode}, synchronous={_SYNCHRONOUS_NAMES.get(sync, str(sync))}"
+    return queue, f"{mode}, synchronous={SYNCHRONOUS_NAMES.get(sync, str(sync))}"
 
 
 def puts_from_threads(
@@ -115,20 +107,14 @@ def measure(base: Path, seconds: float, repeat: int, size: int = ITEM_SIZE) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_arguments(parser)
-    parser.add_argument("--size", type=int, default=ITEM_SIZE, help="item size in bytes")
-    args = parser.parse_args()
-    configure(args)
-    info = machine_info(args.dir)
-    print_machine(info)
-    results = measure(args.dir, args.seconds, args.repeat, args.size)
-    print_results("Reference: persist-queue", list(results.values()))
-    if args.json:
-        write_json(args.json, info, {"ref_persistqueue": results})
-    if args.markdown:
-        table = results_markdown(list(results.values()))
-        write_markdown(args.markdown, info, [("Reference: persist-queue", table)])
+    reference_main(
+        __doc__,
+        "Reference: persist-queue",
+        "ref_persistqueue",
+        measure,
+        size=ITEM_SIZE,
+        size_help="item size in bytes",
+    )
 
 
 if __name__ == "__main__":

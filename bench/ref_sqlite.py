@@ -17,25 +17,17 @@ Thread-safety: each worker thread opens and closes its own connection; nothing i
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 import threading
 from pathlib import Path
 
 from bench.common import (
     Result,
-    add_common_arguments,
-    configure,
-    machine_info,
     median_rate,
-    print_machine,
-    print_results,
     rate_for,
-    results_markdown,
+    reference_main,
     run_threads,
     scratch_dir,
-    write_json,
-    write_markdown,
 )
 
 __all__ = ["connect", "measure", "one_thread", "threads_commit"]
@@ -43,7 +35,8 @@ __all__ = ["connect", "measure", "one_thread", "threads_commit"]
 ROW_SIZE = 100
 THREADS = 64
 BUSY_TIMEOUT_S = 60.0
-_SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+# What PRAGMA synchronous reports, by number.
+SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
 def connect(path: Path) -> tuple[sqlite3.Connection, str]:
@@ -56,7 +49,7 @@ def connect(path: Path) -> tuple[sqlite3.Connection, str]:
     mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     conn.execute("PRAGMA synchronous=FULL")
     sync = conn.execute("PRAGMA synchronous").fetchone()[0]
-    return conn, f"{mode}, synchronous={_SYNCHRONOUS_NAMES.get(sync, str(sync))}"
+    return conn, f"{mode}, synchronous={SYNCHRONOUS_NAMES.get(sync, str(sync))}"
 
 
 def _create(path: Path) -> str:
@@ -138,20 +131,14 @@ def measure(base: Path, seconds: float, repeat: int, size: int = ROW_SIZE) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_arguments(parser)
-    parser.add_argument("--size", type=int, default=ROW_SIZE, help="row size in bytes")
-    args = parser.parse_args()
-    configure(args)
-    info = machine_info(args.dir)
-    print_machine(info)
-    results = measure(args.dir, args.seconds, args.repeat, args.size)
-    print_results("Reference: SQLite WAL, synchronous=FULL", list(results.values()))
-    if args.json:
-        write_json(args.json, info, {"ref_sqlite": results})
-    if args.markdown:
-        table = results_markdown(list(results.values()))
-        write_markdown(args.markdown, info, [("Reference: SQLite WAL, synchronous=FULL", table)])
+    reference_main(
+        __doc__,
+        "Reference: SQLite WAL, synchronous=FULL",
+        "ref_sqlite",
+        measure,
+        size=ROW_SIZE,
+        size_help="row size in bytes",
+    )
 
 
 if __name__ == "__main__":
