@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 from store.errors import StoreIOError
 
-__all__ = ["FileHandle", "FileSystem", "OsFileSystem", "OsFileHandle"]
+__all__ = ["FileHandle", "FileSystem", "OsFileHandle", "OsFileSystem", "copy_file"]
 
 
 @runtime_checkable
@@ -218,3 +218,29 @@ class OsFileSystem:
             os.makedirs(path, exist_ok=True)
         except OSError as exc:
             raise _io_error(exc, "cannot create directory", path) from exc
+
+
+def copy_file(fs: FileSystem, source: str, target: str, *, chunk: int = 1 << 20) -> None:
+    """Copy ``source`` to ``target`` durably: written to ``<target>.tmp``, synced, renamed,
+    directory synced, so a file under ``target`` is always complete."""
+    tmp = target + ".tmp"
+    src = fs.open(source)
+    try:
+        dst = fs.open(tmp, create=True)
+        try:
+            dst.truncate(0)
+            size = src.size()
+            pos = 0
+            while pos < size:
+                data = src.pread(min(chunk, size - pos), pos)
+                if not data:
+                    break
+                dst.pwrite(data, pos)
+                pos += len(data)
+            dst.datasync()
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    fs.rename(tmp, target)
+    fs.fsync_dir(os.path.dirname(target) or ".")

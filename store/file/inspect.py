@@ -304,7 +304,7 @@ def judge(scans: list[FileScan]) -> None:
     prev_max = 0
     running = 0
     for i, s in enumerate(scans):
-        running = max(running, s.last_lsn, s.tail.max_lsn)
+        running = max(running, s.last_lsn)  # as the load: a torn tail's lsns do not count
         missing = s.last_lsn + 1 if s.count else prev_max + 1
         try:
             classify(s.file.path, s.tail, missing_lsn=missing, is_last=i == last)
@@ -670,4 +670,3 @@ def detect_file_size(
         f.size for f in list_directory(directory, prefix=prefix, fs=fs).files if f.header
     )
     return sizes.most_common(1)[0][0] if sizes else None
-

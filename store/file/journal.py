@@ -261,7 +261,6 @@ class FileJournal(Journal):
             current,
             buffer_size=opts.buffer_size,
             buffer_timeout_ns=opts.buffer_timeout_ns,
-            datasync=opts.datasync,
             name=opts.prefix,
         )
         writer.lsn = writer.durable_lsn = max_lsn

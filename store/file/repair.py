@@ -64,7 +64,7 @@ from store.config import StoreConfig
 from store.errors import ConfigError, CorruptionError
 from store.file import compact as compaction
 from store.file import format as fmt
-from store.file.fs import FileSystem, OsFileSystem
+from store.file.fs import FileSystem, OsFileSystem, copy_file
 from store.file.inspect import (
     HEADER_BAD,
     HEADER_ZERO,
@@ -464,26 +464,8 @@ def _move(fs: FileSystem, path: str, folder: str, reason: str) -> MovedFile:
 
 
 def _copy(fs: FileSystem, source: str, target: str) -> None:
-    """Copy ``source`` to ``target`` durably: via ``<target>.tmp``, synced, renamed."""
-    tmp = target + ".tmp"
-    src = fs.open(source)
-    dst = fs.open(tmp, create=True)
-    try:
-        dst.truncate(0)
-        size = src.size()
-        pos = 0
-        while pos < size:
-            chunk = src.pread(min(_CHUNK, size - pos), pos)
-            if not chunk:
-                break
-            dst.pwrite(chunk, pos)
-            pos += len(chunk)
-        dst.datasync()
-    finally:
-        src.close()
-        dst.close()
-    fs.rename(tmp, target)
-    fs.fsync_dir(os.path.dirname(target) or ".")
+    """Copy ``source`` to ``target`` durably (see :func:`store.file.fs.copy_file`)."""
+    copy_file(fs, source, target)
 
 
 def _cut(fs: FileSystem, s: FileScan, reason: str) -> Cut:

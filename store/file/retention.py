@@ -24,15 +24,13 @@ import os
 import re
 import time
 
-from store.file.fs import FileSystem
+from store.file.fs import FileSystem, copy_file
 from store.file.options import RetentionOptions
 from store.file.segments import Segment, SegmentNaming
 
 __all__ = ["archive", "history_files", "history_name", "parse_history_name", "prune"]
 
 log = logging.getLogger(__name__)
-
-_CHUNK = 1 << 20
 
 
 def history_name(naming: SegmentNaming, file_id: int, when: float) -> str:
@@ -67,24 +65,7 @@ def archive(fs: FileSystem, naming: SegmentNaming, opts: RetentionOptions, seg: 
         if fid == seg.file_id:
             return path
     final = os.path.join(opts.directory, history_name(naming, seg.file_id, time.time()))
-    tmp = final + ".tmp"
-    src = fs.open(seg.path)
-    dst = fs.open(tmp, create=True)
-    try:
-        dst.truncate(0)
-        pos = 0
-        while pos < seg.size:
-            chunk = src.pread(min(_CHUNK, seg.size - pos), pos)
-            if not chunk:
-                break
-            dst.pwrite(chunk, pos)
-            pos += len(chunk)
-        dst.datasync()
-    finally:
-        src.close()
-        dst.close()
-    fs.rename(tmp, final)
-    fs.fsync_dir(opts.directory)
+    copy_file(fs, seg.path, final)
     return final
 
 

@@ -75,7 +75,6 @@ class Segment:
         "path",
         "pos",
         "size",
-        "synced",
     )
 
     def __init__(self, path: str, file_id: int, size: int, handle: FileHandle | None) -> None:
@@ -87,7 +86,6 @@ class Segment:
         self.neg: dict[Segment, int] = {}
         self.live_bytes = 0
         self.end = fmt.DATA_START  # end of the records written (append position)
-        self.synced = False
 
     def reset_counts(self) -> None:
         self.pos = 0
@@ -218,7 +216,6 @@ class SegmentManager:
         seg.handle.path = final
         seg.file_id = file_id
         seg.reset_counts()
-        seg.synced = False
 
     def recycle(self, seg: Segment) -> None:
         """Take back a file whose records are all dead: neutralise it and pool it, or delete it."""

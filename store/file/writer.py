@@ -75,7 +75,6 @@ class GroupCommitWriter:
         *,
         buffer_size: int,
         buffer_timeout_ns: int,
-        datasync: bool,
         name: str = "journal",
     ) -> None:
         self.backend = backend
@@ -89,7 +88,6 @@ class GroupCommitWriter:
         self.buffer_size = buffer_size
         self._timeout = buffer_timeout_ns / 1e9
         self._direct = buffer_timeout_ns <= 0
-        self._datasync = datasync
         self._chunks: list[tuple[Segment, int, bytearray]] = []
         self._waiters: collections.deque[Waiter] = collections.deque()
         self._flushing = False
@@ -259,7 +257,7 @@ class GroupCommitWriter:
                 self._fail(StoreIOError(f"journal write failed: {exc!r}"), fut)
                 return
             with self.lock:
-                if (want_sync or not self._datasync) and upto > self.durable_lsn:
+                if (want_sync or not self.backend.datasync) and upto > self.durable_lsn:
                     self.durable_lsn = upto
                 durable = self.durable_lsn
                 waiters = self._waiters
@@ -312,7 +310,6 @@ class GroupCommitWriter:
 
     def _retire(self, seg: Segment) -> None:
         """A full file that is synced: release its descriptors (reopened if ever needed)."""
-        seg.synced = True
         self.backend.close_segment(seg)
 
     def _fail(self, exc: StoreError, fut: concurrent.futures.Future[None] | None) -> None:
