@@ -60,10 +60,14 @@ A record at offset ``p`` of a file whose header says ``file_id = F`` and whose s
 6. ``checksum`` matches.
 
 Reading a file walks records **in sequence**: the first record starts at ``DATA_START``; the
-next starts where the previous one ends, or, when the bytes there are zero, at the next multiple
-of ``PAD_UNIT`` (writers with aligned I/O pad a flush with zeros); a record in sequence must be
-valid and its ``lsn`` must be the previous record's ``lsn + 1``. **End of data** is the first
-place where no record in sequence starts.
+next starts where the previous one ends, or, when no valid record starts there and the bytes
+there are zero padding, at the following multiple of ``PAD_UNIT`` (writers with aligned I/O pad a
+flush with zeros up to their alignment, a multiple of ``PAD_UNIT``). Padding is recognised in two
+ways: a ``length`` of zero (the next record starts at the ``PAD_UNIT`` boundary at or before the
+next non-zero byte), or 1 to 3 zero bytes right before a ``PAD_UNIT`` boundary (a pad shorter
+than the ``length`` field, whose ``length`` therefore reads into the next record). A record in
+sequence must be valid and its ``lsn`` must be the previous record's ``lsn + 1``. **End of
+data** is the first place where no record in sequence starts.
 
 What lies after the end of data decides what it was (see ``store.file.reader``):
 

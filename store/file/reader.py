@@ -101,19 +101,27 @@ def scan(data: bytes, file_id: int, cursor: Cursor, start: int = fmt.DATA_START)
                 pos = boundary
                 continue
             if (
-                length < overhead
-                or length > size - pos
-                or fid != file_id
-                or not 10 <= rtype <= 19
-                or (count and lsn != last_lsn + 1)
+                length >= overhead
+                and length <= size - pos
+                and fid == file_id
+                and 10 <= rtype <= 19
+                and (not count or lsn == last_lsn + 1)
             ):
-                break
-            end = pos + length
-            crc, length_copy = unpack_tail(data, end - 8)
-            if length_copy != length:
-                break
-            body = data[pos + 52 : end - 8]
-            if crc32(data[pos : pos + 52], crc32(body)) != crc:
+                end = pos + length
+                crc, length_copy = unpack_tail(data, end - 8)
+                body = data[pos + 52 : end - 8]
+                valid = length_copy == length and crc32(data[pos : pos + 52], crc32(body)) == crc
+            else:
+                valid = False
+            if not valid:
+                # Padding shorter than the length field: a flush that ended 1-3 bytes before a
+                # PAD_UNIT boundary was padded with that many zeros, so the length read here
+                # runs into the next record. Only zeros up to the boundary are padding.
+                gap = -pos % pad_unit
+                if 0 < gap < 4 and padded_from < 0 and not any(data[pos : pos + gap]):
+                    padded_from = pos
+                    pos += gap
+                    continue
                 break
             emit((pos, length, rtype, urt, cc, lsn, rid, tx_id, tx_count, body))
             last_lsn = lsn

@@ -86,6 +86,43 @@ def test_zero_padding_to_a_pad_unit_boundary_then_more_records() -> None:
     assert cursor.end == 3 * fmt.PAD_UNIT + len(rec(5))
 
 
+@pytest.mark.parametrize("pad", [1, 2, 3, 4, 5, 60], ids=lambda p: f"pad-{p}")
+def test_a_flush_padded_with_fewer_zeros_than_the_length_field_goes_on_at_the_boundary(
+    pad: int,
+) -> None:
+    # An aligned writer pads a flush to its boundary; a flush ending 1-3 bytes before it gets a
+    # pad shorter than the 4-byte length field, which then reads into the next record. That
+    # was read as the end of data (issue 6.1: a crash later turned it into a ChecksumError).
+    boundary = 2 * fmt.PAD_UNIT
+    r2 = rec(2)
+    r1 = rec(1, body=b"b" * (boundary - pad - fmt.DATA_START - fmt.OVERHEAD - len(r2)))
+    placed = sequence(fmt.DATA_START, r1, r2)
+    assert placed[-1][0] + len(r2) == boundary - pad
+    found, cursor = read(build(*placed, *sequence(boundary, rec(3), rec(4))))
+    assert [lsn for _o, lsn in found] == [1, 2, 3, 4]
+    assert found[2][0] == boundary
+    assert cursor.end == boundary + 2 * len(rec(3))
+
+
+@pytest.mark.parametrize("pad", [1, 2, 3])
+def test_short_zero_padding_with_no_record_in_sequence_after_it_ends_the_data(pad: int) -> None:
+    boundary = 2 * fmt.PAD_UNIT
+    r1 = rec(1, body=b"b" * (boundary - pad - fmt.DATA_START - fmt.OVERHEAD))
+    for after in (rec(5), rec(2, fid=G)):  # an lsn out of sequence, a stale record
+        found, cursor = read(build((fmt.DATA_START, r1), (boundary, after)))
+        assert [lsn for _o, lsn in found] == [1]
+        assert cursor.end == boundary - pad
+
+
+@pytest.mark.parametrize("pad", [1, 2, 3])
+def test_non_zero_bytes_short_of_a_boundary_are_not_padding(pad: int) -> None:
+    boundary = 2 * fmt.PAD_UNIT
+    r1 = rec(1, body=b"b" * (boundary - pad - fmt.DATA_START - fmt.OVERHEAD))
+    data = build((fmt.DATA_START, r1), (boundary - pad, b"\x07" * pad), (boundary, rec(2)))
+    found, cursor = read(data)
+    assert [lsn for _o, lsn in found] == [1] and cursor.end == boundary - pad
+
+
 def test_non_zero_bytes_before_the_next_boundary_end_the_data() -> None:
     r1 = rec(1)
     end = fmt.DATA_START + len(r1)
