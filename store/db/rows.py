@@ -113,7 +113,7 @@ class RowIndex:
     Thread-safety: none; the journal calls it under its lock.
     """
 
-    __slots__ = ("committed", "entries", "live", "open_txs", "rows")
+    __slots__ = ("committed", "entries", "live", "open_txs", "rows", "updated_only")
 
     def __init__(self) -> None:
         #: id -> number of non-tx rows (int), or _Owners when transactions hold it too.
@@ -123,11 +123,16 @@ class RowIndex:
         self.committed: dict[int, list[TxHolder]] = {}
         self.entries = 0
         self.rows = 0
+        #: ids in ``live`` whose only entries are committed transactional updates: they load,
+        #: but they are not live (DESIGN §4; Artemis refuses a plain update or delete of them).
+        self.updated_only: set[int] = set()
 
     # -- non-transactional --------------------------------------------------------------------
 
     def add(self, id: int) -> None:
         """Record a non-transactional add (or, at load, any non-tx record row)."""
+        if self.updated_only:
+            self.updated_only.discard(id)
         v = self.live.get(id, 0)
         if type(v) is int:
             self.live[id] = v + 1
@@ -141,6 +146,8 @@ class RowIndex:
         counting runs in C rather than one call per row)."""
         if not ids:
             return
+        if self.updated_only:
+            self.updated_only.difference_update(ids)
         counts = Counter(ids)
         live = self.live
         if not live:
@@ -158,7 +165,7 @@ class RowIndex:
     def update(self, id: int) -> bool:
         """Record a non-transactional update; False (and nothing recorded) if ``id`` is not live."""
         v = self.live.get(id)
-        if v is None:
+        if v is None or (self.updated_only and id in self.updated_only):
             return False
         if type(v) is int:
             self.live[id] = v + 1
@@ -178,6 +185,8 @@ class RowIndex:
         v = self.live.pop(id, None)
         if v is None:
             return False
+        if self.updated_only:
+            self.updated_only.discard(id)
         if type(v) is int:
             self.entries -= v
             self.rows -= v
@@ -203,8 +212,8 @@ class RowIndex:
         return True
 
     def is_live(self, id: int) -> bool:
-        """True if ``id`` has live entries."""
-        return id in self.live
+        """True if ``id`` is live: it has entries and they are not only transactional updates."""
+        return id in self.live and not (self.updated_only and id in self.updated_only)
 
     # -- transactional ------------------------------------------------------------------------
 
@@ -243,15 +252,20 @@ class RowIndex:
             if kind == _DELETE_TX:
                 self._delete(id, seq, out, holder, op_seq)
             else:
-                self._own(id, holder)
+                self._own(id, holder, update=kind == _UPDATE_TX)
         if holder.alive == 0:
             self._drop(holder, seq, out)
         else:
             self.committed.setdefault(tx_id, []).append(holder)
         return True
 
-    def _own(self, id: int, holder: TxHolder) -> None:
+    def _own(self, id: int, holder: TxHolder, *, update: bool) -> None:
         v = self.live.get(id)
+        if update:
+            if v is None:
+                self.updated_only.add(id)
+        elif self.updated_only:
+            self.updated_only.discard(id)
         if v is None or type(v) is int:
             owners = _Owners(v or 0)  # type: ignore[arg-type]
             self.live[id] = owners

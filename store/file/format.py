@@ -32,7 +32,9 @@ Offset  Size  Field           Description
 5       1     user_type       user record type 0..255 (0 where it does not apply)
 6       1     compact_count   0 when appended, 1 when written by the compactor
 7       1     flags           bit 0 ``SYNCED``: written by the compactor into a file synced
-                              before use; every other bit zero (reserved)
+                              before use; bit 1 ``FLOOR``: ``durable_lsn`` is at least the
+                              last lsn of the file written before this one; every other
+                              bit zero (reserved)
 8       8     file_id         the header ``file_id`` of the file the record was written into
 16      8     lsn             log sequence number: +1 per record, across files
 24      8     durable_lsn     highest lsn known durable when this record was appended
@@ -66,8 +68,18 @@ flush with zeros up to their alignment, a multiple of ``PAD_UNIT``). Padding is 
 ways: a ``length`` of zero (the next record starts at the ``PAD_UNIT`` boundary at or before the
 next non-zero byte), or 1 to 3 zero bytes right before a ``PAD_UNIT`` boundary (a pad shorter
 than the ``length`` field, whose ``length`` therefore reads into the next record). A record in
-sequence must be valid and its ``lsn`` must be the previous record's ``lsn + 1``. **End of
-data** is the first place where no record in sequence starts.
+sequence must be valid and its ``lsn`` must be the previous record's ``lsn + 1``; the first
+record in sequence, when it carries ``FLOOR``, must have ``durable_lsn >= lsn - 1`` (otherwise
+it was not the first record written into the file: the ones before it are missing, and the
+file has no record in sequence). **End of data** is the first place where no record in
+sequence starts.
+
+Why ``FLOOR``: the first record of a file has no predecessor in the file to check its lsn
+against, and with aligned writers a lost first flush leaves zeros from the header to the next
+flush that read like padding. A writer syncs a file before it writes the next, so by the time
+any record of a file reaches the disk, every lsn of the previous file is durable; the writer
+stamps that into ``durable_lsn`` and sets ``FLOOR``. Records without ``FLOOR`` (written before
+the bit existed, or by the compactor) are not held to the rule.
 
 What lies after the end of data decides what it was (see ``store.file.reader``):
 
@@ -100,6 +112,7 @@ from store.journal.api import RecordType
 
 __all__ = [
     "DATA_START",
+    "FLAG_FLOOR",
     "FLAG_SYNCED",
     "FORMAT_VERSION",
     "HEADER",
@@ -124,6 +137,7 @@ FORMAT_VERSION: Final = 1
 KIND_MESSAGES: Final = 0
 KIND_BINDINGS: Final = 1
 FLAG_SYNCED: Final = 0x01
+FLAG_FLOOR: Final = 0x02
 
 HEADER: Final = struct.Struct("<4sHHQQI")  # magic, version, kind, file_id, created_ns, reserved
 HEADER_CRC: Final = struct.Struct("<I")

@@ -49,7 +49,7 @@ class TxState:
 class LiveIndex:
     """Live ids, their record locations, and open transactions (see module docstring)."""
 
-    __slots__ = ("records", "txs")
+    __slots__ = ("records", "txs", "updated_only")
 
     def __init__(self) -> None:
         # id -> (file, size) of its one positive record, or a flat list
@@ -57,18 +57,27 @@ class LiveIndex:
         # is cheaper to build for every record of a load).
         self.records: dict[int, tuple[Segment | int, ...] | list[Segment | int]] = {}
         self.txs: dict[int, TxState] = {}
+        #: ids in ``records`` whose only positives are updates (committed transactional
+        #: updates of an id never added): they load, but they are not live (DESIGN §4).
+        self.updated_only: set[int] = set()
 
     # -- non-transactional -----------------------------------------------------------------
 
     def is_live(self, id: int) -> bool:
-        return id in self.records
+        """True if ``id`` has an add no delete removed since (not only updates)."""
+        return id in self.records and not (self.updated_only and id in self.updated_only)
 
-    def add(self, id: int, f: Segment, size: int) -> None:
+    def add(self, id: int, f: Segment, size: int, *, update: bool = False) -> None:
+        """A positive of ``id`` in ``f``: an add, or (``update``) an update."""
         f.pos += 1
         f.live_bytes += size
         records = self.records
         where = records.get(id)
+        if not update and self.updated_only:
+            self.updated_only.discard(id)
         if where is None:
+            if update:
+                self.updated_only.add(id)
             records[id] = (f, size)
         elif type(where) is tuple:
             records[id] = [*where, f, size]
@@ -81,6 +90,8 @@ class LiveIndex:
         where = self.records.pop(id, None)
         if where is None:
             return
+        if self.updated_only:
+            self.updated_only.discard(id)
         neg = d.neg
         for i in range(0, len(where), 2):
             f: Segment = where[i]  # type: ignore[assignment]
@@ -131,7 +142,7 @@ class LiveIndex:
                 self.delete(id, f)
             else:
                 f.live_bytes -= size  # re-added as a positive just below
-                self.add(id, f, size)
+                self.add(id, f, size, update=kind == TX_UPDATE)
 
     def rollback(self, tx_id: int, r: Segment) -> None:
         state = self.txs.pop(tx_id, None)

@@ -68,6 +68,7 @@ _pack_head = fmt.RECORD_HEAD.pack
 _pack_tail = fmt.RECORD_TAIL.pack
 _crc32 = zlib.crc32
 _OVERHEAD = fmt.OVERHEAD
+_FLOOR = fmt.FLAG_FLOOR
 
 
 class FileJournal(Journal):
@@ -98,6 +99,13 @@ class FileJournal(Journal):
             datasync=options.datasync,
             max_io=options.max_io,
         )
+        if options.io_alignment:
+            if self.backend.name != "NIO" or options.io_alignment % fmt.PAD_UNIT:
+                raise ValueError(
+                    f"io_alignment {options.io_alignment} needs the NIO backend and a multiple "
+                    f"of {fmt.PAD_UNIT}"
+                )
+            self.backend.alignment = options.io_alignment
         self.file_size = _aligned_file_size(options.file_size, self.backend.alignment)
         self.segments = SegmentManager(
             self._fs,
@@ -263,7 +271,7 @@ class FileJournal(Journal):
             buffer_timeout_ns=opts.buffer_timeout_ns,
             name=opts.prefix,
         )
-        writer.lsn = writer.durable_lsn = max_lsn
+        writer.lsn = writer.durable_lsn = writer.stamp_lsn = max_lsn
         self.writer = writer
         self._ensure_min_files()
         self.segments.prepare_async()
@@ -328,7 +336,9 @@ class FileJournal(Journal):
             index = self.index
             if check:
                 if rtype == _UPDATE or rtype == _DELETE:
-                    if id not in index.records:
+                    if id not in index.records or (
+                        index.updated_only and id in index.updated_only
+                    ):
                         raise UnknownRecordError(
                             f"record {id} is not live in journal {self.options.directory}"
                         )
@@ -343,7 +353,7 @@ class FileJournal(Journal):
             lsn = w.lsn + 1
             w.lsn = lsn
             head = _pack_head(
-                n, rtype, urt, 0, 0, seg.file_id, lsn, w.durable_lsn, id, tx_id, tx_count
+                n, rtype, urt, 0, _FLOOR, seg.file_id, lsn, w.stamp_lsn, id, tx_id, tx_count
             )
             buf = w.buf
             buf += head

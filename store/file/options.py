@@ -70,6 +70,11 @@ class FileJournalOptions:
     retention: RetentionOptions | None = None
     #: The file-system seam (tests pass a fault-injecting one).
     fs: FileSystem = field(default_factory=OsFileSystem)
+    #: Test seam, 0 (default) in production: the backend's own alignment (1 for NIO and
+    #: MAPPED, the block size for ASYNCIO). A multiple of 512 makes the NIO writer pad every
+    #: flush with zeros to that boundary exactly as ASYNCIO does, so crash simulation through
+    #: ``fs`` (which can only run NIO) covers the aligned layout and its short pads too.
+    io_alignment: int = 0
     #: Take the directory lock (refuse a second writer); off only for offline read-only tools.
     lock: bool = True
 

@@ -74,6 +74,7 @@ def scan(data: bytes, file_id: int, cursor: Cursor, start: int = fmt.DATA_START)
     crc32 = zlib.crc32
     overhead = fmt.OVERHEAD
     pad_unit = fmt.PAD_UNIT
+    floor = fmt.FLAG_FLOOR
     pos = start
     last_lsn = 0
     count = 0
@@ -84,7 +85,7 @@ def scan(data: bytes, file_id: int, cursor: Cursor, start: int = fmt.DATA_START)
     data_end = len(data.rstrip(b"\x00")) if data[-1:] == b"\x00" else size
     try:
         while pos + overhead <= size:
-            (length, rtype, urt, cc, _fl, fid, lsn, _dlsn, rid, tx_id, tx_count) = unpack_head(
+            (length, rtype, urt, cc, fl, fid, lsn, dlsn, rid, tx_id, tx_count) = unpack_head(
                 data, pos
             )
             if length == 0:
@@ -105,7 +106,7 @@ def scan(data: bytes, file_id: int, cursor: Cursor, start: int = fmt.DATA_START)
                 and length <= size - pos
                 and fid == file_id
                 and 10 <= rtype <= 19
-                and (not count or lsn == last_lsn + 1)
+                and (lsn == last_lsn + 1 if count else not (fl & floor and dlsn < lsn - 1))
             ):
                 end = pos + length
                 crc, length_copy = unpack_tail(data, end - 8)
@@ -228,6 +229,7 @@ def replay_file(
     live: dict[int, tuple[Segment | int, ...] | list[Segment | int]] = (
         index.records if index is not None else {}
     )
+    updated_only = index.updated_only if index is not None else set()
     pos = 0
     live_bytes = 0
     for _off, length, rtype, urt, _cc, _lsn, rid, tx_id, tx_count, body in records:
@@ -240,6 +242,11 @@ def replay_file(
                 pos += 1
                 live_bytes += length
                 where = live.get(rid)
+                if rtype == _ADD:
+                    if updated_only:
+                        updated_only.discard(rid)
+                elif where is None:
+                    updated_only.add(rid)
                 if where is None:
                     live[rid] = (seg, length)
                 elif type(where) is tuple:
@@ -266,6 +273,7 @@ def replay_file(
                 index.tx_record(tx_id, kind, rid, seg, length)
         elif rtype == _PREPARE:
             if in_file.get(tx_id, 0) != tx_count:
+                in_file.pop(tx_id, None)
                 log.warning("prepared transaction %d is incomplete in %s", tx_id, seg.path)
                 replayer.discard(tx_id)
                 if index is not None:
@@ -275,9 +283,9 @@ def replay_file(
                 if index is not None:
                     index.prepare_in(tx_id, seg)
         elif rtype == _COMMIT:
-            if not replayer.is_open(tx_id):
-                continue
-            if in_file.get(tx_id, 0) != tx_count:
+            # The count starts again when a transaction ends: its id may be used again (a
+            # failed id reused after a restart, DESIGN §4), even within this same file.
+            if in_file.pop(tx_id, 0) != tx_count and replayer.is_open(tx_id):
                 log.warning("committed transaction %d is incomplete in %s", tx_id, seg.path)
                 replayer.discard(tx_id)
                 if index is not None:
@@ -287,6 +295,7 @@ def replay_file(
                 if index is not None:
                     index.commit(tx_id, seg)
         elif rtype == _ROLLBACK:
+            in_file.pop(tx_id, None)
             replayer.rollback(tx_id)
             if index is not None:
                 index.rollback(tx_id, seg)

@@ -25,7 +25,11 @@ Invariants the reader relies on (see ``store.file.format``):
   zeros to the alignment and the next flush starts at the boundary;
 - a file is synced before the first write to the next file, so only the last file written can
   have an unsynced tail;
-- ``durable_lsn`` is stamped into each record as it is appended: everything up to it was synced.
+- ``durable_lsn`` is stamped into each record as it is appended (:attr:`stamp_lsn`): everything
+  up to it was synced, or will have been by the time the record reaches the disk — which
+  includes every record of the file written before this one (it is synced first), so a record's
+  ``durable_lsn`` is never below the last lsn of the previous file (``FLAG_FLOOR``, see
+  ``store.file.format``).
 
 A failed write or sync poisons the writer: every waiter and every later append gets the error.
 
@@ -81,6 +85,8 @@ class GroupCommitWriter:
         self.lock = threading.Lock()
         self.lsn = 0
         self.durable_lsn = 0
+        #: What appends stamp as ``durable_lsn``: max(durable_lsn, last lsn of the previous file).
+        self.stamp_lsn = 0
         self.current = current
         self.buf = bytearray()
         self.buf_start = current.end
@@ -132,6 +138,8 @@ class GroupCommitWriter:
             self._chunks.append((self.current, self.buf_start, self.buf))
             self._pad_last_chunk_locked()
             self.buf = bytearray()
+        # Nothing reaches ``new`` before the current file is synced (see _write).
+        self.stamp_lsn = max(self.stamp_lsn, self.lsn)
         self.current = new
         self.buf_start = new.end
         self._align_current()
@@ -259,6 +267,8 @@ class GroupCommitWriter:
             with self.lock:
                 if (want_sync or not self.backend.datasync) and upto > self.durable_lsn:
                     self.durable_lsn = upto
+                    if upto > self.stamp_lsn:
+                        self.stamp_lsn = upto
                 durable = self.durable_lsn
                 waiters = self._waiters
                 released = []

@@ -123,6 +123,45 @@ def test_non_zero_bytes_short_of_a_boundary_are_not_padding(pad: int) -> None:
     assert [lsn for _o, lsn in found] == [1] and cursor.end == boundary - pad
 
 
+def floor_rec(lsn: int, durable: int, *, body: bytes = b"body") -> bytes:
+    """An add record as the writer stamps it: FLOOR set, ``durable`` as its durable_lsn."""
+    return fmt.encode_record(
+        ADD, file_id=F, lsn=lsn, durable_lsn=durable, id=lsn, user_type=1, body=body,
+        flags=fmt.FLAG_FLOOR,
+    )
+
+
+@pytest.mark.parametrize(
+    ("durable", "flags", "in_sequence"),
+    [
+        pytest.param(41, fmt.FLAG_FLOOR, True, id="floor-covers-the-previous-lsn"),
+        pytest.param(42, fmt.FLAG_FLOOR, True, id="floor-above"),
+        pytest.param(40, fmt.FLAG_FLOOR, False, id="floor-below-the-previous-lsn"),
+        pytest.param(40, 0, True, id="no-floor-flag-old-writer"),
+        pytest.param(40, fmt.FLAG_SYNCED, True, id="compactor-record"),
+    ],
+)
+def test_the_first_record_of_a_file_must_follow_the_previous_file_when_it_says_so(
+    durable: int, flags: int, in_sequence: bool
+) -> None:
+    # A lost first flush of an aligned writer leaves zeros from the header to the next flush,
+    # which read like padding: FLOOR makes the first record prove nothing is missing before it.
+    first = fmt.encode_record(
+        ADD, file_id=F, lsn=42, durable_lsn=durable, id=1, user_type=1, body=b"x", flags=flags
+    )
+    found, cursor = read(build(*sequence(fmt.PAD_UNIT * 2, first, floor_rec(43, durable))))
+    if in_sequence:
+        assert [lsn for _o, lsn in found] == [42, 43]
+    else:
+        assert found == [] and cursor.count == 0 and cursor.end == fmt.DATA_START
+
+
+def test_later_records_are_held_to_the_lsn_sequence_not_to_the_floor() -> None:
+    placed = sequence(fmt.DATA_START, floor_rec(10, 9), floor_rec(11, 3), floor_rec(12, 3))
+    found, _cursor = read(build(*placed))
+    assert [lsn for _o, lsn in found] == [10, 11, 12]
+
+
 def test_non_zero_bytes_before_the_next_boundary_end_the_data() -> None:
     r1 = rec(1)
     end = fmt.DATA_START + len(r1)

@@ -20,15 +20,16 @@ Contract decisions the model encodes (and the tests therefore check):
    ``UnknownTransactionError`` (also after it completed, also after it was reported failed).
 2. A live id is one with a committed add that no delete has removed since. A non-transactional
    update or delete of an id that is not live raises ``UnknownRecordError``. An id whose only
-   committed entries are transactional updates (never added) is outside the contract for
-   non-transactional updates and deletes (Artemis refuses them; the replay rules keep the entry):
-   the model raises :class:`ModelUsageError`.
+   committed entries are transactional updates (never added) is not live (Artemis refuses it
+   too); the replay rules still return its update entries.
 3. A reopen reports as failed every transaction that was open, had records and was not
    prepared, in the order of their first record; each is reported by that one load only (the
    journal closes it), and it never contributes anything. Prepared transactions survive reopens
    and are listed with their adds/updates in written order and their deleted ids.
-4. Reusing a transaction id after its transaction completed or failed, adding records to a
-   prepared transaction and preparing twice are outside the contract (:class:`ModelUsageError`).
+4. A transaction id may be used again once its transaction completed or was reported failed:
+   the new transaction is a new one and counts in full once committed (DESIGN §4: an
+   acknowledged commit is never lost). Adding records to a prepared transaction and preparing
+   twice are outside the contract (:class:`ModelUsageError`).
 
 Crash bookkeeping: operations are numbered from 0 in call order (:attr:`JournalModel.op_count`
 is the number recorded so far). A crash test says which prefix was acknowledged durable
@@ -348,14 +349,8 @@ class JournalModel:
         self._record(Op("delete", id))
 
     def _check_live(self, id: int, what: str) -> None:
-        if id in self._state.added:
-            return
-        if id in self._state.seqs_of:
-            raise ModelUsageError(
-                f"non-transactional {what} of id {id}, which has only transactional updates: "
-                "the contract does not say whether it is live"
-            )
-        raise UnknownRecordError(f"{what} of id {id}, which is not live")
+        if id not in self._state.added:
+            raise UnknownRecordError(f"{what} of id {id}, which is not live")
 
     # -- transactional --------------------------------------------------------------------
 
@@ -375,8 +370,6 @@ class JournalModel:
         self._record(Op("delete_tx", id, tx_id=tx_id))
 
     def _check_tx_record(self, tx_id: int) -> None:
-        if tx_id in self._state.closed_txs:
-            raise ModelUsageError(f"transaction id {tx_id} reused after it completed or failed")
         tx = self._state.open_txs.get(tx_id)
         if tx is not None and tx.prepared:
             raise ModelUsageError(f"record added to transaction {tx_id} after its prepare")

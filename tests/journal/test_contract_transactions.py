@@ -362,3 +362,75 @@ def test_random_mixed_transactional_workload(
             mj.restart(store_factory)
             open_txs.clear()  # the reopen failed every open tx
     mj.restart(store_factory)
+
+
+@pytest.mark.parametrize("where", ["same-file", "earlier-files"])
+def test_a_failed_tx_id_used_again_commits_in_full(
+    backend: BackendSpec, store_factory, where: str
+) -> None:
+    """Issue 6.2 / DESIGN §4: tx 77 is reported failed; the caller uses 77 again (add_tx,
+    commit), so the commit is acknowledged: after a restart its record is there. The file store
+    lost it when the failed records and the new ones shared a file (the commit's per-file
+    record count went on counting the failed transaction's records)."""
+    mj = modelled(backend, store_factory)
+    size = FILE_JOURNAL_SIZE // 3 if where == "earlier-files" else 10
+    for i in range(4):
+        mj.add_tx(77, i, 1, bytes([i]) * size)
+    mj.restart(store_factory)
+    mj.add_tx(77, 100, 1, b"second life")
+    mj.update_tx(77, 100, 2, b"updated")
+    mj.commit(77)
+    mj.restart(store_factory)
+    assert mj.model.live_ids() == [100]
+
+
+def test_a_failed_tx_id_used_again_can_be_prepared_then_committed(
+    backend: BackendSpec, store_factory
+) -> None:
+    """Issue 6.2: a failed id reused for an XA transaction is prepared (only: never also
+    failed) across a restart, then commits in full."""
+    mj = modelled(backend, store_factory)
+    mj.add_tx(77, 1, 1, b"never committed")
+    mj.restart(store_factory)
+    mj.add_tx(77, 2, 1, b"in doubt")
+    mj.prepare(77, b"xid-77")
+    mj.restart(store_factory)
+    mj.commit(77)
+    mj.restart(store_factory)
+    assert mj.model.live_ids() == [2]
+
+
+def test_a_completed_tx_id_used_again_in_the_same_file(backend: BackendSpec, store_factory) -> None:
+    """A committed or rolled-back id used again is a new transaction that counts in full."""
+    mj = modelled(backend, store_factory)
+    mj.add_tx(5, 1, 1, b"first")
+    mj.commit(5)
+    mj.add_tx(5, 2, 1, b"second")
+    mj.add_tx(5, 3, 1, b"second too")
+    mj.commit(5)
+    mj.add_tx(6, 4, 1, b"rolled back")
+    mj.rollback(6)
+    mj.add_tx(6, 5, 1, b"kept")
+    mj.commit(6)
+    mj.restart(store_factory)
+    assert mj.model.live_ids() == [1, 2, 3, 5]
+
+
+@pytest.mark.parametrize("restart_first", [False, True], ids=["running", "after-restart"])
+def test_an_id_only_updated_in_a_committed_tx_is_not_live(
+    backend: BackendSpec, store_factory, restart_first: bool
+) -> None:
+    """Issue 6.6 / DESIGN §4: update_tx(1, 3) of an id 3 never added, commit; a later
+    non-transactional update or delete of 3 raises UnknownRecordError (Artemis refuses it);
+    the load result itself is unchanged (the update entry)."""
+    mj = modelled(backend, store_factory)
+    mj.update_tx(1, 3, 1, b"update of nothing")
+    mj.commit(1)
+    mj.add(4, 1, b"live")
+    if restart_first:
+        mj.restart(store_factory)
+    mj.update(3, 1, b"again")
+    mj.delete(3)
+    mj.update(4, 1, b"fine")
+    mj.restart(store_factory)
+    assert not mj.model.is_live(3) and mj.model.has_entries(3)

@@ -172,11 +172,8 @@ def test_commit_or_rollback_of_a_tx_that_is_not_open_raises(call) -> None:
 @pytest.mark.parametrize(
     "call",
     [
-        pytest.param(lambda m: m.add_tx(1, 5, 1, b""), id="reuse-committed-tx-id"),
         pytest.param(lambda m: m.add_tx(3, 5, 1, b""), id="record-after-prepare"),
         pytest.param(lambda m: m.prepare(3, b"x"), id="prepare-twice"),
-        pytest.param(lambda m: m.update(6, 1, b""), id="update-of-tx-update-only-id"),
-        pytest.param(lambda m: m.delete(6), id="delete-of-tx-update-only-id"),
     ],
 )
 def test_calls_outside_the_contract_are_model_usage_errors(call) -> None:
@@ -190,6 +187,38 @@ def test_calls_outside_the_contract_are_model_usage_errors(call) -> None:
     m.commit(4)
     with pytest.raises(ModelUsageError):
         call(m)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda m: m.update(6, 1, b""), id="update"),
+        pytest.param(lambda m: m.delete(6), id="delete"),
+    ],
+)
+def test_an_id_only_updated_in_a_committed_tx_is_not_live(call) -> None:
+    """DESIGN §4 (issue 6.6): an id a committed transaction only updated, never added, is not
+    live; a non-transactional update or delete of it raises UnknownRecordError."""
+    m = JournalModel()
+    m.update_tx(4, 6, 1, b"")
+    m.commit(4)
+    with pytest.raises(UnknownRecordError):
+        call(m)
+    assert m.expected_load().records == [RecordInfo(6, 1, b"", True)]
+
+
+def test_a_completed_or_failed_tx_id_may_be_used_again_as_a_new_transaction() -> None:
+    """DESIGN §4 (issue 6.2): a reused id is a new transaction that counts in full."""
+    m = JournalModel()
+    m.add_tx(1, 1, 1, b"a")
+    m.commit(1)
+    m.add_tx(1, 2, 1, b"b")
+    m.commit(1)
+    m.add_tx(2, 3, 1, b"never committed")
+    assert m.restart().failed == [2]
+    m.add_tx(2, 4, 1, b"second life")
+    m.commit(2)
+    assert m.live_ids() == [1, 2, 4]
 
 
 # -- restarts, failed and prepared transactions ------------------------------------------------
