@@ -219,8 +219,12 @@ def replay_file(
     ``tx_count`` differs from the transaction's records counted in this file is an incomplete
     transaction: discarded (reported failed), never applied. A commit of a transaction nothing
     was collected for is legal and ignored (its records were reclaimed, or it was empty).
+
+    The count covers the records since the id's last commit, rollback or discard: the writer
+    counts a new use of a transaction id (a failed id used again after the ROLLBACK the open
+    wrote for it) from zero, so the old use's records in the same file must not count.
     """
-    in_file: dict[int, int] = {}  # tx id -> its records seen in this file
+    in_file: dict[int, int] = {}  # tx id -> its records seen in this file since it last ended
     r_add, r_update, r_delete = replayer.add, replayer.update, replayer.delete
     r_add_tx, r_update_tx, r_delete_tx = replayer.add_tx, replayer.update_tx, replayer.delete_tx
     # Adds and updates are most of any load: LiveIndex.add is written out here (same rules),
@@ -267,6 +271,7 @@ def replay_file(
         elif rtype == _PREPARE:
             if in_file.get(tx_id, 0) != tx_count:
                 log.warning("prepared transaction %d is incomplete in %s", tx_id, seg.path)
+                in_file.pop(tx_id, None)
                 replayer.discard(tx_id)
                 if index is not None:
                     index.discard(tx_id, seg)
@@ -277,7 +282,7 @@ def replay_file(
         elif rtype == _COMMIT:
             if not replayer.is_open(tx_id):
                 continue
-            if in_file.get(tx_id, 0) != tx_count:
+            if in_file.pop(tx_id, 0) != tx_count:
                 log.warning("committed transaction %d is incomplete in %s", tx_id, seg.path)
                 replayer.discard(tx_id)
                 if index is not None:
@@ -287,6 +292,7 @@ def replay_file(
                 if index is not None:
                     index.commit(tx_id, seg)
         elif rtype == _ROLLBACK:
+            in_file.pop(tx_id, None)
             replayer.rollback(tx_id)
             if index is not None:
                 index.rollback(tx_id, seg)
