@@ -47,7 +47,7 @@ def _tear_prepare(fs: FaultFileSystem, tx_id: int) -> None:
     for name in names:
         path = f"{DIRECTORY}/{name}"
         raw = bytearray(fs.read_file(path))
-        header = fmt.decode_header(raw, path)
+        header = fmt.decode_header(bytes(raw), path)
         if header is None:
             continue
         for off, length, rtype, urt, cc, lsn, rid, tx, count, body in scan(
