@@ -220,8 +220,12 @@ def replay_file(
     ``tx_count`` differs from the transaction's records counted in this file is an incomplete
     transaction: discarded (reported failed), never applied. A commit of a transaction nothing
     was collected for is legal and ignored (its records were reclaimed, or it was empty).
+
+    The count covers the records since the id's last commit, rollback or discard: the writer
+    counts a new use of a transaction id (a failed id used again after the ROLLBACK the open
+    wrote for it) from zero, so the old use's records in the same file must not count.
     """
-    in_file: dict[int, int] = {}  # tx id -> its records seen in this file
+    in_file: dict[int, int] = {}  # tx id -> its records seen in this file since it last ended
     r_add, r_update, r_delete = replayer.add, replayer.update, replayer.delete
     r_add_tx, r_update_tx, r_delete_tx = replayer.add_tx, replayer.update_tx, replayer.delete_tx
     # Adds and updates are most of any load: LiveIndex.add is written out here (same rules),

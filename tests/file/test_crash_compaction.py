@@ -17,16 +17,19 @@ import os
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from store.errors import CorruptionError, StoreError
+from store.file import compact as compact_module
 from store.file import format as fmt
+from store.file.fs import FileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, scan
+from store.file.segments import SegmentNaming
 from tests.file.crashsim import (
     DIRECTORY,
     Ledger,
@@ -96,6 +99,14 @@ def check_recovery(p: Prepared, snap: Snapshot, mode: CrashMode, seed: int) -> N
     """Reopens one crash image of ``snap``: the load must equal the model exactly, nothing
     in flight may be left, and the journal must keep working. Raises AssertionError."""
     image = snap.crash(random.Random(seed), mode)
+    check_image_recovers(p, image, f"{snap.label}, {image.crash_report}", seed)
+
+
+def check_image_recovers(
+    p: Prepared, image: FaultFileSystem, label: str, seed: int, *, keep_writing: bool = True
+) -> None:
+    """Reopens the crash image ``image`` and checks it as :func:`check_recovery` says (with
+    ``keep_writing`` False: load, close, no leftovers). Raises AssertionError naming ``label``."""
     reopened = open_journal(p.spec, image)
     model = JournalModel.from_ops(p.model.ops)
     try:
@@ -106,9 +117,13 @@ def check_recovery(p: Prepared, snap: Snapshot, mode: CrashMode, seed: int) -> N
             reopened.close()
         except StoreError:
             pass
-        raise AssertionError(f"{snap.label}, {image.crash_report}: {exc}") from exc
-    continue_after(p.spec, reopened, model, image, seed)  # checks for leftovers once closed
-    assert not image.exists(f"{DIRECTORY}/{CONTROL}")
+        raise AssertionError(f"{label}: {exc}") from exc
+    if keep_writing:
+        continue_after(p.spec, reopened, model, image, seed)  # checks for leftovers once closed
+    else:
+        reopened.close()
+        assert_no_leftovers(image)
+    assert not image.exists(f"{DIRECTORY}/{CONTROL}"), label
 
 
 def _close(journal: object) -> None:
@@ -264,6 +279,109 @@ def test_a_crash_at_any_call_inside_compaction_recovers_exactly(seed: int) -> No
         assert_load_equal(reopened.load(), JournalModel.from_ops(p.model.ops).restart())
     finally:
         reopened.close()
+
+
+# -- a crash inside the recovery at open -------------------------------------------------------
+
+
+def _recovery_snapshots(
+    p: Prepared, image: FaultFileSystem, monkeypatch: pytest.MonkeyPatch
+) -> list[Snapshot]:
+    """Opens and loads ``image`` (a journal with a committed, unfinished compaction) and
+    returns a snapshot taken before and after every file-system call ``compact.recover`` makes
+    there, one per distinct state; the journal is closed again."""
+    snaps: list[Snapshot] = []
+    seen: set[tuple[int, int]] = set()
+    inside = False
+    real = compact_module.recover
+
+    def recover(fs: FileSystem, naming: SegmentNaming) -> None:
+        nonlocal inside
+        inside = True
+        try:
+            real(fs, naming)
+        finally:
+            inside = False
+
+    def note(call: Call) -> None:
+        if not inside:
+            return
+        snap = image.snapshot(f"{call.phase} {call.kind} {os.path.basename(call.path)}")
+        if (snap.seq, snap.unsynced) not in seen:
+            seen.add((snap.seq, snap.unsynced))
+            snaps.append(snap)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(compact_module, "recover", recover)
+        image.watch(note)
+        journal = open_journal(p.spec, image)
+        try:
+            journal.load()
+        finally:
+            image.clear_faults()
+            _close(journal)
+    return snaps
+
+
+def _recovery_images(snap: Snapshot, seed: int) -> list[tuple[str, FaultFileSystem]]:
+    """Crash images of ``snap`` whose pending directory operations (recovery writes no data)
+    are dropped, reordered or cut: every crash mode, every prefix (an ordered metadata journal
+    cut anywhere), every set with one operation lost and every set with only one kept (plain
+    POSIX: no order between unsynced directory operations). One image per distinct state."""
+    rng = random.Random(seed)
+    ops = snap.dir_ops
+    kept_sets = [ops[:n] for n in range(len(ops) + 1)]
+    kept_sets += [ops[:i] + ops[i + 1 :] for i in range(len(ops))]
+    kept_sets += [(op,) for op in ops]
+    images: list[tuple[str, FaultFileSystem]] = []
+    for kept in kept_sets:
+        image = replace(snap, dir_ops=kept).crash(rng, "process")
+        names = [f"{op.kind} {os.path.basename(op.path)}" for op in kept]
+        images.append((f"{snap.label}, directory operations kept: {names} of {len(ops)}", image))
+    modes: tuple[CrashMode, ...] = ("drop", "process", "random", "prefix", "tear-last")
+    for mode in modes + ("reorder",) * 4:
+        image = snap.crash(rng, mode)
+        images.append((f"{snap.label}, {image.crash_report}", image))
+    unique: dict[tuple[tuple[str, bytes], ...], tuple[str, FaultFileSystem]] = {}
+    for label, image in images:
+        state = tuple(
+            (name, image.read_file(f"{DIRECTORY}/{name}")) for name in image.listdir(DIRECTORY)
+        )
+        unique.setdefault(state, (label, image))
+    return list(unique.values())
+
+
+@pytest.mark.parametrize("step", ["after the control file", "after some renames"])
+def test_a_crash_at_any_call_inside_the_recovery_at_open_recovers_exactly(
+    step: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction committed (its control file durable) but not finished; the reopen's
+    recovery removes the old files, renames the .cmp files, syncs the directory and only then
+    deletes the control file. A crash at any call of that recovery, with its directory
+    operations dropped, reordered or cut, must reopen to exactly the model, with no leftovers.
+
+    Fails if the control file is deleted before the directory sync that makes the renames and
+    removals durable: an image that keeps the deletion but loses a rename drops a compacted
+    file as a leftover (records lost), or one that loses a removal keeps an old file
+    (deleted records come back)."""
+    p = prepare(11)
+    kind, nth, when, matcher = STEPS[step]
+    p.fs.crash_at(kind, nth, when=when, match=matcher(old_files(p)))
+    with pytest.raises(StoreError):
+        p.journal.compact()  # type: ignore[attr-defined]
+    _close(p.journal)
+    committed = p.fs.crash_points[0].crash(random.Random(0), "process")
+    assert committed.exists(f"{DIRECTORY}/{CONTROL}")
+    snaps = _recovery_snapshots(p, committed, monkeypatch)
+    kinds = {s.label.split()[1] for s in snaps}
+    assert {"remove", "fsync_dir"} <= kinds, kinds
+    assert max(len(s.dir_ops) for s in snaps) >= 2
+    checked = 0
+    for n, snap in enumerate(snaps):
+        for label, image in _recovery_images(snap, n):
+            check_image_recovers(p, image, label, n, keep_writing=checked % 10 == 0)
+            checked += 1
+    assert checked >= 15, checked
 
 
 # -- compaction must not skip what it cannot read -----------------------------------------------

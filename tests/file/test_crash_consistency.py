@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import random
 import sys
@@ -30,6 +31,7 @@ import pytest
 
 from store.errors import ChecksumError, StoreError, StoreIOError
 from store.file import format as fmt
+from store.file import writer as writer_module
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, scan
@@ -405,6 +407,155 @@ def test_an_append_that_waited_for_a_compaction_stays_in_the_index() -> None:
     finally:
         reopened.close()
     assert loaded == [(1000, b"late"), (1000, b"updated")]
+
+
+# -- group commit: an acknowledgement only after the sync -------------------------------------
+
+
+class _Acks:
+    """Acknowledgements as they happen, and a snapshot of the file system at each of them and
+    just before each datasync. ``lsn``: the highest lsn a released follower waited for (every
+    record up to it acknowledged); ``ids``: records whose own sync call returned or whose sync
+    future completed. An acknowledgement is noted before its snapshot is taken, so that
+    snapshot's context (read under the file system's lock) holds it.
+
+    Thread-safety: ``lock`` guards the notes; it is never held while taking a snapshot (the
+    datasync hook snapshots under the file system's lock, so the other order would deadlock).
+    """
+
+    def __init__(self, fs: FaultFileSystem) -> None:
+        self.fs = fs
+        self.lock = threading.Lock()
+        self.lsn = 0
+        self.ids: list[int] = []
+        self.followers = 0
+        self.snapshots: list[Snapshot] = []
+
+    def context(self) -> tuple[int, tuple[int, ...]]:
+        with self.lock:
+            return self.lsn, tuple(self.ids)
+
+    def snap(self, label: str) -> None:
+        snap = self.fs.snapshot(label)
+        with self.lock:
+            self.snapshots.append(snap)
+
+    def follower(self, lsn: int) -> None:
+        with self.lock:
+            self.followers += 1
+            self.lsn = max(self.lsn, lsn)
+        self.snap(f"follower released (lsn {lsn})")
+
+    def record(self, id: int, how: str) -> None:
+        with self.lock:
+            self.ids.append(id)
+        self.snap(f"{how} of id {id}")
+
+
+def _ack_at_release(acks: _Acks) -> type[writer_module.Waiter]:
+    """A Waiter whose release by the flusher records the acknowledgement at that instant (a
+    waiter released to become the next leader is not acknowledged: it syncs itself)."""
+
+    class Release:
+        def __init__(self, waiter: writer_module.Waiter) -> None:
+            self.waiter = waiter
+            self.inner = threading.Lock()
+            self.inner.acquire()
+
+        def acquire(self) -> bool:
+            return self.inner.acquire()
+
+        def release(self) -> None:
+            if not self.waiter.leader:
+                acks.follower(self.waiter.lsn)
+            self.inner.release()
+
+    class AckingWaiter(writer_module.Waiter):
+        def __init__(self, lsn: int) -> None:
+            super().__init__(lsn)
+            self.lock = Release(self)  # type: ignore[assignment]
+
+    return AckingWaiter
+
+
+def _future_done(acks: _Acks, id: int, _future: object) -> None:
+    acks.record(id, "sync future")
+
+
+def test_sync_appends_are_acknowledged_only_after_the_datasync_that_covers_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Threads make sync appends and sync futures; every acknowledgement is recorded the
+    instant it is given (a follower's release by the flusher, a leader's return, a future's
+    completion) together with a snapshot, and snapshots are also taken just before each
+    datasync. A crash that drops everything unsynced at any of those points must keep every
+    acknowledged record and every record appended before it (DESIGN §4, ``sync=True``).
+
+    Fails if the writer releases waiters (or completes futures) before the datasync."""
+    fs = _fresh()
+    acks = _Acks(fs)
+    fs.context = acks.context
+    monkeypatch.setattr(writer_module, "Waiter", _ack_at_release(acks))
+
+    def before_sync(call: Call) -> None:
+        if call.kind == "datasync" and call.phase == "before":
+            acks.snap(f"before datasync (call {call.index})")
+            time.sleep(0.001)  # let other appenders queue up behind this sync as followers
+
+    journal = _journal(fs, file_size=16 * 1024)
+    journal.load()
+    fs.watch(before_sync)
+
+    def appender(t: int) -> None:
+        rng = random.Random(t)
+        for n in range(40):
+            i = t * 1000 + n
+            data = bytes([t]) * rng.randint(20, 400)
+            if n % 5 == 4:
+                journal.append_add(i, 1, data)
+                fut = journal.sync_future()
+                fut.add_done_callback(functools.partial(_future_done, acks, i))
+                fut.result(timeout=30)
+            else:
+                journal.append_add(i, 1, data, sync=True)
+                acks.record(i, "sync append returned")
+
+    threads = [threading.Thread(target=appender, args=(t,), daemon=True) for t in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "an appender hangs"
+    fs.clear_faults()
+    journal.close()
+    assert acks.followers >= 5, f"only {acks.followers} followers were released: no group commit"
+
+    lsn_of: dict[int, int] = {}
+    for name in _data_files(fs):
+        raw = fs.read_file(f"{DIRECTORY}/{name}")
+        header = fmt.decode_header(raw, name)
+        assert header is not None
+        lsn_of.update((r[6], r[5]) for r in scan(raw, header.file_id, Cursor()))
+    assert len(lsn_of) == 160
+    checked = 0
+    for n, snap in enumerate(acks.snapshots):
+        upto, ids = snap.context
+        upto = max([upto, *(lsn_of[i] for i in ids)])
+        must = {i for i, lsn in lsn_of.items() if lsn <= upto}
+        for mode in ("drop", "reorder"):
+            image = snap.crash(random.Random(n), mode)  # type: ignore[arg-type]
+            reopened = _journal(image, file_size=16 * 1024)
+            try:
+                loaded = {r.id for r in reopened.load().records}
+            finally:
+                reopened.close()
+            lost = sorted(must - loaded, key=lsn_of.__getitem__)
+            assert not lost, (
+                f"{snap.label}: acknowledged up to lsn {upto}, but ids {lost} "
+                f"(lsns {[lsn_of[i] for i in lost]}) were lost ({image.crash_report})"
+            )
+            checked += 1
+    assert checked >= 300, checked
 
 
 # -- I/O errors ---------------------------------------------------------------------------------

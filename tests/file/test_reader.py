@@ -1,5 +1,5 @@
 """store.file.reader over hand-built files: records in sequence, the end of data, what follows it,
-and the torn-tail / corruption decision."""
+the torn-tail / corruption decision, and replay_file's transaction counts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import pytest
 
 from store.errors import ChecksumError
 from store.file import format as fmt
-from store.file.reader import Cursor, Tail, classify, find_after, scan
-from store.journal.api import RecordType
+from store.file.index import LiveIndex
+from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
+from store.file.segments import Segment
+from store.journal.api import LoadResult, PreparedTransaction, RecordInfo, RecordType
+from store.journal.replay import Replayer
 
 F = 65536  # the file id of the file under test
 G = 131072  # another file id (an earlier use of the file)
@@ -300,3 +303,119 @@ def test_classify_a_record_proving_durability_is_corruption(
         classify("f", _tail(*durables, end=777), missing_lsn=missing, is_last=True)
     assert info.value.offset == 777
     assert f"lsn {missing} expected" in info.value.reason
+
+
+# -- replay_file: transaction record counts --------------------------------------------------------
+
+ADD_TX = int(RecordType.ADD_TX)
+PREPARE = int(RecordType.PREPARE)
+COMMIT = int(RecordType.COMMIT)
+ROLLBACK = int(RecordType.ROLLBACK)
+
+TxRec = tuple[int, int, int, int]  # (type, id, tx_id, tx_count); every body is b"b<id>"
+
+
+def _replay_files(files: list[list[TxRec]]) -> tuple[LoadResult, LiveIndex]:
+    """Builds one journal file per list (records in sequence, lsns running on across files),
+    scans and replays them in order as a load does; returns the load and the index."""
+    replayer = Replayer()
+    index = LiveIndex()
+    lsn = 0
+    for n, records in enumerate(files):
+        fid = F + n
+        raw = []
+        for rtype, rid, tx_id, tx_count in records:
+            lsn += 1
+            raw.append(
+                fmt.encode_record(
+                    rtype,
+                    file_id=fid,
+                    lsn=lsn,
+                    durable_lsn=lsn - 1,
+                    id=rid,
+                    tx_id=tx_id,
+                    user_type=1,
+                    tx_count=tx_count,
+                    body=b"b%d" % rid if rid else b"xid",
+                )
+            )
+        data = build(*sequence(fmt.DATA_START, *raw), fid=fid)
+        cursor = Cursor()
+        scanned = scan(data, fid, cursor)
+        assert len(scanned) == len(records)
+        replay_file(scanned, Segment(f"f{n}", fid, SIZE, None), replayer, index)
+    return replayer.result(), index
+
+
+def _a(id: int) -> RecordInfo:
+    return RecordInfo(id, 1, b"b%d" % id, False)
+
+
+# A transaction id the load reported failed gets a ROLLBACK at open; if the application uses
+# the id again, the writer counts the new transaction's records from that rollback on (its
+# index entry is new), so the reader must too: counting the old records as well would discard
+# the new transaction (a lost commit, or an in-doubt XA transaction reported failed and then
+# erased by the next open's ROLLBACK).
+REPLAY_FILE_CASES = [
+    pytest.param(
+        [
+            [(ADD_TX, 1, 7, 0), (PREPARE, 0, 7, 2), (ROLLBACK, 0, 7, 0)],
+            [(ADD_TX, 2, 7, 0), (PREPARE, 0, 7, 1)],
+        ],
+        LoadResult([], [PreparedTransaction(7, b"xid", [_a(2)], [])], []),
+        id="torn-prepare-discarded-then-id-reused-and-prepared-in-a-later-file",
+    ),
+    pytest.param(
+        [[(ADD_TX, 1, 7, 0), (PREPARE, 0, 7, 2), (ROLLBACK, 0, 7, 0)], [(ADD_TX, 2, 7, 0)]],
+        LoadResult([], [], [7]),
+        id="torn-prepare-discarded-then-id-reused-and-left-open-failed-once",
+    ),
+    pytest.param(
+        [
+            [
+                (ADD_TX, 1, 7, 0),
+                (PREPARE, 0, 7, 2),
+                (ROLLBACK, 0, 7, 0),
+                (ADD_TX, 2, 7, 0),
+                (PREPARE, 0, 7, 1),
+            ]
+        ],
+        LoadResult([], [PreparedTransaction(7, b"xid", [_a(2)], [])], []),
+        id="torn-prepare-discarded-then-id-reused-and-prepared-in-the-same-file",
+    ),
+    pytest.param(
+        [[(ADD_TX, 1, 7, 0), (ROLLBACK, 0, 7, 0), (ADD_TX, 2, 7, 0), (COMMIT, 0, 7, 1)]],
+        LoadResult([_a(2)], [], []),
+        id="failed-id-reused-and-committed-in-the-same-file",
+    ),
+    pytest.param(
+        [[(ADD_TX, 1, 7, 0), (COMMIT, 0, 7, 1), (ADD_TX, 2, 7, 0), (COMMIT, 0, 7, 1)]],
+        LoadResult([_a(1), _a(2)], [], []),
+        id="committed-id-reused-and-committed-in-the-same-file",
+    ),
+    pytest.param(
+        [[(ADD_TX, 1, 7, 0), (ADD_TX, 2, 7, 0), (COMMIT, 0, 7, 3)]],
+        LoadResult([], [], [7]),
+        id="commit-counting-more-records-than-the-file-holds-is-discarded",
+    ),
+    pytest.param(
+        [[(ADD_TX, 1, 7, 0), (ROLLBACK, 0, 7, 0), (ADD_TX, 2, 7, 0), (COMMIT, 0, 7, 2)]],
+        LoadResult([], [], [7]),
+        id="after-a-rollback-the-old-records-no-longer-count",
+    ),
+]
+
+
+@pytest.mark.parametrize(("files", "expected"), REPLAY_FILE_CASES)
+def test_replay_file_counts_a_transactions_records_since_it_last_ended(
+    files: list[list[TxRec]], expected: LoadResult
+) -> None:
+    """A prepare or commit is complete when its tx_count equals the records of that use of the
+    transaction id in its file; the index keeps exactly the transactions left prepared."""
+    got, index = _replay_files(files)
+    assert got.records == expected.records
+    assert got.prepared == expected.prepared
+    assert got.failed == expected.failed
+    assert {tx for tx, state in index.txs.items() if state.prepared} == {
+        p.tx_id for p in expected.prepared
+    }

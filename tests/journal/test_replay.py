@@ -166,6 +166,41 @@ CASES = [
         LoadResult([], [], [1]),
         id="commit-after-discard-contributes-nothing-and-stays-failed",
     ),
+    # A failed id gets a ROLLBACK written at open, which would erase an in-doubt transaction:
+    # an id discarded and then used again and prepared is prepared only, never also failed.
+    pytest.param(
+        [
+            ("add_tx", 7, 1, 1, b"torn"),
+            ("discard", 7),
+            ("add_tx", 7, 2, 1, b"again"),
+            ("prepare", 7, b"xid"),
+        ],
+        LoadResult([], [P(7, b"xid", [A(2, b"again")], [])], []),
+        id="discarded-tx-reused-and-prepared-is-prepared-only",
+    ),
+    pytest.param(
+        [("add_tx", 7, 1, 1, b"torn"), ("discard", 7), ("add_tx", 7, 2, 1, b"again")],
+        LoadResult([], [], [7]),
+        id="discarded-tx-reused-and-left-open-is-failed-once",
+    ),
+    pytest.param(
+        [("add", 5, 1, b"old"), ("delete_tx", 7, 5), ("add_tx", 7, 5, 2, b"new"), ("commit", 7)],
+        LoadResult([A(5, b"new", 2)]),
+        id="tx-deletes-an-id-then-adds-it-again",
+    ),
+    pytest.param(
+        [
+            ("add", 1, 1, b"keep"),
+            ("add_tx", 5, 2, 1, b"t"),
+            ("update_tx", 5, 1, 1, b"t"),
+            ("delete_tx", 5, 1),
+            ("rollback", 5),
+            ("add_tx", 5, 3, 1, b"later"),
+            ("commit", 5),
+        ],
+        LoadResult([A(1, b"keep"), A(3, b"later")]),
+        id="rollback-discards-what-it-collected",
+    ),
 ]
 
 
