@@ -5,8 +5,9 @@ Each subcommand lives in its own module of this package and exposes
 function takes the parsed ``argparse.Namespace`` and returns an exit code. Subcommands parse,
 call one public library function, and format its result; they never hold logic of their own.
 
-``main()`` maps :class:`~store.errors.StoreError` to a one-line message (plus the error's hint)
-on stderr and an exit code; ``--traceback`` shows the whole chain instead.
+``main()`` maps :class:`~store.errors.StoreError` to a one-line message (plus the error's hint,
+unless the message already says it) on stderr and an exit code; ``--traceback`` shows the whole
+chain instead.
 
 Exit codes scripts can rely on:
 
@@ -101,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         else:
             print(f"store: error: {exc}", file=sys.stderr)
-            if exc.hint:
+            if exc.hint and exc.hint not in str(exc):  # said once: "did you mean" is in both
                 print(f"store: hint: {exc.hint}", file=sys.stderr)
         return exit_code_for(exc)
     except KeyboardInterrupt:
