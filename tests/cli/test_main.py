@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import ast
+import functools
+import re
 from pathlib import Path
 
 import pytest
 
-from store.cli.main import main
+import store
+from store.cli.main import build_parser, main
+from store.errors import StoreLockedError
+from store.file.lock import DirectoryLock
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -22,3 +29,58 @@ def test_a_toml_typo_suggests_the_key_exactly_once(tmp_path: Path, capsys) -> No
     assert code == 2
     assert err.count("did you mean 'journal-file-size'?") == 1
     assert err.startswith("store: error: unknown key 'journal-file-sise'")
+
+
+# -- hints name real commands ------------------------------------------------------------------
+
+# A command in a message or hint: `store data verify` (single backticks; docstrings use two).
+_COMMAND_IN_TEXT = re.compile(r"(?<!`)`store ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?")
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+@functools.cache
+def _command_tree() -> dict[str, frozenset[str]]:
+    """Each command of `store` with its subcommands (empty when it has none)."""
+    return {name: frozenset(_commands(p)) for name, p in _commands(build_parser()).items()}
+
+
+def _named_commands_that_do_not_exist(text: str) -> list[str]:
+    tree = _command_tree()
+    missing = []
+    for match in _COMMAND_IN_TEXT.finditer(text):
+        name, sub = match.groups()
+        if name not in tree or (tree[name] and sub is not None and sub not in tree[name]):
+            missing.append(match.group(0))
+    return missing
+
+
+def test_the_lock_hint_names_no_missing_command(tmp_path: Path) -> None:
+    first = DirectoryLock(str(tmp_path))
+    first.acquire()
+    try:
+        with pytest.raises(StoreLockedError) as info:
+            DirectoryLock(str(tmp_path)).acquire()
+    finally:
+        first.release()
+    hint = info.value.hint or ""
+    assert "stop the other process" in hint
+    assert _named_commands_that_do_not_exist(hint) == []
+    assert "store ha" not in hint  # the HA pair has no command yet
+
+
+def test_no_message_in_the_library_names_a_missing_command() -> None:
+    package = Path(store.__file__).parent
+    missing = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found = _named_commands_that_do_not_exist(node.value)
+                if found:
+                    missing[f"{path.relative_to(package)}:{node.lineno}"] = found
+    assert missing == {}
