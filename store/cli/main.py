@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import sys
 import traceback
@@ -41,7 +42,7 @@ from store.errors import (
     StoreUnavailableError,
 )
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "package_version", "parse_args"]
 
 # Modules of this package that contribute subcommands, in the order of ``store --help``.
 _COMMAND_MODULES = ("perf", "data", "db", "ha", "mask", "report")
@@ -56,13 +57,16 @@ EXIT_ERROR = 6
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``store`` parser with every subcommand of this build.
+
+    ``--traceback`` and ``-v`` are accepted before and after the subcommand. Returns the parser.
+    Raises nothing (a subcommand module that is missing from this build is left out).
+    """
     parser = argparse.ArgumentParser(
         prog="store", description="Persistence layer of a message broker: journals, tools, reports."
     )
-    parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
-    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    _add_shell_options(parser, depth=0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:
@@ -72,7 +76,75 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that area's commands are not part of this build
             raise
         module.register(sub)
+    _add_shell_options_to_subcommands(parser, depth=1)
     return parser
+
+
+def package_version() -> str:
+    """The installed package's version, else ``store.__version__``, else ``"unknown"``."""
+    try:
+        return importlib.metadata.version("store")
+    except importlib.metadata.PackageNotFoundError:
+        import store
+
+        return str(getattr(store, "__version__", "unknown (the package is not installed)"))
+
+
+# The options of the shell (this module), accepted at every level of subcommands. argparse parses
+# a subcommand's arguments into a fresh namespace and copies every attribute it set over the
+# caller's, so below the top the options have no default (SUPPRESS: an option given before the
+# subcommand is not overwritten) and each level counts -v under its own name (-v given at several
+# levels adds up).
+_VERBOSE_AT = "verbose_at_level_"
+
+
+def _add_shell_options(parser: argparse.ArgumentParser, *, depth: int) -> None:
+    existing = parser._option_string_actions  # a subcommand's own option of that name wins
+    top = depth == 0
+    if "--traceback" not in existing:
+        parser.add_argument(
+            "--traceback",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="show full tracebacks on errors",
+        )
+    if "-v" not in existing and "--verbose" not in existing:
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            dest="verbose" if top else f"{_VERBOSE_AT}{depth}",
+            default=0 if top else argparse.SUPPRESS,
+            help="log more (-v info, -vv debug)",
+        )
+
+
+def _add_shell_options_to_subcommands(parser: argparse.ArgumentParser, *, depth: int) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            seen: set[int] = set()
+            for subparser in action.choices.values():
+                if id(subparser) not in seen:  # aliases share one parser
+                    seen.add(id(subparser))
+                    _add_shell_options(subparser, depth=depth)
+                    _add_shell_options_to_subcommands(subparser, depth=depth + 1)
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None
+) -> argparse.Namespace:
+    """Parse a ``store`` command line (``sys.argv[1:]`` when ``argv`` is ``None``).
+
+    Returns the namespace, with ``verbose`` the number of ``-v`` given at any level and
+    ``traceback`` true when ``--traceback`` was given at any level. Raises ``SystemExit`` on
+    bad usage, ``--help`` and ``--version``, as argparse does.
+    """
+    args = (parser or build_parser()).parse_args(argv)
+    levels = [name for name in vars(args) if name.startswith(_VERBOSE_AT)]
+    args.verbose += sum(getattr(args, name) for name in levels)
+    for name in levels:
+        delattr(args, name)
+    return args
 
 
 def exit_code_for(exc: StoreError) -> int:
@@ -89,7 +161,7 @@ def exit_code_for(exc: StoreError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv, parser)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import importlib.metadata
 import re
 from pathlib import Path
 
 import pytest
 
 import store
-from store.cli.main import build_parser, main
+from store.cli.main import build_parser, main, package_version, parse_args
 from store.errors import StoreLockedError
 from store.file.lock import DirectoryLock
 
@@ -84,3 +85,43 @@ def test_no_message_in_the_library_names_a_missing_command() -> None:
                 if found:
                     missing[f"{path.relative_to(package)}:{node.lineno}"] = found
     assert missing == {}
+
+
+# -- options before and after the subcommand, --version ------------------------------------------
+
+VERIFY = ["data", "verify", "--journal", "j"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbose", "show_traceback"),
+    [
+        pytest.param(VERIFY, 0, False, id="none"),
+        pytest.param([*VERIFY, "-v", "--traceback"], 1, True, id="after"),
+        pytest.param(["-v", "--traceback", *VERIFY], 1, True, id="before"),
+        pytest.param(["--traceback", "-v", *VERIFY, "-v"], 2, True, id="both"),
+        pytest.param(["data", "-v", "verify", "--journal", "j", "-v"], 2, False, id="middle"),
+        pytest.param(["-vv", "mask", "x"], 2, False, id="before-other-command"),
+        pytest.param(["mask", "x", "--verbose", "--traceback"], 1, True, id="after-other"),
+    ],
+)
+def test_traceback_and_verbose_are_accepted_before_and_after_the_subcommand(
+    argv: list[str], verbose: int, show_traceback: bool
+) -> None:
+    args = parse_args(argv)
+    assert args.verbose == verbose
+    assert args.traceback is show_traceback
+
+
+def test_traceback_after_the_subcommand_shows_the_traceback(capsys) -> None:
+    code, _out, err = _run(capsys, "mask", "--unmask", "ENC(zz)", "--traceback")
+    assert code == 2
+    assert "Traceback (most recent call last)" in err and "ConfigError" in err
+
+
+def test_version_prints_the_package_version(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out == f"store {package_version()}\n"
+    assert package_version() == importlib.metadata.version("store")
