@@ -7,7 +7,9 @@ call one public library function, and format its result; they never hold logic o
 
 ``main()`` maps :class:`~store.errors.StoreError` to a one-line message (plus the error's hint,
 unless the message already says it) on stderr and an exit code; ``--traceback`` shows the whole
-chain instead.
+chain instead. The library's log records go to stderr one line each (warnings by default, ``-v``
+info, ``-vv`` debug); an exception logged with a record is summarised on its line unless
+``--traceback``. ``--traceback`` and ``-v`` are accepted before and after the subcommand.
 
 Exit codes scripts can rely on:
 
@@ -25,12 +27,13 @@ Exit codes scripts can rely on:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.metadata
 import logging
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from store.errors import (
     ConfigError,
@@ -160,25 +163,80 @@ def exit_code_for(exc: StoreError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``store`` command line. Returns the exit code (see the module docstring)."""
     parser = build_parser()
     args = parse_args(argv, parser)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    with _logging_to_stderr(verbose=args.verbose, show_traceback=args.traceback):
+        try:
+            return int(args.func(args))
+        except StoreError as exc:
+            if args.traceback:
+                traceback.print_exc()
+            else:
+                print(f"store: error: {exc}", file=sys.stderr)
+                if exc.hint and exc.hint not in str(exc):  # said once: "did you mean" is in both
+                    print(f"store: hint: {exc.hint}", file=sys.stderr)
+            return exit_code_for(exc)
+        except KeyboardInterrupt:
+            return 130
+
+
+class _OneLineFormatter(logging.Formatter):
+    """``WARNING store.config_xml: <message>``: one line per record.
+
+    An exception logged with the record (``log.exception`` in a background thread, e.g. a full
+    disk while pre-opening a journal file) is summarised on the same line unless
+    ``--traceback``: the failure that matters reaches the command as a StoreError, shown as one
+    line plus its hint.
+    """
+
+    def __init__(self, *, show_traceback: bool) -> None:
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+        self.show_traceback = show_traceback
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.show_traceback:
+            return super().format(record)
+        record.message = record.getMessage()
+        text = self.formatMessage(record)
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            text += f" ({type(exc).__name__}: {exc})"
+        return text
+
+
+class _StderrHandler(logging.Handler):
+    """Writes each record to whatever ``sys.stderr`` is at that time (tests replace it).
+
+    Thread-safety: ``logging.Handler.handle`` holds the handler's lock around :meth:`emit`.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _logging_to_stderr(*, verbose: int, show_traceback: bool) -> Iterator[None]:
+    # Warnings show by default; -v adds info, -vv debug. Restored afterwards, so main() can run
+    # many times in one process (tests) without stacking handlers.
+    root = logging.getLogger()
+    handler = _StderrHandler()
+    handler.setFormatter(_OneLineFormatter(show_traceback=show_traceback))
+    old_level = root.level
+    root.setLevel(logging.WARNING - 10 * min(verbose, 2))
+    root.addHandler(handler)
     try:
-        return int(args.func(args))
-    except StoreError as exc:
-        if args.traceback:
-            traceback.print_exc()
-        else:
-            print(f"store: error: {exc}", file=sys.stderr)
-            if exc.hint and exc.hint not in str(exc):  # said once: "did you mean" is in both
-                print(f"store: hint: {exc.hint}", file=sys.stderr)
-        return exit_code_for(exc)
-    except KeyboardInterrupt:
-        return 130
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
 
 
 if __name__ == "__main__":

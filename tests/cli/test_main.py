@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import argparse
 import ast
+import errno
 import functools
 import importlib.metadata
+import logging
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import store
+from store.cli import mask
 from store.cli.main import build_parser, main, package_version, parse_args
-from store.errors import StoreLockedError
+from store.errors import StoreIOError, StoreLockedError
+from store.file import fs
 from store.file.lock import DirectoryLock
 
 
@@ -125,3 +132,97 @@ def test_version_prints_the_package_version(capsys) -> None:
     out = capsys.readouterr().out
     assert out == f"store {package_version()}\n"
     assert package_version() == importlib.metadata.version("store")
+
+
+# -- logging: one line per record, no traceback unless --traceback -------------------------------
+
+
+def _disk_full(path: str) -> StoreIOError:
+    return fs._io_error(OSError(errno.ENOSPC, "No space left on device"), "cannot allocate", path)
+
+
+def _background_failure_then_error(args: object) -> int:
+    """A command whose library logs a failure with its traceback, then raises (a full disk)."""
+    try:
+        raise _disk_full("/data/journal/data-1.jrn.tmp")
+    except StoreIOError:
+        logging.getLogger("store.file.segments").exception("cannot pre-open the next journal file")
+    logging.getLogger("store.config_xml").warning("broker.xml: <x> is not an element")
+    raise _disk_full("/data/journal/data-2.jrn.tmp")
+
+
+def test_a_logged_exception_is_one_line_and_the_error_one_line_plus_hint(
+    capsys, monkeypatch
+) -> None:
+    monkeypatch.setattr(mask, "run", _background_failure_then_error)
+    code, _out, err = _run(capsys, "mask", "x")
+    assert code == 4
+    assert err.splitlines() == [
+        "ERROR store.file.segments: cannot pre-open the next journal file (StoreIOError: "
+        "cannot allocate /data/journal/data-1.jrn.tmp: No space left on device)",
+        "WARNING store.config_xml: broker.xml: <x> is not an element",
+        "store: error: cannot allocate /data/journal/data-2.jrn.tmp: No space left on device",
+        "store: hint: the disk is full: free space or move the journal directory",
+    ]
+
+
+def test_traceback_shows_the_logged_and_the_raised_tracebacks(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(mask, "run", _background_failure_then_error)
+    code, _out, err = _run(capsys, "mask", "x", "--traceback")
+    assert code == 4
+    assert err.count("Traceback (most recent call last)") == 2
+
+
+# Runs `store` in a child process whose file system is full once the files of a fresh store are
+# allocated (also for the file pre-opened in the background, which logs its failure).
+_FULL_DISK_STORE = """
+import errno, itertools, sys
+from store.cli.main import main
+from store.file import fs
+
+allocations = itertools.count()
+real_allocate = fs.OsFileHandle.allocate
+
+def allocate(self, size):
+    if next(allocations) >= 4:
+        error = OSError(errno.ENOSPC, "No space left on device")
+        raise fs._io_error(error, "cannot allocate", self.path)
+    real_allocate(self, size)
+
+fs.OsFileHandle.allocate = allocate
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _run_with_a_full_disk(*argv: str) -> subprocess.CompletedProcess[str]:
+    root = str(Path(store.__file__).parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_STORE, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("show_traceback", [False, True], ids=["default", "traceback"])
+def test_a_full_disk_is_one_error_line_plus_hint(tmp_path: Path, show_traceback: bool) -> None:
+    config = tmp_path / "store.toml"
+    config.write_text(
+        'journal-directory = "journal"\nbindings-directory = "bindings"\n'
+        'journal-file-size = "64K"\njournal-type = "NIO"\n'
+    )
+    argv = ["perf", "--config", str(config), "--records", "50"]
+    result = _run_with_a_full_disk(*argv, *(["--traceback"] if show_traceback else []))
+    err = result.stderr
+    assert result.returncode == 4, err
+    if show_traceback:
+        assert "Traceback (most recent call last)" in err
+        return
+    assert "Traceback" not in err
+    assert "store: error: cannot allocate " in err and "No space left on device" in err
+    assert err.count("store: hint: the disk is full") == 1
+    for line in err.splitlines():  # progress lines, one-line log records, error and hint
+        assert line.startswith(("store", "ERROR ", "WARNING ")), line
