@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def package_version() -> str:
-    """The installed package's version, else ``store.__version__``, else ``"unknown"``."""
+    """The installed package's version, else ``store.__version__`` if any, else "unknown (…)"."""
     try:
         return importlib.metadata.version("store")
     except importlib.metadata.PackageNotFoundError:
