@@ -1,7 +1,7 @@
 """Reading the persistence settings out of an Artemis ``broker.xml``.
 
-Only these parts of the document are read; every other element (acceptors, security, address
-settings, cluster connections, …) is ignored, as are elements in foreign namespaces:
+Only these parts of the document are read; every other Artemis element (acceptors, security,
+address settings, cluster connections, …) is ignored, as are elements in foreign namespaces:
 
 - the direct children of ``<core>`` that are persistence keys (``journal-type``,
   ``journal-file-size``, ``paging-directory``, …) and the codec keys ``mask-password`` and
@@ -14,6 +14,12 @@ settings, cluster connections, …) is ignored, as are elements in foreign names
 - ``<store><database-store>…</database-store></store>`` with its
   ``<data-source-properties><data-source-property key=".." value=".."/>`` list
   (``<store><file-store/></store>`` means the file store).
+
+A child of ``<core>`` that is not an Artemis configuration element at all
+(:data:`store.config_artemis.CORE_ELEMENTS`), most likely a misspelled key such as
+``<journal-file-sise>``, is ignored too, but logged as a warning that names the closest key
+("did you mean ``<journal-file-size>``?"). A warning, not an error: a newer Artemis may have
+elements that list does not know yet.
 
 ``<core>`` is the root, or a child of the root ``<configuration>``. Elements may be in the
 ``urn:activemq`` or ``urn:activemq:core`` namespace, or in none.
@@ -47,8 +53,9 @@ from xml.etree import ElementInclude
 import defusedxml
 import defusedxml.ElementTree as SafeET
 
+from store.config_artemis import CORE_ELEMENTS
 from store.errors import ConfigError
-from store.sizes import invalid
+from store.sizes import closest_name, invalid
 
 __all__ = ["NAMESPACES", "parse_broker_xml"]
 
@@ -60,6 +67,7 @@ _MAX_INCLUDE_DEPTH = 6
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:")  # two letters or more: not a drive
 _CODEC_KEYS = ("mask-password", "password-codec")
 _RETENTION_ATTRIBUTES = ("directory", "period", "unit", "storage-limit")
+_SECTION_KEYS = ("journal-retention", "journal-retention-directory", "store")
 
 
 def parse_broker_xml(
@@ -92,9 +100,21 @@ def parse_broker_xml(
             database = _database_store(child)
             if database is not None:
                 _put(mapping, "database-store", database)
-        else:
+        elif name in CORE_ELEMENTS:
             _log.debug("broker.xml: <%s> is not a persistence setting; ignored", name)
+        else:
+            _warn_unknown(name, path, (*core_keys, *_CODEC_KEYS, *_SECTION_KEYS))
     return mapping
+
+
+def _warn_unknown(name: str, path: Path, ours: Collection[str]) -> None:
+    close = closest_name(name, ours) or closest_name(name, CORE_ELEMENTS)
+    _log.warning(
+        "broker.xml %r: <%s> is not an Artemis <core> configuration element; ignored%s",
+        str(path),
+        name,
+        f"; did you mean <{close}>?" if close else "",
+    )
 
 
 def _parse(data: bytes, path: Path) -> ET.Element:

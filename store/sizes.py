@@ -51,6 +51,7 @@ __all__ = [
     "check_bool",
     "check_int",
     "check_text",
+    "closest_name",
     "db_dialect_of",
     "identifier_max_length",
     "invalid",
@@ -132,10 +133,8 @@ def unknown_key(key: str, known: Iterable[str], where: str) -> ConfigError:
     Raises nothing.
     """
     names = sorted(known)
-    close = difflib.get_close_matches(key.replace("_", "-").lower(), names, n=1, cutoff=0.6)
-    if not close:  # snake_case names (replace()) compare better as given
-        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-    suggestion = f"did you mean {close[0]!r}?" if close else None
+    close = closest_name(key, names)
+    suggestion = f"did you mean {close!r}?" if close else None
     allowed = "one of " + ", ".join(names)
     return ConfigError(
         f"unknown key {key!r} in {where}"
@@ -146,6 +145,20 @@ def unknown_key(key: str, known: Iterable[str], where: str) -> ConfigError:
         allowed=allowed,
         hint=suggestion,
     )
+
+
+def closest_name(key: str, known: Iterable[str]) -> str | None:
+    """Find the known name a misspelled ``key`` most likely meant.
+
+    Compares the kebab-case, lower-case form of ``key`` first, then ``key`` as given (snake_case
+    field names compare better that way). Returns the closest name, or ``None`` when none is
+    close enough. Raises nothing.
+    """
+    names = sorted(known)
+    close = difflib.get_close_matches(key.replace("_", "-").lower(), names, n=1, cutoff=0.6)
+    if not close:
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def parse_size(value: object, *, key: str = "size") -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -214,6 +215,60 @@ def test_unrelated_xml_elements_are_not_validated(tmp_path):
         "<journal-device-block-size>4096</journal-device-block-size>",
     )
     assert cfg == StoreConfig.from_mapping({}, base_dir=tmp_path)
+
+
+def _xml_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "store.config_xml" and r.levelno >= logging.WARNING
+    ]
+
+
+def test_misspelled_core_element_is_warned_with_the_closest_key(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="store.config_xml"):
+        cfg = xml_core(tmp_path, "<journal-file-sise>1M</journal-file-sise>")
+    assert cfg.journal_file_size == StoreConfig().journal_file_size  # still ignored
+    [warning] = _xml_warnings(caplog)
+    assert "<journal-file-sise>" in warning
+    assert "did you mean <journal-file-size>?" in warning
+
+
+def test_unknown_core_element_without_a_close_key_is_still_warned(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="store.config_xml"):
+        xml_core(tmp_path, "<zzz-not-a-setting>1</zzz-not-a-setting>")
+    [warning] = _xml_warnings(caplog)
+    assert "<zzz-not-a-setting>" in warning and "did you mean" not in warning
+
+
+@pytest.mark.parametrize(
+    "element",
+    [
+        "<cluster-user>admin</cluster-user>",
+        "<acceptors><acceptor name='a'>tcp://0.0.0.0:61616</acceptor></acceptors>",
+        "<security-settings><security-setting match='#'/></security-settings>",
+        "<address-settings><address-setting match='#'/></address-settings>",
+        "<journal-device-block-size>4096</journal-device-block-size>",
+        "<name>broker</name>",
+    ],
+)
+def test_artemis_elements_we_do_not_read_are_not_warned(tmp_path, caplog, element):
+    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+        xml_core(tmp_path, element)
+    assert _xml_warnings(caplog) == []
+
+
+def test_misspelled_element_in_a_foreign_namespace_stays_silent(tmp_path, caplog):
+    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+        xml_core(tmp_path, '<x:journal-file-sise xmlns:x="urn:example">1</x:journal-file-sise>')
+    assert _xml_warnings(caplog) == []
+
+
+@pytest.mark.parametrize("name", ["broker-jdbc.xml", "broker-file.xml"])
+def test_realistic_broker_xml_files_load_without_warnings(caplog, name):
+    with caplog.at_level(logging.DEBUG):
+        load_config(TESTDATA / name)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_file_store_element_and_disabled_persistence(tmp_path):

@@ -51,7 +51,7 @@ class DirectoryLock:
                 f"journal {os.path.dirname(self.path)} is open for writing by another process"
                 + (f" ({holder})" if holder else ""),
                 holder=holder or None,
-                hint="stop the other process, or use `store ha` to run a backup that waits",
+                hint="stop the other process (or wait until it exits), then try again",
             ) from None
         except OSError as exc:
             os.close(fd)
