@@ -501,8 +501,9 @@ class FileJournal(Journal):
 
                         compact.compact(self)
                         self._reclaim_locked()
-            except StoreError:
-                log.exception("journal maintenance failed in %s", self.options.directory)
+            except StoreError as exc:
+                log.error("journal maintenance failed in %s: %s", self.options.directory, exc)
+                log.debug("maintenance failure", exc_info=True)
 
     def _retention_pass(self) -> None:
         if self.options.retention is None or not self._retention_pending:

@@ -287,8 +287,11 @@ class SegmentManager:
     def _prepare_bg(self) -> None:
         try:
             seg = self._prepare_one()
-        except StoreIOError:
-            log.exception("cannot pre-open the next journal file")
+        except StoreIOError as exc:
+            # take() does the same work again on the appender's thread and raises the error
+            # (with its hint) to the caller: one line here, the traceback only when debugging.
+            log.warning("cannot pre-open the next journal file: %s", exc)
+            log.debug("pre-open failure", exc_info=True)
             seg = None
         with self._lock:
             self._preparing = False
