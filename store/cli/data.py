@@ -15,8 +15,13 @@ Artemis's defaults ``data/journal`` and ``data/bindings`` without one), overridd
 
 Exit codes (``store.cli.main``): 0 nothing to report, 1 findings that need no operator
 (torn tails, leftovers the next open cleans up, damaged sources a recovery read around),
-5 corruption (a checksum failure or damaged header; ``repair`` without ``--force`` refuses it),
-3 when a broker holds the journal.
+5 corruption (whatever makes a load refuse the journal: a checksum failure,
+a damaged header, a missing or truncated file; ``print`` and ``verify`` report it, ``repair``
+without ``--force`` refuses it), 3 when a broker holds the journal.
+
+``print`` and ``verify`` judge a journal exactly as a load does (``store.file.integrity``): on a
+journal the load refuses, ``print`` still lists what it can read, then names the problems and
+exits 5 instead of claiming what a load would return.
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
@@ -34,6 +39,7 @@ from rich.table import Table
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
+from store.file import format as fmt
 from store.file import inspect, repair
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
@@ -149,18 +155,25 @@ def _console() -> Console:
 
 
 def run_print(args: argparse.Namespace) -> int:
-    """Print the files and records of each journal. Returns 0; raises StoreError."""
+    """Print the files and records of each journal.
+
+    Returns 0, or 5 when a load would refuse a journal (its problems are printed); raises
+    StoreError.
+    """
+    worst = EXIT_OK
     for name, opts in _journals(args):
         inspect.ensure_unlocked(opts.directory, force=args.force)
         js = inspect.scan_journal(
             opts.directory, prefix=opts.prefix, keep_records=True,
-            max_records=args.max_records, replay=True,
+            max_records=args.max_records, replay=True, kind=opts.kind,
         )
         print(f"{name} journal {opts.directory} (prefix {opts.prefix})")
         scans = {id(s.file): s for s in js.scans}
         for f in js.listing.files:
             s = scans.get(id(f))
             print(_file_line(f, s))
+            for marker in s.markers if s is not None else []:
+                print(_marker_line(marker))
             for rec in s.records if s is not None else []:
                 print(_record_line(rec, safe=args.safe, body_bytes=args.body_bytes))
         if js.records_kept < js.records_total:
@@ -171,14 +184,22 @@ def run_print(args: argparse.Namespace) -> int:
         counts = ", ".join(
             f"{RecordType(t).name} {n}" for t, n in sorted(js.replay.counts.items())
         )
+        head = f"  summary: {js.records_total} records in {len(js.scans)} files"
+        head += f" ({counts})" if counts else ""
+        if js.problems:
+            # The same judgement as the load: never claim what a load of this journal returns.
+            for problem in js.problems:
+                print(f"  DAMAGED: {problem.kind}: {problem.error}")
+            print(f"{head}; a load refuses this journal ({len(js.problems)} problem(s): "
+                  "see `store data verify`)")
+            worst = EXIT_CORRUPT
+            continue
         loaded = js.replay.result()
         print(
-            f"  summary: {js.records_total} records in {len(js.scans)} files"
-            f"{' (' + counts + ')' if counts else ''}; a load returns {len(loaded.records)} "
-            f"records, {len(loaded.prepared)} prepared and {len(loaded.failed)} failed "
-            "transactions"
+            f"{head}; a load returns {len(loaded.records)} records, {len(loaded.prepared)} "
+            f"prepared and {len(loaded.failed)} failed transactions"
         )
-    return EXIT_OK
+    return worst
 
 
 def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
@@ -193,6 +214,18 @@ def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
         what = "CORRUPT" if s.verdict is not None else "torn tail"
         line += f" {what}: {len(s.tail.records)} valid record(s) after the end"
     return line
+
+
+def _marker_line(view: inspect.MarkerView) -> str:
+    m = view.marker
+    if m.kind == fmt.MARKER_FILES and not m.known:
+        what = "FILES list left out"
+    else:
+        files = ", ".join(f"{e.file_id} lsns {e.first_lsn}..{e.last_lsn}" for e in m.files)
+        what = f"FILES [{files}]" if m.kind == fmt.MARKER_FILES else (
+            f"CHANGE retired [{', '.join(str(e.file_id) for e in m.retired)}] added [{files}]"
+        )
+    return f"    marker @{view.offset} lsn={view.lsn} {what}"
 
 
 def _record_line(rec: inspect.RecordView, *, safe: bool, body_bytes: int) -> str:
@@ -293,6 +326,11 @@ def run_repair(args: argparse.Namespace) -> int:
                 f"{name}: {cut.reason}: zeroed {cut.removed} bytes of {cut.path} from offset "
                 f"{cut.offset}; the file before the repair is {cut.backup}"
             )
+            if cut.marker_at is not None:
+                console.print(
+                    f"{name}: restated the list of the files left at offset {cut.marker_at} "
+                    f"of {cut.path}"
+                )
     return EXIT_OK
 
 
