@@ -4,7 +4,7 @@
 
     store data print   [--config F | --journal D --bindings D] [--safe] [--max-records N]
     store data verify  [--config F | --journal D --bindings D] [--force]
-    store data repair  [--config F | --journal D --bindings D] [--force]
+    store data repair  [--config F | --journal D --bindings D] [--force | --salvage]
     store data compact [--config F | --journal D --bindings D]
     store data recover [--config F | --journal D] --history D --target D [--undelete] [--events]
 
@@ -14,8 +14,8 @@ Artemis's defaults ``data/journal`` and ``data/bindings`` without one), overridd
 ``--journal`` / ``--bindings``; ``--skip-bindings`` / ``--skip-journal`` leave one out.
 
 Exit codes (``store.cli.main``): 0 nothing to report, 1 findings that need no operator
-(torn tails, leftovers the next open cleans up, damaged sources a recovery read around),
-5 corruption (whatever makes a load refuse the journal: a checksum failure,
+(torn tails, leftovers the next open cleans up, damaged sources a recovery read around, records
+a salvage dropped), 5 corruption (whatever makes a load refuse the journal: a checksum failure,
 a damaged header, a missing or truncated file; ``print`` and ``verify`` report it, ``repair``
 without ``--force`` refuses it), 3 when a broker holds the journal.
 
@@ -40,7 +40,7 @@ from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
 from store.file import format as fmt
-from store.file import inspect, repair
+from store.file import inspect, repair, salvage
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
 from store.store import file_journal_options
@@ -75,8 +75,12 @@ def register(subparsers: Any) -> None:
 
     r = sub.add_parser("repair", help="zero torn tails (keeping .broken copies)")
     _journal_options(r)
-    r.add_argument("--force", action="store_true",
-                   help="also cut at a checksum failure, moving later files into repair-<time>/")
+    how = r.add_mutually_exclusive_group()
+    how.add_argument("--force", action="store_true",
+                     help="also cut at a checksum failure, moving later files into repair-<time>/")
+    how.add_argument("--salvage", action="store_true",
+                     help="rewrite the journal keeping every valid record: drop only damaged "
+                     "records, report their lsns and ids, keep the originals in repair-<time>/")
     r.set_defaults(func=run_repair)
 
     c = sub.add_parser("compact", help="open the store and compact both journals")
@@ -307,10 +311,13 @@ def _text(value: int | None) -> str:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    """Repair each journal and print what was done.
+    """Repair (or, with ``--salvage``, salvage) each journal and print what was done.
 
-    Returns 0; raises ChecksumError / CorruptionError (exit 5) for what it refuses.
+    Returns 0, or 1 when a salvage dropped records; raises ChecksumError / CorruptionError
+    (exit 5) for what it refuses.
     """
+    if args.salvage:
+        return _run_salvage(args)
     console = _console()
     for name, opts in _journals(args):
         report = repair.repair(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
@@ -332,6 +339,42 @@ def run_repair(args: argparse.Namespace) -> int:
                     f"of {cut.path}"
                 )
     return EXIT_OK
+
+
+def _run_salvage(args: argparse.Namespace) -> int:
+    console = _console()
+    worst = EXIT_OK
+    for name, opts in _journals(args):
+        report = salvage.salvage(
+            opts.directory, prefix=opts.prefix, kind=opts.kind, file_size=opts.file_size
+        )
+        if not report.changed:
+            console.print(f"{name}: nothing to salvage in {opts.directory} (a load accepts it)")
+            continue
+        for d in report.dropped:
+            console.print(f"{name}: DROPPED {_dropped_text(d)}")
+        console.print(
+            f"{name}: salvaged {opts.directory}: kept {report.kept} records; a load now returns "
+            f"{report.records} records and {report.prepared} prepared transactions"
+            + (f" (left out as incomplete: {', '.join(map(str, report.failed))})"
+               if report.failed else "")
+        )
+        console.print(f"{name}: the original files are in {report.backup_dir}")
+        if report.dropped:
+            worst = EXIT_PROBLEM
+    return worst
+
+
+def _dropped_text(d: salvage.Dropped) -> str:
+    where = f"{d.path} at offset {d.offset}"
+    lsns = f"lsns {d.lsns[0]}..{d.lsns[1]}" if d.lsns is not None else "lsns unknown"
+    text = f"{d.reason}: {lsns} ({where}, {d.size} bytes)"
+    if d.records:
+        text += "; as the damaged headers read: " + ", ".join(
+            f"lsn {r.lsn} {r.type} id={r.id}" + (f" tx={r.tx_id}" if r.tx_id else "")
+            for r in d.records
+        )
+    return text + (f"; {d.detail}" if d.detail else "")
 
 
 # -- compact -----------------------------------------------------------------------------------

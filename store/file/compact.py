@@ -50,7 +50,7 @@ from store.file import format as fmt
 from store.file.fs import FileSystem
 from store.file.index import LiveIndex
 from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
-from store.file.segments import Segment, SegmentNaming, close
+from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.journal.api import RecordType
 from store.journal.replay import Replayer
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ControlFile",
+    "OutputWriter",
     "apply_control",
     "compact",
     "read_control",
@@ -194,25 +195,44 @@ def remove_control(fs: FileSystem, naming: SegmentNaming) -> None:
         fs.fsync_dir(naming.directory)
 
 
-class _Output:
-    """Writes compacted records into new ``.cmp`` files, rolling as they fill."""
+class OutputWriter:
+    """Writes records into new ``.cmp`` files with their own lsn run, rolling as they fill.
 
-    def __init__(self, journal: FileJournal, first_id: int, lsn: int) -> None:
-        self.journal = journal
+    Every record is written as the compactor writes it (``compact_count`` 1, ``SYNCED``: each
+    file is synced before the control file names it). With ``markers``, every file after the
+    first starts with a ``FILES`` marker listing the files written before it, so that the
+    output alone says which files must exist (``store data repair --salvage`` writes a whole
+    journal this way; a compaction does not need it: the current file's ``CHANGE`` marker
+    covers its output). Thread-safety: one writer per compaction or salvage.
+    """
+
+    def __init__(
+        self, segments: SegmentManager, first_id: int, lsn: int, *, markers: bool = False
+    ) -> None:
+        self.segments = segments
         self.next_id = first_id
         self.lsn = lsn
+        self.markers = markers
         self.files: list[Segment] = []
         self.buf = bytearray()
         self.seg: Segment | None = None
         self.tx_counts: dict[int, int] = {}
 
-    def _open(self) -> Segment:
+    def _open(self, room: int) -> Segment:
         self._finish()
-        seg = self.journal.segments.for_compaction(self.next_id)
+        seg = self.segments.for_compaction(self.next_id)
         self.next_id += 1
+        previous = [fmt.MarkerEntry(f.file_id, f.first_lsn, f.last_lsn) for f in self.files]
         self.files.append(seg)
         self.seg = seg
         self.tx_counts = {}
+        if self.markers and previous:
+            marker = fmt.Marker(fmt.MARKER_FILES, tuple(previous))
+            space = seg.size - fmt.DATA_START - room
+            if fmt.marker_size(len(previous)) > min(space, seg.size // 4):
+                marker = fmt.Marker(fmt.MARKER_FILES, known=False)
+            if fmt.marker_size(len(marker.files)) <= space:
+                self._put(seg, int(RecordType.EVENT), fmt.encode_marker(marker), fmt.FLAG_MARKER)
         return seg
 
     def _finish(self) -> None:
@@ -226,11 +246,20 @@ class _Output:
     def write(
         self, rtype: int, *, id: int = 0, tx_id: int = 0, urt: int = 0, body: bytes = b""
     ) -> None:
+        """Append one record (a PREPARE gets the transaction's count in its file)."""
         n = fmt.OVERHEAD + len(body)
         seg = self.seg
         if seg is None or fmt.DATA_START + len(self.buf) + n > seg.size:
-            seg = self._open()
+            seg = self._open(n)
         tx_count = self.tx_counts.get(tx_id, 0) if rtype == RecordType.PREPARE else 0
+        self._put(seg, rtype, body, 0, id=id, tx_id=tx_id, urt=urt, tx_count=tx_count)
+        if rtype in (RecordType.ADD_TX, RecordType.UPDATE_TX, RecordType.DELETE_TX):
+            self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
+
+    def _put(
+        self, seg: Segment, rtype: int, body: bytes, flags: int, *, id: int = 0,
+        tx_id: int = 0, urt: int = 0, tx_count: int = 0,
+    ) -> None:
         self.lsn += 1
         seg.first_lsn = seg.first_lsn or self.lsn
         seg.last_lsn = self.lsn
@@ -245,12 +274,11 @@ class _Output:
             tx_count=tx_count,
             body=body,
             compact_count=1,
-            flags=fmt.FLAG_SYNCED,
+            flags=fmt.FLAG_SYNCED | flags,
         )
-        if rtype in (RecordType.ADD_TX, RecordType.UPDATE_TX, RecordType.DELETE_TX):
-            self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
 
     def close(self) -> list[Segment]:
+        """Write and sync what is buffered; returns the files written, in order."""
         self._finish()
         return self.files
 
@@ -324,7 +352,7 @@ def compact(journal: FileJournal) -> bool:
         result = replayer.result()
         # Output records have their own lsn run (lsns only need to be consecutive within a
         # file) so the current file's sequence goes on untouched; SYNCED marks them durable.
-        out = _Output(journal, max(f.file_id for f in old) + 1, 0)
+        out = OutputWriter(journal.segments, max(f.file_id for f in old) + 1, 0)
         for info in result.records:
             if info.id not in live:
                 # Deleted since, by a record in the current file (not compacted): its entries

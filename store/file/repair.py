@@ -20,6 +20,11 @@ way at the first bad offset, and every later file holding records is moved into
 (files with a damaged header go there too). It first finishes or discards an interrupted
 compaction exactly as an open would (``store.file.compact.recover``). It always takes the
 directory lock: nothing here ever writes under a live writer. A second run finds nothing to do.
+Records already lost (a missing or truncated file, lsns the file list names that are gone:
+``store.file.integrity``) are refused even with ``force``: a cut cannot bring them back and
+must not hide that they are gone. Keeping every valid record around damage is
+``store.file.salvage`` (``store data repair --salvage``), which rewrites the journal and keeps
+the original files.
 
 :func:`compact_store` opens a store, loads both journals and runs ``compact()`` on each.
 
