@@ -20,7 +20,7 @@ from store.cli.main import main
 from store.errors import CorruptionError, LostDataError, StoreError
 from store.file import compact as compaction
 from store.file import format as fmt
-from store.file import inspect, repair
+from store.file import inspect, reader, repair
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.segments import SegmentNaming
@@ -78,8 +78,9 @@ def _middle(directory: Path) -> inspect.FileScan:
 
 
 def _record_boundaries(scan: inspect.FileScan, data: bytes) -> list[int]:
-    full = inspect.scan_file(scan.file, data, keep_records=True)
-    return sorted([r.offset for r in full.records] + [m.offset for m in full.markers])
+    """Where every record in sequence of the file starts (markers included)."""
+    assert scan.file.file_id is not None
+    return [raw[0] for raw in reader.scan(data, scan.file.file_id, reader.Cursor())]
 
 
 def _assert_refused_everywhere(
