@@ -354,8 +354,9 @@ def _run_salvage(args: argparse.Namespace) -> int:
         for d in report.dropped:
             console.print(f"{name}: DROPPED {_dropped_text(d)}")
         console.print(
-            f"{name}: salvaged {opts.directory}: kept {report.kept} records; a load now returns "
-            f"{report.records} records and {report.prepared} prepared transactions"
+            f"{name}: salvaged {opts.directory}: {report.kept} valid records read and replayed; "
+            f"a load now returns {report.records} records and {report.prepared} prepared "
+            "transactions"
             + (f" (left out as incomplete: {', '.join(map(str, report.failed))})"
                if report.failed else "")
         )
