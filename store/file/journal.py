@@ -23,6 +23,11 @@ Background work happens on one maintenance thread, woken after every file roll: 
 whose records are all dead, copy finished files to the retention folder, and start compaction
 when ``journal-compact-min-files`` / ``journal-compact-percentage`` say so.
 
+Size: past the ~600 lines of CONVENTIONS 13 since the file-list markers; they stay here because
+they are appended under the append lock into the writer's buffer, exactly like records, at the
+three places (roll, reclaim, compaction) that change the set of data files. The load's judgement
+of a directory lives apart, in ``store.file.integrity``.
+
 Thread-safety: every public method may be called from any thread. The append lock is the
 writer's ``lock``; the index and file lists change only under it.
 """
