@@ -11,7 +11,8 @@ Every error the library raises on purpose derives from :class:`StoreError`::
     ├── RecordTooLargeError         record does not fit a journal file / blob
     ├── CorruptionError             damaged data: .path, .offset, .reason, .hint
     │   ├── TornTailError           an incomplete last write (repairable)
-    │   └── ChecksumError           a checksum failure before the tail (never auto-repaired)
+    │   ├── ChecksumError           a checksum failure before the tail (never auto-repaired)
+    │   └── LostDataError           a journal file deleted or truncated: lsns known lost
     ├── StoreIOError                the operating system refused an I/O call
     ├── StoreUnavailableError       the database cannot be reached or went away
     ├── StoreLockedError            another process holds this store
@@ -31,6 +32,7 @@ __all__ = [
     "JournalClosedError",
     "JournalStateError",
     "LockLostError",
+    "LostDataError",
     "RecordTooLargeError",
     "SchemaError",
     "StoreError",
@@ -108,6 +110,10 @@ class TornTailError(CorruptionError):
 
 class ChecksumError(CorruptionError):
     """Raised when a record before the tail fails its checksum; never repaired automatically."""
+
+
+class LostDataError(CorruptionError):
+    """Raised when a journal file is missing or shorter than written, so records are gone."""
 
 
 class StoreIOError(StoreError):

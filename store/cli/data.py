@@ -4,7 +4,7 @@
 
     store data print   [--config F | --journal D --bindings D] [--safe] [--max-records N]
     store data verify  [--config F | --journal D --bindings D] [--force]
-    store data repair  [--config F | --journal D --bindings D] [--force]
+    store data repair  [--config F | --journal D --bindings D] [--force | --salvage]
     store data compact [--config F | --journal D --bindings D]
     store data recover [--config F | --journal D] --history D --target D [--undelete] [--events]
 
@@ -14,9 +14,14 @@ Artemis's defaults ``data/journal`` and ``data/bindings`` without one), overridd
 ``--journal`` / ``--bindings``; ``--skip-bindings`` / ``--skip-journal`` leave one out.
 
 Exit codes (``store.cli.main``): 0 nothing to report, 1 findings that need no operator
-(torn tails, leftovers the next open cleans up, damaged sources a recovery read around),
-5 corruption (a checksum failure or damaged header; ``repair`` without ``--force`` refuses it),
-3 when a broker holds the journal.
+(torn tails, leftovers the next open cleans up, damaged sources a recovery read around, records
+a salvage dropped), 5 corruption (whatever makes a load refuse the journal: a checksum failure,
+a damaged header, a missing or truncated file; ``print`` and ``verify`` report it, ``repair``
+without ``--force`` refuses it), 3 when a broker holds the journal.
+
+``print`` and ``verify`` judge a journal exactly as a load does (``store.file.integrity``): on a
+journal the load refuses, ``print`` still lists what it can read, then names the problems and
+exits 5 instead of claiming what a load would return.
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
@@ -34,7 +39,8 @@ from rich.table import Table
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
-from store.file import inspect, repair
+from store.file import format as fmt
+from store.file import inspect, repair, salvage
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
 from store.store import file_journal_options
@@ -69,8 +75,12 @@ def register(subparsers: Any) -> None:
 
     r = sub.add_parser("repair", help="zero torn tails (keeping .broken copies)")
     _journal_options(r)
-    r.add_argument("--force", action="store_true",
-                   help="also cut at a checksum failure, moving later files into repair-<time>/")
+    how = r.add_mutually_exclusive_group()
+    how.add_argument("--force", action="store_true",
+                     help="also cut at a checksum failure, moving later files into repair-<time>/")
+    how.add_argument("--salvage", action="store_true",
+                     help="rewrite the journal keeping every valid record: drop only damaged "
+                     "records, report their lsns and ids, keep the originals in repair-<time>/")
     r.set_defaults(func=run_repair)
 
     c = sub.add_parser("compact", help="open the store and compact both journals")
@@ -149,18 +159,25 @@ def _console() -> Console:
 
 
 def run_print(args: argparse.Namespace) -> int:
-    """Print the files and records of each journal. Returns 0; raises StoreError."""
+    """Print the files and records of each journal.
+
+    Returns 0, or 5 when a load would refuse a journal (its problems are printed); raises
+    StoreError.
+    """
+    worst = EXIT_OK
     for name, opts in _journals(args):
         inspect.ensure_unlocked(opts.directory, force=args.force)
         js = inspect.scan_journal(
             opts.directory, prefix=opts.prefix, keep_records=True,
-            max_records=args.max_records, replay=True,
+            max_records=args.max_records, replay=True, kind=opts.kind,
         )
         print(f"{name} journal {opts.directory} (prefix {opts.prefix})")
         scans = {id(s.file): s for s in js.scans}
         for f in js.listing.files:
             s = scans.get(id(f))
             print(_file_line(f, s))
+            for marker in s.markers if s is not None else []:
+                print(_marker_line(marker))
             for rec in s.records if s is not None else []:
                 print(_record_line(rec, safe=args.safe, body_bytes=args.body_bytes))
         if js.records_kept < js.records_total:
@@ -171,14 +188,22 @@ def run_print(args: argparse.Namespace) -> int:
         counts = ", ".join(
             f"{RecordType(t).name} {n}" for t, n in sorted(js.replay.counts.items())
         )
+        head = f"  summary: {js.records_total} records in {len(js.scans)} files"
+        head += f" ({counts})" if counts else ""
+        if js.problems:
+            # The same judgement as the load: never claim what a load of this journal returns.
+            for problem in js.problems:
+                print(f"  DAMAGED: {problem.kind}: {problem.error}")
+            print(f"{head}; a load refuses this journal ({len(js.problems)} problem(s): "
+                  "see `store data verify`)")
+            worst = EXIT_CORRUPT
+            continue
         loaded = js.replay.result()
         print(
-            f"  summary: {js.records_total} records in {len(js.scans)} files"
-            f"{' (' + counts + ')' if counts else ''}; a load returns {len(loaded.records)} "
-            f"records, {len(loaded.prepared)} prepared and {len(loaded.failed)} failed "
-            "transactions"
+            f"{head}; a load returns {len(loaded.records)} records, {len(loaded.prepared)} "
+            f"prepared and {len(loaded.failed)} failed transactions"
         )
-    return EXIT_OK
+    return worst
 
 
 def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
@@ -193,6 +218,18 @@ def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
         what = "CORRUPT" if s.verdict is not None else "torn tail"
         line += f" {what}: {len(s.tail.records)} valid record(s) after the end"
     return line
+
+
+def _marker_line(view: inspect.MarkerView) -> str:
+    m = view.marker
+    if m.kind == fmt.MARKER_FILES and not m.known:
+        what = "FILES list left out"
+    else:
+        files = ", ".join(f"{e.file_id} lsns {e.first_lsn}..{e.last_lsn}" for e in m.files)
+        what = f"FILES [{files}]" if m.kind == fmt.MARKER_FILES else (
+            f"CHANGE retired [{', '.join(str(e.file_id) for e in m.retired)}] added [{files}]"
+        )
+    return f"    marker @{view.offset} lsn={view.lsn} {what}"
 
 
 def _record_line(rec: inspect.RecordView, *, safe: bool, body_bytes: int) -> str:
@@ -274,10 +311,13 @@ def _text(value: int | None) -> str:
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    """Repair each journal and print what was done.
+    """Repair (or, with ``--salvage``, salvage) each journal and print what was done.
 
-    Returns 0; raises ChecksumError / CorruptionError (exit 5) for what it refuses.
+    Returns 0, or 1 when a salvage dropped records; raises ChecksumError / CorruptionError
+    (exit 5) for what it refuses.
     """
+    if args.salvage:
+        return _run_salvage(args)
     console = _console()
     for name, opts in _journals(args):
         report = repair.repair(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
@@ -293,7 +333,49 @@ def run_repair(args: argparse.Namespace) -> int:
                 f"{name}: {cut.reason}: zeroed {cut.removed} bytes of {cut.path} from offset "
                 f"{cut.offset}; the file before the repair is {cut.backup}"
             )
+            if cut.marker_at is not None:
+                console.print(
+                    f"{name}: restated the list of the files left at offset {cut.marker_at} "
+                    f"of {cut.path}"
+                )
     return EXIT_OK
+
+
+def _run_salvage(args: argparse.Namespace) -> int:
+    console = _console()
+    worst = EXIT_OK
+    for name, opts in _journals(args):
+        report = salvage.salvage(
+            opts.directory, prefix=opts.prefix, kind=opts.kind, file_size=opts.file_size
+        )
+        if not report.changed:
+            console.print(f"{name}: nothing to salvage in {opts.directory} (a load accepts it)")
+            continue
+        for d in report.dropped:
+            console.print(f"{name}: DROPPED {_dropped_text(d)}")
+        console.print(
+            f"{name}: salvaged {opts.directory}: {report.kept} valid records read and replayed; "
+            f"a load now returns {report.records} records and {report.prepared} prepared "
+            "transactions"
+            + (f" (left out as incomplete: {', '.join(map(str, report.failed))})"
+               if report.failed else "")
+        )
+        console.print(f"{name}: the original files are in {report.backup_dir}")
+        if report.dropped:
+            worst = EXIT_PROBLEM
+    return worst
+
+
+def _dropped_text(d: salvage.Dropped) -> str:
+    where = f"{d.path} at offset {d.offset}"
+    lsns = f"lsns {d.lsns[0]}..{d.lsns[1]}" if d.lsns is not None else "lsns unknown"
+    text = f"{d.reason}: {lsns} ({where}, {d.size} bytes)"
+    if d.records:
+        text += "; as the damaged headers read: " + ", ".join(
+            f"lsn {r.lsn} {r.type} id={r.id}" + (f" tx={r.tx_id}" if r.tx_id else "")
+            for r in d.records
+        )
+    return text + (f"; {d.detail}" if d.detail else "")
 
 
 # -- compact -----------------------------------------------------------------------------------

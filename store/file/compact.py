@@ -17,13 +17,18 @@ Steps (each crash point is recoverable; the control file is the commit point):
    synced). From here on the compaction is committed.
 4. Rebuild the in-memory index by replaying the new files and the current file (the load's own
    code), switch to the new files, resume appenders.
-5. Recycle the old files, rename every ``.cmp`` to its final name, sync the directory, delete the
-   control file.
+5. Recycle the old files, rename every ``.cmp`` to its final name, sync the directory, append a
+   ``CHANGE`` file-list marker (old files retired, new files added; ``store.file.integrity``)
+   to the current file and flush it, delete the control file. Until the marker is durable the
+   committed control file stands for it.
 
 Recovery (:func:`recover`, run before every load): with a valid control file, delete the old
-files it lists that still exist, rename the listed ``.cmp`` files that still exist, delete the
-control file; a control file that does not verify (its checksum line) never committed and is
-deleted. Leftover ``.cmp`` and ``.tmp`` files are then removed. Running it twice is harmless.
+files it lists that still exist and rename the listed ``.cmp`` files that still exist; the
+control file is **kept** and returned: the load treats its old files as retired, appends the
+equivalent ``CHANGE`` marker, flushes it, and only then deletes the control file
+(:func:`remove_control`), so a crash before step 5's marker was durable never reads as missing
+files. A control file that does not verify (its checksum line) never committed and is deleted.
+Leftover ``.cmp`` and ``.tmp`` files are then removed. Running it twice is harmless.
 
 Why appenders pause instead of running alongside (as in Artemis): it keeps the reclaim counts
 exact without replaying "compaction commands", and a compaction copies only live records, which
@@ -45,14 +50,23 @@ from store.file import format as fmt
 from store.file.fs import FileSystem
 from store.file.index import LiveIndex
 from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
-from store.file.segments import Segment, SegmentNaming, close
+from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.journal.api import RecordType
 from store.journal.replay import Replayer
 
 if TYPE_CHECKING:
     from store.file.journal import FileJournal
 
-__all__ = ["ControlFile", "compact", "read_control", "recover", "write_control"]
+__all__ = [
+    "ControlFile",
+    "OutputWriter",
+    "apply_control",
+    "compact",
+    "read_control",
+    "recover",
+    "remove_control",
+    "write_control",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +80,12 @@ class ControlFile:
 
     old: list[str]
     new: list[str]
+
+    def file_ids(self, naming: SegmentNaming) -> tuple[list[int], list[int]]:
+        """The file ids in the old names and in the new names (``.cmp`` dropped)."""
+        old = [naming.parse(n) for n in self.old]
+        new = [naming.parse(n[: -len(".cmp")] if n.endswith(".cmp") else n) for n in self.new]
+        return [i for i in old if i is not None], [i for i in new if i is not None]
 
 
 def control_path(naming: SegmentNaming) -> str:
@@ -123,55 +143,96 @@ def read_control(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
         handle.close()
 
 
-def recover(fs: FileSystem, naming: SegmentNaming) -> None:
-    """Finish or discard an interrupted compaction, then remove leftovers (idempotent)."""
+def recover(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
+    """Finish or discard an interrupted compaction, then remove leftovers (idempotent).
+
+    Returns the committed control file, which is kept until the caller made the change durable
+    in a marker (see the module docstring), or None. Raises StoreIOError on I/O failure.
+    """
     directory = naming.directory
     path = control_path(naming)
     changed = False
+    ctl = None
     if fs.exists(path):
         ctl = read_control(fs, naming)
         if ctl is not None:
             log.warning("finishing an interrupted compaction in %s", directory)
-            for name in ctl.old:
-                p = os.path.join(directory, name)
-                if fs.exists(p):
-                    fs.remove(p)
-            for name in ctl.new:
-                p = os.path.join(directory, name)
-                if fs.exists(p):
-                    fs.rename(p, p[: -len(".cmp")])
+            apply_control(fs, naming, ctl)
         else:
             log.warning("discarding an uncommitted compaction in %s", directory)
-        fs.fsync_dir(directory)
-        fs.remove(path)
-        changed = True
+            fs.fsync_dir(directory)
+            fs.remove(path)
+            changed = True
     for name in fs.listdir(directory):
         if name.startswith(naming.prefix) and (name.endswith(".cmp") or name.endswith(".tmp")):
             fs.remove(os.path.join(directory, name))
             changed = True
     if changed:
         fs.fsync_dir(directory)
+    return ctl
 
 
-class _Output:
-    """Writes compacted records into new ``.cmp`` files, rolling as they fill."""
+def apply_control(fs: FileSystem, naming: SegmentNaming, ctl: ControlFile) -> None:
+    """Carry out a committed control file: remove the old files that still exist, rename the
+    ``.cmp`` files that still exist, sync the directory (idempotent). Raises StoreIOError."""
+    directory = naming.directory
+    for name in ctl.old:
+        p = os.path.join(directory, name)
+        if fs.exists(p):
+            fs.remove(p)
+    for name in ctl.new:
+        p = os.path.join(directory, name)
+        if fs.exists(p):
+            fs.rename(p, p[: -len(".cmp")])
+    fs.fsync_dir(directory)
 
-    def __init__(self, journal: FileJournal, first_id: int, lsn: int) -> None:
-        self.journal = journal
+
+def remove_control(fs: FileSystem, naming: SegmentNaming) -> None:
+    """Delete the control file (durably) once its change is recorded; no-op when absent."""
+    path = control_path(naming)
+    if fs.exists(path):
+        fs.remove(path)
+        fs.fsync_dir(naming.directory)
+
+
+class OutputWriter:
+    """Writes records into new ``.cmp`` files with their own lsn run, rolling as they fill.
+
+    Every record is written as the compactor writes it (``compact_count`` 1, ``SYNCED``: each
+    file is synced before the control file names it). With ``markers``, every file after the
+    first starts with a ``FILES`` marker listing the files written before it, so that the
+    output alone says which files must exist (``store data repair --salvage`` writes a whole
+    journal this way; a compaction does not need it: the current file's ``CHANGE`` marker
+    covers its output). Thread-safety: one writer per compaction or salvage.
+    """
+
+    def __init__(
+        self, segments: SegmentManager, first_id: int, lsn: int, *, markers: bool = False
+    ) -> None:
+        self.segments = segments
         self.next_id = first_id
         self.lsn = lsn
+        self.markers = markers
         self.files: list[Segment] = []
         self.buf = bytearray()
         self.seg: Segment | None = None
         self.tx_counts: dict[int, int] = {}
 
-    def _open(self) -> Segment:
+    def _open(self, room: int) -> Segment:
         self._finish()
-        seg = self.journal.segments.for_compaction(self.next_id)
+        seg = self.segments.for_compaction(self.next_id)
         self.next_id += 1
+        previous = [fmt.MarkerEntry(f.file_id, f.first_lsn, f.last_lsn) for f in self.files]
         self.files.append(seg)
         self.seg = seg
         self.tx_counts = {}
+        if self.markers and previous:
+            marker = fmt.Marker(fmt.MARKER_FILES, tuple(previous))
+            space = seg.size - fmt.DATA_START - room
+            if fmt.marker_size(len(previous)) > min(space, seg.size // 4):
+                marker = fmt.Marker(fmt.MARKER_FILES, known=False)
+            if fmt.marker_size(len(marker.files)) <= space:
+                self._put(seg, int(RecordType.EVENT), fmt.encode_marker(marker), fmt.FLAG_MARKER)
         return seg
 
     def _finish(self) -> None:
@@ -185,12 +246,23 @@ class _Output:
     def write(
         self, rtype: int, *, id: int = 0, tx_id: int = 0, urt: int = 0, body: bytes = b""
     ) -> None:
+        """Append one record (a PREPARE gets the transaction's count in its file)."""
         n = fmt.OVERHEAD + len(body)
         seg = self.seg
         if seg is None or fmt.DATA_START + len(self.buf) + n > seg.size:
-            seg = self._open()
+            seg = self._open(n)
         tx_count = self.tx_counts.get(tx_id, 0) if rtype == RecordType.PREPARE else 0
+        self._put(seg, rtype, body, 0, id=id, tx_id=tx_id, urt=urt, tx_count=tx_count)
+        if rtype in (RecordType.ADD_TX, RecordType.UPDATE_TX, RecordType.DELETE_TX):
+            self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
+
+    def _put(
+        self, seg: Segment, rtype: int, body: bytes, flags: int, *, id: int = 0,
+        tx_id: int = 0, urt: int = 0, tx_count: int = 0,
+    ) -> None:
         self.lsn += 1
+        seg.first_lsn = seg.first_lsn or self.lsn
+        seg.last_lsn = self.lsn
         self.buf += fmt.encode_record(
             rtype,
             file_id=seg.file_id,
@@ -202,12 +274,11 @@ class _Output:
             tx_count=tx_count,
             body=body,
             compact_count=1,
-            flags=fmt.FLAG_SYNCED,
+            flags=fmt.FLAG_SYNCED | flags,
         )
-        if rtype in (RecordType.ADD_TX, RecordType.UPDATE_TX, RecordType.DELETE_TX):
-            self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
 
     def close(self) -> list[Segment]:
+        """Write and sync what is buffered; returns the files written, in order."""
         self._finish()
         return self.files
 
@@ -281,7 +352,7 @@ def compact(journal: FileJournal) -> bool:
         result = replayer.result()
         # Output records have their own lsn run (lsns only need to be consecutive within a
         # file) so the current file's sequence goes on untouched; SYNCED marks them durable.
-        out = _Output(journal, max(f.file_id for f in old) + 1, 0)
+        out = OutputWriter(journal.segments, max(f.file_id for f in old) + 1, 0)
         for info in result.records:
             if info.id not in live:
                 # Deleted since, by a record in the current file (not compacted): its entries
@@ -321,6 +392,9 @@ def _finish(journal: FileJournal, old: list[Segment], new_files: list[Segment]) 
     fs = journal.options.fs
     naming = journal._naming
     backend = journal.backend
+    # Taken before recycling, which gives the old files fresh ids.
+    retired = [fmt.MarkerEntry(f.file_id, f.first_lsn, f.last_lsn) for f in old]
+    added = [fmt.MarkerEntry(f.file_id, f.first_lsn, f.last_lsn) for f in new_files]
     for seg in old:
         backend.close_segment(seg)
         journal.segments.recycle(seg)  # neutralised and pooled, or deleted past the pool size
@@ -330,6 +404,12 @@ def _finish(journal: FileJournal, old: list[Segment], new_files: list[Segment]) 
         seg.path = final
         close(seg)
     fs.fsync_dir(naming.directory)
+    # The marker takes over from the control file: durable first, then the control file goes.
+    w = journal.writer
+    assert w is not None
+    with w.lock:
+        journal._change_marker_locked(retired, added)
+    w.flush()
     fs.remove(control_path(naming))
     fs.fsync_dir(naming.directory)
     log.info("compacted %d files into %d in %s", len(old), len(new_files), naming.directory)

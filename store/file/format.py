@@ -15,11 +15,16 @@ Offset  Size  Field           Description
 6       2     kind            0 = messages journal, 1 = bindings journal (user version)
 8       8     file_id         unsigned; stamped into every record written in this use of the file
 16      8     created_ns      wall-clock time the header was written (informational)
-24      4     reserved        zero
+24      4     file_size       the size the file was pre-allocated to, in bytes; 0 = unknown
+                              (files written before this field existed, when it was
+                              ``reserved`` and always zero)
 28      4     header_crc      CRC-32 (zlib) of bytes 0..27
 ======  ====  ==============  ==============================================================
 
-Records start at offset 32 (``DATA_START``).
+Records start at offset 32 (``DATA_START``). A file whose size on disk is below its header's
+``file_size`` has been truncated: what the missing bytes held is lost (see
+``store.file.integrity``). Journal files are at most 2 GiB (``journal-file-size`` is an
+int, as in Artemis); a size that does not fit the field is written as 0 (unknown).
 
 Record (``RECORD_HEAD`` 52 bytes, body, ``RECORD_TAIL`` 8 bytes)
 ================================================================
@@ -33,7 +38,9 @@ Offset  Size  Field           Description
 6       1     compact_count   0 when appended, 1 when written by the compactor
 7       1     flags           bit 0 ``SYNCED``: written by the compactor into a file synced
                               before use; bit 1 ``FLOOR``: ``durable_lsn`` is at least the
-                              last lsn of the file written before this one; every other
+                              last lsn of the file written before this one; bit 2
+                              ``MARKER``: an ``EVENT`` record written by the journal itself
+                              (a file-list marker, below); every other
                               bit zero (reserved)
 8       8     file_id         the header ``file_id`` of the file the record was written into
 16      8     lsn             log sequence number: +1 per record, across files
@@ -94,6 +101,46 @@ What lies after the end of data decides what it was (see ``store.file.reader``):
 Writers keep this decidable: a file is fdatasync'd before the first write to the next file, so
 at most the last file written has an unsynced tail.
 
+File-list markers
+=================
+
+The journal records which data files must exist in the journal itself, in ``EVENT`` records
+(type 10) with the ``MARKER`` flag, ``id`` 0, ``tx_id`` 0 and ``user_type`` 0. An ordinary
+event can never carry the flag (``append_event`` cannot set flags), and a reader that does not
+know markers skips them as it skips every event: they need no new format version. A load never
+returns them, compaction drops them, and tools do not count them as records. Their body:
+
+Marker body
+===========
+
+======  ====  ==============  ==============================================================
+Offset  Size  Field           Description
+======  ====  ==============  ==============================================================
+0       4     magic           ``b"SJFL"``
+4       1     kind            1 = ``FILES``, 2 = ``CHANGE``
+5       1     known           ``FILES``: 1 = the list is complete, 0 = the list was left out
+                              (too long for the file), so which files must exist is unknown
+                              until the next ``FILES`` marker; ``CHANGE``: 1
+6       2     reserved        zero
+8       4     retired         ``CHANGE``: how many of the entries are retired files (they
+                              come first); ``FILES``: 0
+12      4     count           number of entries
+16      24n   entries         per file: ``file_id`` (8), ``first_lsn`` (8), ``last_lsn`` (8);
+                              lsns 0 where they do not matter (retired files)
+======  ====  ==============  ==============================================================
+
+- ``FILES`` is the first record of every file the writer starts appending into while there is
+  at least one other data file, and lists every other data file with the lsns it holds (the
+  records in sequence from ``first_lsn`` to ``last_lsn``). A repair that cuts a file may
+  append one at the cut, restating the files left. A ``FILES`` marker anywhere replaces what
+  the markers before it said.
+- ``CHANGE`` follows every change of the set of data files made while a file is being written
+  (reclaim retiring files, a compaction replacing files by its output); it is durable before
+  any retired file is reused or removed.
+
+Which files must exist is what the markers in sequence of the newest file holding records say
+(``store.file.integrity``).
+
 Versioning: ``version`` is bumped for any change a version-1 reader would misread; readers
 refuse versions they do not know (``CorruptionError`` with a hint to upgrade). Golden files of
 each version live in ``tests/testdata/`` and are regenerated only on purpose.
@@ -105,7 +152,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from store.errors import CorruptionError
 from store.journal.api import RecordType
@@ -113,6 +160,7 @@ from store.journal.api import RecordType
 __all__ = [
     "DATA_START",
     "FLAG_FLOOR",
+    "FLAG_MARKER",
     "FLAG_SYNCED",
     "FORMAT_VERSION",
     "HEADER",
@@ -120,16 +168,25 @@ __all__ = [
     "KIND_BINDINGS",
     "KIND_MESSAGES",
     "MAGIC",
+    "MARKER_CHANGE",
+    "MARKER_FILES",
+    "MARKER_ENTRY",
+    "MARKER_HEAD",
     "OVERHEAD",
     "PAD_UNIT",
     "RECORD_HEAD",
     "RECORD_TAIL",
     "FileHeader",
+    "Marker",
+    "MarkerEntry",
     "Record",
     "decode_header",
+    "decode_marker",
     "decode_record",
     "encode_header",
+    "encode_marker",
     "encode_record",
+    "marker_size",
 ]
 
 MAGIC: Final = b"SJNL"
@@ -138,8 +195,9 @@ KIND_MESSAGES: Final = 0
 KIND_BINDINGS: Final = 1
 FLAG_SYNCED: Final = 0x01
 FLAG_FLOOR: Final = 0x02
+FLAG_MARKER: Final = 0x04
 
-HEADER: Final = struct.Struct("<4sHHQQI")  # magic, version, kind, file_id, created_ns, reserved
+HEADER: Final = struct.Struct("<4sHHQQI")  # magic, version, kind, file_id, created_ns, file_size
 HEADER_CRC: Final = struct.Struct("<I")
 HEADER_SIZE: Final = HEADER.size + HEADER_CRC.size  # 32
 DATA_START: Final = HEADER_SIZE
@@ -153,7 +211,15 @@ PAD_UNIT: Final = 512
 _MIN_TYPE: Final = int(RecordType.EVENT)
 _MAX_TYPE: Final = int(RecordType.ROLLBACK)
 
+MARKER_MAGIC: Final = b"SJFL"
+MARKER_FILES: Final = 1
+MARKER_CHANGE: Final = 2
+MARKER_HEAD: Final = struct.Struct("<4sBBHII")  # magic, kind, known, reserved, retired, count
+MARKER_ENTRY: Final = struct.Struct("<QQQ")  # file_id, first_lsn, last_lsn
+_MAX_FILE_SIZE: Final = 2**32 - 1
+
 assert HEADER_SIZE == 32 and RECORD_HEAD.size == 52 and OVERHEAD == 60
+assert MARKER_HEAD.size == 16 and MARKER_ENTRY.size == 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +230,8 @@ class FileHeader:
     kind: int
     version: int = FORMAT_VERSION
     created_ns: int = 0
+    #: Bytes the file was pre-allocated to; 0 when unknown (written before the field existed).
+    file_size: int = 0
 
 
 class Record:
@@ -223,11 +291,16 @@ class Record:
         )
 
 
-def encode_header(file_id: int, kind: int, *, created_ns: int | None = None) -> bytes:
-    """The 32 header bytes of a file with ``file_id``."""
+def encode_header(
+    file_id: int, kind: int, *, created_ns: int | None = None, file_size: int = 0
+) -> bytes:
+    """The 32 header bytes of a file with ``file_id`` pre-allocated to ``file_size`` bytes
+    (0: unknown; a size beyond the 32-bit field is written as 0)."""
     if created_ns is None:
         created_ns = time.time_ns()
-    head = HEADER.pack(MAGIC, FORMAT_VERSION, kind, file_id, created_ns, 0)
+    if not 0 <= file_size <= _MAX_FILE_SIZE:
+        file_size = 0
+    head = HEADER.pack(MAGIC, FORMAT_VERSION, kind, file_id, created_ns, file_size)
     return head + HEADER_CRC.pack(zlib.crc32(head))
 
 
@@ -241,7 +314,7 @@ def decode_header(data: bytes, path: str) -> FileHeader | None:
     raw = bytes(data[:HEADER_SIZE])
     if raw == bytes(HEADER_SIZE):
         return None
-    magic, version, kind, file_id, created_ns, _reserved = HEADER.unpack_from(raw, 0)
+    magic, version, kind, file_id, created_ns, file_size = HEADER.unpack_from(raw, 0)
     (crc,) = HEADER_CRC.unpack_from(raw, HEADER.size)
     if magic != MAGIC:
         raise CorruptionError(path, 0, f"not a journal file (magic {magic!r})")
@@ -255,7 +328,9 @@ def decode_header(data: bytes, path: str) -> FileHeader | None:
             f"(this build reads {FORMAT_VERSION})",
             hint="open it with the version of store that wrote it, or upgrade store",
         )
-    return FileHeader(file_id=file_id, kind=kind, version=version, created_ns=created_ns)
+    return FileHeader(
+        file_id=file_id, kind=kind, version=version, created_ns=created_ns, file_size=file_size
+    )
 
 
 def encode_record(
@@ -319,3 +394,59 @@ def decode_record(data: bytes, offset: int, file_id: int) -> Record | None:
     return Record(
         offset, length, rtype, user_type, cc, fid, lsn, dlsn, rid, tx_id, tx_count, body, flags
     )
+
+
+# -- file-list markers ---------------------------------------------------------------------------
+
+
+class MarkerEntry(NamedTuple):
+    """One file named by a marker: its id and the lsns of its records in sequence."""
+
+    file_id: int
+    first_lsn: int
+    last_lsn: int
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A decoded marker body (see "File-list markers" in the module docstring).
+
+    ``FILES``: ``files`` lists the other data files (``known`` False: the list was left out).
+    ``CHANGE``: ``retired`` files left the set of data files, ``files`` joined it.
+    """
+
+    kind: int
+    files: tuple[MarkerEntry, ...] = ()
+    retired: tuple[MarkerEntry, ...] = ()
+    known: bool = True
+
+
+def marker_size(entries: int) -> int:
+    """Bytes of a whole marker record (head, body, tail) naming ``entries`` files."""
+    return OVERHEAD + MARKER_HEAD.size + entries * MARKER_ENTRY.size
+
+
+def encode_marker(marker: Marker) -> bytes:
+    """The body of a marker record."""
+    entries = (*marker.retired, *marker.files)
+    head = MARKER_HEAD.pack(
+        MARKER_MAGIC, marker.kind, int(marker.known), 0, len(marker.retired), len(entries)
+    )
+    return head + b"".join(MARKER_ENTRY.pack(*e) for e in entries)
+
+
+def decode_marker(body: bytes) -> Marker | None:
+    """The marker in ``body`` (of an EVENT record with ``FLAG_MARKER``), or None when the body
+    is not a marker this version understands (a reader then ignores it, as any event)."""
+    if len(body) < MARKER_HEAD.size:
+        return None
+    magic, kind, known, _reserved, retired, count = MARKER_HEAD.unpack_from(body, 0)
+    if magic != MARKER_MAGIC or kind not in (MARKER_FILES, MARKER_CHANGE) or retired > count:
+        return None
+    if len(body) != MARKER_HEAD.size + count * MARKER_ENTRY.size:
+        return None
+    entries = tuple(
+        MarkerEntry._make(MARKER_ENTRY.unpack_from(body, MARKER_HEAD.size + i * MARKER_ENTRY.size))
+        for i in range(count)
+    )
+    return Marker(kind, entries[retired:], entries[:retired], bool(known))

@@ -9,10 +9,14 @@ its side effects (a load finishes interrupted compactions, moves header-less fil
 - :func:`list_directory` names the journal files of one prefix (with their decoded headers)
   and every leftover an operator should know about (compaction control file, ``.cmp`` /
   ``.tmp`` files, ``.broken`` backups, ``repair-*`` folders, ``attic/``);
-- :func:`scan_file` reads one file: its records in sequence, the end of data, the valid records
-  after it (:class:`~store.file.reader.Tail`) and the stale bytes beyond those;
+- :func:`scan_file` reads one file: its records in sequence (file-list markers apart), the end
+  of data, the valid records after it (:class:`~store.file.reader.Tail`) and the stale bytes
+  beyond those;
 - :func:`judge` decides, across the files of one journal and in file-id order, which tails are
   torn (unsynced, harmless) and which prove corruption — the same walk the load makes;
+- :func:`scan_journal` also lists every problem that makes a load refuse the directory
+  (``JournalScan.problems``): the load's own rules (``store.file.integrity``) applied to the
+  same facts, so ``print``, ``verify`` and the load always agree;
 - :class:`RecordReplay` feeds records to the shared :class:`~store.journal.replay.Replayer`
   with the load's per-file transaction-count check, so an offline replay equals a load.
 
@@ -40,10 +44,12 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from store.errors import ChecksumError, CorruptionError, StoreIOError, StoreLockedError
+from store.file import compact as compaction
 from store.file import format as fmt
+from store.file import integrity
 from store.file.fs import FileSystem, OsFileSystem
 from store.file.lock import LOCK_NAME
-from store.file.reader import Cursor, Tail, classify, find_after, scan
+from store.file.reader import Cursor, Tail, find_after, scan
 from store.file.retention import history_files
 from store.file.segments import SegmentNaming
 from store.journal.api import LoadResult, RecordInfo, RecordType
@@ -59,10 +65,12 @@ __all__ = [
     "JournalFile",
     "JournalScan",
     "Leftover",
+    "MarkerView",
     "RecordReplay",
     "RecordView",
     "detect_file_size",
     "ensure_unlocked",
+    "facts_of",
     "judge",
     "list_directory",
     "lock_holder",
@@ -156,11 +164,22 @@ class RecordView(NamedTuple):
     body: bytes
 
 
+class MarkerView(NamedTuple):
+    """A file-list marker read in sequence (``store.file.format``): where, its lsn, what it
+    says. Immutable (a tuple); safe to share."""
+
+    offset: int
+    lsn: int
+    marker: fmt.Marker
+
+
 @dataclass(slots=True)
 class FileScan:
     """What one file holds: records in sequence, end of data, the tail and stale bytes.
 
-    ``records`` is empty unless the scan was asked to keep them (``count`` is always set).
+    ``records`` is empty unless the scan was asked to keep them (``count`` is always set, and
+    counts every record in sequence; ``user_count`` leaves out the journal's own file-list
+    ``markers``, which are always kept and never in ``records``).
     ``stale_bytes`` counts non-zero bytes after the tail (from an earlier use of the file, or
     a partial write): the format ignores them. ``verdict`` is set by :func:`judge` when the
     tail proves corruption. Thread-safety: none; one caller builds and reads it.
@@ -177,6 +196,12 @@ class FileScan:
     compacted: bool = False
     first_lsn: int = 0
     verdict: ChecksumError | None = None
+    markers: list[MarkerView] = field(default_factory=list)
+
+    @property
+    def user_count(self) -> int:
+        """Records in sequence other than file-list markers."""
+        return self.count - len(self.markers)
 
     @property
     def torn(self) -> bool:
@@ -271,17 +296,22 @@ def scan_file(file: JournalFile, data: bytes, *, keep_records: bool = False) -> 
     cursor = Cursor()
     compacted = True
     for raw in scan(data, file_id, cursor):
-        view = RecordView._make(raw)
         if not result.count:
-            result.first_lsn = view.lsn
+            result.first_lsn = raw[5]
         result.count += 1  # cursor.count is only set once the scan ends
+        if raw[2] == _EVENT and data[raw[0] + 7] & fmt.FLAG_MARKER:
+            marker = fmt.decode_marker(bytes(raw[9]))
+            if marker is not None:
+                result.markers.append(MarkerView(raw[0], raw[5], marker))
+                continue
+        view = RecordView._make(raw)
         compacted = compacted and view.compact_count > 0
         if keep_records:
             result.records.append(view)
     result.end = cursor.end
     result.last_lsn = cursor.last_lsn
     result.count = cursor.count
-    result.compacted = compacted and cursor.count > 0
+    result.compacted = compacted and result.user_count > 0
     result.tail = Tail(cursor.end, find_after(data, file_id, cursor.end))
     stop = result.tail.extent
     match = _NONZERO.search(data, stop)
@@ -292,25 +322,25 @@ def scan_file(file: JournalFile, data: bytes, *, keep_records: bool = False) -> 
     return result
 
 
+def facts_of(s: FileScan) -> integrity.FileFacts:
+    """The facts of ``s`` the load's cross-file rules read (``store.file.integrity``)."""
+    header = s.file.header
+    return integrity.FileFacts(
+        s.file.path, s.file.file_id or 0, s.file.size, header.file_size if header else 0,
+        s.count, s.first_lsn, s.last_lsn, s.tail, [m.marker for m in s.markers],
+    )
+
+
 def judge(scans: list[FileScan]) -> None:
     """Set ``verdict`` on every scan whose tail proves corruption (``scans`` in file-id order).
 
-    The walk is the load's: only the last file holding data may end in a torn tail, and a
-    record after the end whose ``durable_lsn`` covers the missing lsn proves the data there
-    had been durable (``store.file.reader.classify``). Returns nothing; raises nothing.
+    The walk is the load's (``store.file.integrity.tail_problems``): only the last file holding
+    data may end in a torn tail, and a record after the end whose ``durable_lsn`` covers the
+    missing lsn proves the data there had been durable. Returns nothing; raises nothing.
     """
-    with_data = [i for i, s in enumerate(scans) if s.count or s.tail.records]
-    last = with_data[-1] if with_data else -1
-    prev_max = 0
-    running = 0
-    for i, s in enumerate(scans):
-        running = max(running, s.last_lsn)  # as the load: a torn tail's lsns do not count
-        missing = s.last_lsn + 1 if s.count else prev_max + 1
-        try:
-            classify(s.file.path, s.tail, missing_lsn=missing, is_last=i == last)
-        except ChecksumError as exc:
-            s.verdict = exc
-        prev_max = running
+    for problem in integrity.tail_problems([facts_of(s) for s in scans]):
+        assert problem.index is not None and isinstance(problem.error, ChecksumError)
+        scans[problem.index].verdict = problem.error
 
 
 @dataclass(slots=True)
@@ -325,6 +355,8 @@ class JournalScan:
     replay: RecordReplay | None = None
     records_kept: int = 0
     records_total: int = 0
+    #: Why a load refuses this directory, in the load's order (the first is what it raises).
+    problems: list[integrity.Problem] = field(default_factory=list)
 
 
 def scan_journal(
@@ -335,13 +367,16 @@ def scan_journal(
     keep_records: bool = False,
     max_records: int | None = None,
     replay: bool = False,
+    kind: int | None = None,
 ) -> JournalScan:
     """List, scan and judge the journal ``prefix`` in ``directory`` (read-only).
 
     With ``keep_records`` the records are kept (at most ``max_records`` over all files); with
     ``replay`` every record is also fed to a :class:`RecordReplay`, whose result is what a
-    load would return. Returns the :class:`JournalScan`. Raises StoreIOError when a file
-    cannot be read.
+    load would return unless ``problems`` is not empty (the load then refuses the directory).
+    ``kind`` (messages 0, bindings 1), when given, makes files of the other journal problems.
+    A committed compaction control file counts as the load counts it (its old files retired).
+    Returns the :class:`JournalScan`. Raises StoreIOError when a file cannot be read.
     """
     fs = fs or OsFileSystem()
     listing = list_directory(directory, prefix=prefix, fs=fs)
@@ -362,9 +397,21 @@ def scan_journal(
         if budget is not None:
             budget -= len(s.records)
         result.records_kept += len(s.records)
-        result.records_total += s.count
+        result.records_total += s.user_count
         result.scans.append(s)
-    judge(result.scans)
+    naming = SegmentNaming(directory, prefix)
+    ctl = compaction.read_control(fs, naming)
+    result.problems = integrity.header_problems(
+        [integrity.HeaderFacts(f.path, f.header, f.header_error) for f in listing.files], kind
+    ) + integrity.judge(
+        [facts_of(s) for s in result.scans],
+        naming=naming,
+        retired=ctl.file_ids(naming)[0] if ctl is not None else (),
+    )
+    for problem in result.problems:
+        if problem.kind == "checksum" and problem.index is not None:
+            assert isinstance(problem.error, ChecksumError)
+            result.scans[problem.index].verdict = problem.error
     return result
 
 

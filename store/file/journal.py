@@ -7,12 +7,26 @@ copies) and ``lock`` (one writer per directory).
 
 Lifecycle: constructing the journal creates the directory (if allowed) and takes the directory
 lock at once (a second writer gets :class:`~store.errors.StoreLockedError`); :meth:`load`
-finishes any interrupted compaction, reads every file, and starts the writer; :meth:`close`
-makes everything durable and releases the lock.
+finishes any interrupted compaction, reads every file, refuses a directory
+``store.file.integrity`` finds damaged (the first problem, as a ``CorruptionError``), and
+starts the writer; :meth:`close` makes everything durable and releases the lock.
+
+File-list markers (``store.file.format``; why and the crash-safety argument in
+``store.file.integrity``): the first record of every file the writer starts while other data
+files exist is a ``FILES`` marker listing them with their lsns; reclaim and compaction append a
+``CHANGE`` marker and flush it before a retired file is reused or removed; a load that finishes
+a committed compaction appends the equivalent marker and flushes it before it deletes the
+control file. ``_max_record`` leaves room for the shortest marker, so any accepted record fits
+an empty file together with one.
 
 Background work happens on one maintenance thread, woken after every file roll: reclaim files
 whose records are all dead, copy finished files to the retention folder, and start compaction
 when ``journal-compact-min-files`` / ``journal-compact-percentage`` say so.
+
+Size: past the ~600 lines of CONVENTIONS 13 since the file-list markers; they stay here because
+they are appended under the append lock into the writer's buffer, exactly like records, at the
+three places (roll, reclaim, compaction) that change the set of data files. The load's judgement
+of a directory lives apart, in ``store.file.integrity``.
 
 Thread-safety: every public method may be called from any thread. The append lock is the
 writer's ``lock``; the index and file lists change only under it.
@@ -22,11 +36,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import gc
-import itertools
 import logging
 import os
 import threading
 import zlib
+from typing import TYPE_CHECKING, Any
 
 from store.errors import (
     ConfigError,
@@ -39,15 +53,19 @@ from store.errors import (
     UnknownTransactionError,
 )
 from store.file import format as fmt
+from store.file import integrity
 from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex, reclaimable
 from store.file.io import IOBackend, make_backend
 from store.file.lock import DirectoryLock
 from store.file.options import FileJournalOptions
-from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
+from store.file.reader import Cursor, Tail, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.file.writer import GroupCommitWriter
 from store.journal.api import MAX_ID, MIN_ID, Journal, JournalStats, LoadResult, RecordType
 from store.journal.replay import Replayer
+
+if TYPE_CHECKING:
+    from store.file import compact as compact_types
 
 __all__ = ["FileJournal"]
 
@@ -123,6 +141,8 @@ class FileJournal(Journal):
         self._load_called = False
         self._closed = False
         self._max_record = 0
+        # A marker longer than this is written without its list (see _begin_file_locked).
+        self._marker_budget = max(fmt.marker_size(0), self.file_size // 4)
         self._maint_lock = threading.Lock()  # one reclaim/compaction/retention pass at a time
         self._maint_wake = threading.Event()
         self._maint_thread: threading.Thread | None = None
@@ -143,84 +163,100 @@ class FileJournal(Journal):
             self._load_called = True
         from store.file import compact
 
-        compact.recover(self._fs, self._naming)
+        ctl = compact.recover(self._fs, self._naming)
+        retired = ctl.file_ids(self._naming)[0] if ctl is not None else []
         replayer = Replayer()
         # A load creates millions of long-lived objects and no cycles; the cyclic collector
         # would walk them all again and again (a third of the load time), so it waits.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            data, tails, free, max_lsn = self._read_files(replayer)
+            data, tails, free, max_lsn = self._read_files(replayer, retired)
             result = replayer.result()
         finally:
             if gc_was_enabled:
                 gc.enable()
-        self._start(data, tails, free, max_lsn, result.failed)
+        self._start(data, tails, free, max_lsn, result.failed, ctl)
         return result
 
-    def _list_files(self) -> list[tuple[int, Segment]]:
-        found: list[tuple[int, Segment]] = []
+    def _list_files(self) -> list[tuple[Segment, fmt.FileHeader]]:
+        found: list[tuple[Segment, fmt.FileHeader]] = []
+        facts: list[integrity.HeaderFacts] = []
         for name in self._fs.listdir(self._naming.directory):
             if self._naming.parse(name) is None:
                 continue
             path = os.path.join(self._naming.directory, name)
             handle = self._fs.open(path)
             size = handle.size()
-            header = fmt.decode_header(handle.pread(fmt.HEADER_SIZE, 0), path)
             seg = Segment(path, 0, size, handle)
+            try:
+                header = fmt.decode_header(handle.pread(fmt.HEADER_SIZE, 0), path)
+            except CorruptionError as exc:
+                close(seg)
+                facts.append(integrity.HeaderFacts(path, None, exc))
+                continue
             if header is None:
                 log.warning("journal file %s has no header (never finished); moved to attic", path)
                 self.segments.to_attic(seg)
                 continue
-            if header.kind != self.options.kind:
-                handle.close()
-                raise CorruptionError(
-                    path,
-                    0,
-                    f"file of journal kind {header.kind} in a journal of kind {self.options.kind}",
-                )
+            facts.append(integrity.HeaderFacts(path, header))
             seg.file_id = header.file_id
             self.segments.note_existing_id(header.file_id)
-            found.append((header.file_id, seg))
-        found.sort(key=lambda item: item[0])
-        for (a, sa), (b, _sb) in itertools.pairwise(found):
-            if a == b:
-                raise CorruptionError(sa.path, 0, f"two journal files carry file id {a}")
+            found.append((seg, header))
+        found.sort(key=lambda item: item[0].file_id)
+        problems = integrity.header_problems(facts, self.options.kind)
+        if problems:
+            for seg, _h in found:
+                close(seg)
+            raise problems[0].error
         return found
 
     def _read_files(
-        self, replayer: Replayer
+        self, replayer: Replayer, retired: list[int]
     ) -> tuple[list[Segment], list[tuple[Segment, Tail]], list[Segment], int]:
+        """Replay every file, then judge the directory (``store.file.integrity``); raises the
+        first problem found as a CorruptionError."""
         files = self._list_files()
         index = self.index
         data: list[Segment] = []
         free: list[Segment] = []
-        tails: list[tuple[Segment, Tail, int, Cursor]] = []
+        facts: list[integrity.FileFacts] = []
+        newest: tuple[int, bytes, list[Any]] | None = None
         max_lsn = 0
-        for _fid, seg in files:
+        for seg, header in files:
             assert seg.handle is not None
             raw = seg.handle.pread(seg.size, 0)
             cur = Cursor()
-            replay_file(scan(raw, seg.file_id, cur), seg, replayer, index)
+            records = scan(raw, seg.file_id, cur)
+            replay_file(records, seg, replayer, index)
             seg.end = cur.end
             tail = Tail(cur.end, find_after(raw, seg.file_id, cur.end))
             # Only records in sequence count: a torn tail is zeroed before anything new is
             # written, and new records must continue the sequence right after the last good one.
             max_lsn = max(max_lsn, cur.last_lsn)
-            tails.append((seg, tail, max_lsn, cur))
             if cur.count:
+                seg.first_lsn = records[0][5]
+                seg.last_lsn = cur.last_lsn
                 data.append(seg)
+                newest = (len(facts), raw, records)  # files come in file-id order
             else:
                 free.append(seg)
-        last = max(
-            (i for i, (_s, t, _m, c) in enumerate(tails) if c.count or t.records), default=-1
-        )
-        prev_max = 0
-        for i, (seg, tail, upto, cur) in enumerate(tails):
-            missing = cur.last_lsn + 1 if cur.count else prev_max + 1
-            classify(seg.path, tail, missing_lsn=missing, is_last=i == last)
-            prev_max = upto
-        torn = [(seg, tail) for seg, tail, _m, _c in tails if tail.records]
+            facts.append(
+                integrity.FileFacts(
+                    seg.path, seg.file_id, seg.size, header.file_size, cur.count,
+                    seg.first_lsn, cur.last_lsn, tail,
+                )
+            )
+        if newest is not None:
+            # Only the newest file's markers say which files must exist: one pass over the
+            # records of one file.
+            facts[newest[0]].markers = integrity.read_markers(newest[1], newest[2])
+        problems = integrity.judge(facts, naming=self._naming, retired=retired)
+        if problems:
+            for seg, _h in files:
+                close(seg)
+            raise problems[0].error
+        torn = [(seg, f.tail) for (seg, _h), f in zip(files, facts, strict=True) if f.tail.records]
         return data, torn, free, max_lsn
 
     def _start(
@@ -230,6 +266,7 @@ class FileJournal(Journal):
         free: list[Segment],
         max_lsn: int,
         failed: list[int],
+        ctl: compact_types.ControlFile | None = None,
     ) -> None:
         opts = self.options
         for seg, tail in torn:
@@ -263,7 +300,10 @@ class FileJournal(Journal):
         for seg in data:
             close(seg)
         self.data_files = data
-        self._max_record = self.file_size - (-(-fmt.DATA_START // align) * align)
+        # Room for the shortest FILES marker in front of any record (see _begin_file_locked).
+        self._max_record = (
+            self.file_size - (-(-fmt.DATA_START // align) * align) - fmt.marker_size(0)
+        )
         writer = GroupCommitWriter(
             self.backend,
             current,
@@ -280,6 +320,8 @@ class FileJournal(Journal):
             self._append(_ROLLBACK, 0, tx_id, 0, b"", False, check=False)
         if failed:
             writer.flush()
+        if ctl is not None:
+            self._finish_compaction(ctl)
         if opts.retention is not None:
             self._retention_pending.extend(self.data_files)
         self._maint_thread = threading.Thread(
@@ -287,6 +329,21 @@ class FileJournal(Journal):
         )
         self._maint_thread.start()
         self._maint_wake.set()
+
+    def _finish_compaction(self, ctl: compact_types.ControlFile) -> None:
+        """Record the compaction a load finished (``store.file.compact.recover``) in a CHANGE
+        marker, make it durable, then delete the control file that stood for it."""
+        from store.file import compact
+
+        w = self.writer
+        assert w is not None
+        old_ids, new_ids = ctl.file_ids(self._naming)
+        with w.lock:
+            present = {f.file_id: f for f in self.data_files}
+            added = [_entry(present[fid]) for fid in new_ids if fid in present]
+            self._change_marker_locked([fmt.MarkerEntry(fid, 0, 0) for fid in old_ids], added)
+        w.flush()
+        compact.remove_control(self._fs, self._naming)
 
     def _ensure_min_files(self) -> None:
         have = len(self.data_files) + 1 + len(list(self.segments.unused()))
@@ -349,6 +406,8 @@ class FileJournal(Journal):
             seg = w.current
             if seg.end + n > seg.size:
                 seg = self._roll_locked()
+            if not seg.first_lsn:
+                self._begin_file_locked(seg, n)
             tx_count = index.tx_count(tx_id, seg) if rtype == _PREPARE or rtype == _COMMIT else 0
             lsn = w.lsn + 1
             w.lsn = lsn
@@ -438,6 +497,7 @@ class FileJournal(Journal):
         w = self.writer
         assert w is not None
         old = w.current
+        old.last_lsn = w.lsn  # every record appended so far went into it
         new = self.segments.take()
         self.data_files.append(old)
         w.switch_segment_locked(new)
@@ -446,6 +506,76 @@ class FileJournal(Journal):
             self._retention_pending.append(old)
         self._maint_wake.set()
         return new
+
+    # -- file-list markers (store.file.format; the argument in store.file.integrity) --------
+
+    def _begin_file_locked(self, seg: Segment, room: int, *, always: bool = False) -> None:
+        """Start ``seg`` (the current file, nothing written into it yet): its first record is
+        a FILES marker listing every data file, leaving ``room`` bytes for the record that
+        follows. A list over ``_marker_budget`` (or one that would not leave the room) is left
+        out: which files must exist is then unknown until the next file.
+
+        Without data files the marker is written only when ``always`` (a change of the data
+        files must be recorded even when none is left); otherwise its absence says the same.
+        """
+        w = self.writer
+        assert w is not None
+        seg.first_lsn = w.lsn + 1
+        if not self.data_files and not always:
+            return
+        files = tuple(_entry(f) for f in self.data_files)
+        size = fmt.marker_size(len(files))
+        if size > self._marker_budget or seg.end + size + room > seg.size:
+            log.warning(
+                "file list of %d data files left out of %s: too long for one marker",
+                len(files),
+                seg.path,
+            )
+            marker = fmt.Marker(fmt.MARKER_FILES, known=False)
+        else:
+            marker = fmt.Marker(fmt.MARKER_FILES, files)
+        self._put_marker_locked(seg, marker)
+
+    def _change_marker_locked(
+        self, retired: list[fmt.MarkerEntry], added: list[fmt.MarkerEntry]
+    ) -> None:
+        """Append CHANGE markers saying ``retired`` files left the data files and ``added``
+        joined them (``data_files`` already says so); the caller flushes before acting."""
+        w = self.writer
+        assert w is not None
+        per_marker = max(1, (self._marker_budget - fmt.marker_size(0)) // fmt.MARKER_ENTRY.size)
+        items = [(e, True) for e in retired] + [(e, False) for e in added]
+        for start in range(0, len(items), per_marker):
+            chunk = items[start : start + per_marker]
+            seg = w.current
+            if seg.end + fmt.marker_size(len(chunk)) > seg.size:
+                seg = self._roll_locked()
+            if not seg.first_lsn:
+                # A file started now lists the data files as they are after the change.
+                self._begin_file_locked(seg, 0, always=True)
+                return
+            marker = fmt.Marker(
+                fmt.MARKER_CHANGE,
+                files=tuple(e for e, gone in chunk if not gone),
+                retired=tuple(e for e, gone in chunk if gone),
+            )
+            self._put_marker_locked(seg, marker)
+
+    def _put_marker_locked(self, seg: Segment, marker: fmt.Marker) -> None:
+        w = self.writer
+        assert w is not None and seg is w.current
+        body = fmt.encode_marker(marker)
+        n = _OVERHEAD + len(body)
+        lsn = w.lsn + 1
+        w.lsn = lsn
+        head = _pack_head(
+            n, _EVENT, 0, 0, fmt.FLAG_MARKER | _FLOOR, seg.file_id, lsn, w.stamp_lsn, 0, 0, 0
+        )
+        buf = w.buf
+        buf += head
+        buf += body
+        buf += _pack_tail(_crc32(head, _crc32(body)), n)
+        seg.end += n
 
     def reclaim(self) -> int:
         """Reuse every data file whose records are all dead; returns how many were reclaimed."""
@@ -470,8 +600,10 @@ class FileJournal(Journal):
                     del f.neg[target]
             self.segments.files_in_use = len(self.data_files) + 1
             self._recycling = len(gone)
+            self._change_marker_locked([_entry(f) for f in gone], [])
         try:
-            # The deletes that made these files dead must be durable before the files are reused.
+            # The deletes that made these files dead, and the marker retiring them, must be
+            # durable before the files are reused.
             w.flush()
             for seg in gone:
                 self.backend.close_segment(seg)
@@ -611,6 +743,10 @@ def _aligned_file_size(size: int, align: int) -> int:
     rounded = max(align, (size + align // 2) // align * align)
     log.warning("journal-file-size %d is not a multiple of %d; using %d", size, align, rounded)
     return rounded
+
+
+def _entry(seg: Segment) -> fmt.MarkerEntry:
+    return fmt.MarkerEntry(seg.file_id, seg.first_lsn, seg.last_lsn)
 
 
 def _closed(seg: Segment) -> Segment:

@@ -20,6 +20,11 @@ way at the first bad offset, and every later file holding records is moved into
 (files with a damaged header go there too). It first finishes or discards an interrupted
 compaction exactly as an open would (``store.file.compact.recover``). It always takes the
 directory lock: nothing here ever writes under a live writer. A second run finds nothing to do.
+Records already lost (a missing or truncated file, lsns the file list names that are gone:
+``store.file.integrity``) are refused even with ``force``: a cut cannot bring them back and
+must not hide that they are gone. Keeping every valid record around damage is
+``store.file.salvage`` (``store data repair --salvage``), which rewrites the journal and keeps
+the original files.
 
 :func:`compact_store` opens a store, loads both journals and runs ``compact()`` on each.
 
@@ -54,7 +59,6 @@ Thread-safety: each call works alone on its directories; run one at a time per j
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from collections.abc import Callable
@@ -64,9 +68,9 @@ from store.config import StoreConfig
 from store.errors import ConfigError, CorruptionError
 from store.file import compact as compaction
 from store.file import format as fmt
-from store.file.fs import FileSystem, OsFileSystem, copy_file
+from store.file import integrity
+from store.file.fs import FileHandle, FileSystem, OsFileSystem, copy_file
 from store.file.inspect import (
-    HEADER_BAD,
     HEADER_ZERO,
     DirectoryListing,
     FileScan,
@@ -80,7 +84,7 @@ from store.file.journal import FileJournal
 from store.file.lock import DirectoryLock
 from store.file.options import FileJournalOptions
 from store.file.segments import SegmentNaming
-from store.journal.api import JournalStats, RecordInfo
+from store.journal.api import JournalStats, RecordInfo, RecordType
 from store.journal.replay import TxOp
 
 __all__ = [
@@ -114,6 +118,9 @@ class Finding:
     """One thing :func:`verify` found; ``kind`` is a stable key, ``message`` for people.
 
     ``severity`` is ``"error"``, ``"warning"`` or ``"info"``; ``size`` the bytes concerned.
+    Error kinds are the load's (``store.file.integrity.Problem``): ``bad-header``,
+    ``kind-mismatch``, ``duplicate-id``, ``checksum``, ``truncated``, ``missing-file``,
+    ``lost-records``.
     Immutable; safe to share.
     """
 
@@ -123,6 +130,8 @@ class Finding:
     offset: int | None
     message: str
     size: int | None = None
+    #: The lsns known lost (first, last), for ``truncated``, ``missing-file``, ``lost-records``.
+    lost: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +152,7 @@ class FileReport:
     torn_tail: tuple[int, int] | None = None  # (offset, bytes)
     checksum_error: tuple[int, str] | None = None  # (offset, reason)
     stale_bytes: int = 0
+    markers: int = 0  # file-list markers in sequence (not counted in ``records``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,17 +202,27 @@ def verify(
         missing = Finding(WARNING, "missing", directory, None, "the directory does not exist")
         return VerifyReport(directory, prefix, [], [missing])
     ensure_unlocked(directory, force=force)
-    js = scan_journal(directory, prefix=prefix, fs=fs)
+    js = scan_journal(directory, prefix=prefix, fs=fs, kind=kind)
     findings: list[Finding] = []
     scans = {id(s.file): s for s in js.scans}
     reports = [_file_report(f, scans.get(id(f))) for f in js.listing.files]
+    # Errors are exactly the problems a load refuses (store.file.integrity), in its order.
+    findings.extend(_problem_finding(p, js.scans) for p in js.problems)
     for f in js.listing.files:
-        findings.extend(_header_findings(f, kind))
-    findings.extend(_duplicate_findings(js.scans))
+        findings.extend(_header_findings(f))
     for s in js.scans:
         findings.extend(_data_findings(s))
     findings.extend(_leftover_findings(fs, js.listing))
     return VerifyReport(directory, prefix, reports, findings)
+
+
+def _problem_finding(p: integrity.Problem, scans: list[FileScan]) -> Finding:
+    err = p.error
+    size = None
+    if p.kind == "checksum" and p.index is not None:
+        tail = scans[p.index].tail
+        size = tail.extent - tail.end
+    return Finding(ERROR, p.kind, err.path, err.offset, err.reason, size, p.lost)
 
 
 def _file_report(f: JournalFile, s: FileScan | None) -> FileReport:
@@ -212,27 +232,21 @@ def _file_report(f: JournalFile, s: FileScan | None) -> FileReport:
     torn = (tail.end, tail.extent - tail.end) if s.torn else None
     bad = (s.verdict.offset, s.verdict.reason) if s.verdict is not None else None
     return FileReport(
-        f.path, f.name, f.file_id, f.size, f.status, s.count, s.end, s.last_lsn, torn, bad,
-        s.stale_bytes,
+        f.path, f.name, f.file_id, f.size, f.status, s.user_count, s.end, s.last_lsn, torn, bad,
+        s.stale_bytes, len(s.markers),
     )
 
 
-def _header_findings(f: JournalFile, kind: int | None) -> list[Finding]:
+def _header_findings(f: JournalFile) -> list[Finding]:
+    """The header warnings (the errors are load problems, see _problem_finding)."""
     if f.status == HEADER_ZERO:
         return [
             Finding(WARNING, "zero-header", f.path, 0,
                     "no header: a file never finished; the next open moves it to attic/")
         ]
-    if f.status == HEADER_BAD:
-        assert f.header_error is not None
-        return [Finding(ERROR, "bad-header", f.path, 0, f.header_error.reason)]
-    assert f.header is not None
+    if f.header is None:
+        return []
     found = []
-    if kind is not None and f.header.kind != kind:
-        found.append(
-            Finding(ERROR, "kind-mismatch", f.path, 0,
-                    f"a file of journal kind {f.header.kind} in a journal of kind {kind}")
-        )
     if f.name_id is not None and f.name_id != f.header.file_id:
         found.append(
             Finding(WARNING, "name-mismatch", f.path, 0,
@@ -242,27 +256,11 @@ def _header_findings(f: JournalFile, kind: int | None) -> list[Finding]:
     return found
 
 
-def _duplicate_findings(scans: list[FileScan]) -> list[Finding]:
-    found = []
-    for a, b in itertools.pairwise(scans):
-        if a.file.file_id == b.file.file_id:
-            found.append(
-                Finding(ERROR, "duplicate-id", b.file.path, 0,
-                        f"file id {b.file.file_id} is also carried by {a.file.name}")
-            )
-    return found
-
-
 def _data_findings(s: FileScan) -> list[Finding]:
     path = s.file.path
     tail = s.tail
     found = []
-    if s.verdict is not None:
-        found.append(
-            Finding(ERROR, "checksum", path, s.verdict.offset, s.verdict.reason,
-                    tail.extent - tail.end)
-        )
-    elif tail.records:
+    if s.verdict is None and tail.records:
         found.append(
             Finding(WARNING, "torn-tail", path, tail.end,
                     f"torn tail: {len(tail.records)} unsynced record(s) after the end of data "
@@ -321,6 +319,9 @@ class Cut:
     removed: int
     backup: str
     reason: str  # "torn-tail" or "checksum"
+    #: Where a FILES marker restating the files left was written (a checksum cut in a journal
+    #: that has file-list markers: the cut dropped the markers after it), or None.
+    marker_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,8 +393,8 @@ def _repair_locked(
     after = set(fs.listdir(directory))
     recovered = [f"removed {n}" for n in sorted(before - after)]
     recovered += [f"created {n}" for n in sorted(after - before)]
-    js = scan_journal(directory, prefix=prefix, fs=fs)
-    _refuse_unrepairable(js.listing, js.scans, kind, force)
+    js = scan_journal(directory, prefix=prefix, fs=fs, kind=kind)
+    _refuse_unrepairable(js.problems, force)
     first_bad = next((s for s in js.scans if s.verdict is not None), None)
     if first_bad is not None and not force:
         assert first_bad.verdict is not None
@@ -404,14 +405,23 @@ def _repair_locked(
         if f.header_error is not None
     ]
     cut_scans = [s for s in js.scans if s.torn]
+    restate: list[fmt.MarkerEntry] | None = None
     if first_bad is not None:
-        later = js.scans[js.scans.index(first_bad) + 1 :]
+        index = js.scans.index(first_bad)
+        later = js.scans[index + 1 :]
         aside += [
             (s.file, f"written after the damage in {first_bad.file.name}")
             for s in later
             if s.count or s.tail.records
         ]
         cut_scans = [first_bad]
+        if any(s.markers for s in js.scans):
+            # The cut drops the file-list markers after it: restate the files that are left.
+            restate = [
+                fmt.MarkerEntry(s.file.file_id or 0, s.first_lsn, s.last_lsn)
+                for s in js.scans[:index]
+                if s.count
+            ]
     moved: list[MovedFile] = []
     repair_dir = None
     if aside:
@@ -421,30 +431,39 @@ def _repair_locked(
         moved = [_move(fs, f.path, repair_dir, why) for f, why in aside]
         fs.fsync_dir(repair_dir)
         fs.fsync_dir(directory)
-    cuts = [_cut(fs, s, "checksum" if s is first_bad else "torn-tail") for s in cut_scans]
+    prev_max = 0
+    if first_bad is not None:
+        prev_max = max((s.last_lsn for s in js.scans[: js.scans.index(first_bad)]), default=0)
+    cuts = [
+        _cut(fs, s, "checksum", restate=restate, prev_max=prev_max)
+        if s is first_bad
+        else _cut(fs, s, "torn-tail")
+        for s in cut_scans
+    ]
     return RepairReport(directory, prefix, cuts, moved, recovered, repair_dir)
 
 
-def _refuse_unrepairable(
-    listing: DirectoryListing, scans: list[FileScan], kind: int | None, force: bool
-) -> None:
-    for a, b in itertools.pairwise(scans):
-        if a.file.file_id == b.file.file_id:
+def _refuse_unrepairable(problems: list[integrity.Problem], force: bool) -> None:
+    """Raise what repair will not touch: a directory mix-up (always), a damaged header
+    (without ``force``), records already lost (always: only salvage rewrites around them).
+
+    The checks are the load's (``store.file.integrity``); checksum failures are the caller's.
+    """
+    for p in problems:
+        if p.kind in ("duplicate-id", "kind-mismatch"):
+            raise p.error
+    for p in problems:
+        if p.kind == "bad-header" and not force:
+            raise p.error
+        if p.kind in integrity.LOST_KINDS:
             raise CorruptionError(
-                b.file.path, 0, f"file id {b.file.file_id} is also carried by {a.file.name}",
-                hint="move the file that does not belong here out of the directory by hand",
-            )
-    for f in listing.files:
-        if f.header is not None and kind is not None and f.header.kind != kind:
-            raise CorruptionError(
-                f.path, 0, f"a file of journal kind {f.header.kind} in a journal of kind {kind}",
-                hint="check --journal / --bindings: the directories look swapped",
-            )
-        if f.header_error is not None and not force:
-            raise CorruptionError(
-                f.path, 0, f.header_error.reason,
-                hint=f.header_error.hint
-                or "`store data repair --force` moves the file aside into repair-<time>/",
+                p.error.path,
+                p.error.offset,
+                f"{p.error.reason}; repair cannot bring lost records back and will not hide "
+                "that they are gone",
+                hint="put the file back if it was moved away; otherwise `store data repair "
+                "--salvage` rewrites the journal from what is left, reports every lsn and id "
+                "lost and keeps the original files",
             )
 
 
@@ -468,7 +487,14 @@ def _copy(fs: FileSystem, source: str, target: str) -> None:
     copy_file(fs, source, target)
 
 
-def _cut(fs: FileSystem, s: FileScan, reason: str) -> Cut:
+def _cut(
+    fs: FileSystem,
+    s: FileScan,
+    reason: str,
+    *,
+    restate: list[fmt.MarkerEntry] | None = None,
+    prev_max: int = 0,
+) -> Cut:
     path = s.file.path
     backup, n = path + ".broken", 1
     while fs.exists(backup):
@@ -482,10 +508,34 @@ def _cut(fs: FileSystem, s: FileScan, reason: str) -> Cut:
             n = min(_CHUNK, stop - pos)
             handle.pwrite(bytes(n), pos)
             pos += n
+        marker_at = None
+        if restate is not None:
+            marker_at = _restate(handle, s, restate, prev_max)
         handle.datasync()
     finally:
         handle.close()
-    return Cut(path, start, stop - start, backup, reason)
+    return Cut(path, start, stop - start, backup, reason, marker_at)
+
+
+def _restate(
+    handle: FileHandle, s: FileScan, files: list[fmt.MarkerEntry], prev_max: int
+) -> int | None:
+    """Write a FILES marker listing ``files`` at the end of data of ``s`` (just cut), the next
+    record in sequence; returns its offset, or None when not even an empty one fits."""
+    assert s.file.file_id is not None
+    lsn = s.last_lsn + 1 if s.count else prev_max + 1
+    marker = fmt.Marker(fmt.MARKER_FILES, tuple(files))
+    room = s.file.size - s.tail.end
+    if fmt.marker_size(len(files)) > room:
+        marker = fmt.Marker(fmt.MARKER_FILES, known=False)
+        if fmt.marker_size(0) > room:
+            return None
+    raw = fmt.encode_record(
+        int(RecordType.EVENT), file_id=s.file.file_id, lsn=lsn, durable_lsn=lsn - 1,
+        body=fmt.encode_marker(marker), flags=fmt.FLAG_MARKER,
+    )
+    handle.pwrite(raw, s.tail.end)
+    return s.tail.end
 
 
 # -- compact -----------------------------------------------------------------------------------

@@ -69,7 +69,9 @@ class Segment:
     __slots__ = (
         "end",
         "file_id",
+        "first_lsn",
         "handle",
+        "last_lsn",
         "live_bytes",
         "neg",
         "path",
@@ -86,12 +88,18 @@ class Segment:
         self.neg: dict[Segment, int] = {}
         self.live_bytes = 0
         self.end = fmt.DATA_START  # end of the records written (append position)
+        # The lsns of this use of the file (0: none yet), for the file-list markers: the first
+        # is set by the first record written or read, the last when the file is finished.
+        self.first_lsn = 0
+        self.last_lsn = 0
 
     def reset_counts(self) -> None:
         self.pos = 0
         self.neg = {}
         self.live_bytes = 0
         self.end = fmt.DATA_START
+        self.first_lsn = 0
+        self.last_lsn = 0
 
     def __repr__(self) -> str:
         return f"Segment({os.path.basename(self.path)} id={self.file_id} end={self.end})"
@@ -150,8 +158,10 @@ class SegmentManager:
         self._next_id += ID_STEP
         return fid
 
-    def _header_block(self, file_id: int) -> bytes:
-        header = fmt.encode_header(file_id, self.kind)
+    def _header_block(self, file_id: int, size: int) -> bytes:
+        # The header states the file's size so that a truncated file is told apart from a
+        # short one (store.file.integrity); a reused file keeps the size it has.
+        header = fmt.encode_header(file_id, self.kind, file_size=size)
         if self.align > fmt.HEADER_SIZE:
             return header + bytes(self.align - fmt.HEADER_SIZE)
         return header
@@ -169,7 +179,7 @@ class SegmentManager:
         try:
             handle.truncate(0)
             handle.allocate(self.file_size)
-            handle.pwrite(self._header_block(file_id), 0)
+            handle.pwrite(self._header_block(file_id, self.file_size), 0)
             handle.datasync()
             self.fs.rename(tmp, final)
             handle.path = final
@@ -208,7 +218,7 @@ class SegmentManager:
             seg.handle.path = aside
         if seg.handle is None:
             seg.handle = self.fs.open(aside)
-        seg.handle.pwrite(self._header_block(file_id), 0)
+        seg.handle.pwrite(self._header_block(file_id, seg.size), 0)
         seg.handle.datasync()
         self.fs.rename(aside, final)
         self.fs.fsync_dir(self.naming.directory)

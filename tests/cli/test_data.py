@@ -9,6 +9,7 @@ import pytest
 
 from store import StoreConfig, open_store
 from store.cli.main import main
+from store.errors import CorruptionError
 from store.file import inspect
 from store.journal.api import RecordInfo
 
@@ -113,6 +114,24 @@ def test_print_refuses_a_store_in_use(store_dir: Path, capsys: pytest.CaptureFix
         assert "open for writing by another process" in err and "--force" in err
         code, out, _err = _run(capsys, "data", "print", "--config", str(config), "--force")
         assert code == 0 and "summary" in out
+
+
+def test_print_agrees_with_the_load_on_a_damaged_journal(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 6 item 4: on a journal the load refuses, print exits 5 with the load's error
+    instead of exiting 0 with counts and what "a load returns"."""
+    first = _data_scans(store_dir / "journal")[0]  # not the last file: damage is corruption
+    _flip(first.file.path, first.records[1].offset + 60)
+    config = _load(store_dir / "store.toml")
+    with open_store(config) as s, pytest.raises(CorruptionError) as refused:
+        s.messages.load()
+    code, out, _err = _run(capsys, "data", "print", "--config", str(store_dir / "store.toml"))
+    assert code == 5
+    assert f"DAMAGED: checksum: {refused.value}" in out
+    assert "a load refuses this journal" in out
+    assert "a load returns 60 records" not in out
+    assert "a load returns 1 records" in out  # the bindings journal is fine
 
 
 # -- verify ------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def _offset(text: str, n: int) -> int:
 
 def test_docstring_has_both_tables() -> None:
     assert [f for _o, _s, f in HEADER_TABLE] == [
-        "magic", "version", "kind", "file_id", "created_ns", "reserved", "header_crc",
+        "magic", "version", "kind", "file_id", "created_ns", "file_size", "header_crc",
     ]
     assert [f for _o, _s, f in RECORD_TABLE][-3:] == ["body", "checksum", "length_copy"]
 
@@ -96,14 +96,16 @@ def test_record_table_matches_struct_sizes_and_offsets() -> None:
 
 
 def test_header_fields_sit_where_the_table_says() -> None:
-    raw = fmt.encode_header(0x0102030405060708, fmt.KIND_BINDINGS, created_ns=0x1122334455667788)
+    raw = fmt.encode_header(
+        0x0102030405060708, fmt.KIND_BINDINGS, created_ns=0x1122334455667788, file_size=0x0A0B0C0D
+    )
     expected = {
         "magic": int.from_bytes(b"SJNL", "little"),
         "version": fmt.FORMAT_VERSION,
         "kind": fmt.KIND_BINDINGS,
         "file_id": 0x0102030405060708,
         "created_ns": 0x1122334455667788,
-        "reserved": 0,
+        "file_size": 0x0A0B0C0D,
         "header_crc": zlib.crc32(raw[:28]),
     }
     for off, size, field in HEADER_TABLE:
