@@ -236,3 +236,63 @@ def test_bean_properties_without_meaning_for_a_python_driver_are_named_in_a_warn
         )
     assert "cachePrepStmts" in caplog.text
     assert "maxTotal" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("url", "driver", "host", "port", "database"),
+    [
+        ("postgres://u@db.example:5433/broker", "postgresql+psycopg", "db.example", 5433, "broker"),
+        (
+            "postgres+psycopg://u@db.example/broker",
+            "postgresql+psycopg",
+            "db.example",
+            None,
+            "broker",
+        ),
+        ("postgresql://db.example/broker", "postgresql+psycopg", "db.example", None, "broker"),
+    ],
+    ids=["postgres-libpq-spelling", "postgres-with-driver", "postgresql-without-driver"],
+)
+def test_postgres_scheme_is_postgresql_through_psycopg(url, driver, host, port, database) -> None:
+    """`postgres://` (libpq's, Heroku's spelling, which SQLAlchemy no longer loads) is
+    PostgreSQL through psycopg, like `postgresql://`."""
+    target = _target(url)
+    assert target.dialect == "postgresql"
+    assert target.url.drivername == driver
+    assert (target.url.host, target.url.port, target.url.database) == (host, port, database)
+
+
+@pytest.mark.parametrize(
+    ("url", "hint"),
+    [
+        ("postgresql+nosuchdriver://h/db", "psycopg"),
+        ("postgresql+psycopg2://h/db", "psycopg"),
+        ("postgresql+asyncpg://h/db", "psycopg"),
+        ("mysql+mysqldb://h/db", "pymysql"),
+        ("sqlite+pysqlcipher:///x.db", "pysqlite"),
+        ("nosuchdb://h/db", "jdbc: URL"),
+        ("jdbc:postgres://h:5432/db", "jdbc:postgresql:"),
+    ],
+    ids=[
+        "unknown-driver",
+        "driver-not-installed",
+        "async-driver",
+        "other-mysql-driver",
+        "other-sqlite-driver",
+        "unknown-database",
+        "jdbc-postgres-typo",
+    ],
+)
+def test_url_scheme_the_store_cannot_load_is_a_config_error(url, hint) -> None:
+    """A scheme SQLAlchemy cannot load (or the store cannot drive) is a ConfigError naming
+    jdbc-connection-url and what is allowed, with a hint; never NoSuchModuleError or
+    ImportError from create_engine."""
+    with pytest.raises(ConfigError) as err:
+        _target(url)
+    assert err.value.key == "jdbc-connection-url"
+    assert "postgres://" in (err.value.allowed or "") or "jdbc:postgresql://" in (
+        err.value.allowed or ""
+    )
+    assert hint in (err.value.hint or "")
+
+
