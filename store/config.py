@@ -138,6 +138,15 @@ _DERIVE: Final = _DerivedInt(-1)
 _DERIVE_DIR: Final = _DerivedStr("")
 
 
+class _DefaultStr(str):
+    """A str field's default that stays visible and marks "not given" (immutable; shareable)."""
+
+
+# jdbc-driver-class-name when none was given: equal to Derby's class name (Artemis's default),
+# but told apart from the same text written by the user (see jdbc_driver_class_name_given).
+_DERBY_EMBEDDED_DRIVER: Final = _DefaultStr("org.apache.derby.jdbc.EmbeddedDriver")
+
+
 class _FrozenMap(Mapping[str, Any]):
     """An immutable, hashable mapping (so configurations can be dict keys).
 
@@ -246,8 +255,9 @@ class DatabaseStoreConfig:
     #: Required. A JDBC URL (``jdbc:postgresql://…``, ``jdbc:mysql://…``, ``jdbc:mariadb://…``,
     #: ``jdbc:sqlite:…``, ``jdbc:derby:…``, ``jdbc:h2:…``) or a SQLAlchemy URL. ENC-decoded.
     jdbc_connection_url: str
-    #: Default Derby's embedded driver. Only used for URLs that go through JDBC (JayDeBeApi).
-    jdbc_driver_class_name: str = "org.apache.derby.jdbc.EmbeddedDriver"
+    #: Default Derby's embedded driver, which only embedded ``jdbc:derby:`` URLs may rely on:
+    #: every other URL that goes through JDBC (JayDeBeApi) must name its driver class.
+    jdbc_driver_class_name: str = _DERBY_EMBEDDED_DRIVER
     #: Default ``None``: ``$CLASSPATH`` at connect time. Jar files / folders (``os.pathsep``
     #: separated) holding the JDBC driver; ours, Artemis loads drivers from its own lib/.
     jdbc_driver_classpath: str | None = None
@@ -423,6 +433,14 @@ class DatabaseStoreConfig:
     def dialect(self) -> str:
         """The database the URL points at (see :func:`db_dialect_of`)."""
         return db_dialect_of(self.jdbc_connection_url)
+
+    @property
+    def jdbc_driver_class_name_given(self) -> bool:
+        """False when ``jdbc-driver-class-name`` was left at its default (Derby's embedded
+        driver) and no ``driverClassName`` data-source property names one."""
+        return "driverClassName" in self.data_source_properties or not isinstance(
+            self.jdbc_driver_class_name, _DefaultStr
+        )
 
     def replace(self, **changes: Any) -> DatabaseStoreConfig:
         """Copy with some fields changed (snake_case names), validated like a new one.

@@ -739,6 +739,23 @@ def test_from_mapping_keeps_relative_directories_without_base_dir(tmp_path):
     assert based.journal_directory == str(tmp_path / "j")
 
 
+def test_default_driver_class_is_told_apart_from_a_given_one():
+    """jdbc-driver-class-name defaults to Derby's embedded driver (Artemis's default) but the
+    configuration knows it was not given (store.db.urls then asks for it where Derby's
+    driver cannot serve); the same text written out, or a driverClassName property, is given."""
+    derby = "org.apache.derby.jdbc.EmbeddedDriver"
+    default = StoreConfig.from_mapping(db()).database_store
+    assert default is not None
+    assert default.jdbc_driver_class_name == derby and not default.jdbc_driver_class_name_given
+    assert not default.replace(jdbc_user="u").jdbc_driver_class_name_given
+    given = StoreConfig.from_mapping(db(**{"jdbc-driver-class-name": derby})).database_store
+    assert given is not None and given.jdbc_driver_class_name_given
+    assert given == default  # the same value: only where it came from differs
+    prop = db(**{"data-source-properties": {"driverClassName": "org.h2.Driver"}})
+    from_prop = StoreConfig.from_mapping(prop).database_store
+    assert from_prop is not None and from_prop.jdbc_driver_class_name_given
+
+
 def test_path_objects_are_accepted_as_directories(tmp_path):
     cfg = StoreConfig.from_mapping({"journal-directory": tmp_path / "j"})
     assert cfg.journal_directory == str(tmp_path / "j")

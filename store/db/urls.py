@@ -294,6 +294,8 @@ def _jdbc(config: DatabaseStoreConfig, url: str, dialect: str) -> DatabaseTarget
     driver = str(
         config.data_source_properties.get("driverClassName", config.jdbc_driver_class_name)
     )
+    if "driverClassName" not in config.data_source_properties:
+        _require_driver_class(config, url)
     name = dialect if dialect in ("derby", "h2") else "jdbc"
     return DatabaseTarget(
         dialect=dialect,
@@ -304,11 +306,43 @@ def _jdbc(config: DatabaseStoreConfig, url: str, dialect: str) -> DatabaseTarget
     )
 
 
+# Driver classes of common JDBC URLs, for the example in the error that asks for one.
+_DRIVER_EXAMPLES: Final = {
+    "oracle": "oracle.jdbc.OracleDriver",
+    "h2": "org.h2.Driver",
+    "derby": "org.apache.derby.jdbc.ClientDriver",  # a jdbc:derby:// server
+    "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
+    "db2": "com.ibm.db2.jcc.DB2Driver",
+    "hsqldb": "org.hsqldb.jdbc.JDBCDriver",
+    "pgsql": "com.impossibl.postgres.jdbc.PGDriver",
+}
+
+
+def _require_driver_class(config: DatabaseStoreConfig, url: str) -> None:
+    """Refuse a JDBC URL that relies on the default driver class unless it is embedded Derby
+    (the only database that default, Derby's EmbeddedDriver, can open)."""
+    body = url[len("jdbc:") :]
+    scheme = body.split(":", 1)[0].lower()
+    if config.jdbc_driver_class_name_given or (scheme == "derby" and not body[6:].startswith("//")):
+        return
+    example = _DRIVER_EXAMPLES.get(scheme, "com.example.jdbc.Driver")
+    raise ConfigError(
+        f"jdbc-driver-class-name is required for {redact_url(url)!r}: only an embedded "
+        "jdbc:derby: database can use the default driver",
+        key="jdbc-driver-class-name",
+        value=None,
+        allowed="the JDBC driver class of the jdbc-connection-url's database",
+        hint=f'e.g. jdbc-driver-class-name = "{example}", with its jar on '
+        "jdbc-driver-classpath (or $CLASSPATH)",
+    )
+
+
 def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
     """Work out database, driver, SQLAlchemy URL and connection arguments for ``config``.
 
     Returns the :class:`DatabaseTarget`. Raises ConfigError (naming ``jdbc-connection-url``,
-    never its credentials) for a URL that cannot be parsed.
+    never its credentials) for a URL that cannot be parsed or whose driver cannot be loaded,
+    and naming ``jdbc-driver-class-name`` for a JDBC URL that needs a driver class and has none.
     """
     url = str(config.data_source_properties.get("url", config.jdbc_connection_url)).strip()
     dialect = db_dialect_of(url)

@@ -296,3 +296,37 @@ def test_url_scheme_the_store_cannot_load_is_a_config_error(url, hint) -> None:
     assert hint in (err.value.hint or "")
 
 
+@pytest.mark.parametrize(
+    ("url", "example"),
+    [
+        ("jdbc:oracle:thin:@db.example:1521:XE", "oracle.jdbc.OracleDriver"),
+        ("jdbc:h2:/tmp/h2db", "org.h2.Driver"),
+        ("jdbc:derby://db.example:1527/store;create=true", "org.apache.derby.jdbc.ClientDriver"),
+        ("jdbc:informix-sqli://h:9088/db", "com.example.jdbc.Driver"),
+    ],
+    ids=["oracle", "h2", "derby-network-server", "unknown-database"],
+)
+def test_jdbc_url_without_driver_class_names_the_missing_key(url, example) -> None:
+    """A JDBC URL other than embedded Derby with no jdbc-driver-class-name: ConfigError naming
+    jdbc-driver-class-name as required, with an example, never Derby's default class."""
+    with pytest.raises(ConfigError) as err:
+        _target(url)
+    assert err.value.key == "jdbc-driver-class-name"
+    assert "required" in str(err.value)
+    assert "EmbeddedDriver" not in str(err.value) and "EmbeddedDriver" not in (err.value.hint or "")
+    assert example in (err.value.hint or "")
+
+
+def test_driver_class_given_in_the_key_or_the_data_source_properties_is_used() -> None:
+    """jdbc-driver-class-name (any value, Derby's own included) or a driverClassName
+    data-source property satisfies a JDBC URL; embedded Derby may rely on the default."""
+    oracle = "jdbc:oracle:thin:@db.example:1521:XE"
+    given = _target(oracle, **{"jdbc-driver-class-name": "oracle.jdbc.OracleDriver"})
+    assert given.jdbc is not None and given.jdbc.driver_class == "oracle.jdbc.OracleDriver"
+    prop = _target(oracle, **{"data-source-properties": {"driverClassName": "oracle.jdbc.X"}})
+    assert prop.jdbc is not None and prop.jdbc.driver_class == "oracle.jdbc.X"
+    derby = "org.apache.derby.jdbc.EmbeddedDriver"
+    explicit = _target("jdbc:h2:/tmp/x", **{"jdbc-driver-class-name": derby})
+    assert explicit.jdbc is not None and explicit.jdbc.driver_class == derby
+    embedded = _target("jdbc:derby:/tmp/db;create=true")
+    assert embedded.jdbc is not None and embedded.jdbc.driver_class == derby
