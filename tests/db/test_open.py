@@ -236,3 +236,35 @@ def test_record_above_the_database_limit_is_refused(tmp_path: Path) -> None:
         assert [r[1] for r in db.rows()] == [2]
     finally:
         db.teardown()
+
+
+def test_readme_sqlite_example_opens_from_the_project_folder_and_elsewhere(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """README's SQLite example, etc/store.toml with `jdbc:sqlite:../data/store.db`: the
+    database is <project>/data/store.db (the path follows the configuration's folder), its
+    missing folder is created, whether the process runs in the project folder or elsewhere."""
+    from store import load_config
+
+    project = tmp_path / "project"
+    (project / "etc").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    prefix = unique_prefix()
+    toml = project / "etc" / "store.toml"
+    toml.write_text(
+        '[database-store]\njdbc-connection-url = "jdbc:sqlite:../data/store.db"\n'
+        f'bindings-table-name = "{prefix}B"\nmessage-table-name = "{prefix}M"\n'
+    )
+    for cwd, record_id in ((project, 1), (elsewhere, 2)):
+        monkeypatch.chdir(cwd)
+        with open_store(load_config("etc/store.toml" if cwd == project else toml)) as s:
+            s.bindings.load()
+            s.messages.load()
+            s.messages.append_add(record_id, 1, b"x", sync=True)
+    assert (project / "data" / "store.db").is_file()
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "project"]
+    with open_store(load_config(toml)) as s:
+        s.bindings.load()
+        assert [r.id for r in s.messages.load().records] == [1, 2]
