@@ -12,8 +12,9 @@ PostgreSQL       ``statement_timeout`` and ``tcp_user_timeout`` = ``jdbc-network
 MySQL/MariaDB    PyMySQL ``read_timeout`` / ``write_timeout`` / ``connect_timeout``
 SQLite           ``busy_timeout`` = the timeout; WAL journal with ``synchronous=FULL``
                  (a commit is durable when it returns); sqlite3 in autocommit mode so the
-                 store's explicit ``BEGIN``/``COMMIT`` are the only ones; the database
-                 file's folder is created when missing
+                 store's explicit ``BEGIN``/``COMMIT`` are the only ones (``BEGIN IMMEDIATE``
+                 on a connection with ``SQLITE_WRITE_LOCK_OPTION``); the database file's
+                 folder is created when missing
 JDBC             ``setQueryTimeout`` on every statement, ``setNetworkTimeout`` where the
                  driver has one (see :mod:`store.db.jdbc_dbapi`)
 ===============  =====================================================================
@@ -41,7 +42,13 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
 from store.config import DatabaseStoreConfig
-from store.db.dialects import SQLITE_BEGIN, SQLITE_FILE_PRAGMAS, SQLITE_MEMORY_PRAGMAS
+from store.db.dialects import (
+    SQLITE_BEGIN,
+    SQLITE_BEGIN_WRITE,
+    SQLITE_FILE_PRAGMAS,
+    SQLITE_MEMORY_PRAGMAS,
+    SQLITE_WRITE_LOCK_OPTION,
+)
 from store.db.urls import DatabaseTarget, pool_options, resolve_target
 from store.errors import StoreIOError
 
@@ -134,7 +141,8 @@ def _sqlite_engine(target: DatabaseTarget, timeout_ms: int, pool: dict[str, Any]
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql(SQLITE_BEGIN)
+        write = connection.get_execution_options().get(SQLITE_WRITE_LOCK_OPTION, False)
+        connection.exec_driver_sql(SQLITE_BEGIN_WRITE if write else SQLITE_BEGIN)
 
     return engine
 
