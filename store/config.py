@@ -24,10 +24,15 @@ Sources, all producing the same mapping (nested dicts for ``database-store``, it
 
 Rules that are ours, decided where Artemis has none or differs:
 
-- Relative directories (and ``jdbc-driver-classpath`` entries) in a file are resolved against
-  **the folder of that file**, defaults included, so a store never lands wherever the process
-  happened to start. (Artemis resolves against its instance folder, the parent of ``etc/``.)
-  ``from_mapping`` does the same against ``base_dir`` when one is given.
+- Relative directories (and ``jdbc-driver-classpath`` entries, and the path of an embedded
+  database in ``jdbc-connection-url``: ``jdbc:sqlite:``, ``sqlite:///``, ``jdbc:derby:``) in a
+  file are resolved against **the folder of that file**, defaults included, so a store never
+  lands wherever the process happened to start. (Artemis resolves against its instance folder,
+  the parent of ``etc/``.) ``from_mapping`` does the same against ``base_dir`` when one is
+  given, and leaves them relative to the working directory without one.
+- ``jdbc-driver-class-name`` defaults to Derby's embedded driver, as in Artemis, but only an
+  embedded ``jdbc:derby:`` URL may rely on that default: any other URL that goes through JDBC
+  must name its driver (checked when the store is opened, :mod:`store.db.urls`).
 - ``jdbc-lock-renew-period`` defaults to 2000 ms, as the Artemis docs say (its code says 4000).
 - Table names are identifiers matching ``^[A-Za-z_][A-Za-z0-9_$]*$`` (an ASCII letter or ``_``,
   then letters, digits, ``_`` or ``$``) within the target database's identifier length
@@ -86,6 +91,7 @@ from store.sizes import (
     parse_size,
     parse_text,
     redact_url,
+    resolve_embedded_url,
     unknown_key,
     validate_identifier,
 )
@@ -136,6 +142,15 @@ class _DerivedStr(str):
 # journal-directory. Resolved in __post_init__; never visible on a built object.
 _DERIVE: Final = _DerivedInt(-1)
 _DERIVE_DIR: Final = _DerivedStr("")
+
+
+class _DefaultStr(str):
+    """A str field's default that stays visible and marks "not given" (immutable; shareable)."""
+
+
+# jdbc-driver-class-name when none was given: equal to Derby's class name (Artemis's default),
+# but told apart from the same text written by the user (see jdbc_driver_class_name_given).
+_DERBY_EMBEDDED_DRIVER: Final = _DefaultStr("org.apache.derby.jdbc.EmbeddedDriver")
 
 
 class _FrozenMap(Mapping[str, Any]):
@@ -246,8 +261,9 @@ class DatabaseStoreConfig:
     #: Required. A JDBC URL (``jdbc:postgresql://…``, ``jdbc:mysql://…``, ``jdbc:mariadb://…``,
     #: ``jdbc:sqlite:…``, ``jdbc:derby:…``, ``jdbc:h2:…``) or a SQLAlchemy URL. ENC-decoded.
     jdbc_connection_url: str
-    #: Default Derby's embedded driver. Only used for URLs that go through JDBC (JayDeBeApi).
-    jdbc_driver_class_name: str = "org.apache.derby.jdbc.EmbeddedDriver"
+    #: Default Derby's embedded driver, which only embedded ``jdbc:derby:`` URLs may rely on:
+    #: every other URL that goes through JDBC (JayDeBeApi) must name its driver class.
+    jdbc_driver_class_name: str = _DERBY_EMBEDDED_DRIVER
     #: Default ``None``: ``$CLASSPATH`` at connect time. Jar files / folders (``os.pathsep``
     #: separated) holding the JDBC driver; ours, Artemis loads drivers from its own lib/.
     jdbc_driver_classpath: str | None = None
@@ -423,6 +439,14 @@ class DatabaseStoreConfig:
     def dialect(self) -> str:
         """The database the URL points at (see :func:`db_dialect_of`)."""
         return db_dialect_of(self.jdbc_connection_url)
+
+    @property
+    def jdbc_driver_class_name_given(self) -> bool:
+        """False when ``jdbc-driver-class-name`` was left at its default (Derby's embedded
+        driver) and no ``driverClassName`` data-source property names one."""
+        return "driverClassName" in self.data_source_properties or not isinstance(
+            self.jdbc_driver_class_name, _DefaultStr
+        )
 
     def replace(self, **changes: Any) -> DatabaseStoreConfig:
         """Copy with some fields changed (snake_case names), validated like a new one.
@@ -750,9 +774,9 @@ def _database_from(section: object, codec: _Codec, base_dir: str | None) -> Data
     url = values["jdbc_connection_url"].strip()
     if not url.lower().startswith("jdbc:"):
         # Under mask-password a bare URL is masked: hex, with no ':' unlike every real URL.
-        values["jdbc_connection_url"] = codec.decode(
-            url, "jdbc-connection-url", bare_is_masked=":" not in url
-        )
+        url = codec.decode(url, "jdbc-connection-url", bare_is_masked=":" not in url).strip()
+    # An embedded database's file or folder follows the file's folder, like the directories.
+    values["jdbc_connection_url"] = url if base_dir is None else resolve_embedded_url(url, base_dir)
     for name in ("jdbc_user", "jdbc_password"):
         if name in values:
             values[name] = codec.decode(values[name], _kebab(name), bare_is_masked=True)
@@ -765,6 +789,9 @@ def _database_from(section: object, codec: _Codec, base_dir: str | None) -> Data
         values["data_source_properties"], values["masked_properties"] = _properties_from(
             props, codec
         )
+        override = values["data_source_properties"].get("url")
+        if isinstance(override, str) and base_dir is not None:
+            values["data_source_properties"]["url"] = resolve_embedded_url(override, base_dir)
     return DatabaseStoreConfig(**values)
 
 

@@ -17,7 +17,7 @@ Every error the library raises on purpose derives from :class:`StoreError`::
     ├── StoreUnavailableError       the database cannot be reached or went away
     ├── StoreLockedError            another process holds this store
     ├── LockLostError               this process no longer holds the live lock
-    └── SchemaError                 database schema missing or behind (names the fixing command)
+    └── SchemaError                 database schema behind, partial or not creatable (names the fix)
 
 Database errors are wrapped with the statement that failed (parameters redacted) and the
 original exception chained (``raise ... from exc``).
@@ -141,4 +141,5 @@ class LockLostError(StoreError):
 
 
 class SchemaError(StoreError):
-    """Raised when the database schema is missing or older than this version of store."""
+    """Raised when the database schema is older than this version of store, incomplete, or
+    missing and not creatable by the configured user."""

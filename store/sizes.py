@@ -59,6 +59,7 @@ __all__ = [
     "parse_int",
     "parse_size",
     "parse_text",
+    "resolve_embedded_url",
     "redact_url",
     "unknown_key",
     "validate_identifier",
@@ -281,6 +282,42 @@ def db_dialect_of(url: str) -> str:
     else:
         scheme = text.split(":", 1)[0].split("+", 1)[0]
     return _DIALECTS.get(scheme, "other")
+
+
+# jdbc:sqlite:[file:]<path>[?params]; jdbc:derby:[directory:]<name>[;attributes];
+# sqlite[+driver]:///<path>[?query]. The path is group 2, what follows it group 3.
+_EMBEDDED_URL: Final = (
+    re.compile(r"(jdbc:sqlite:(?:file:)?)([^?]*)(.*)", re.IGNORECASE | re.DOTALL),
+    re.compile(r"(jdbc:derby:(?:directory:)?)([^;]*)(.*)", re.IGNORECASE | re.DOTALL),
+    re.compile(r"(sqlite(?:\+\w+)?:///)([^?]*)(.*)", re.IGNORECASE | re.DOTALL),
+)
+# Names that are not a path on disk: a server, memory, the class path, a jar, a file: URI.
+_NOT_A_PATH: Final = re.compile(r"//|(?:memory|classpath|jar|file):|:", re.IGNORECASE)
+
+
+def resolve_embedded_url(url: str, base_dir: str) -> str:
+    """Join the relative database path of an embedded database URL to ``base_dir``.
+
+    Embedded databases are files and folders like the store's directories, so a relative path
+    follows the configuration file's folder as they do: ``jdbc:sqlite:[file:]path``,
+    ``sqlite:///path`` (SQLAlchemy) and ``jdbc:derby:[directory:]name``. Everything else is
+    returned as it is: absolute and ``~`` paths, in-memory databases (``:memory:``,
+    ``jdbc:derby:memory:``), Derby's ``classpath:`` / ``jar:`` databases, servers
+    (``jdbc:derby://``) and every other URL. ``%`` and ``?`` in ``base_dir`` are
+    percent-encoded in SQLite URLs (their paths are URL-decoded).
+    Returns the URL. Raises nothing.
+    """
+    for pattern in _EMBEDDED_URL:
+        match = pattern.fullmatch(url)
+        if match is None:
+            continue
+        prefix, path, rest = match.groups()
+        if not path or path.startswith(("/", "~")) or _NOT_A_PATH.match(path):
+            return url
+        if not prefix.lower().startswith("jdbc:derby:"):
+            base_dir = base_dir.replace("%", "%25").replace("?", "%3F")
+        return prefix + os.path.normpath(os.path.join(base_dir, path)) + rest
+    return url
 
 
 def identifier_max_length(dialect: str) -> int:

@@ -739,6 +739,82 @@ def test_from_mapping_keeps_relative_directories_without_base_dir(tmp_path):
     assert based.journal_directory == str(tmp_path / "j")
 
 
+_EMBEDDED_URLS = [
+    # (as written in etc/store.toml, as resolved; {etc} is the file's folder)
+    ("jdbc:sqlite:../data/store.db", "jdbc:sqlite:{root}/data/store.db"),
+    ("jdbc:sqlite:store.db", "jdbc:sqlite:{etc}/store.db"),
+    ("jdbc:sqlite:file:db/store.db?mode=rwc", "jdbc:sqlite:file:{etc}/db/store.db?mode=rwc"),
+    ("sqlite:///../data/store.db", "sqlite:///{root}/data/store.db"),
+    ("sqlite+pysqlite:///store.db?timeout=5", "sqlite+pysqlite:///{etc}/store.db?timeout=5"),
+    ("jdbc:derby:../data/derby;create=true", "jdbc:derby:{root}/data/derby;create=true"),
+    ("jdbc:derby:directory:store", "jdbc:derby:directory:{etc}/store"),
+    # left as they are: absolute, in memory, a server, other JDBC URLs
+    ("jdbc:sqlite:/var/lib/store.db", "jdbc:sqlite:/var/lib/store.db"),
+    ("jdbc:sqlite::memory:", "jdbc:sqlite::memory:"),
+    ("jdbc:sqlite:~/store.db", "jdbc:sqlite:~/store.db"),
+    ("sqlite://", "sqlite://"),
+    ("sqlite:////var/lib/store.db", "sqlite:////var/lib/store.db"),
+    ("jdbc:derby:memory:store;create=true", "jdbc:derby:memory:store;create=true"),
+    ("jdbc:derby://db.example:1527/store", "jdbc:derby://db.example:1527/store"),
+    ("jdbc:derby:/var/lib/derby;create=true", "jdbc:derby:/var/lib/derby;create=true"),
+    (PG, PG),
+    ("jdbc:h2:./h2db", "jdbc:h2:./h2db"),
+]
+
+
+@pytest.mark.parametrize(("given", "expected"), _EMBEDDED_URLS, ids=[u for u, _ in _EMBEDDED_URLS])
+def test_embedded_database_paths_resolve_against_the_files_folder(
+    tmp_path, monkeypatch, given, expected
+):
+    """A relative SQLite file or embedded Derby folder in jdbc-connection-url follows the
+    configuration file's folder, like the directories, wherever the process runs."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    toml = f'[database-store]\njdbc-connection-url = "{given}"\n'
+    cfg = load_config(write(etc, "store.toml", toml))
+    assert cfg.database_store is not None
+    url = expected.format(etc=etc, root=tmp_path)
+    assert cfg.database_store.jdbc_connection_url == url
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in etc.iterdir()) == [
+        "store.toml"
+    ]
+
+
+def test_embedded_database_path_follows_base_dir_of_from_mapping_only(tmp_path):
+    """from_mapping resolves against base_dir when given, else keeps the path relative (to
+    the working directory); a data-source property url is resolved like the key."""
+    section = {
+        "jdbc-connection-url": "jdbc:sqlite:store.db",
+        "data-source-properties": {"url": "jdbc:derby:db;create=true"},
+    }
+    plain = StoreConfig.from_mapping({"database-store": section}).database_store
+    assert plain is not None and plain.jdbc_connection_url == "jdbc:sqlite:store.db"
+    based = StoreConfig.from_mapping({"database-store": section}, base_dir=tmp_path).database_store
+    assert based is not None
+    assert based.jdbc_connection_url == f"jdbc:sqlite:{tmp_path}/store.db"
+    assert based.data_source_properties["url"] == f"jdbc:derby:{tmp_path}/db;create=true"
+
+
+def test_default_driver_class_is_told_apart_from_a_given_one():
+    """jdbc-driver-class-name defaults to Derby's embedded driver (Artemis's default) but the
+    configuration knows it was not given (store.db.urls then asks for it where Derby's
+    driver cannot serve); the same text written out, or a driverClassName property, is given."""
+    derby = "org.apache.derby.jdbc.EmbeddedDriver"
+    default = StoreConfig.from_mapping(db()).database_store
+    assert default is not None
+    assert default.jdbc_driver_class_name == derby and not default.jdbc_driver_class_name_given
+    assert not default.replace(jdbc_user="u").jdbc_driver_class_name_given
+    given = StoreConfig.from_mapping(db(**{"jdbc-driver-class-name": derby})).database_store
+    assert given is not None and given.jdbc_driver_class_name_given
+    assert given == default  # the same value: only where it came from differs
+    prop = db(**{"data-source-properties": {"driverClassName": "org.h2.Driver"}})
+    from_prop = StoreConfig.from_mapping(prop).database_store
+    assert from_prop is not None and from_prop.jdbc_driver_class_name_given
+
+
 def test_path_objects_are_accepted_as_directories(tmp_path):
     cfg = StoreConfig.from_mapping({"journal-directory": tmp_path / "j"})
     assert cfg.journal_directory == str(tmp_path / "j")

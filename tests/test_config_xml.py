@@ -337,3 +337,27 @@ def test_hostile_or_broken_xml_is_config_error(tmp_path, name):
         load_config(path)
     assert info.value.key == "config file"
     assert "TOP-SECRET-CONTENT" not in str(info.value) and "lollol" not in str(info.value)
+
+
+def test_embedded_database_path_in_broker_xml_follows_the_files_folder(tmp_path, monkeypatch):
+    """A relative embedded Derby (or SQLite) path in broker.xml's jdbc-connection-url is
+    resolved against the folder of broker.xml, not the working directory."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    monkeypatch.chdir(tmp_path)
+    cfg = xml_core(
+        etc,
+        "<store><database-store>"
+        "<jdbc-connection-url>jdbc:derby:../data/derby;create=true</jdbc-connection-url>"
+        "</database-store></store>",
+    )
+    assert cfg.database_store is not None
+    assert cfg.database_store.jdbc_connection_url == f"jdbc:derby:{tmp_path}/data/derby;create=true"
+    cfg = xml_core(
+        etc,
+        "<store><database-store>"
+        "<jdbc-connection-url>jdbc:sqlite:store.db</jdbc-connection-url>"
+        "</database-store></store>",
+    )
+    assert cfg.database_store is not None
+    assert cfg.database_store.jdbc_connection_url == f"jdbc:sqlite:{etc}/store.db"

@@ -4,7 +4,7 @@
 Open it through :func:`store.open_store` with a ``database-store`` configuration; this package's
 entry point for that is :func:`open_database_journals`::
 
-    journals = open_database_journals(config)      # locks the store, checks its schema
+    journals = open_database_journals(config)      # locks the store, checks (or creates) its schema
     loaded = journals.messages.load()
     journals.messages.append_add(7, 45, b"body", sync=True)
     journals.close()
@@ -111,14 +111,17 @@ class DatabaseJournals:
 
 
 def open_database_journals(config: StoreConfig, *, fence: Fence | None = None) -> DatabaseJournals:
-    """Open the database store ``config`` describes: lock it, check (or, for a new embedded
-    SQLite store, create) its schema, and build its two journals (which then need ``load()``).
+    """Open the database store ``config`` describes: lock it, check its schema (creating it
+    when none of the store's tables exist, as Artemis does at start-up; see
+    :func:`store.db.migrate.ensure_schema`), and build its two journals (which then need
+    ``load()``).
 
     ``fence`` runs inside every batch's transaction (the HA lease check). Returns the
     :class:`DatabaseJournals`. Raises ConfigError for a configuration without a database store
     or with an unusable URL or driver, StoreLockedError when another process holds the store,
-    SchemaError when the schema is missing or old (naming ``store db upgrade``),
-    StoreUnavailableError when the database cannot be reached.
+    SchemaError when the schema is old (naming ``store db upgrade``), partial, or cannot be
+    created by this user (naming ``store db sql``), StoreUnavailableError when the database
+    cannot be reached.
     """
     db = config.database_store
     if db is None:
@@ -133,8 +136,13 @@ def open_database_journals(config: StoreConfig, *, fence: Fence | None = None) -
     lock: StoreLock | None = None
     try:
         lock = acquire_store_lock(engine, target, names)
-        new_sqlite = target.dialect == "sqlite"
-        ensure_schema(engine, names, create=new_sqlite, config_hint="<your broker.xml or .toml>")
+        ensure_schema(
+            engine,
+            names,
+            create=True,
+            config_hint="<your broker.xml or .toml>",
+            where=target.display,
+        )
         schema = StoreSchema(names)
         journals = _journals(config, engine, schema, fence)
     except StoreError:

@@ -79,7 +79,11 @@ _BEGIN: Final = "BEGIN"
 SQLITE_FILE_PRAGMAS: Final = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL")
 SQLITE_MEMORY_PRAGMAS: Final = ("PRAGMA synchronous=FULL",)
 SQLITE_BEGIN: Final = "BEGIN"
-_SQLITE_BEGIN_WRITE: Final = "BEGIN IMMEDIATE"
+#: SQLite: a transaction that takes the database's write lock at once (waiting busy_timeout).
+SQLITE_BEGIN_WRITE: Final = "BEGIN IMMEDIATE"
+#: Execution option of a SQLAlchemy connection whose transactions begin with
+#: SQLITE_BEGIN_WRITE (the engine's begin hook reads it; schema changes use it).
+SQLITE_WRITE_LOCK_OPTION: Final = "store_sqlite_write_lock"
 #: MySQL: an idle session lives a year (the store lock's connection must not be dropped).
 MYSQL_LONG_SESSION: Final = "SET SESSION wait_timeout = 31536000"
 _COMMIT: Final = "COMMIT"
@@ -504,7 +508,7 @@ class SQLiteJournalSQL(JournalSQL):
     def begin(self, conn: Any) -> None:
         # The engine runs sqlite3 in autocommit mode (isolation_level=None), so that this
         # BEGIN is the only one: IMMEDIATE takes the write lock now rather than mid-batch.
-        conn.execute(_SQLITE_BEGIN_WRITE)
+        conn.execute(SQLITE_BEGIN_WRITE)
 
     def max_record_size(self, conn: Any) -> int:
         import sqlite3

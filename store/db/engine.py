@@ -12,7 +12,9 @@ PostgreSQL       ``statement_timeout`` and ``tcp_user_timeout`` = ``jdbc-network
 MySQL/MariaDB    PyMySQL ``read_timeout`` / ``write_timeout`` / ``connect_timeout``
 SQLite           ``busy_timeout`` = the timeout; WAL journal with ``synchronous=FULL``
                  (a commit is durable when it returns); sqlite3 in autocommit mode so the
-                 store's explicit ``BEGIN``/``COMMIT`` are the only ones
+                 store's explicit ``BEGIN``/``COMMIT`` are the only ones (``BEGIN IMMEDIATE``
+                 on a connection with ``SQLITE_WRITE_LOCK_OPTION``); the database file's
+                 folder is created when missing
 JDBC             ``setQueryTimeout`` on every statement, ``setNetworkTimeout`` where the
                  driver has one (see :mod:`store.db.jdbc_dbapi`)
 ===============  =====================================================================
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import weakref
 from typing import Any
@@ -39,8 +42,15 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
 from store.config import DatabaseStoreConfig
-from store.db.dialects import SQLITE_BEGIN, SQLITE_FILE_PRAGMAS, SQLITE_MEMORY_PRAGMAS
+from store.db.dialects import (
+    SQLITE_BEGIN,
+    SQLITE_BEGIN_WRITE,
+    SQLITE_FILE_PRAGMAS,
+    SQLITE_MEMORY_PRAGMAS,
+    SQLITE_WRITE_LOCK_OPTION,
+)
 from store.db.urls import DatabaseTarget, pool_options, resolve_target
+from store.errors import StoreIOError
 
 __all__ = ["create_store_engine", "dispose_store_engine"]
 
@@ -94,7 +104,23 @@ def _mysql_args(target: DatabaseTarget, timeout_ms: int) -> dict[str, Any]:
     return args
 
 
+def _sqlite_folder(path: str) -> None:
+    # sqlite3 creates the file but not its folder, and the store lock's file sits beside it.
+    # (Embedded Derby creates missing folders itself.)
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise StoreIOError(
+            f"cannot create the folder of the SQLite database {path}: {exc.strerror or exc}",
+            path=folder,
+            hint="check jdbc-connection-url (a relative path follows the configuration file)",
+        ) from exc
+
+
 def _sqlite_engine(target: DatabaseTarget, timeout_ms: int, pool: dict[str, Any]) -> Engine:
+    if target.sqlite_path is not None:
+        _sqlite_folder(target.sqlite_path)
     args = {"timeout": timeout_ms / 1000 if timeout_ms > 0 else 365 * 86400.0}
     args["check_same_thread"] = False
     if target.sqlite_path is None:
@@ -115,7 +141,8 @@ def _sqlite_engine(target: DatabaseTarget, timeout_ms: int, pool: dict[str, Any]
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql(SQLITE_BEGIN)
+        write = connection.get_execution_options().get(SQLITE_WRITE_LOCK_OPTION, False)
+        connection.exec_driver_sql(SQLITE_BEGIN_WRITE if write else SQLITE_BEGIN)
 
     return engine
 
@@ -177,7 +204,8 @@ def create_store_engine(
 ) -> tuple[Engine, DatabaseTarget]:
     """Create the engine of the store ``config`` describes (connecting lazily).
 
-    Returns ``(engine, target)``. Raises ConfigError for a URL or property that cannot be used.
+    Returns ``(engine, target)``. Raises ConfigError for a URL or property that cannot be used,
+    StoreIOError when the folder of a SQLite database file cannot be created.
     """
     target = target or resolve_target(config)
     timeout_ms = config.jdbc_network_timeout

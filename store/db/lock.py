@@ -25,8 +25,32 @@ H2, …)          boot lock (Derby's ``db.lck``, H2's file lock) refuses a secon
                 databases have no cross-process store lock: use the HA node manager there.
 ==============  ==========================================================================
 
-Thread-safety: :func:`acquire_store_lock` may be called from any thread; a lock object's
-``release`` is idempotent and may be called from any thread.
+The **schema lock** (:func:`schema_lock`) is another lock: it serialises the schema changes
+of one store (the first open's creation, ``store db upgrade``), and it *waits*, for at most
+:data:`SCHEMA_LOCK_WAIT` seconds, because the second of two nodes starting together must see
+the schema the first one creates, not fail. It is a thread lock of this process (per
+database and table names), then per database:
+
+==============  ==========================================================================
+database        schema lock
+==============  ==========================================================================
+PostgreSQL      ``pg_try_advisory_xact_lock(key)``, ``key`` a hash of ``schema`` and the
+                table names, polled, in the transaction that changes the schema (DDL is
+                transactional there): it is released by that transaction's end
+MySQL/MariaDB   ``GET_LOCK('store-schema:<hash>', 0)``, polled, on the connection that
+                changes the schema, released after its commit (DDL commits implicitly, so
+                the lock must outlive statements, and the version row must be visible to
+                the next holder)
+SQLite          ``BEGIN IMMEDIATE``: the database's write lock for the whole transaction
+JDBC            the thread lock only: an embedded database (Derby, H2) is open in one
+                process at a time (see :mod:`store.db.migrate` for servers)
+==============  ==========================================================================
+
+Polled rather than waited for in the database: a wait would be cut short by the statement
+timeout (PostgreSQL) or the read timeout (PyMySQL), both ``jdbc-network-timeout``.
+
+Thread-safety: :func:`acquire_store_lock` and :func:`schema_lock` may be called from any
+thread; a lock object's ``release`` is idempotent and may be called from any thread.
 """
 
 from __future__ import annotations
@@ -37,17 +61,20 @@ import logging
 import os
 import socket
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from store.db.dialects import MYSQL_LONG_SESSION
+from store.db.dialects import MYSQL_LONG_SESSION, SQLITE_WRITE_LOCK_OPTION
 from store.db.schema import TableNames
 from store.db.urls import DatabaseTarget
 from store.errors import StoreLockedError, StoreUnavailableError
 
-__all__ = ["StoreLock", "acquire_store_lock", "lock_key"]
+__all__ = ["SCHEMA_LOCK_WAIT", "StoreLock", "acquire_store_lock", "lock_key", "schema_lock"]
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +82,13 @@ _log = logging.getLogger(__name__)
 # only check JDBC databases get from this module.
 _held: dict[str, str] = {}
 _held_lock = threading.Lock()
+
+#: How long a schema change waits for another one on the same store, in seconds.
+SCHEMA_LOCK_WAIT = 120.0
+_POLL = 0.05
+# The thread locks of the schema lock, by store (database and table names).
+_schema_locks: dict[str, threading.Lock] = {}
+_schema_locks_guard = threading.Lock()
 
 
 def lock_key(names: TableNames) -> int:
@@ -274,3 +308,74 @@ def _sqlite(path: str, identity: str, names: TableNames) -> StoreLock:
     file.write(_whoami() + "\n")
     file.flush()
     return StoreLock(identity, file=file)
+
+
+def _local_lock(key: str) -> threading.Lock:
+    with _schema_locks_guard:
+        return _schema_locks.setdefault(key, threading.Lock())
+
+
+def _schema_key(names: TableNames) -> int:
+    text = ("schema|" + "|".join(names.all())).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
+
+
+@contextmanager
+def schema_lock(engine: Engine, names: TableNames, where: str) -> Iterator[Connection]:
+    """Hold the schema lock of the store ``names`` (module docstring) on the database
+    ``where`` names (:attr:`DatabaseTarget.display`): yields a connection in a transaction,
+    committed when the block ends normally, rolled back otherwise, and the lock is released
+    after that. Raises StoreLockedError when the lock stays taken for SCHEMA_LOCK_WAIT
+    seconds; SQLAlchemy errors of the database as they come."""
+    local = _local_lock(f"{where}|{'|'.join(names.all())}")
+    if not local.acquire(timeout=SCHEMA_LOCK_WAIT):
+        raise _schema_busy(names)
+    try:
+        with engine.connect() as conn:
+            name = engine.dialect.name
+            if name in ("mysql", "mariadb"):
+                # Released only after the commit: the version row must be visible to the
+                # next holder (the DDL itself commits implicitly on MySQL).
+                lock_name = f"store-schema:{_schema_key(names) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+                _poll(conn, sa.select(sa.func.get_lock(lock_name, 0)), names)
+                conn.commit()
+                try:
+                    with conn.begin():
+                        yield conn
+                finally:
+                    _release_mysql(conn, lock_name)
+                return
+            if name == "sqlite":
+                conn.execution_options(**{SQLITE_WRITE_LOCK_OPTION: True})
+            with conn.begin():
+                if name == "postgresql":
+                    key = _schema_key(names)
+                    _poll(conn, sa.select(sa.func.pg_try_advisory_xact_lock(key)), names)
+                yield conn
+    finally:
+        local.release()
+
+
+def _poll(conn: Connection, statement: Any, names: TableNames) -> None:
+    deadline = time.monotonic() + SCHEMA_LOCK_WAIT
+    while conn.execute(statement).scalar() != 1:
+        if time.monotonic() > deadline:
+            raise _schema_busy(names)
+        time.sleep(_POLL)
+
+
+def _release_mysql(conn: Connection, lock_name: str) -> None:
+    try:
+        conn.execute(sa.select(sa.func.release_lock(lock_name)))
+        conn.commit()
+    except sa.exc.SQLAlchemyError:
+        conn.invalidate()  # a closed session frees its locks
+
+
+def _schema_busy(names: TableNames) -> StoreLockedError:
+    return StoreLockedError(
+        f"the schema of store {names.bindings} has been changing in another session for "
+        f"{SCHEMA_LOCK_WAIT:.0f} s",
+        holder="another session creating or upgrading the schema",
+        hint="wait for the other start or store db upgrade to finish, then try again",
+    )

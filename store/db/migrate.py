@@ -13,16 +13,42 @@ Library calls, each one of ``store db``'s subcommands:
 - :func:`render_sql` — the DDL for a DBA, without a database (``store db sql --dialect …``);
 - :func:`check` — differences between the database and :mod:`store.db.schema`
   (``alembic check``), for tests and operators;
-- :func:`ensure_schema` — what opening a store does: raise :class:`~store.errors.SchemaError`
-  naming the command that fixes a missing or old schema, or create the schema of a new
-  embedded SQLite store.
+- :func:`ensure_schema` — what opening a store does: create the schema of a new store (one
+  with none of its tables), and otherwise raise :class:`~store.errors.SchemaError` naming what
+  fixes it (see below).
 
 ``migrations/env.py`` only calls :func:`run_env`; the plain ``alembic`` command works too
 (``alembic -x config=broker.xml upgrade head``).
 
+A new store creates its schema when it is first opened, as Artemis creates its tables at
+start-up (DESIGN §6). What :func:`ensure_schema` decides, from the version table and which of
+the store's tables exist:
+
+======================================  ==============================================
+the database holds                      opening the store
+======================================  ==============================================
+the schema at the code's head           opens
+none of the store's tables              creates the schema (alembic ``upgrade head``)
+an older revision                       SchemaError naming ``store db upgrade``; never
+                                        upgraded implicitly
+a revision this code does not know      SchemaError: the code is older than the schema
+some tables, not all (or no version     SchemaError listing present and missing tables;
+table beside them)                      never created over
+======================================  ==============================================
+
+When the database refuses DDL to the configured user, the SchemaError names ``store db sql``,
+whose output a DBA can run.
+
+Schema changes (that creation, and :func:`upgrade`) run under the store's **schema lock**
+(:func:`store.db.lock.schema_lock`: a waiting lock, separate from the store lock, which never
+waits) and look at the schema again once they hold it, so two nodes starting together, or a
+start and a ``store db upgrade``, create it once. On a server reached through JDBC, which has
+no such lock across processes, a creation that fails because another session got there first
+is accepted once the schema is found complete. On MySQL, whose DDL is not transactional, a
+creation that fails half-way drops what it made, so the store stays new.
+
 Thread-safety: every function opens its own connection; they may run in parallel on different
-stores. Two upgrades of one store at the same time are serialised by the database (DDL locks)
-where it has them; do not run them concurrently on SQLite.
+stores, and on one store (serialised by the schema lock).
 """
 
 from __future__ import annotations
@@ -39,9 +65,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from store.config import DatabaseStoreConfig, StoreConfig, load_config
+from store.db.lock import schema_lock
 from store.db.schema import StoreSchema, TableNames
 from store.errors import (
     ConfigError,
@@ -76,6 +103,10 @@ DIALECTS = ("postgresql", "mysql", "sqlite", "derby", "h2")
 _ATTR_NAMES = "store_table_names"
 _ATTR_CONNECTION = "connection"
 _ATTR_DIALECT = "store_dialect"
+# Driver error codes of "this user may not do that" (PyMySQL: 1044 database access denied,
+# 1142 command denied on a table, 1227 missing privilege); SQLSTATE class 42, subclass 5xx is
+# the standard's insufficient privilege (PostgreSQL 42501, Derby 42500-42509, H2 42501).
+_MYSQL_DENIED = frozenset({1044, 1142, 1227})
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,17 +196,19 @@ def upgrade(
     revision: str = "head",
     engine: Engine | None = None,
 ) -> SchemaStatus:
-    """Apply the migrations of the configured store up to ``revision``.
+    """Apply the migrations of the configured store up to ``revision``, under the store's
+    schema lock (see the module docstring).
 
     Returns the status after the upgrade. Raises ConfigError for a configuration without a
-    database store, StoreUnavailableError when the database cannot be reached or refuses DDL.
+    database store, StoreUnavailableError when the database cannot be reached or refuses DDL,
+    StoreLockedError when another schema change holds the lock for SCHEMA_LOCK_WAIT seconds.
     """
     db = _database(config)
     names = TableNames.from_config(db)
     own = engine is None
     engine = engine or _engine(db)
     try:
-        with engine.begin() as conn:
+        with schema_lock(engine, names, _where(db)) as conn:
             command.upgrade(_config_for(names, **{_ATTR_CONNECTION: conn}), revision)
         return _status(engine, names)
     except sa.exc.SQLAlchemyError as exc:
@@ -183,6 +216,12 @@ def upgrade(
     finally:
         if own:
             _dispose(engine)
+
+
+def _where(db: DatabaseStoreConfig) -> str:
+    from store.db.urls import resolve_target
+
+    return resolve_target(db).display
 
 
 def _database_error(what: str, exc: BaseException) -> StoreError:
@@ -295,32 +334,39 @@ def drop_schema(
     names = TableNames.from_config(db)
     own = engine is None
     engine = engine or _engine(db)
-    schema = StoreSchema(names)
     try:
-        existing = {n.lower(): n for n in sa.inspect(engine).get_table_names()}
-        pages = sorted(
-            n
-            for n in existing
-            if n.startswith(names.page_store) and n[len(names.page_store) :].isdigit()
-        )
-        dropped: list[str] = []
         with engine.begin() as conn:
-            for suffix in pages:
-                schema.page_table(int(suffix[len(names.page_store) :])).drop(conn)
-                dropped.append(suffix)
-            for table in reversed(schema.metadata.sorted_tables):
-                if table.name in existing:
-                    table.drop(conn)
-                    dropped.append(table.name)
-            if names.version_table in existing:
-                sa.Table(names.version_table, sa.MetaData()).drop(conn)
-                dropped.append(names.version_table)
-        return dropped
+            return _drop_tables(conn, names)
     except sa.exc.SQLAlchemyError as exc:
         raise StoreUnavailableError(f"dropping the store's tables failed: {exc}") from exc
     finally:
         if own:
             _dispose(engine)
+
+
+def _drop_tables(conn: Connection, names: TableNames) -> list[str]:
+    """Drop the store's tables that exist, page tables first. Returns their names."""
+    schema = StoreSchema(names)
+    existing = {n.lower() for n in sa.inspect(conn).get_table_names()}
+    pages = sorted(_page_tables(existing, names))
+    dropped: list[str] = []
+    for page in pages:
+        schema.page_table(int(page[len(names.page_store) :])).drop(conn)
+        dropped.append(page)
+    for table in reversed(schema.metadata.sorted_tables):
+        if table.name in existing:
+            table.drop(conn)
+            dropped.append(table.name)
+    if names.version_table in existing:
+        sa.Table(names.version_table, sa.MetaData()).drop(conn)
+        dropped.append(names.version_table)
+    return dropped
+
+
+def _page_tables(existing: set[str], names: TableNames) -> set[str]:
+    """The per-address page tables (``<page-store-table-name><digits>``) among ``existing``."""
+    prefix = names.page_store
+    return {n for n in existing if n.startswith(prefix) and n[len(prefix) :].isdigit()}
 
 
 def _only(tables: set[str]) -> Any:
@@ -332,43 +378,163 @@ def _only(tables: set[str]) -> Any:
     return include_name
 
 
-def ensure_schema(
-    engine: Engine, names: TableNames, *, create: bool = False, config_hint: str = "<config>"
-) -> None:
-    """Make sure the store's schema is at the code's head before it is used.
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What of a store's schema the database holds: the revision, and which of its tables
+    (fixed tables, version table, per-address page tables) exist."""
 
-    With ``create`` (a new embedded SQLite store) a missing schema is created. Returns None.
-    Raises SchemaError naming ``store db upgrade --config …`` when the schema is missing or
-    behind, or when it is newer than this code; StoreUnavailableError when the database fails.
+    current: str | None
+    present: frozenset[str]
+    missing: tuple[str, ...]
+
+    @property
+    def new(self) -> bool:
+        return self.current is None and not self.present
+
+
+def _found(conn: Connection, names: TableNames) -> _Found:
+    existing = {n.lower() for n in sa.inspect(conn).get_table_names()}
+    pages = _page_tables(existing, names)
+    ours = set(names.all())
+    ctx = MigrationContext.configure(conn, opts={"version_table": names.version_table})
+    return _Found(
+        current=ctx.get_current_revision(),
+        present=frozenset((ours & existing) | pages),
+        missing=tuple(n for n in names.all() if n not in existing),
+    )
+
+
+def ensure_schema(
+    engine: Engine,
+    names: TableNames,
+    *,
+    create: bool = False,
+    config_hint: str = "<config>",
+    where: str = "",
+) -> bool:
+    """Make sure the store's schema is at the code's head before it is used (the table in the
+    module docstring says what happens when it is not).
+
+    With ``create``, the schema of a new store (none of its tables exist) is created under
+    the schema lock, after looking again once the lock is held; ``where`` names the database
+    for that lock (:attr:`store.db.urls.DatabaseTarget.display`). Returns True when this call
+    created the schema, False when it was there. Raises SchemaError naming ``store db upgrade
+    --config …`` when the schema is behind (or missing, without ``create``), ``store db sql``
+    when the database refuses DDL to this user; SchemaError for a partial schema or one newer
+    than this code; StoreUnavailableError when the database fails; StoreLockedError when
+    another schema change holds the lock for SCHEMA_LOCK_WAIT seconds.
     """
     try:
-        status = _status(engine, names)
+        with engine.connect() as conn:
+            found = _found(conn, names)
     except sa.exc.SQLAlchemyError as exc:
         raise _database_error("cannot read the schema revision", exc) from exc
-    if status.up_to_date:
-        return
+    if not found.new or not create:
+        _check(found, names, config_hint, engine.dialect.name)
+        return False
+    try:
+        return _create(engine, names, where, config_hint)
+    except sa.exc.SQLAlchemyError as exc:
+        if _ddl_denied(exc):
+            raise _denied(engine, names, config_hint, exc) from exc
+        # A server reached through JDBC has no schema lock across processes: another session
+        # may have created the tables first. Accept its schema if it is complete.
+        again: _Found | None = None
+        try:
+            with engine.connect() as conn:
+                again = _found(conn, names)
+        except sa.exc.SQLAlchemyError:
+            pass
+        if again is not None and again.current == head_revision() and not again.missing:
+            _log.info("the schema of store %s was created by another session", names.bindings)
+            return False
+        raise _database_error("creating the store's schema failed", exc) from exc
+
+
+def _create(engine: Engine, names: TableNames, where: str, config_hint: str) -> bool:
+    with schema_lock(engine, names, where) as conn:
+        found = _found(conn, names)  # again: another node may have created it meanwhile
+        if not found.new:
+            _check(found, names, config_hint, engine.dialect.name)
+            return False
+        _log.info("creating the schema of a new store (tables %s)", ", ".join(names.all()))
+        try:
+            command.upgrade(_config_for(names, **{_ATTR_CONNECTION: conn}), "head")
+        except sa.exc.SQLAlchemyError:
+            if engine.dialect.name in ("mysql", "mariadb"):
+                _undo_create(conn, names)
+            raise
+        return True
+
+
+def _undo_create(conn: Connection, names: TableNames) -> None:
+    # MySQL commits each DDL statement: a creation refused half-way (CREATE allowed, INDEX
+    # not) would leave a partial schema that every later open refuses. The store was new and
+    # the schema lock is held, so what exists of it now is what this attempt made.
+    try:
+        dropped = _drop_tables(conn, names)
+        _log.info("dropped the tables of the failed schema creation: %s", ", ".join(dropped))
+    except sa.exc.SQLAlchemyError:
+        _log.warning("could not drop the tables of a failed schema creation", exc_info=True)
+
+
+def _sql_command(dialect: str, config_hint: str) -> str:
+    name = {"mariadb": "mysql"}.get(dialect, dialect)
+    return f"store db sql --dialect {name if name in DIALECTS else '…'} --config {config_hint}"
+
+
+def _check(found: _Found, names: TableNames, config_hint: str, dialect: str) -> None:
+    """Raise the SchemaError ``found`` calls for; return when the schema is complete at head."""
+    head = head_revision()
     fix = f"store db upgrade --config {config_hint}"
-    if status.current is None:
-        if create:
-            _log.info("creating the schema of a new store (tables %s)", ", ".join(names.all()))
-            with engine.begin() as conn:
-                command.upgrade(_config_for(names, **{_ATTR_CONNECTION: conn}), "head")
-            return
+    tables = f"tables {names.bindings}, {names.messages}, …"
+    if found.new:
         raise SchemaError(
-            f"the database has no store schema for tables {names.bindings}, {names.messages}, "
-            f"… (version table {names.version_table} is missing)",
+            f"the database has no store schema for {tables} (version table "
+            f"{names.version_table} is missing)",
             hint=f"create it with: {fix}",
         )
-    known = {rev.revision for rev in _scripts().walk_revisions()}
-    if status.current not in known:
+    if found.current == head and not found.missing:
+        return
+    if found.current is None or found.current == head:
+        present = ", ".join(sorted(found.present)) or "none"
+        revision = "no revision" if found.current is None else f"revision {found.current}"
         raise SchemaError(
-            f"the store schema is at revision {status.current}, newer than this version of "
-            f"store knows (head {status.head})",
+            f"the store's schema is incomplete ({revision}): tables {present} exist, "
+            f"{', '.join(found.missing)} missing; a partial schema is never created over",
+            hint=f"restore the missing tables (their DDL: {_sql_command(dialect, config_hint)}), "
+            "or drop the store's remaining tables to start a new store",
+        )
+    known = {rev.revision for rev in _scripts().walk_revisions()}
+    if found.current not in known:
+        raise SchemaError(
+            f"the store schema is at revision {found.current}, newer than this version of "
+            f"store knows (head {head})",
             hint="upgrade the store package, or use the version that created the schema",
         )
     raise SchemaError(
-        f"the store schema is at revision {status.current}, this version needs {status.head}",
+        f"the store schema is at revision {found.current}, this version needs {head}",
         hint=f"upgrade it with: {fix}",
+    )
+
+
+def _ddl_denied(exc: BaseException) -> bool:
+    """True if ``exc`` (or the driver error it wraps) says the user may not run that DDL."""
+    orig = getattr(exc, "orig", None) or exc
+    state = getattr(orig, "sqlstate", None)
+    if isinstance(state, str) and state.startswith("425"):
+        return True
+    args: tuple[Any, ...] = getattr(orig, "args", ())
+    return type(orig).__module__.startswith("pymysql") and bool(args) and args[0] in _MYSQL_DENIED
+
+
+def _denied(engine: Engine, names: TableNames, config_hint: str, exc: BaseException) -> SchemaError:
+    sql = _sql_command(engine.dialect.name, config_hint)
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    return SchemaError(
+        f"the store's tables ({names.bindings}, {names.messages}, …) do not exist and the "
+        f"database refuses to let this user create them: {reason}",
+        hint=f"have a DBA create them with the DDL of: {sql}; or grant this user CREATE",
     )
 
 

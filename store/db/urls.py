@@ -8,9 +8,18 @@ configured URL                             driver
 ``jdbc:mysql://…``, ``jdbc:mariadb://…``   PyMySQL (``mysql+pymysql``)
 ``jdbc:sqlite:path`` / ``:memory:``        sqlite3 (``sqlite+pysqlite``)
 any other ``jdbc:`` URL (Derby, H2, …)     JayDeBeApi + JPype with ``jdbc-driver-class-name``
-a SQLAlchemy URL                           as given (``postgresql://`` → psycopg,
-                                           ``mysql://`` / ``mariadb://`` → PyMySQL)
+                                           (required, except for embedded ``jdbc:derby:``)
+a SQLAlchemy URL                           ``postgresql://`` / ``postgres://`` → psycopg,
+                                           ``mysql://`` / ``mariadb://`` → PyMySQL,
+                                           ``sqlite:///path`` → sqlite3
 ========================================  ===============================================
+
+A SQLAlchemy URL may name only those drivers (``postgresql+psycopg://`` …): the journal's
+fast paths (COPY, server-side cursors) are written for them. ``postgres://`` is libpq's (and
+Heroku's, Cloud Foundry's) spelling, which SQLAlchemy no longer knows; ``jdbc:postgres:`` is
+refused with a hint, because PostgreSQL's JDBC driver (and so Artemis) refuses it too. Every
+URL the store cannot use is a :class:`~store.errors.ConfigError` naming
+``jdbc-connection-url`` and what is allowed, raised before anything connects.
 
 JDBC parameters the Python drivers understand are translated (``user``, ``password``,
 ``ssl``/``sslmode``, ``ApplicationName``, ``connectTimeout``, ``currentSchema``,
@@ -40,7 +49,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from store.config import DatabaseStoreConfig, db_dialect_of, redact_url
 from store.errors import ConfigError
@@ -285,6 +294,8 @@ def _jdbc(config: DatabaseStoreConfig, url: str, dialect: str) -> DatabaseTarget
     driver = str(
         config.data_source_properties.get("driverClassName", config.jdbc_driver_class_name)
     )
+    if "driverClassName" not in config.data_source_properties:
+        _require_driver_class(config, url)
     name = dialect if dialect in ("derby", "h2") else "jdbc"
     return DatabaseTarget(
         dialect=dialect,
@@ -295,11 +306,43 @@ def _jdbc(config: DatabaseStoreConfig, url: str, dialect: str) -> DatabaseTarget
     )
 
 
+# Driver classes of common JDBC URLs, for the example in the error that asks for one.
+_DRIVER_EXAMPLES: Final = {
+    "oracle": "oracle.jdbc.OracleDriver",
+    "h2": "org.h2.Driver",
+    "derby": "org.apache.derby.jdbc.ClientDriver",  # a jdbc:derby:// server
+    "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
+    "db2": "com.ibm.db2.jcc.DB2Driver",
+    "hsqldb": "org.hsqldb.jdbc.JDBCDriver",
+    "pgsql": "com.impossibl.postgres.jdbc.PGDriver",
+}
+
+
+def _require_driver_class(config: DatabaseStoreConfig, url: str) -> None:
+    """Refuse a JDBC URL that relies on the default driver class unless it is embedded Derby
+    (the only database that default, Derby's EmbeddedDriver, can open)."""
+    body = url[len("jdbc:") :]
+    scheme = body.split(":", 1)[0].lower()
+    if config.jdbc_driver_class_name_given or (scheme == "derby" and not body[6:].startswith("//")):
+        return
+    example = _DRIVER_EXAMPLES.get(scheme, "com.example.jdbc.Driver")
+    raise ConfigError(
+        f"jdbc-driver-class-name is required for {redact_url(url)!r}: only an embedded "
+        "jdbc:derby: database can use the default driver",
+        key="jdbc-driver-class-name",
+        value=None,
+        allowed="the JDBC driver class of the jdbc-connection-url's database",
+        hint=f'e.g. jdbc-driver-class-name = "{example}", with its jar on '
+        "jdbc-driver-classpath (or $CLASSPATH)",
+    )
+
+
 def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
     """Work out database, driver, SQLAlchemy URL and connection arguments for ``config``.
 
     Returns the :class:`DatabaseTarget`. Raises ConfigError (naming ``jdbc-connection-url``,
-    never its credentials) for a URL that cannot be parsed.
+    never its credentials) for a URL that cannot be parsed or whose driver cannot be loaded,
+    and naming ``jdbc-driver-class-name`` for a JDBC URL that needs a driver class and has none.
     """
     url = str(config.data_source_properties.get("url", config.jdbc_connection_url)).strip()
     dialect = db_dialect_of(url)
@@ -315,6 +358,13 @@ def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
             sa_url, args = _postgresql(url, user, password)
         elif low.startswith(("jdbc:mysql:", "jdbc:mariadb:")):
             sa_url, args = _mysql(url, user, password)
+        elif low.startswith("jdbc:postgres:"):
+            raise _bad(
+                url,
+                "jdbc:postgresql://host[:port]/database",
+                hint="PostgreSQL's JDBC URLs begin jdbc:postgresql: (jdbc:postgres: is refused "
+                "by its driver and by Artemis); postgres://host/database is also accepted",
+            )
         elif low.startswith("jdbc:sqlite:"):
             sa_url, path = _sqlite(url)
             return DatabaseTarget("sqlite", sa_url, {}, redact_url(url), sqlite_path=path)
@@ -331,25 +381,61 @@ def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
     return DatabaseTarget(dialect, sa_url, args, redact_url(url))
 
 
-_DEFAULT_DRIVERS: Final = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
+#: The Python driver of each database a SQLAlchemy URL may name (the store's fast paths are
+#: written for these), by SQLAlchemy backend name.
+_DEFAULT_DRIVERS: Final = {
+    "postgresql": "psycopg",
+    "mysql": "pymysql",
+    "mariadb": "pymysql",
+    "sqlite": "pysqlite",
+}
+_SQLALCHEMY_ALLOWED: Final = (
+    "a jdbc: URL, or a SQLAlchemy URL of PostgreSQL (postgresql:// or postgres://, driver "
+    "psycopg), MySQL/MariaDB (mysql://, mariadb://, driver pymysql) or SQLite (sqlite:///path)"
+)
 
 
 def _sqlalchemy(url: str, user: str | None, password: str | None) -> tuple[URL, dict[str, Any]]:
     sa_url = make_url(url)
-    backend = sa_url.get_backend_name()
-    if "+" not in sa_url.drivername and backend in _DEFAULT_DRIVERS:
-        sa_url = sa_url.set(drivername=f"{backend}+{_DEFAULT_DRIVERS[backend]}")
+    backend, _, driver = sa_url.drivername.lower().partition("+")
+    if backend == "postgres":  # libpq's alias, unknown to SQLAlchemy 1.4 and later
+        backend = "postgresql"
+    if backend not in _DEFAULT_DRIVERS:
+        raise _bad(
+            url,
+            _SQLALCHEMY_ALLOWED,
+            hint="other databases are reached through their JDBC driver: use a jdbc: URL",
+        )
+    wanted = _DEFAULT_DRIVERS[backend]
+    if driver not in ("", wanted):
+        raise _bad(
+            url,
+            _SQLALCHEMY_ALLOWED,
+            hint=f"the store drives {backend} through {wanted}: write {backend}://… or "
+            f"{backend}+{wanted}://…",
+        )
+    sa_url = sa_url.set(drivername=f"{backend}+{wanted}")
+    _load_driver(sa_url, url)
     if user is not None:
         sa_url = sa_url.set(username=user)
     if password is not None:
         sa_url = sa_url.set(password=password)
-    if db_dialect_of(url) == "other" and backend not in ("postgresql", "mysql", "mariadb"):
+    return sa_url, {}
+
+
+def _load_driver(sa_url: URL, url: str) -> None:
+    """Load the SQLAlchemy dialect and Python driver module of ``sa_url`` now, so a missing
+    one is a ConfigError here rather than a traceback from create_engine."""
+    try:
+        sa_url.get_dialect().import_dbapi()
+    except NoSuchModuleError as exc:
+        raise _bad(url, _SQLALCHEMY_ALLOWED, hint=f"SQLAlchemy cannot load it: {exc}") from exc
+    except ImportError as exc:
         raise _bad(
             url,
-            "a PostgreSQL, MySQL/MariaDB or SQLite SQLAlchemy URL, or a jdbc: URL",
-            hint="other databases are reached through their JDBC driver: use a jdbc: URL",
-        )
-    return sa_url, {}
+            _SQLALCHEMY_ALLOWED,
+            hint=f"its Python driver is not installed ({exc}): pip install {exc.name or '…'}",
+        ) from exc
 
 
 # DBCP2 pool properties Artemis users set (reference §4.2) and what they become in SQLAlchemy.

@@ -10,7 +10,9 @@ Where the servers are (override with environment variables):
   ``STORE_TEST_POSTGRESQL_USER``, default ``postgres``);
 - ``STORE_TEST_MYSQL_URL`` (default ``jdbc:mariadb://127.0.0.1:3306/test``, user
   ``STORE_TEST_MYSQL_USER``, default ``root``, password ``STORE_TEST_MYSQL_PASSWORD``);
-- SQLite: a file under the test's ``tmp_path`` (its schema is created on first open);
+- SQLite: a file under the test's ``tmp_path`` (its schema is created on first open, as every
+  new store's is; the server databases get theirs from ``store db upgrade`` here, so an
+  unreachable server fails in ``make_config``);
 - Derby: embedded, jars from ``STORE_TEST_DERBY_CLASSPATH`` (default Debian's
   ``/usr/share/java/derby.jar``), one database per pytest session in the session's base
   temporary folder (creating a Derby database takes a second; tables are per test).
@@ -38,6 +40,7 @@ __all__ = [
     "db_backend",
     "derby_url",
     "mysql_url",
+    "new_store_mapping",
     "postgresql_url",
     "store_mapping",
 ]
@@ -90,26 +93,33 @@ def store_mapping(
     return {"database-store": section}
 
 
-def _config(tmp_path: Path, prefix: str, which: str) -> StoreConfig:
+def new_store_mapping(
+    tmp_path: Path, prefix: str, which: str, *, derby: str | None = None
+) -> dict[str, Any]:
+    """The ``from_mapping`` mapping of a store on ``which`` whose tables do not exist yet (what
+    ``make_config`` builds before it runs the upgrade); ``derby`` replaces the shared Derby
+    database's URL (e.g. one of the test's own, for other processes to boot)."""
     if which == "postgresql":
         url, user, password = postgresql_url()
-        mapping = store_mapping(url, prefix, user=user, password=password)
-    elif which == "mariadb":
+        return store_mapping(url, prefix, user=user, password=password)
+    if which == "mariadb":
         url, user, password = mysql_url()
-        mapping = store_mapping(url, prefix, user=user, password=password)
-    elif which == "sqlite":
-        mapping = store_mapping(f"jdbc:sqlite:{tmp_path / 'store.db'}", prefix)
-    else:
-        mapping = store_mapping(
-            derby_url(tmp_path), prefix, **{"jdbc-driver-classpath": DERBY_CLASSPATH}
-        )
-    return StoreConfig.from_mapping(mapping)
+        return store_mapping(url, prefix, user=user, password=password)
+    if which == "sqlite":
+        return store_mapping(f"jdbc:sqlite:{tmp_path / 'store.db'}", prefix)
+    return store_mapping(
+        derby or derby_url(tmp_path), prefix, **{"jdbc-driver-classpath": DERBY_CLASSPATH}
+    )
+
+
+def _config(tmp_path: Path, prefix: str, which: str) -> StoreConfig:
+    return StoreConfig.from_mapping(new_store_mapping(tmp_path, prefix, which))
 
 
 def _make(which: str) -> Any:
     def make_config(tmp_path: Path, prefix: str) -> StoreConfig:
         config = _config(tmp_path, prefix, which)
-        if which != "sqlite":  # SQLite creates a new store's schema itself
+        if which != "sqlite":  # checks the server; opening would create the schema too
             try:
                 upgrade(config)
             except StoreLockedError:

@@ -1,5 +1,6 @@
 """Opening a database store: schema checks, the store lock and who holds it, table names
-from the configuration, the ordered streaming load."""
+from the configuration, the ordered streaming load, embedded databases' paths. (A new store's
+schema: tests/db/test_new_store.py.)"""
 
 from __future__ import annotations
 
@@ -18,26 +19,6 @@ from tests.backends import unique_prefix
 from tests.db.backends import db_backend, mysql_url, postgresql_url, store_mapping
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def test_missing_schema_names_the_command_that_creates_it(db_name: str, tmp_path: Path) -> None:
-    """A server database without the store's tables: SchemaError whose hint is
-    `store db upgrade --config …`. (SQLite creates a new store's schema instead.)"""
-    if db_name == "sqlite":
-        config = StoreConfig.from_mapping(
-            store_mapping(f"jdbc:sqlite:{tmp_path / 'new.db'}", unique_prefix())
-        )
-        with open_store(config) as s:
-            s.messages.load()
-            s.messages.append_add(1, 1, b"first use creates the schema", sync=True)
-        return
-    prefix = unique_prefix()
-    spec = db_backend(db_name)
-    config = spec.make_config(tmp_path, prefix)
-    drop_schema(config)  # make_config created it: take it away again
-    with pytest.raises(SchemaError) as err:
-        open_store(config)
-    assert "store db upgrade --config" in (err.value.hint or "")
 
 
 def test_schema_behind_the_code_names_the_upgrade(db) -> None:
@@ -236,3 +217,72 @@ def test_record_above_the_database_limit_is_refused(tmp_path: Path) -> None:
         assert [r[1] for r in db.rows()] == [2]
     finally:
         db.teardown()
+
+
+def test_readme_sqlite_example_opens_from_the_project_folder_and_elsewhere(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """README's SQLite example, etc/store.toml with `jdbc:sqlite:../data/store.db`: the
+    database is <project>/data/store.db (the path follows the configuration's folder), its
+    missing folder is created, whether the process runs in the project folder or elsewhere."""
+    from store import load_config
+
+    project = tmp_path / "project"
+    (project / "etc").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    prefix = unique_prefix()
+    toml = project / "etc" / "store.toml"
+    toml.write_text(
+        '[database-store]\njdbc-connection-url = "jdbc:sqlite:../data/store.db"\n'
+        f'bindings-table-name = "{prefix}B"\nmessage-table-name = "{prefix}M"\n'
+    )
+    for cwd, record_id in ((project, 1), (elsewhere, 2)):
+        monkeypatch.chdir(cwd)
+        with open_store(load_config("etc/store.toml" if cwd == project else toml)) as s:
+            s.bindings.load()
+            s.messages.load()
+            s.messages.append_add(record_id, 1, b"x", sync=True)
+    assert (project / "data" / "store.db").is_file()
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "project"]
+    with open_store(load_config(toml)) as s:
+        s.bindings.load()
+        assert [r.id for r in s.messages.load().records] == [1, 2]
+
+
+def test_embedded_derby_of_a_broker_xml_lands_beside_the_configuration(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A broker.xml with `jdbc:derby:../data/derby;create=true`, loaded from another working
+    directory: the Derby database is created in <instance>/data/derby, not in the working
+    directory."""
+    from store import load_config
+    from tests.db.backends import DERBY_CLASSPATH
+
+    instance = tmp_path / "instance"
+    (instance / "etc").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    prefix = unique_prefix()
+    xml = instance / "etc" / "broker.xml"
+    xml.write_text(
+        '<configuration xmlns="urn:activemq"><core xmlns="urn:activemq:core"><store>'
+        "<database-store>"
+        "<jdbc-connection-url>jdbc:derby:../data/derby;create=true</jdbc-connection-url>"
+        f"<jdbc-driver-classpath>{DERBY_CLASSPATH}</jdbc-driver-classpath>"
+        f"<bindings-table-name>{prefix}B</bindings-table-name>"
+        f"<message-table-name>{prefix}M</message-table-name>"
+        "</database-store></store></core></configuration>"
+    )
+    monkeypatch.chdir(elsewhere)
+    config = load_config(xml)
+    try:
+        with open_store(config) as s:
+            s.bindings.load()
+            s.messages.load()
+            s.messages.append_add(1, 1, b"x", sync=True)
+        assert (instance / "data" / "derby" / "service.properties").is_file()
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        drop_schema(config)

@@ -236,3 +236,97 @@ def test_bean_properties_without_meaning_for_a_python_driver_are_named_in_a_warn
         )
     assert "cachePrepStmts" in caplog.text
     assert "maxTotal" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("url", "driver", "host", "port", "database"),
+    [
+        ("postgres://u@db.example:5433/broker", "postgresql+psycopg", "db.example", 5433, "broker"),
+        (
+            "postgres+psycopg://u@db.example/broker",
+            "postgresql+psycopg",
+            "db.example",
+            None,
+            "broker",
+        ),
+        ("postgresql://db.example/broker", "postgresql+psycopg", "db.example", None, "broker"),
+    ],
+    ids=["postgres-libpq-spelling", "postgres-with-driver", "postgresql-without-driver"],
+)
+def test_postgres_scheme_is_postgresql_through_psycopg(url, driver, host, port, database) -> None:
+    """`postgres://` (libpq's, Heroku's spelling, which SQLAlchemy no longer loads) is
+    PostgreSQL through psycopg, like `postgresql://`."""
+    target = _target(url)
+    assert target.dialect == "postgresql"
+    assert target.url.drivername == driver
+    assert (target.url.host, target.url.port, target.url.database) == (host, port, database)
+
+
+@pytest.mark.parametrize(
+    ("url", "hint"),
+    [
+        ("postgresql+nosuchdriver://h/db", "psycopg"),
+        ("postgresql+psycopg2://h/db", "psycopg"),
+        ("postgresql+asyncpg://h/db", "psycopg"),
+        ("mysql+mysqldb://h/db", "pymysql"),
+        ("sqlite+pysqlcipher:///x.db", "pysqlite"),
+        ("nosuchdb://h/db", "jdbc: URL"),
+        ("jdbc:postgres://h:5432/db", "jdbc:postgresql:"),
+    ],
+    ids=[
+        "unknown-driver",
+        "driver-not-installed",
+        "async-driver",
+        "other-mysql-driver",
+        "other-sqlite-driver",
+        "unknown-database",
+        "jdbc-postgres-typo",
+    ],
+)
+def test_url_scheme_the_store_cannot_load_is_a_config_error(url, hint) -> None:
+    """A scheme SQLAlchemy cannot load (or the store cannot drive) is a ConfigError naming
+    jdbc-connection-url and what is allowed, with a hint; never NoSuchModuleError or
+    ImportError from create_engine."""
+    with pytest.raises(ConfigError) as err:
+        _target(url)
+    assert err.value.key == "jdbc-connection-url"
+    assert "postgres://" in (err.value.allowed or "") or "jdbc:postgresql://" in (
+        err.value.allowed or ""
+    )
+    assert hint in (err.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("url", "example"),
+    [
+        ("jdbc:oracle:thin:@db.example:1521:XE", "oracle.jdbc.OracleDriver"),
+        ("jdbc:h2:/tmp/h2db", "org.h2.Driver"),
+        ("jdbc:derby://db.example:1527/store;create=true", "org.apache.derby.jdbc.ClientDriver"),
+        ("jdbc:informix-sqli://h:9088/db", "com.example.jdbc.Driver"),
+    ],
+    ids=["oracle", "h2", "derby-network-server", "unknown-database"],
+)
+def test_jdbc_url_without_driver_class_names_the_missing_key(url, example) -> None:
+    """A JDBC URL other than embedded Derby with no jdbc-driver-class-name: ConfigError naming
+    jdbc-driver-class-name as required, with an example, never Derby's default class."""
+    with pytest.raises(ConfigError) as err:
+        _target(url)
+    assert err.value.key == "jdbc-driver-class-name"
+    assert "required" in str(err.value)
+    assert "EmbeddedDriver" not in str(err.value) and "EmbeddedDriver" not in (err.value.hint or "")
+    assert example in (err.value.hint or "")
+
+
+def test_driver_class_given_in_the_key_or_the_data_source_properties_is_used() -> None:
+    """jdbc-driver-class-name (any value, Derby's own included) or a driverClassName
+    data-source property satisfies a JDBC URL; embedded Derby may rely on the default."""
+    oracle = "jdbc:oracle:thin:@db.example:1521:XE"
+    given = _target(oracle, **{"jdbc-driver-class-name": "oracle.jdbc.OracleDriver"})
+    assert given.jdbc is not None and given.jdbc.driver_class == "oracle.jdbc.OracleDriver"
+    prop = _target(oracle, **{"data-source-properties": {"driverClassName": "oracle.jdbc.X"}})
+    assert prop.jdbc is not None and prop.jdbc.driver_class == "oracle.jdbc.X"
+    derby = "org.apache.derby.jdbc.EmbeddedDriver"
+    explicit = _target("jdbc:h2:/tmp/x", **{"jdbc-driver-class-name": derby})
+    assert explicit.jdbc is not None and explicit.jdbc.driver_class == derby
+    embedded = _target("jdbc:derby:/tmp/db;create=true")
+    assert embedded.jdbc is not None and embedded.jdbc.driver_class == derby
