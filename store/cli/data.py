@@ -39,11 +39,10 @@ from rich.table import Table
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
+from store.file import file_journal_options, inspect, repair, salvage
 from store.file import format as fmt
-from store.file import inspect, repair, salvage
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
-from store.store import file_journal_options
 
 __all__ = ["register"]
 

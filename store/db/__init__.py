@@ -48,6 +48,7 @@ from store.db.schema import StoreSchema, TableNames
 from store.db.urls import DatabaseTarget
 from store.db.writer import Fence
 from store.errors import ConfigError, StoreError, StoreLockedError, StoreUnavailableError
+from store.parts import StoreParts
 
 if TYPE_CHECKING:
     from store.config import StoreConfig
@@ -58,6 +59,7 @@ __all__ = [
     "StoreSchema",
     "TableNames",
     "open_database_journals",
+    "open_database_store",
 ]
 
 _log = logging.getLogger(__name__)
@@ -171,6 +173,19 @@ def open_database_journals(config: StoreConfig, *, fence: Fence | None = None) -
         lock=lock,
         schema=schema,
         target=target,
+    )
+
+
+def open_database_store(config: StoreConfig, *, fence: Fence | None = None) -> StoreParts:
+    """The database store's one opener (what :func:`store.open_store` calls): opens it as
+    :func:`open_database_journals` does and returns its :class:`~store.parts.StoreParts`.
+    Raises what :func:`open_database_journals` raises."""
+    journals = open_database_journals(config, fence=fence)
+    return StoreParts(
+        kind="database",
+        bindings=journals.bindings,
+        messages=journals.messages,
+        close=journals.close,
     )
 
 

@@ -1,0 +1,91 @@
+"""The file store: the bindings and messages journals in pre-allocated, checksummed files
+(DESIGN §5). Its one opener is :func:`open_file_store`; :func:`store.open_store` calls it for a
+configuration without a ``database-store`` section.
+
+The modules, one concern each, are listed in ``store.file.journal``'s docstring.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from store.errors import StoreError
+from store.file.fs import FileSystem, OsFileSystem
+from store.file.journal import FileJournal
+from store.file.options import FileJournalOptions, RetentionOptions
+from store.parts import StoreParts
+
+if TYPE_CHECKING:
+    from store.config import StoreConfig
+
+__all__ = ["file_journal_options", "open_file_store"]
+
+
+def file_journal_options(
+    config: StoreConfig, *, fs: FileSystem | None = None, lock: bool = True
+) -> tuple[FileJournalOptions, FileJournalOptions]:
+    """The (bindings, messages) journal options a file store uses for ``config``. Raises
+    nothing (the configuration is validated already)."""
+    fs = fs or OsFileSystem()
+    retention = None
+    if config.journal_retention is not None:
+        r = config.journal_retention
+        retention = RetentionOptions(
+            directory=r.directory, period_seconds=r.period_seconds, storage_limit=r.storage_limit
+        )
+    common = dict(
+        min_files=config.journal_min_files,
+        pool_files=config.journal_pool_files,
+        buffer_timeout_ns=config.journal_buffer_timeout,
+        buffer_size=config.journal_buffer_size,
+        datasync=config.journal_datasync,
+        sync_transactional=config.journal_sync_transactional,
+        sync_non_transactional=config.journal_sync_non_transactional,
+        compact_min_files=config.journal_compact_min_files,
+        compact_percentage=config.journal_compact_percentage,
+        max_attic_files=config.journal_max_attic_files,
+        fs=fs,
+        lock=lock,
+    )
+    messages = FileJournalOptions(
+        directory=config.journal_directory,
+        create_directory=config.create_journal_dir,
+        file_size=config.journal_file_size,
+        journal_type=config.journal_type,
+        max_io=config.journal_max_io,
+        retention=retention,
+        **common,  # type: ignore[arg-type]
+    )
+    bindings = FileJournalOptions.bindings(
+        config.bindings_directory, create_directory=config.create_bindings_dir, **common
+    )
+    return bindings, messages
+
+
+def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> StoreParts:
+    """Open the file store ``config`` describes: both journals, each locked at once (nothing is
+    read until ``load()``). ``fs`` replaces the file-system seam (tests inject faults).
+
+    Returns its :class:`~store.parts.StoreParts`. Raises StoreLockedError when another process
+    holds a journal directory, ConfigError for a directory that may not be created,
+    StoreIOError when a directory cannot be used.
+    """
+    bindings_opts, messages_opts = file_journal_options(config, fs=fs)
+    bindings = FileJournal(bindings_opts)
+    try:
+        messages = FileJournal(messages_opts)
+    except BaseException:
+        bindings.close()
+        raise
+
+    def close() -> None:
+        errors: list[StoreError] = []
+        for journal in (messages, bindings):
+            try:
+                journal.close()
+            except StoreError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    return StoreParts(kind="file", bindings=bindings, messages=messages, close=close)

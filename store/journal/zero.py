@@ -14,8 +14,21 @@ import concurrent.futures
 
 from store.errors import JournalClosedError, JournalStateError
 from store.journal.api import Journal, JournalStats, LoadResult
+from store.parts import StoreParts
 
-__all__ = ["ZeroJournal"]
+__all__ = ["ZeroJournal", "open_zero_store"]
+
+
+def open_zero_store() -> StoreParts:
+    """The parts of a store with ``persistence-enabled = false``: nothing is written. Raises
+    nothing."""
+    bindings, messages = ZeroJournal("bindings"), ZeroJournal("messages")
+
+    def close() -> None:
+        messages.close()
+        bindings.close()
+
+    return StoreParts(kind="none", bindings=bindings, messages=messages, close=close)
 
 
 class ZeroJournal(Journal):

@@ -1,0 +1,33 @@
+"""What a back-end's opener hands to :class:`~store.store.Store`: every part of one open store.
+
+Each back-end has exactly one opener that builds all of its parts and returns them as a
+:class:`StoreParts` (``store.file.open_file_store``, ``store.db.open_database_store``,
+``store.journal.zero.open_zero_store``); :func:`store.open_store` only chooses which opener to
+call. A part a later back-end feature adds (large messages, page stores, the node manager) is a
+field here, filled by every opener, so no back-end is wired differently from another.
+
+Thread-safety: the parts are as thread-safe as each part says; ``close`` is called once, by
+:meth:`Store.close <store.store.Store.close>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from store.journal.api import Journal
+
+__all__ = ["StoreParts"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreParts:
+    """The parts of one open store, and how to release them."""
+
+    #: "file", "database" or "none" (zero persistence).
+    kind: str
+    bindings: Journal
+    messages: Journal
+    #: Closes every part (making what was appended durable) and releases the store's lock.
+    #: Raises the first StoreError met, after releasing everything it could.
+    close: Callable[[], None]
