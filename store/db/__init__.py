@@ -46,13 +46,14 @@ from store.db.lock import StoreLock, acquire_store_lock
 from store.db.migrate import ensure_schema
 from store.db.schema import StoreSchema, TableNames
 from store.db.urls import DatabaseTarget
-from store.db.writer import Fence
+from store.db.writer import BacklogLimits, Fence
 from store.errors import ConfigError, StoreError, StoreLockedError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from store.config import StoreConfig
 
 __all__ = [
+    "BacklogLimits",
     "DatabaseJournal",
     "DatabaseJournals",
     "StoreSchema",
@@ -110,11 +111,15 @@ class DatabaseJournals:
         return f"DatabaseJournals({self.target.display!r}, closed={self._closed})"
 
 
-def open_database_journals(config: StoreConfig, *, fence: Fence | None = None) -> DatabaseJournals:
+def open_database_journals(
+    config: StoreConfig, *, fence: Fence | None = None, backlog: BacklogLimits | None = None
+) -> DatabaseJournals:
     """Open the database store ``config`` describes: lock it, check (or, for a new embedded
     SQLite store, create) its schema, and build its two journals (which then need ``load()``).
 
-    ``fence`` runs inside every batch's transaction (the HA lease check). Returns the
+    ``fence`` runs inside every batch's transaction (the HA lease check); ``backlog`` bounds
+    each journal's appended, not yet committed operations (default: :class:`BacklogLimits`'s
+    defaults; see :mod:`store.db.writer`, "Back-pressure"). Returns the
     :class:`DatabaseJournals`. Raises ConfigError for a configuration without a database store
     or with an unusable URL or driver, StoreLockedError when another process holds the store,
     SchemaError when the schema is missing or old (naming ``store db upgrade``),
@@ -136,7 +141,7 @@ def open_database_journals(config: StoreConfig, *, fence: Fence | None = None) -
         new_sqlite = target.dialect == "sqlite"
         ensure_schema(engine, names, create=new_sqlite, config_hint="<your broker.xml or .toml>")
         schema = StoreSchema(names)
-        journals = _journals(config, engine, schema, fence)
+        journals = _journals(config, engine, schema, fence, backlog or BacklogLimits())
     except StoreError:
         _abandon(engine, lock)
         raise
@@ -173,7 +178,11 @@ def _abandon(engine: Engine, lock: StoreLock | None) -> None:
 
 
 def _journals(
-    config: StoreConfig, engine: Engine, schema: StoreSchema, fence: Fence | None
+    config: StoreConfig,
+    engine: Engine,
+    schema: StoreSchema,
+    fence: Fence | None,
+    backlog: BacklogLimits,
 ) -> tuple[DatabaseJournal, DatabaseJournal]:
     db = config.database_store
     assert db is not None
@@ -188,6 +197,7 @@ def _journals(
                 sync_non_transactional=config.journal_sync_non_transactional,
                 max_record_size=sql.max_record_size(conn.driver_connection),
                 fence=fence,
+                backlog=backlog,
             )
             out.append(DatabaseJournal(name=name, engine=engine, sql=sql, options=options))
         conn.rollback()
