@@ -124,9 +124,7 @@ def test_perf_accepts_sizes_in_artemis_notation(config_file, capsys):
     assert code == 0 and "sizes 1024/2048 B" in capsys.readouterr().out
 
 
-def test_perf_no_sync_reports_the_rate_until_durable_and_the_appends_only_rate(
-    config_file, capsys
-):
+def test_perf_no_sync_reports_the_rate_until_durable_and_appends_only(config_file, capsys):
     """Without sync the throughput counts until everything was durable; the rate until the
     last append returned is its own, labelled row (and JSON figure)."""
     code = main(["perf", "--config", str(config_file), "--records", "600", "--no-sync"])
