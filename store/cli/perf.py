@@ -266,6 +266,13 @@ def _print_result(out: Console, r: PerfResult) -> None:
         f"{r.records:,} records in {r.write_seconds:.2f} s: "
         f"{r.records_per_second:,.0f} records/s, {r.mb_per_second:,.1f} MB/s",
     )
+    if not r.sync:
+        summary.add_row(
+            "appends only",
+            f"{r.append_records_per_second:,.0f} records/s: the last append returned after "
+            f"{r.append_seconds:.2f} s, everything was durable after "
+            f"{r.write_seconds:.2f} s (the throughput above counts that)",
+        )
     ops = r.operations
     summary.add_row(
         "operations",

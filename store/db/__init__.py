@@ -46,7 +46,7 @@ from store.db.lock import StoreLock, acquire_store_lock
 from store.db.migrate import ensure_schema
 from store.db.schema import StoreSchema, TableNames
 from store.db.urls import DatabaseTarget
-from store.db.writer import Fence
+from store.db.writer import BacklogLimits, Fence
 from store.errors import ConfigError, StoreError, StoreLockedError, StoreUnavailableError
 from store.parts import StoreParts
 
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from store.config import StoreConfig
 
 __all__ = [
+    "BacklogLimits",
     "DatabaseJournal",
     "DatabaseJournals",
     "StoreSchema",
@@ -112,13 +113,17 @@ class DatabaseJournals:
         return f"DatabaseJournals({self.target.display!r}, closed={self._closed})"
 
 
-def open_database_journals(config: StoreConfig, *, fence: Fence | None = None) -> DatabaseJournals:
+def open_database_journals(
+    config: StoreConfig, *, fence: Fence | None = None, backlog: BacklogLimits | None = None
+) -> DatabaseJournals:
     """Open the database store ``config`` describes: lock it, check its schema (creating it
     when none of the store's tables exist, as Artemis does at start-up; see
     :func:`store.db.migrate.ensure_schema`), and build its two journals (which then need
     ``load()``).
 
-    ``fence`` runs inside every batch's transaction (the HA lease check). Returns the
+    ``fence`` runs inside every batch's transaction (the HA lease check); ``backlog`` bounds
+    each journal's appended, not yet committed operations (default: :class:`BacklogLimits`'s
+    defaults; see :mod:`store.db.writer`, "Back-pressure"). Returns the
     :class:`DatabaseJournals`. Raises ConfigError for a configuration without a database store
     or with an unusable URL or driver, StoreLockedError when another process holds the store,
     SchemaError when the schema is old (naming ``store db upgrade``), partial, or cannot be
@@ -146,7 +151,7 @@ def open_database_journals(config: StoreConfig, *, fence: Fence | None = None) -
             where=target.display,
         )
         schema = StoreSchema(names)
-        journals = _journals(config, engine, schema, fence)
+        journals = _journals(config, engine, schema, fence, backlog or BacklogLimits())
     except StoreError:
         _abandon(engine, lock)
         raise
@@ -196,7 +201,11 @@ def _abandon(engine: Engine, lock: StoreLock | None) -> None:
 
 
 def _journals(
-    config: StoreConfig, engine: Engine, schema: StoreSchema, fence: Fence | None
+    config: StoreConfig,
+    engine: Engine,
+    schema: StoreSchema,
+    fence: Fence | None,
+    backlog: BacklogLimits,
 ) -> tuple[DatabaseJournal, DatabaseJournal]:
     db = config.database_store
     assert db is not None
@@ -211,6 +220,7 @@ def _journals(
                 sync_non_transactional=config.journal_sync_non_transactional,
                 max_record_size=sql.max_record_size(conn.driver_connection),
                 fence=fence,
+                backlog=backlog,
             )
             out.append(DatabaseJournal(name=name, engine=engine, sql=sql, options=options))
         conn.rollback()

@@ -32,7 +32,10 @@ event        accepted and dropped (the database store keeps no retention)
 ===========  ===========  ====  ======  ==================  ================
 
 ``journal-sync-non-transactional = false`` makes non-transactional appends never wait, and
-``journal-sync-transactional = false`` does the same for prepare / commit / rollback.
+``journal-sync-transactional = false`` does the same for prepare / commit / rollback. "Never
+wait" is for the commit: every append still waits for room when the backlog of appended and
+not yet committed operations is full (back-pressure, bounded by ``JournalOptions.backlog``;
+the policy is in :mod:`store.db.writer`), so the sync period holds and memory stays flat.
 
 Thread-safety: every public method may be called from any number of threads (the contract's
 rule); appends serialise on the writer's lock for a few microseconds each.
@@ -44,14 +47,21 @@ import concurrent.futures
 import gc
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sqlalchemy.engine import Engine
 
 from store.db.dialects import JournalSQL
 from store.db.rows import RowIndex
-from store.db.writer import Batch, Fence, GroupCommitWriter, commit_batch
+from store.db.writer import (
+    Backlog,
+    BacklogLimits,
+    Batch,
+    Fence,
+    GroupCommitWriter,
+    commit_batch,
+)
 from store.errors import (
     CorruptionError,
     JournalClosedError,
@@ -100,6 +110,10 @@ class JournalOptions:
     False makes the corresponding appends return without waiting for the commit.
     ``max_record_size``: the largest body accepted, in bytes (the database's blob limit).
     ``fence``: run in every batch's transaction before commit (the HA lease check).
+    ``backlog``: bounds of what may be appended and not yet committed (default
+    :class:`~store.db.writer.BacklogLimits`: 1,024 to 65,536 operations, adapted so the backlog
+    commits in one sync period, and 8 MiB); an append beyond them waits (back-pressure).
+    Larger bounds give bigger batches, longer waits for the commit and more memory.
 
     Thread-safety: immutable.
     """
@@ -109,6 +123,7 @@ class JournalOptions:
     sync_non_transactional: bool = True
     max_record_size: int = 2**31 - 1
     fence: Fence | None = None
+    backlog: BacklogLimits = field(default_factory=BacklogLimits)
 
 
 class DatabaseJournal(Journal):
@@ -168,7 +183,10 @@ class DatabaseJournal(Journal):
         self._index.fail_open(last, first)
         self._seq = last
         writer = GroupCommitWriter(
-            name=self.name, period=self._options.sync_period, run_batch=self._run_batch
+            name=self.name,
+            period=self._options.sync_period,
+            run_batch=self._run_batch,
+            limits=self._options.backlog,
         )
         cleanup = len(first.records) + len(first.transactions) + len(first.rows)
         if cleanup:
@@ -323,20 +341,22 @@ class DatabaseJournal(Journal):
     def append_add(
         self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
     ) -> None:
-        """Append an add of ``id``; with ``sync`` returns once it is committed.
+        """Append an add of ``id``; with ``sync`` returns once it is committed. Every append
+        first waits while the backlog is full (back-pressure, see the module docstring).
 
-        Raises RecordTooLargeError, JournalStateError before load, JournalClosedError,
-        StoreUnavailableError once a batch failed, ValueError for ids or types out of range.
+        Raises RecordTooLargeError, JournalStateError before load, JournalClosedError (also
+        when the journal closes while waiting for room), StoreUnavailableError once a batch
+        failed (also while waiting), ValueError for ids or types out of range.
         """
         data = bytes(data)
         self._check(id, user_record_type, data)
         w = self._started()
         wait = sync and self._options.sync_non_transactional
         with w.lock:
-            w.check_open_locked()
+            w.admit_locked(len(data))
             w.pending.inserts.append(self._row(id, _ADD, 0, user_record_type, data, None))
             self._index.add(id)
-            batch = w.queued_locked(wait)
+            batch = w.queued_locked(wait, len(data))
         if wait:
             batch.wait()
 
@@ -350,11 +370,11 @@ class DatabaseJournal(Journal):
         w = self._started()
         wait = sync and self._options.sync_non_transactional
         with w.lock:
-            w.check_open_locked()
+            w.admit_locked(len(data))
             if not self._index.update(id):
                 raise UnknownRecordError(f"record {id} is not live in table {self.table_name}")
             w.pending.inserts.append(self._row(id, _UPDATE, 0, user_record_type, data, None))
-            batch = w.queued_locked(wait)
+            batch = w.queued_locked(wait, len(data))
         if wait:
             batch.wait()
 
@@ -365,7 +385,7 @@ class DatabaseJournal(Journal):
         w = self._started()
         wait = sync and self._options.sync_non_transactional
         with w.lock:
-            w.check_open_locked()
+            w.admit_locked(0)
             if not self._index.is_live(id):
                 raise UnknownRecordError(f"record {id} is not live in table {self.table_name}")
             self._seq += 1
@@ -377,10 +397,10 @@ class DatabaseJournal(Journal):
     def _append_tx(self, tx_id: int, rt: int, id: int, urt: int, data: bytes) -> None:
         w = self._started()
         with w.lock:
-            w.check_open_locked()
+            w.admit_locked(len(data))
             w.pending.inserts.append(self._row(id, rt, tx_id, urt, data, None))
             self._index.tx_record(tx_id, rt, id, self._seq)
-            w.queued_locked(False)
+            w.queued_locked(False, len(data))
 
     def append_add_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
         """Add ``id`` inside ``tx_id``. Raises as :meth:`append_add`."""
@@ -412,10 +432,10 @@ class DatabaseJournal(Journal):
         w = self._started()
         wait = sync and self._options.sync_transactional
         with w.lock:
-            w.check_open_locked()
+            w.admit_locked(len(xid))
             w.pending.inserts.append(self._row(_NONE, _PREPARE, tx_id, _NONE, _EMPTY, xid))
             self._index.prepare(tx_id, self._seq)
-            batch = w.queued_locked(wait)
+            batch = w.queued_locked(wait, len(xid))
         if wait:
             batch.wait()
 
@@ -426,7 +446,7 @@ class DatabaseJournal(Journal):
         w = self._started()
         wait = sync and self._options.sync_transactional
         with w.lock:
-            w.check_open_locked()
+            w.admit_locked(0)
             if not self._index.is_open(tx_id):
                 raise UnknownTransactionError(
                     f"transaction {tx_id} is not open in table {self.table_name}"
@@ -444,7 +464,7 @@ class DatabaseJournal(Journal):
         w = self._started()
         wait = sync and self._options.sync_transactional
         with w.lock:
-            w.check_open_locked()
+            w.admit_locked(0)
             if not self._index.is_open(tx_id):
                 raise UnknownTransactionError(
                     f"transaction {tx_id} is not open in table {self.table_name}"
@@ -507,11 +527,25 @@ class DatabaseJournal(Journal):
             batch.wait()
             _log.info("journal %s: compaction deleted %d dead rows", self.name, len(dead))
 
+    def backlog(self) -> Backlog:
+        """The backlog of appended, not yet committed operations, its bounds and its peak
+        since open (:class:`~store.db.writer.Backlog`); cheap, no I/O, never flushes.
+
+        Raises JournalStateError before load.
+        """
+        w = self._started()
+        with w.lock:
+            return w.backlog_locked()
+
     def stats(self) -> JournalStats:
         """Counts: ``records_live`` live ids, ``files`` rows in the table, ``bytes_live`` bytes
         of live records' bodies, ``bytes_total`` bytes of all bodies and XIDs; ``extra`` has
         ``rows_needed``, ``rows_dead``, ``live_entries``, ``open_transactions``, ``batches`` and
-        ``batched_operations`` (commits and the appends they carried since open).
+        ``batched_operations`` (commits and the appends they carried since open), and the
+        backlog's ``backlog_peak_records`` / ``backlog_peak_bytes`` (the most appended and not
+        yet committed at once since open), ``backlog_limit_records`` / ``backlog_limit_bytes``
+        (its bounds now) and ``backlog_waits`` (appends that waited for room). The backlog
+        itself is 0 here (stats flushes first); :meth:`backlog` looks without flushing.
 
         Raises JournalStateError before load, StoreUnavailableError on database failure.
         """
@@ -523,6 +557,12 @@ class DatabaseJournal(Journal):
             counts = self._index.counts()
             counts["batches"] = w.batches
             counts["batched_operations"] = w.operations
+            backlog = w.backlog_locked()
+        counts["backlog_peak_records"] = backlog.peak_records
+        counts["backlog_peak_bytes"] = backlog.peak_bytes
+        counts["backlog_limit_records"] = backlog.limit_records
+        counts["backlog_limit_bytes"] = backlog.limit_bytes
+        counts["backlog_waits"] = backlog.waits
         rows, total_bytes, record_bytes = table_totals(self._engine, self._sql)
         extra = dict(counts)
         extra["rows_dead"] = max(0, rows - counts["rows_needed"])

@@ -10,7 +10,7 @@ Policy (the same as the file journal's TimedBuffer):
   writer commits it at once, a busy one as soon as the current commit returns. A lone sync
   writer therefore waits for exactly one commit, and 64 concurrent ones share commits;
 - a batch with only non-sync appends is committed ``jdbc-journal-sync-period`` ms after its
-  first append at the latest.
+  first append at the latest, and at once when it is full (see "Back-pressure" below).
 
 A batch is one transaction: inserts, then the deletes of records, then the deletes of
 transactions' rows, then the fence (the HA lease check, when there is one), then commit. If any
@@ -27,6 +27,43 @@ waiters while the database syncs: woken threads then run while the writer waits 
 network, instead of competing with it for the GIL between its statements. (Measured on
 PostgreSQL with 64 threads: ~10% more appends per second; see bench/RESULTS.md.)
 
+Back-pressure (a bounded backlog). Appends only queue work; without a bound, non-sync
+appenders outrun the writer without limit (measured on PostgreSQL before the bound: 525,000
+appends queued in 10 s, then ``close()`` took 374 s to commit them), memory grows with the
+backlog, and "``jdbc-journal-sync-period`` is the longest a non-sync append waits for its
+commit" is false. So the backlog (operations appended and not yet committed: the pending batch
+plus the one committing) is bounded in operations and in bytes (:class:`BacklogLimits`):
+
+- each batch takes at most half of each bound, so one batch fills while the other commits
+  (the writer never idles while appenders wait) and the two never exceed the bound;
+- an append that would overfill the pending batch blocks until the writer takes that batch
+  (that is, until the batch before it committed), and marks it urgent so it goes at once; a
+  batch that fills up is committed at once too, without waiting for the sync period;
+- the operation bound adapts to the writer: it is the number of operations the writer commits
+  in one sync period at the rate measured on recent substantial batches (operations / seconds
+  of the batch's transaction, smoothed), kept between ``min_records`` and ``max_records``.
+  If 2 batches of b operations take ``2 * (c0 + c1 * b)`` (c0 per commit, c1 per operation),
+  measuring at ``b = bound / 2`` makes the bound the fixed point where the backlog commits in
+  one sync period; when even that is impossible (a commit alone takes half a period), the
+  bound stays at ``min_records``: batches big enough to keep throughput, waits longer than
+  the period. With the default 5 ms period the floor is what usually applies: the writers
+  measured here commit from 6,500 (``store perf``'s mix on PostgreSQL) to 150,000 (1 KiB adds
+  on SQLite) operations/s, so 1,024 commit in 7-160 ms, where before the bound the wait grew
+  without limit;
+- the byte bound is fixed (``max_bytes``, record data and XIDs): it caps memory for large
+  records, where the operation bound alone would admit gigabytes. A single record larger
+  than half of it is admitted alone, into an empty batch.
+
+The trade-off: a bound near one sync period's work gives up the throughput of huge batches
+(a commit's fixed cost is shared by fewer rows) for latency that holds and memory that stays
+flat; ``store perf --no-sync`` now reports the rate the database sustains, drain included.
+Nothing is dropped: a blocked append raises only what any append raises then, the batch's
+StoreUnavailableError once the writer failed, JournalClosedError once the journal closes.
+Every append is admitted this way (sync, non-sync, transactional); a load's cleanup and
+compaction queue their work unbounded (their size is known and one-off), and an append from the
+writer thread itself (a future's callback) is never made to wait, since only the writer could
+release it.
+
 Thread-safety: :class:`GroupCommitWriter` is shared by all appending threads; its ``lock``
 guards the pending batch and is also the journal's lock (the journal updates its row index
 and queues the rows under it, so that the order of rows is the order of ``seq``).
@@ -40,18 +77,84 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from store.db.dialects import JournalSQL
 from store.errors import JournalClosedError, StoreError, StoreUnavailableError
+from store.sizes import invalid
 
-__all__ = ["Batch", "Fence", "GroupCommitWriter", "commit_batch"]
+__all__ = ["Backlog", "BacklogLimits", "Batch", "Fence", "GroupCommitWriter", "commit_batch"]
 
 _log = logging.getLogger(__name__)
 
 #: A check run inside every batch's transaction just before it commits; it raises (e.g.
 #: LockLostError) to abort the batch. The HA node manager installs one (fencing).
 Fence = Callable[[Any], None]
+
+# Weight of the newest batch in the smoothed commit rate (the rest is the history's).
+_RATE_WEIGHT = 0.3
+
+
+@dataclass(frozen=True, kw_only=True)
+class BacklogLimits:
+    """Bounds of the backlog: operations appended and not yet committed (the policy is in
+    the module docstring, "Back-pressure"). An append that would exceed them waits.
+
+    Thread-safety: immutable.
+    """
+
+    #: Default 1,024 operations. The least the operation bound adapts down to, whatever the
+    #: measured rate. Lower keeps waits nearer the sync period when each operation is slow;
+    #: higher keeps batches (half of it each) big enough to share a commit's fixed cost: with
+    #: 2 ms commits and 20 us per row, batches of 512 keep 84% of the unbounded rate, batches
+    #: of 128 (a floor of 256) 56%. Measured on loopback servers (0.5 ms commits), floors of
+    #: 256 to 2,048 ran bursts equally fast (within noise); store perf's batches on
+    #: PostgreSQL (6,500 operations/s) took ~75 ms each at 1,024 and ~20 ms at 256 (a wait
+    #: is up to two of them).
+    min_records: int = 1024
+    #: Default 65,536 operations. The most it adapts up to (a long sync period on a fast
+    #: database): higher lets batches grow, at about 200 bytes of memory per queued
+    #: operation besides its data.
+    max_records: int = 65_536
+    #: Default 8 MiB. Record data and XIDs queued at most (each batch half of it): caps the
+    #: memory of large records; lower makes batches of large records smaller and commits
+    #: more frequent. A record larger than half of it is committed in a batch of its own.
+    max_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.min_records < 2:
+            raise invalid("min_records", self.min_records, "2 or more operations")
+        if self.max_records < self.min_records:
+            raise invalid(
+                "max_records", self.max_records, f"at least min_records ({self.min_records})"
+            )
+        if self.max_bytes < 2:
+            raise invalid("max_bytes", self.max_bytes, "2 or more bytes")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backlog:
+    """A look at the backlog, taken without any I/O.
+
+    ``records`` / ``bytes``: queued now (pending plus committing); ``limit_records`` /
+    ``limit_bytes``: the current bounds; ``peak_records`` / ``peak_bytes``: the most queued at
+    once since the journal was opened; ``waiting``: appenders blocked now; ``waits``: appends
+    that had to wait since open; ``rate``: the smoothed commit rate in operations per second
+    (0.0 until measured).
+
+    Thread-safety: immutable.
+    """
+
+    records: int
+    bytes: int
+    limit_records: int
+    limit_bytes: int
+    peak_records: int
+    peak_bytes: int
+    waiting: int
+    waits: int
+    rate: float
 
 
 class Batch:
@@ -62,6 +165,7 @@ class Batch:
     """
 
     __slots__ = (
+        "bytes",
         "done",
         "error",
         "first_at",
@@ -83,6 +187,8 @@ class Batch:
         self.rows: list[Any] = []
         #: operations queued (a delete queues work but no row); 0 means empty.
         self.size = 0
+        #: record data and XIDs queued, in bytes (what the byte bound counts).
+        self.bytes = 0
         self.urgent = False
         self.first_at = 0.0
         self.error: StoreError | None = None
@@ -196,17 +302,25 @@ class GroupCommitWriter:
 
     ``run_batch(batch, sent)`` commits one batch (it calls :func:`commit_batch`, which calls
     ``sent()`` once the batch is on its way and only its commit is awaited); ``period`` is
-    ``jdbc-journal-sync-period`` in seconds.
+    ``jdbc-journal-sync-period`` in seconds; ``limits`` bound the backlog (back-pressure).
     """
 
     def __init__(
-        self, *, name: str, period: float, run_batch: Callable[[Batch, Callable[[], None]], None]
+        self,
+        *,
+        name: str,
+        period: float,
+        run_batch: Callable[[Batch, Callable[[], None]], None],
+        limits: BacklogLimits | None = None,
     ) -> None:
         self.lock = threading.Lock()
         self._cond = threading.Condition(self.lock)
+        # Appenders waiting for room in the pending batch (back-pressure); same lock.
+        self._room = threading.Condition(self.lock)
         self._name = name
         self._period = period
         self._run_batch = run_batch
+        self._limits = limits = limits or BacklogLimits()
         self.pending = Batch()
         self._inflight: Batch | None = None
         self._idle = False
@@ -216,6 +330,16 @@ class GroupCommitWriter:
         #: batches and operations committed so far (how well appends share commits).
         self.batches = 0
         self.operations = 0
+        # The backlog bound (module docstring): adapted to the measured rate after each
+        # substantial batch; a batch takes at most half of it.
+        self._limit = limits.min_records
+        self._batch_records = max(1, self._limit // 2)
+        self._batch_bytes = max(1, limits.max_bytes // 2)
+        self._rate = 0.0
+        self._peak_records = 0
+        self._peak_bytes = 0
+        self._waiting = 0
+        self._waits = 0
         self._thread = threading.Thread(
             target=self._loop, name=f"store-db-writer-{name}", daemon=True
         )
@@ -230,22 +354,81 @@ class GroupCommitWriter:
         if self._closing:
             raise JournalClosedError(f"journal {self._name} is closed")
 
-    def queued_locked(self, urgent: bool) -> Batch:
-        """Account for one operation just queued in ``pending``; wake the writer if needed.
+    def admit_locked(self, nbytes: int) -> None:
+        """Return once the pending batch has room for one more operation of ``nbytes`` bytes
+        (back-pressure: until the writer takes the full batch), the writer still open.
+
+        The lock is released while waiting; callers check their own state after this. Raises
+        StoreUnavailableError once a batch failed, JournalClosedError after close (also when
+        either happens while waiting).
+        """
+        while True:
+            self.check_open_locked()
+            batch = self.pending
+            if (
+                batch.size == 0
+                or (batch.size < self._batch_records and batch.bytes + nbytes <= self._batch_bytes)
+                or threading.current_thread() is self._thread
+            ):
+                return
+            if not batch.urgent:  # full: the writer takes it as soon as it can
+                batch.urgent = True
+                if self._idle:
+                    self._cond.notify()
+            self._waiting += 1
+            self._waits += 1
+            try:
+                self._room.wait()
+            finally:
+                self._waiting -= 1
+
+    def queued_locked(self, urgent: bool, nbytes: int = 0) -> Batch:
+        """Account for one operation of ``nbytes`` bytes just queued in ``pending``; wake the
+        writer if needed (a full batch is urgent).
 
         Returns the batch the operation belongs to (wait on it for durability).
         """
         batch = self.pending
         batch.size += 1
+        batch.bytes += nbytes
         if batch.size == 1:
             batch.first_at = time.monotonic()
             if self._idle:
                 self._cond.notify()
+        if not urgent and (batch.size >= self._batch_records or batch.bytes >= self._batch_bytes):
+            urgent = True
         if urgent and not batch.urgent:
             batch.urgent = True
             if self._idle:
                 self._cond.notify()
+        inflight = self._inflight
+        records, queued_bytes = batch.size, batch.bytes
+        if inflight is not None:
+            records += inflight.size
+            queued_bytes += inflight.bytes
+        if records > self._peak_records:
+            self._peak_records = records
+        if queued_bytes > self._peak_bytes:
+            self._peak_bytes = queued_bytes
         return batch
+
+    def backlog_locked(self) -> Backlog:
+        """The backlog now (see :class:`Backlog`). Raises nothing."""
+        records, nbytes = self.pending.size, self.pending.bytes
+        if self._inflight is not None:
+            records += self._inflight.size
+            nbytes += self._inflight.bytes
+        return Backlog(
+            records=records,
+            bytes=nbytes,
+            limit_records=self._limit,
+            limit_bytes=self._limits.max_bytes,
+            peak_records=self._peak_records,
+            peak_bytes=self._peak_bytes,
+            waiting=self._waiting,
+            waits=self._waits,
+            rate=self._rate,
+        )
 
     def future_locked(self) -> concurrent.futures.Future[None]:
         """The future of the batch that makes everything queued so far durable; the same object
@@ -276,11 +459,15 @@ class GroupCommitWriter:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Commit what is pending, then stop the thread. Idempotent; raises nothing."""
+        """Commit what is pending, then stop the thread. Idempotent; raises nothing.
+
+        Appenders waiting for room are released with JournalClosedError.
+        """
         with self.lock:
             self._closing = True
             self.pending.urgent = True
             self._cond.notify()
+            self._room.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join()
 
@@ -310,7 +497,21 @@ class GroupCommitWriter:
         batch = self.pending
         self.pending = Batch()
         self._inflight = batch
+        if self._waiting:
+            self._room.notify_all()  # the pending batch is empty again
         return batch
+
+    def _measured_locked(self, batch: Batch, seconds: float) -> None:
+        """Adapt the operation bound to a committed batch's rate (module docstring). Small
+        quick batches say little about what the writer can do and are left out."""
+        if batch.size * 4 < self._limit and seconds < self._period:
+            return
+        rate = batch.size / max(seconds, 1e-6)
+        self._rate = rate if not self._rate else self._rate + _RATE_WEIGHT * (rate - self._rate)
+        limits = self._limits
+        target = int(self._rate * self._period)
+        self._limit = min(limits.max_records, max(limits.min_records, target))
+        self._batch_records = max(1, self._limit // 2)
 
     def _loop(self) -> None:
         batch = self._take()
@@ -320,6 +521,7 @@ class GroupCommitWriter:
         sent = _Deferred(None, None)
         while batch is not None:
             error: StoreError | None = None
+            started = time.monotonic()
             try:
                 self._run_batch(batch, sent)
             except StoreError as exc:
@@ -329,6 +531,7 @@ class GroupCommitWriter:
                 error.__cause__ = exc
             finally:
                 sent()
+            seconds = time.monotonic() - started
             following: Batch | None = None
             behind: Batch | None = None
             with self.lock:
@@ -336,6 +539,7 @@ class GroupCommitWriter:
                 if error is None:
                     self.batches += 1
                     self.operations += batch.size
+                    self._measured_locked(batch, seconds)
                     ready = self.pending
                     if ready.size and (ready.urgent or self._closing):
                         following = self._next_locked()
@@ -345,6 +549,7 @@ class GroupCommitWriter:
                         "journal %s: batch failed, refusing further writes: %s", self._name, error
                     )
                     behind, self.pending = self.pending, Batch()
+                    self._room.notify_all()  # blocked appenders get the failure
                 future = batch.future
             if following is not None:
                 sent = _Deferred(batch, future)

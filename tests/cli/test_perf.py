@@ -124,6 +124,30 @@ def test_perf_accepts_sizes_in_artemis_notation(config_file, capsys):
     assert code == 0 and "sizes 1024/2048 B" in capsys.readouterr().out
 
 
+def test_perf_no_sync_reports_the_rate_until_durable_and_appends_only(config_file, capsys):
+    """Without sync the throughput counts until everything was durable; the rate until the
+    last append returned is its own, labelled row (and JSON figure)."""
+    code = main(["perf", "--config", str(config_file), "--records", "600", "--no-sync"])
+
+    out = capsys.readouterr().out
+    assert code == 0 and "no-sync" in out
+    assert "throughput" in out and "appends only" in out
+    assert "everything was durable after" in out
+
+    code = main(["perf", "--config", str(config_file), "--records", "600", "--no-sync", "--json"])
+
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["write_seconds"] >= data["append_seconds"] > 0
+    assert data["append_records_per_second"] >= data["records_per_second"] > 0
+
+
+def test_perf_with_sync_shows_no_appends_only_row(config_file, capsys):
+    code = main(["perf", "--config", str(config_file), "--records", "300"])
+
+    assert code == 0 and "appends only" not in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------- perf-journal
 
 
