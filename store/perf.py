@@ -87,6 +87,7 @@ __all__ = [
     "PerfResult",
     "Verification",
     "default_config",
+    "remove_perf_records",
     "run_perf",
     "run_perf_journal",
 ]
@@ -145,8 +146,11 @@ class PerfOptions:
             raise invalid("--records", self.records, "a count of 1 or more")
         if not 1 <= self.threads <= 1024:
             raise invalid("--threads", self.threads, "1 to 1024 writers")
-        if not self.sizes or any(not 0 <= s <= 1 << 30 for s in self.sizes):
-            raise invalid("--sizes", self.sizes, "one or more sizes from 0 bytes to 1G")
+        if not self.sizes:
+            raise invalid("--sizes", "", "one or more sizes from 0 bytes to 1G")
+        for size in self.sizes:
+            if not 0 <= size <= 1 << 30:
+                raise invalid("--sizes", f"{size} bytes", "one or more sizes from 0 bytes to 1G")
         if not 0.0 <= self.tx_ratio <= 1.0:
             raise invalid("--tx-ratio", self.tx_ratio, "a share from 0 to 1")
         if self.window < 1:
@@ -643,8 +647,10 @@ class _Run:
             expected.update(w.expected)
         durable = store.kind != "none"
         verification = _verify(reloaded, expected, ids, self.salt, durable=durable)
-        self.phase("cleanup")
-        removed = 0 if self.options.keep else _cleanup(store.messages, reloaded, ids)
+        removed = 0
+        if not self.options.keep:
+            self.phase("cleanup")
+            removed = _cleanup(store.messages, reloaded, ids)
         return dict(verification=verification, removed=removed, first_id=ids.start)
 
     def result(self, figures: dict[str, Any]) -> PerfResult:
@@ -675,7 +681,7 @@ class _Run:
             close_seconds=t["close"],
             reopen_seconds=t["reopen"],
             verify_seconds=t["verify"],
-            cleanup_seconds=t["cleanup"],
+            cleanup_seconds=t.get("cleanup", 0.0),
             **figures,
         )
 
@@ -707,6 +713,29 @@ def run_perf(
         figures.update(run.second_pass(store))
     run.phase("done", 1.0)
     return run.result(figures)
+
+
+def remove_perf_records(config: StoreConfig) -> int:
+    """Remove every record ``store perf`` left in the store ``config`` selects (an interrupted
+    run, or ``keep``): live records of perf's user record types, and prepared transactions
+    holding only such records (rolled back). Returns how many records were removed. Raises
+    what :func:`~store.open_store` and the journals raise."""
+    perf_types = (PERF_ADD_TYPE, PERF_UPDATE_TYPE)
+    with open_store(config) as store:
+        store.bindings.load()
+        journal = store.messages
+        loaded = journal.load()
+        live: dict[int, bool] = {}  # id -> every entry of it is perf's
+        for r in loaded.records:
+            live[r.id] = live.get(r.id, True) and r.user_record_type in perf_types
+        removed = [id for id, ours in live.items() if ours]
+        for id in removed:
+            journal.append_delete(id)
+        for prepared in loaded.prepared:
+            if prepared.records and all(r.user_record_type in perf_types for r in prepared.records):
+                journal.append_rollback(prepared.tx_id, sync=False)
+        journal.flush()
+    return len(removed)
 
 
 # --------------------------------------------------------------------------- perf-journal

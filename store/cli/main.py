@@ -31,6 +31,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -45,7 +46,7 @@ from store.errors import (
     StoreUnavailableError,
 )
 
-__all__ = ["build_parser", "main", "package_version", "parse_args"]
+__all__ = ["build_parser", "main", "package_version", "parse_args", "silence_stdout"]
 
 # Modules of this package that contribute subcommands, in the order of ``store --help``.
 _COMMAND_MODULES = ("perf", "data", "db", "ha", "mask", "report")
@@ -182,6 +183,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exit_code_for(exc)
         except KeyboardInterrupt:
             return 130
+        except BrokenPipeError:
+            # `store … | head`: the reader stopped listening; nothing more to say to it.
+            silence_stdout()
+            return EXIT_OK
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush into a pipe the reader
+    closed does not fail again at exit. Returns nothing; raises nothing."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 class _OneLineFormatter(logging.Formatter):

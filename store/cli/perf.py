@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,6 +43,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from store.cli.main import silence_stdout
+from store.cli.output import StdoutConsole
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
 from store.perf import (
@@ -51,6 +54,7 @@ from store.perf import (
     PerfProgress,
     PerfResult,
     default_config,
+    remove_perf_records,
     run_perf,
     run_perf_journal,
 )
@@ -132,6 +136,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, help="fix operations and payloads (default: random)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--keep", action="store_true", help="leave perf's records in the store")
+    p.add_argument(
+        "--clean",
+        action="store_true",
+        help="only remove the records earlier runs left (interrupted, or --keep), then exit",
+    )
     p.set_defaults(func=perf_command)
 
     j = subparsers.add_parser(
@@ -218,6 +227,10 @@ def perf_command(
     ConfigError for bad options or configuration, and any StoreError of the store.
     """
     config = load_config(args.config) if args.config else default_config(args.data_dir or "data")
+    if args.clean:
+        removed = remove_perf_records(config)
+        print(f"store perf: removed {removed:,} records left by earlier runs")
+        return 0
     options = PerfOptions(
         seconds=args.seconds,
         records=args.records,
@@ -229,18 +242,35 @@ def perf_command(
         seed=args.seed,
         between_runs=between_runs,
     )
-    with _status(Console(stderr=True)) as progress:
-        result = run_perf(config, options, progress=progress)
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    else:
-        _print_result(_stdout(), result)
-    return 0 if result.verified else 1
+    try:
+        with _status(Console(stderr=True)) as progress:
+            result = run_perf(config, options, progress=progress)
+    except KeyboardInterrupt:
+        where = (
+            "--config " + args.config if args.config else f"--data-dir {args.data_dir or 'data'}"
+        )
+        print(
+            "store perf: interrupted; the records this run wrote are left in the store: "
+            f"`store perf --clean {where}` removes them",
+            file=sys.stderr,
+        )
+        return 130
+    code = 0 if result.verified else 1
+    try:
+        if args.json:
+            print(json.dumps(result.to_dict(), indent=2))
+        else:
+            _print_result(_stdout(), result)
+    except BrokenPipeError:
+        # `store perf | head`: the reader stopped listening; the run itself is done and its
+        # verdict stays the exit status.
+        silence_stdout()
+    return code
 
 
 def _stdout() -> Console:
     # Piped output keeps one line per table row instead of wrapping at rich's default 80.
-    return Console(width=shutil.get_terminal_size((120, 24)).columns)
+    return StdoutConsole(width=shutil.get_terminal_size((120, 24)).columns)
 
 
 def _ms(value: float) -> str:

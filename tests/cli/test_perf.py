@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from store import StoreConfig, open_store
+from store import StoreConfig, load_config, open_store
 from store.cli.main import build_parser, main
 from store.cli.perf import perf_command
 from store.perf import PERF_ADD_TYPE
@@ -194,3 +199,75 @@ def test_perf_journal_default_file_is_under_data_journal(tmp_path, monkeypatch, 
 def test_perf_journal_unknown_type_exits_2(capsys):
     assert main(["perf-journal", "--journal-type", "FAST", "--writes", "5"]) == 2
     assert "--journal-type" in capsys.readouterr().err
+
+
+# -- what a newcomer hit (issue 7) -------------------------------------------------------------
+
+
+def _store_perf(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "store.cli.main", "perf", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+
+
+def _perf_records(config_file: Path) -> int:
+    config = load_config(config_file)
+    with open_store(config) as store:
+        store.bindings.load()
+        return sum(r.user_record_type == PERF_ADD_TYPE for r in store.messages.load().records)
+
+
+def test_perf_sizes_too_large_names_the_size_not_a_tuple(config_file, capsys):
+    code = main(["perf", "--config", str(config_file), "--sizes", "100,3G"])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "3221225472 bytes" in err and "(" not in err.split("allowed")[0]
+
+
+def test_perf_keep_does_not_say_it_removes_records(config_file, capsys):
+    code = main(["perf", "--config", str(config_file), "--records", "300", "--keep"])
+
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "removing" not in err and "kept (--keep)" in out
+    assert _perf_records(config_file) > 0
+    assert main(["perf", "--config", str(config_file), "--clean"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert _perf_records(config_file) == 0
+
+
+def test_perf_interrupted_says_what_it_left_and_clean_removes_it(config_file):
+    proc = _store_perf("--config", str(config_file), "--seconds", "60", cwd=config_file.parent)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # progress goes to stderr; wait until records are being written
+        if "writing" in line:
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 130
+    assert "interrupted" in err and "store perf --clean --config" in err
+    assert "Traceback" not in err
+    assert _perf_records(config_file) > 0, "the run wrote records before the interrupt"
+    clean = _store_perf("--config", str(config_file), "--clean", cwd=config_file.parent)
+    _out, err = clean.communicate(timeout=60)
+    assert clean.returncode == 0, err
+    assert _perf_records(config_file) == 0
+
+
+def test_perf_piped_into_head_exits_0_quietly(config_file):
+    proc = _store_perf("--config", str(config_file), "--records", "400", cwd=config_file.parent)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes away before anything is printed, as `| head -0`
+    err = proc.stderr.read()
+    proc.wait(60)
+
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err

@@ -1,0 +1,27 @@
+"""Standard output for the commands: a rich Console that lets ``store … | head`` end quietly.
+
+rich's own answer to a closed pipe is ``SystemExit(1)``, so ``store perf | head`` exited 1
+with no word of why. :class:`StdoutConsole` raises :class:`BrokenPipeError` instead, which
+:func:`store.cli.main.main` turns into a quiet exit (a command with a verdict, such as
+``store perf``, keeps its own exit status).
+
+Thread-safety: as rich's Console.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+__all__ = ["StdoutConsole"]
+
+
+class StdoutConsole(Console):
+    """A Console on stdout whose closed pipe raises BrokenPipeError (see module docstring)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError("standard output was closed by its reader")
