@@ -74,7 +74,9 @@ def scan(data: bytes, file_id: int, cursor: Cursor, start: int = fmt.DATA_START)
     crc32 = zlib.crc32
     overhead = fmt.OVERHEAD
     pad_unit = fmt.PAD_UNIT
-    floor = fmt.FLAG_FLOOR
+    # The first record of a file proves nothing before it is missing (FLOOR); a scan that
+    # starts later (salvage resynchronising after damage) does not start at a first record.
+    floor = fmt.FLAG_FLOOR if start == fmt.DATA_START else 0
     pos = start
     last_lsn = 0
     count = 0

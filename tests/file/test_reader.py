@@ -419,3 +419,12 @@ def test_replay_file_counts_a_transactions_records_since_it_last_ended(
     assert {tx for tx, state in index.txs.items() if state.prepared} == {
         p.tx_id for p in expected.prepared
     }
+
+
+def test_a_scan_from_a_later_offset_is_not_held_to_the_floor() -> None:
+    # Salvage resynchronises after damage with scan(start=...): the record it starts at is not
+    # the first one written into the file, so FLOOR says nothing about it.
+    placed = sequence(fmt.DATA_START, floor_rec(10, 9), floor_rec(11, 3), floor_rec(12, 3))
+    cursor = Cursor()
+    later = [r[5] for r in scan(build(*placed), F, cursor, start=placed[1][0])]
+    assert later == [11, 12] and cursor.count == 2
