@@ -61,11 +61,12 @@ def test_a_committed_tx_delete_stays_deleted_after_reclaim_and_restart() -> None
     fs.makedirs(DIRECTORY)
     journal = _journal(fs)
     journal.load()
-    # 32-byte header, 60 bytes per record: F = 32 + 1060 + 2960 = 4052 bytes, full.
+    # 32-byte header, 60 bytes per record: F = 32 + 1060 + 2960 = 4052 bytes, full. A file
+    # the writer rolls into starts with a FILES marker (60 + 16 + 24 per data file listed).
     journal.append_add(X, 1, b"x" * 1000)
     journal.append_add(Y, 1, b"y" * 2900)
-    journal.append_delete_tx(TX, X)  # does not fit F: opens D
-    journal.append_add(Z, 1, b"z" * 3900)  # fills D (32 + 60 + 3960 = 4052)
+    journal.append_delete_tx(TX, X)  # does not fit F: opens D (marker listing F: 100 bytes)
+    journal.append_add(Z, 1, b"z" * 3800)  # fills D (32 + 100 + 60 + 3860 = 4052)
     journal.append_commit(TX)  # does not fit D: opens C
     journal.append_delete(Z, sync=True)  # Z, in D, is dead: only the rule keeps D
     index = journal.index
