@@ -429,7 +429,10 @@ def ensure_schema(
             found = _found(conn, names)
     except sa.exc.SQLAlchemyError as exc:
         raise _database_error("cannot read the schema revision", exc) from exc
-    if not found.new or not create:
+    # Tables without a revision, seen without the lock, may be another node's creation in
+    # progress (MySQL commits each CREATE on its own): look again under the schema lock.
+    in_progress = found.current is None and bool(found.present)
+    if not create or not (found.new or in_progress):
         _check(found, names, config_hint, engine.dialect.name)
         return False
     try:
