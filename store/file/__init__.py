@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from store.errors import StoreError
-from store.file.fs import FileSystem, OsFileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
+from store.fs import FileSystem, OsFileSystem
 from store.parts import StoreParts
 
 if TYPE_CHECKING:

@@ -47,10 +47,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from store.file import format as fmt
-from store.file.fs import FileSystem
 from store.file.index import LiveIndex
 from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
+from store.fs import FileSystem
 from store.journal.api import RecordType
 from store.journal.replay import Replayer
 

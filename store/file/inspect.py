@@ -47,11 +47,11 @@ from store.errors import ChecksumError, CorruptionError, StoreIOError, StoreLock
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.fs import FileSystem, OsFileSystem
 from store.file.lock import LOCK_NAME
 from store.file.reader import Cursor, Tail, find_after, scan
 from store.file.retention import history_files
 from store.file.segments import SegmentNaming
+from store.fs import FileSystem, OsFileSystem
 from store.journal.api import LoadResult, RecordInfo, RecordType
 from store.journal.replay import Replayer, TxOp
 

@@ -69,7 +69,6 @@ from store.errors import ConfigError, CorruptionError
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.fs import FileHandle, FileSystem, OsFileSystem, copy_file
 from store.file.inspect import (
     HEADER_ZERO,
     DirectoryListing,
@@ -84,6 +83,7 @@ from store.file.journal import FileJournal
 from store.file.lock import DirectoryLock
 from store.file.options import FileJournalOptions
 from store.file.segments import SegmentNaming
+from store.fs import FileHandle, FileSystem, OsFileSystem, copy_file
 from store.journal.api import JournalStats, RecordInfo, RecordType
 from store.journal.replay import TxOp
 
@@ -483,7 +483,7 @@ def _move(fs: FileSystem, path: str, folder: str, reason: str) -> MovedFile:
 
 
 def _copy(fs: FileSystem, source: str, target: str) -> None:
-    """Copy ``source`` to ``target`` durably (see :func:`store.file.fs.copy_file`)."""
+    """Copy ``source`` to ``target`` durably (see :func:`store.fs.copy_file`)."""
     copy_file(fs, source, target)
 
 

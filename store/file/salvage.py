@@ -45,7 +45,6 @@ from store.errors import ChecksumError, ConfigError
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.fs import FileSystem, OsFileSystem, copy_file
 from store.file.inspect import (
     FileScan,
     JournalScan,
@@ -58,6 +57,7 @@ from store.file.inspect import (
 from store.file.lock import DirectoryLock
 from store.file.reader import Cursor, Tail, classify, find_after, scan
 from store.file.segments import SegmentManager, SegmentNaming
+from store.fs import FileSystem, OsFileSystem, copy_file
 from store.journal.api import RecordType
 
 __all__ = ["DroppedRecord", "Dropped", "SalvageReport", "salvage"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from store.errors import StoreIOError
 from store.file import format as fmt
-from store.file.fs import FileHandle, FileSystem
+from store.fs import FileHandle, FileSystem
 
 __all__ = ["ID_STEP", "Segment", "SegmentManager", "SegmentNaming"]
 

@@ -1,7 +1,7 @@
 """An in-memory file system for the file-system seam that simulates crashes and I/O faults.
 
-It implements :class:`store.file.fs.FileSystem` / :class:`~store.file.fs.FileHandle` exactly
-(same methods, same ``StoreIOError`` wrapping as :class:`~store.file.fs.OsFileSystem`) and
+It implements :class:`store.fs.FileSystem` / :class:`~store.fs.FileHandle` exactly
+(same methods, same ``StoreIOError`` wrapping as :class:`~store.fs.OsFileSystem`) and
 models durability the way SQLite's ``test6.c`` does:
 
 - every file (an *inode*) has **durable** content plus a list of **unsynced operations**
@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from store.errors import StoreIOError
-from store.file.fs import _io_error
+from store.fs import _io_error
 
 __all__ = [
     "CALL_KINDS",
@@ -452,7 +452,7 @@ class FaultHandle:
 
 
 class FaultFileSystem:
-    """The in-memory, crash-simulating :class:`~store.file.fs.FileSystem` (module docstring).
+    """The in-memory, crash-simulating :class:`~store.fs.FileSystem` (module docstring).
 
     ``context`` is called (under the lock) whenever a snapshot is taken; its result is stored
     in :attr:`Snapshot.context`. ``calls`` counts every call by kind.

@@ -25,11 +25,11 @@ import pytest
 from store.errors import CorruptionError, StoreError
 from store.file import compact as compact_module
 from store.file import format as fmt
-from store.file.fs import FileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, scan
 from store.file.segments import SegmentNaming
+from store.fs import FileSystem
 from tests.file.crashsim import (
     DIRECTORY,
     Ledger,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from store.errors import StoreIOError
-from store.file.fs import FileHandle, FileSystem, OsFileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
+from store.fs import FileHandle, FileSystem, OsFileSystem
 from tests.file.faultfs import SECTOR, Call, FaultFileSystem, io_error_of
 
 D = "/d"

@@ -19,10 +19,10 @@ from store.errors import ChecksumError, ConfigError, CorruptionError, StoreLocke
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import inspect, repair
-from store.file.fs import OsFileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.file.segments import SegmentNaming
+from store.fs import OsFileSystem
 from store.journal.api import LoadResult, RecordInfo, RecordType
 
 ADD = RecordType.ADD

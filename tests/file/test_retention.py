@@ -15,11 +15,11 @@ import pytest
 
 from store.file import format as fmt
 from store.file import inspect
-from store.file.fs import OsFileHandle, OsFileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.file.retention import history_files, history_name, parse_history_name, prune
 from store.file.segments import SegmentNaming
+from store.fs import OsFileHandle, OsFileSystem
 from store.journal.api import RecordType
 
 SIZE = 4096
