@@ -8,7 +8,7 @@
     store data compact [--config F | --journal D --bindings D]
     store data recover [--config F | --journal D] --history D --target D [--undelete] [--events]
 
-Every subcommand calls one library function (``store.file.inspect`` / ``store.file.repair``)
+Every subcommand calls one library function (``store.file.survey`` / ``store.file.repair``)
 and only formats its result. The directories come from ``--config`` (TOML or broker.xml;
 Artemis's defaults ``data/journal`` and ``data/bindings`` without one), overridden by
 ``--journal`` / ``--bindings``; ``--skip-bindings`` / ``--skip-journal`` leave one out.
@@ -39,7 +39,7 @@ from rich.table import Table
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
-from store.file import file_journal_options, inspect, repair, salvage
+from store.file import file_journal_options, repair, salvage, survey
 from store.file import format as fmt
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
@@ -124,7 +124,7 @@ def _config(args: argparse.Namespace, *, file_only: bool = True) -> StoreConfig:
         changes["bindings_directory"] = args.bindings
     if not args.config:
         # Without a file, keep the file size the message journal already has.
-        size = inspect.detect_file_size(args.journal or config.journal_directory, prefix="data")
+        size = survey.detect_file_size(args.journal or config.journal_directory, prefix="data")
         if size is not None and size >= 1024:
             changes["journal_file_size"] = size
     config = config.replace(**changes) if changes else config
@@ -165,8 +165,8 @@ def run_print(args: argparse.Namespace) -> int:
     """
     worst = EXIT_OK
     for name, opts in _journals(args):
-        inspect.ensure_unlocked(opts.directory, force=args.force)
-        js = inspect.scan_journal(
+        survey.ensure_unlocked(opts.directory, force=args.force)
+        js = survey.scan_journal(
             opts.directory, prefix=opts.prefix, keep_records=True,
             max_records=args.max_records, replay=True, kind=opts.kind,
         )
@@ -205,7 +205,7 @@ def run_print(args: argparse.Namespace) -> int:
     return worst
 
 
-def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
+def _file_line(f: survey.JournalFile, s: survey.FileScan | None) -> str:
     line = f"  file {f.name} id {f.file_id if f.file_id is not None else '-'} size {f.size} "
     line += f"header {f.status}"
     if f.header_error is not None:
@@ -219,7 +219,7 @@ def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
     return line
 
 
-def _marker_line(view: inspect.MarkerView) -> str:
+def _marker_line(view: survey.MarkerView) -> str:
     m = view.marker
     if m.kind == fmt.MARKER_FILES and not m.known:
         what = "FILES list left out"
@@ -231,7 +231,7 @@ def _marker_line(view: inspect.MarkerView) -> str:
     return f"    marker @{view.offset} lsn={view.lsn} {what}"
 
 
-def _record_line(rec: inspect.RecordView, *, safe: bool, body_bytes: int) -> str:
+def _record_line(rec: survey.RecordView, *, safe: bool, body_bytes: int) -> str:
     rtype = RecordType(rec.type).name
     line = (
         f"    @{rec.offset:<8} {rtype:<9} id={rec.id} user_type={rec.user_type} "

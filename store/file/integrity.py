@@ -2,7 +2,7 @@
 
 :meth:`store.file.journal.FileJournal.load` raises the first :class:`Problem` these functions
 return; ``store data verify`` lists every one and ``store data print`` reports them
-(``store.file.inspect``), so the three cannot disagree. The rules, in the order problems are
+(``store.file.survey``), so the three cannot disagree. The rules, in the order problems are
 reported:
 
 1. **Headers** (:func:`header_problems`): a damaged header or one of an unknown version, a file
@@ -191,7 +191,7 @@ def read_markers(data: bytes | memoryview, records: Iterable[Sequence[Any]]) -> 
     """The file-list markers among ``records`` (scanned from ``data``, in sequence).
 
     A record is read as ``(offset, length, type, …, body)`` (``store.file.reader.RawRecord``
-    or ``store.file.inspect.RecordView``). Returns them in order; bodies that are not a marker
+    or ``store.file.survey.RecordView``). Returns them in order; bodies that are not a marker
     this version understands are skipped, as any event.
     """
     found = []

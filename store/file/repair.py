@@ -69,7 +69,11 @@ from store.errors import ConfigError, CorruptionError
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.inspect import (
+from store.file.journal import FileJournal
+from store.file.lock import DirectoryLock
+from store.file.options import FileJournalOptions
+from store.file.segments import SegmentNaming
+from store.file.survey import (
     HEADER_ZERO,
     DirectoryListing,
     FileScan,
@@ -79,10 +83,6 @@ from store.file.inspect import (
     replay_history,
     scan_journal,
 )
-from store.file.journal import FileJournal
-from store.file.lock import DirectoryLock
-from store.file.options import FileJournalOptions
-from store.file.segments import SegmentNaming
 from store.fs import FileHandle, FileSystem, OsFileSystem, copy_file
 from store.journal.api import JournalStats, RecordInfo, RecordType
 from store.journal.replay import TxOp

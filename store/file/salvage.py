@@ -15,7 +15,7 @@ can still prove valid, and reports exactly what it drops:
 2. What cannot be read at all is reported from the load's own judgement
    (``store.file.integrity``): missing files, truncated files and records lost from a file, with
    the lsns the file-list markers say they held; files with a damaged header, whole.
-3. Everything read is replayed with the load's rules (``store.file.inspect.RecordReplay``: a
+3. Everything read is replayed with the load's rules (``store.file.survey.RecordReplay``: a
    transaction whose records were dropped fails its record count and is reported failed, never
    applied half) and written as a **new, consistent journal** the way the compactor writes
    (``store.file.compact.OutputWriter``): the committed records in journal order, then the
@@ -45,7 +45,10 @@ from store.errors import ChecksumError, ConfigError
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.inspect import (
+from store.file.lock import DirectoryLock
+from store.file.reader import Cursor, Tail, classify, find_after, scan
+from store.file.segments import SegmentManager, SegmentNaming
+from store.file.survey import (
     FileScan,
     JournalScan,
     RecordReplay,
@@ -54,9 +57,6 @@ from store.file.inspect import (
     scan_file,
     scan_journal,
 )
-from store.file.lock import DirectoryLock
-from store.file.reader import Cursor, Tail, classify, find_after, scan
-from store.file.segments import SegmentManager, SegmentNaming
 from store.fs import FileSystem, OsFileSystem, copy_file
 from store.journal.api import RecordType
 

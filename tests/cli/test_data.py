@@ -10,7 +10,7 @@ import pytest
 from store import StoreConfig, open_store
 from store.cli.main import main
 from store.errors import CorruptionError
-from store.file import inspect
+from store.file import survey
 from store.journal.api import RecordInfo
 
 SIZE = 4096
@@ -60,8 +60,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def _data_scans(directory: Path) -> list[inspect.FileScan]:
-    scan = inspect.scan_journal(str(directory), keep_records=True)
+def _data_scans(directory: Path) -> list[survey.FileScan]:
+    scan = survey.scan_journal(str(directory), keep_records=True)
     return [s for s in scan.scans if s.count]
 
 

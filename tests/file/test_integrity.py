@@ -20,7 +20,7 @@ from store.cli.main import main
 from store.errors import CorruptionError, LostDataError, StoreError
 from store.file import compact as compaction
 from store.file import format as fmt
-from store.file import inspect, reader, repair
+from store.file import reader, repair, survey
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.segments import SegmentNaming
@@ -59,9 +59,9 @@ def load(directory: Path) -> LoadResult:
         return j.load()
 
 
-def data_files(directory: Path) -> list[inspect.FileScan]:
+def data_files(directory: Path) -> list[survey.FileScan]:
     """The files holding records, in file-id order (read-only)."""
-    return [s for s in inspect.scan_journal(str(directory)).scans if s.count]
+    return [s for s in survey.scan_journal(str(directory)).scans if s.count]
 
 
 @pytest.fixture
@@ -72,12 +72,12 @@ def journal(tmp_path: Path) -> Path:
     return directory
 
 
-def _middle(directory: Path) -> inspect.FileScan:
+def _middle(directory: Path) -> survey.FileScan:
     files = data_files(directory)
     return files[len(files) // 2]
 
 
-def _record_boundaries(scan: inspect.FileScan, data: bytes) -> list[int]:
+def _record_boundaries(scan: survey.FileScan, data: bytes) -> list[int]:
     """Where every record in sequence of the file starts (markers included)."""
     assert scan.file.file_id is not None
     return [raw[0] for raw in reader.scan(data, scan.file.file_id, reader.Cursor())]
@@ -140,7 +140,7 @@ def test_a_middle_file_truncated_mid_record_is_refused_naming_the_lost_lsns(
     offsets = _record_boundaries(victim, data)
     cut = offsets[len(offsets) // 2] + 17  # in the middle of a record
     os.truncate(path, cut)
-    kept = inspect.scan_file(inspect.open_journal_file(inspect.OsFileSystem(), str(path)),
+    kept = survey.scan_file(survey.open_journal_file(survey.OsFileSystem(), str(path)),
                              path.read_bytes())
     lost = (kept.last_lsn + 1, victim.last_lsn)
     _assert_refused_everywhere(journal, "truncated", str(path), lost, capsys)
@@ -253,7 +253,7 @@ def test_a_committed_compaction_whose_marker_never_reached_the_disk(tmp_path: Pa
     # Recovery alone (as an offline repair runs it) keeps the control file ...
     compaction.recover(image, naming)
     assert image.exists(control)
-    assert not [p for p in inspect.scan_journal("/j", fs=image).problems]
+    assert not [p for p in survey.scan_journal("/j", fs=image).problems]
     again = image.crash(random.Random(2), "drop")  # ... and a crash right now is harmless
     for state in (image, again):
         with FileJournal(FileJournalOptions(directory="/j", file_size=SIZE, fs=state)) as k:
@@ -268,13 +268,13 @@ def test_the_golden_v1_journal_without_markers_still_loads(tmp_path: Path) -> No
     need them are skipped, never turned into a false alarm."""
     golden = Path(__file__).parent.parent / "testdata" / "journal-v1" / "journal"
     shutil.copytree(golden, tmp_path / "j")
-    scan = inspect.scan_journal(str(tmp_path / "j"))
+    scan = survey.scan_journal(str(tmp_path / "j"))
     assert all(s.file.header and s.file.header.file_size == 0 for s in scan.scans)
     assert scan.problems == [] and not any(s.markers for s in scan.scans)
 
 
 def test_new_files_state_their_size_in_the_header(journal: Path) -> None:
-    for f in inspect.list_directory(str(journal)).files:
+    for f in survey.list_directory(str(journal)).files:
         assert f.header is not None and f.header.file_size == f.size == SIZE
 
 
@@ -296,12 +296,12 @@ def test_a_forced_cut_restates_the_files_left_so_the_journal_loads(tmp_path: Pat
         j.reclaim()
         j.append_add(1002, 1, b"proves 1001 was durable", sync=True)
     (full,) = [
-        s for s in inspect.scan_journal(str(directory), keep_records=True).scans
+        s for s in survey.scan_journal(str(directory), keep_records=True).scans
         if any(r.id == 1001 for r in s.records)
     ]
     home = full
     listed = {e.file_id for m in full.markers for e in m.marker.files}
-    present = {f.file_id for f in inspect.list_directory(str(directory)).files}
+    present = {f.file_id for f in survey.list_directory(str(directory)).files}
     assert listed - present, "no listed file was reclaimed: the test proves nothing"
     (damaged,) = [r for r in full.records if r.id == 1001]
     with open(home.file.path, "r+b") as f:

@@ -1,5 +1,5 @@
 """store.file.repair (verify, repair, compact_store, recover) and the offline reading of
-store.file.inspect it stands on, over real directories: hand-built journals for exact damage,
+store.file.survey it stands on, over real directories: hand-built journals for exact damage,
 and journals written by the real FileJournal."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from store import StoreConfig, open_store
 from store.errors import ChecksumError, ConfigError, CorruptionError, StoreLockedError
 from store.file import compact as compaction
 from store.file import format as fmt
-from store.file import inspect, repair
+from store.file import repair, survey
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.file.segments import SegmentNaming
@@ -454,7 +454,7 @@ def test_repair_of_a_torn_tail_written_by_the_journal(tmp_path: Path) -> None:
             j.append_add(i, 1, b"synced", sync=True)
         for i in range(10, 20):
             j.append_add(i, 1, b"batch")
-    scan = inspect.scan_journal(str(directory), keep_records=True)
+    scan = survey.scan_journal(str(directory), keep_records=True)
     last = next(s for s in scan.scans if s.count)
     batch = [r for r in last.records if r.id >= 10]
     flip(Path(last.file.path), batch[0].offset + 60)
@@ -488,7 +488,7 @@ def test_offline_replay_fails_transactions_whose_record_count_does_not_match(
     b.rec(RecordType.ADD_TX, tx_id=7, id=70)
     b.rec(RecordType.PREPARE, tx_id=7, tx_count=0, body=b"xid-7")
     b.write(tmp_path / "j")
-    offline = inspect.scan_journal(str(tmp_path / "j"), replay=True)
+    offline = survey.scan_journal(str(tmp_path / "j"), replay=True)
     assert offline.replay is not None
     result = offline.replay.result()
     assert ids(result) == [1, 80, 81]
@@ -538,7 +538,7 @@ def test_offline_replay_returns_what_a_load_returns(tmp_path: Path, seed: int) -
                     j.append_rollback(tx)
                 elif end == "prepare":
                     j.append_prepare(tx, f"xid-{tx}".encode())
-    offline = inspect.scan_journal(str(directory), replay=True)
+    offline = survey.scan_journal(str(directory), replay=True)
     assert offline.replay is not None
     assert offline.replay.result() == load(directory)
 

@@ -16,7 +16,7 @@ import pytest
 
 from store.cli.main import main
 from store.errors import CorruptionError, LostDataError
-from store.file import inspect, repair, salvage
+from store.file import repair, salvage, survey
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
@@ -32,12 +32,12 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
     return damaged, pristine
 
 
-def _victim(directory: Path) -> tuple[inspect.FileScan, inspect.RecordView]:
+def _victim(directory: Path) -> tuple[survey.FileScan, survey.RecordView]:
     """A plain ADD in the middle of a middle file whose id is never touched again."""
     files = data_files(directory)
     middle = files[len(files) // 2]
-    full = inspect.scan_file(middle.file, Path(middle.file.path).read_bytes(), keep_records=True)
-    every = [r for f in inspect.scan_journal(str(directory), keep_records=True).scans
+    full = survey.scan_file(middle.file, Path(middle.file.path).read_bytes(), keep_records=True)
+    every = [r for f in survey.scan_journal(str(directory), keep_records=True).scans
              for r in f.records]
     touched: dict[int, int] = {}
     for r in every:
