@@ -22,8 +22,9 @@ Steps (each crash point is recoverable; the control file is the commit point):
    to the current file and flush it, delete the control file. Until the marker is durable the
    committed control file stands for it.
 
-Recovery (:func:`recover`, run before every load): with a valid control file, delete the old
-files it lists that still exist and rename the listed ``.cmp`` files that still exist; the
+Recovery (:func:`finish_interrupted`, run before every load): with a valid control file,
+delete the old files it lists that still exist and rename the listed ``.cmp`` files that still
+exist; the
 control file is **kept** and returned: the load treats its old files as retired, appends the
 equivalent ``CHANGE`` marker, flushes it, and only then deletes the control file
 (:func:`remove_control`), so a crash before step 5's marker was durable never reads as missing
@@ -63,7 +64,7 @@ __all__ = [
     "apply_control",
     "compact",
     "read_control",
-    "recover",
+    "finish_interrupted",
     "remove_control",
     "write_control",
 ]
@@ -143,7 +144,7 @@ def read_control(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
         handle.close()
 
 
-def recover(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
+def finish_interrupted(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
     """Finish or discard an interrupted compaction, then remove leftovers (idempotent).
 
     Returns the committed control file, which is kept until the caller made the change durable

@@ -38,11 +38,12 @@ The writer (``store.file.journal``) keeps them true at every crash point:
 - compaction: its committed control file stands for the change until the ``CHANGE`` marker
   (old files retired, output files added) is durable: the compactor recycles the old files,
   renames its output, appends the marker, flushes it, and only then deletes the control file.
-  A crash anywhere in between leaves the control file; ``store.file.compact.recover`` then
-  finishes the compaction at the next open but keeps the control file, the load treats the
-  files it names as retired, appends the equivalent marker, flushes it, and only then deletes
-  the control file. Offline tools read the control file the same way. (A control file that
-  never committed means no marker was written either: the marker always comes after it.)
+  A crash anywhere in between leaves the control file;
+  ``store.file.compact.finish_interrupted`` then finishes the compaction at the next open but
+  keeps the control file, the load treats the files it names as retired, appends the
+  equivalent marker, flushes it, and only then deletes the control file. Offline tools read
+  the control file the same way. (A control file that never committed means no marker was
+  written either: the marker always comes after it.)
   No crash point leaves a listed file missing without a durable marker or a committed control
   file saying why;
 - repair cutting a file at a checksum failure restates the files left in a ``FILES`` marker at

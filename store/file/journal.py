@@ -163,7 +163,7 @@ class FileJournal(Journal):
             self._load_called = True
         from store.file import compact
 
-        ctl = compact.recover(self._fs, self._naming)
+        ctl = compact.finish_interrupted(self._fs, self._naming)
         retired = ctl.file_ids(self._naming)[0] if ctl is not None else []
         replayer = Replayer()
         # A load creates millions of long-lived objects and no cycles; the cyclic collector
@@ -331,8 +331,8 @@ class FileJournal(Journal):
         self._maint_wake.set()
 
     def _finish_compaction(self, ctl: compact_types.ControlFile) -> None:
-        """Record the compaction a load finished (``store.file.compact.recover``) in a CHANGE
-        marker, make it durable, then delete the control file that stood for it."""
+        """Record the compaction a load finished (``store.file.compact.finish_interrupted``) in a
+        CHANGE marker, make it durable, then delete the control file that stood for it."""
         from store.file import compact
 
         w = self.writer

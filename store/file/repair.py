@@ -18,7 +18,7 @@ last valid record after it, and syncs. With ``force=True`` a checksum failure is
 way at the first bad offset, and every later file holding records is moved into
 ``<directory>/repair-<yyyyMMddHHmmss>/`` first, because its records may depend on what was cut
 (files with a damaged header go there too). It first finishes or discards an interrupted
-compaction exactly as an open would (``store.file.compact.recover``). It always takes the
+compaction exactly as an open would (``store.file.compact.finish_interrupted``). It always takes the
 directory lock: nothing here ever writes under a live writer. A second run finds nothing to do.
 Records already lost (a missing or truncated file, lsns the file list names that are gone:
 ``store.file.integrity``) are refused even with ``force``: a cut cannot bring them back and
@@ -389,7 +389,7 @@ def _repair_locked(
     fs: FileSystem, directory: str, prefix: str, kind: int | None, force: bool
 ) -> RepairReport:
     before = set(fs.listdir(directory))
-    compaction.recover(fs, SegmentNaming(directory, prefix))
+    compaction.finish_interrupted(fs, SegmentNaming(directory, prefix))
     after = set(fs.listdir(directory))
     recovered = [f"removed {n}" for n in sorted(before - after)]
     recovered += [f"created {n}" for n in sorted(after - before)]

@@ -25,8 +25,8 @@ can still prove valid, and reports exactly what it drops:
 4. The original files are copied, synced, into ``<directory>/repair-<time>/`` **before**
    anything changes; then the switch is one committed compaction (control file listing every
    original file as old and the new ``.cmp`` files as new, finished by
-   ``store.file.compact.recover``), so a crash at any point leaves either the original journal
-   or the salvaged one, never a mix.
+   ``store.file.compact.finish_interrupted``), so a crash at any point leaves either the
+   original journal or the salvaged one, never a mix.
 
 Duplicate file ids and files of the other journal are refused: they are not damage but a
 directory mix-up for an operator to sort out. A journal with nothing to salvage (no error a load
@@ -163,7 +163,7 @@ def _salvage_locked(
     fs: FileSystem, directory: str, prefix: str, kind: int | None, file_size: int | None
 ) -> SalvageReport:
     naming = SegmentNaming(directory, prefix)
-    compaction.recover(fs, naming)
+    compaction.finish_interrupted(fs, naming)
     js = scan_journal(directory, prefix=prefix, fs=fs, kind=kind)
     for problem in js.problems:
         if problem.kind in ("duplicate-id", "kind-mismatch"):

@@ -251,7 +251,7 @@ def test_a_committed_compaction_whose_marker_never_reached_the_disk(tmp_path: Pa
     assert image.exists(control)
     expected = [i for i in range(0, 600, 3)]
     # Recovery alone (as an offline repair runs it) keeps the control file ...
-    compaction.recover(image, naming)
+    compaction.finish_interrupted(image, naming)
     assert image.exists(control)
     assert not [p for p in survey.scan_journal("/j", fs=image).problems]
     again = image.crash(random.Random(2), "drop")  # ... and a crash right now is harmless
