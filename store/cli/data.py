@@ -8,10 +8,13 @@
     store data compact [--config F | --journal D --bindings D]
     store data recover [--config F | --journal D] --history D --target D [--undelete] [--events]
 
-Every subcommand calls one library function (``store.file.survey`` / ``store.file.repair``)
-and only formats its result. The directories come from ``--config`` (TOML or broker.xml;
-Artemis's defaults ``data/journal`` and ``data/bindings`` without one), overridden by
-``--journal`` / ``--bindings``; ``--skip-bindings`` / ``--skip-journal`` leave one out.
+Every subcommand calls one library function and only formats its result: ``print``
+``store.file.survey.scan_journal``, ``verify`` ``store.file.verify.verify``, ``repair``
+``store.file.repair.repair`` (``--salvage``: ``store.file.salvage.salvage``), ``compact``
+``store.maintenance.compact_store``, ``recover`` ``store.file.history.recover``. The
+directories come from ``--config`` (TOML or broker.xml; Artemis's defaults ``data/journal`` and
+``data/bindings`` without one), overridden by ``--journal`` / ``--bindings``;
+``--skip-bindings`` / ``--skip-journal`` leave one out.
 
 Exit codes (``store.cli.main``): 0 nothing to report, 1 findings that need no operator
 (torn tails, leftovers the next open cleans up, damaged sources a recovery read around, records
@@ -36,10 +39,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from store import maintenance
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
-from store.file import file_journal_options, repair, salvage, survey
+from store.file import file_journal_options, history, repair, salvage, survey, verify
 from store.file import format as fmt
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
@@ -259,7 +263,7 @@ def run_verify(args: argparse.Namespace) -> int:
     console = _console()
     worst = EXIT_OK
     for name, opts in _journals(args):
-        report = repair.verify(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
+        report = verify.verify(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
         console.print(f"[bold]{name}[/bold] journal {opts.directory} (prefix {opts.prefix})")
         if report.files:
             console.print(_files_table(report))
@@ -277,7 +281,7 @@ def run_verify(args: argparse.Namespace) -> int:
     return worst
 
 
-def _files_table(report: repair.VerifyReport) -> Table:
+def _files_table(report: verify.VerifyReport) -> Table:
     table = Table("file", "id", "header", "records", "end", "last lsn", "tail", "stale bytes")
     for f in report.files:
         if f.checksum_error is not None:
@@ -293,7 +297,7 @@ def _files_table(report: repair.VerifyReport) -> Table:
     return table
 
 
-def _findings_table(report: repair.VerifyReport) -> Table:
+def _findings_table(report: verify.VerifyReport) -> Table:
     table = Table("severity", "finding", "where", "offset", "detail")
     for finding in report.findings:
         where = finding.path
@@ -398,7 +402,7 @@ def run_compact(args: argparse.Namespace) -> int:
             progress.update(task, description=what, completed=done[0])
             done[0] += 1
 
-        results = repair.compact_store(config, on_step=on_step)
+        results = maintenance.compact_store(config, on_step=on_step)
         progress.update(task, description="compacted", completed=steps)
     table = Table("journal", "data files", "live bytes", "total bytes", "seconds")
     for r in results:
@@ -425,24 +429,24 @@ def run_recover(args: argparse.Namespace) -> int:
     """
     args.bindings = None
     config = _config(args)
-    history = args.history
-    if history is None and config.journal_retention is not None:
-        history = config.journal_retention.directory
-    if history is None:
+    history_dir = args.history
+    if history_dir is None and config.journal_retention is not None:
+        history_dir = config.journal_retention.directory
+    if history_dir is None:
         raise ConfigError(
             "store data recover needs --history (or a journal-retention directory in --config)",
             key="history", allowed="the retention folder to recover from",
         )
     _bindings, messages = file_journal_options(config, lock=False)
-    report = repair.recover(
-        history, args.target, journal=messages.directory, prefix=messages.prefix,
+    report = history.recover(
+        history_dir, args.target, journal=messages.directory, prefix=messages.prefix,
         kind=messages.kind, file_size=config.journal_file_size if args.config else None,
         undelete=args.undelete, events=args.events, force=args.force,
     )
     console = _console()
     from_history = sum(1 for s in report.sources if s.origin == "history")
     console.print(
-        f"read {len(report.sources)} files ({from_history} from {history}, "
+        f"read {len(report.sources)} files ({from_history} from {history_dir}, "
         f"{len(report.sources) - from_history} from {messages.directory}), "
         f"{report.generations} compaction generation(s)"
     )

@@ -49,7 +49,6 @@ from store.file import format as fmt
 from store.file import integrity
 from store.file.lock import LOCK_NAME
 from store.file.reader import Cursor, Tail, find_after, scan
-from store.file.retention import history_files
 from store.file.segments import SegmentNaming
 from store.fs import FileSystem, OsFileSystem
 from store.journal.api import LoadResult, RecordInfo, RecordType
@@ -61,7 +60,6 @@ __all__ = [
     "HEADER_ZERO",
     "DirectoryListing",
     "FileScan",
-    "HistoryReplay",
     "JournalFile",
     "JournalScan",
     "Leftover",
@@ -76,7 +74,6 @@ __all__ = [
     "lock_holder",
     "open_journal_file",
     "read_bytes",
-    "replay_history",
     "scan_file",
     "scan_journal",
 ]
@@ -563,98 +560,6 @@ def _feed_ever(ever: Replayer, rec: RecordView) -> None:
     elif rtype == _UPDATE_TX:
         ever.update_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
     # DELETE_TX is not fed: deletes are what this replayer ignores.
-
-
-# -- history ---------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class HistoryReplay:
-    """A retention folder plus a journal directory, replayed as one journal.
-
-    ``scans`` (judged, records dropped) and ``origins`` (``"history"`` / ``"journal"``) are
-    parallel, in file-id order; ``replay`` holds the newest generation's state, ``deleted`` and
-    ``events`` what every generation deleted and the event records. Thread-safety: none; one
-    caller builds and reads it.
-    """
-
-    scans: list[FileScan]
-    origins: list[str]
-    replay: RecordReplay
-    deleted: list[RecordInfo]
-    events: list[RecordInfo]
-    generations: int = 1
-
-    @property
-    def sources(self) -> list[JournalFile]:
-        """The files read, in file-id order."""
-        return [s.file for s in self.scans]
-
-
-def replay_history(
-    history: str | None,
-    journal: str | None,
-    *,
-    prefix: str = "data",
-    undelete: bool = False,
-    fs: FileSystem | None = None,
-) -> HistoryReplay:
-    """Replay every history copy in ``history`` and every file of ``journal`` (read-only).
-
-    One file per file id (the journal's own file wins over its copy), in file-id order, with
-    the load's rules; damaged data is read up to the damage (the verdicts are on the scans).
-    A compactor output restates the live state of everything before it, so the replay starts
-    a new **generation** at the first file of each output: a file whose records were all
-    rewritten by compaction and that does not continue the previous one (consecutive id and
-    lsn). With ``undelete``, what each generation deleted is kept. Returns the
-    :class:`HistoryReplay`. Raises StoreIOError when a file cannot be read.
-    """
-    fs = fs or OsFileSystem()
-    by_id: dict[int, tuple[JournalFile, str]] = {}
-    if history is not None and fs.exists(history):
-        for fid, path in history_files(fs, SegmentNaming(history, prefix), history):
-            f = open_journal_file(fs, path, name_id=fid)
-            if f.file_id is not None:
-                by_id[f.file_id] = (f, "history")
-    if journal is not None:
-        for f in list_directory(journal, prefix=prefix, fs=fs).files:
-            if f.file_id is not None:
-                by_id[f.file_id] = (f, "journal")
-    result = HistoryReplay([], [], RecordReplay(keep_history=undelete), [], [])
-    prev: FileScan | None = None
-    for key in sorted(by_id):
-        f, origin = by_id[key]
-        s = scan_file(f, read_bytes(fs, f.path), keep_records=True)
-        result.scans.append(s)
-        result.origins.append(origin)
-        if not s.count:
-            continue
-        if prev is not None and _starts_generation(prev, s):
-            _close_generation(result)
-            result.replay = RecordReplay(keep_history=undelete)
-            result.generations += 1
-        result.replay.feed(key, s.records)
-        s.records = []
-        prev = s
-    _close_generation(result)
-    judge(result.scans)
-    return result
-
-
-def _close_generation(result: HistoryReplay) -> None:
-    result.deleted.extend(result.replay.deleted())
-    result.events.extend(result.replay.events)
-
-
-def _starts_generation(prev: FileScan, s: FileScan) -> bool:
-    if not s.compacted:
-        return False
-    continues = (
-        prev.compacted
-        and s.file.file_id == (prev.file.file_id or 0) + 1
-        and s.first_lsn == prev.last_lsn + 1
-    )
-    return not continues
 
 
 # -- the directory lock ------------------------------------------------------------------------

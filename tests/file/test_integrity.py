@@ -20,7 +20,7 @@ from store.cli.main import main
 from store.errors import CorruptionError, LostDataError, StoreError
 from store.file import compact as compaction
 from store.file import format as fmt
-from store.file import reader, repair, survey
+from store.file import reader, repair, survey, verify
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.segments import SegmentNaming
@@ -89,7 +89,7 @@ def _assert_refused_everywhere(
 ) -> None:
     """verify names it (exit 5), print exits 5 with the load's error, repair refuses, and the
     load raises the same error."""
-    report = repair.verify(str(directory))
+    report = verify.verify(str(directory))
     assert not report.ok
     errors = [(f.kind, f.path, f.lost) for f in report.errors]
     assert (kind, path, lost) in errors
@@ -170,7 +170,7 @@ def test_a_listed_file_whose_records_were_wiped_is_refused(journal: Path) -> Non
     data = bytearray(path.read_bytes())
     data[fmt.DATA_START :] = bytes(len(data) - fmt.DATA_START)
     path.write_bytes(bytes(data))
-    report = repair.verify(str(journal))
+    report = verify.verify(str(journal))
     assert [(f.kind, f.lost) for f in report.errors] == [
         ("lost-records", (victim.first_lsn, victim.last_lsn))
     ]
@@ -184,14 +184,14 @@ def test_a_listed_file_whose_records_were_wiped_is_refused(journal: Path) -> Non
 def test_an_intact_journal_loads_and_verifies_clean_and_markers_are_not_records(
     journal: Path,
 ) -> None:
-    report = repair.verify(str(journal))
+    report = verify.verify(str(journal))
     assert report.ok and report.findings == []
     assert sum(f.markers for f in report.files) >= len(data_files(journal)) - 1
     loaded = load(journal)
     assert loaded.records and loaded.prepared
     # Reopened after a load that wrote (failed-tx rollbacks, a new file): still clean.
     assert load(journal).records == loaded.records
-    assert repair.verify(str(journal)).ok
+    assert verify.verify(str(journal)).ok
 
 
 def test_reclaim_and_compaction_retire_files_without_a_false_alarm(tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_reclaim_and_compaction_retire_files_without_a_false_alarm(tmp_path: Pat
         for i in range(1200, 1300):
             j.append_add(i, 1, b"after the compaction")
         j.reclaim()
-    assert repair.verify(str(directory)).ok
+    assert verify.verify(str(directory)).ok
     assert [r.id for r in load(directory).records] == list(range(1160, 1300))
     # ... and the markers still protect the journal: a compaction output is listed too.
     victim = data_files(directory)[0]
@@ -309,10 +309,10 @@ def test_a_forced_cut_restates_the_files_left_so_the_journal_loads(tmp_path: Pat
         f.write(b"X")
     with pytest.raises(CorruptionError):
         load(directory)
-    assert [f.kind for f in repair.verify(str(directory)).errors] == ["checksum"]
+    assert [f.kind for f in verify.verify(str(directory)).errors] == ["checksum"]
     report = repair.repair(str(directory), force=True)
     (cut,) = report.cuts
     assert cut.offset == damaged.offset and cut.marker_at == damaged.offset
-    assert repair.verify(str(directory)).ok
+    assert verify.verify(str(directory)).ok
     ids = [r.id for r in load(directory).records]
     assert 1000 in ids and 1001 not in ids

@@ -1,0 +1,39 @@
+"""store.maintenance: ``store data compact`` on a whole store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from store import StoreConfig, open_store
+from store.journal.api import RecordInfo
+from store.maintenance import compact_store
+
+SIZE = 4096
+
+def test_compact_store_compacts_both_journals_and_keeps_the_data(tmp_path: Path) -> None:
+    config = StoreConfig.from_mapping({
+        "journal-directory": str(tmp_path / "j"), "bindings-directory": str(tmp_path / "b"),
+        "journal-file-size": SIZE, "journal-type": "NIO", "journal-compact-min-files": 0,
+    })
+    with open_store(config) as s:
+        s.messages.load()
+        s.bindings.load()
+        s.bindings.append_add(1, 21, b"queue")
+        for i in range(200):
+            s.messages.append_add(i, 45, b"m" * 40)
+        for i in range(200):
+            if i % 10:
+                s.messages.append_delete(i)
+        expected = [RecordInfo(i, 45, b"m" * 40, False) for i in range(0, 200, 10)]
+    steps: list[str] = []
+    results = compact_store(config, on_step=steps.append)
+    assert steps == ["loading bindings", "compacting bindings", "loading messages",
+                     "compacting messages"]
+    assert [r.journal for r in results] == ["bindings", "messages"]
+    messages = results[1]
+    assert messages.after.extra["data_files"] < messages.before.extra["data_files"]
+    assert messages.after.bytes_live == messages.before.bytes_live
+    with open_store(config) as s:
+        assert s.messages.load().records == expected
+        assert s.bindings.load().records == [RecordInfo(1, 21, b"queue", False)]
+
