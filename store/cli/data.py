@@ -11,7 +11,7 @@
 Every subcommand calls one library function and only formats its result: ``print``
 ``store.file.survey.scan_journal``, ``verify`` ``store.file.verify.verify``, ``repair``
 ``store.file.repair.repair`` (``--salvage``: ``store.file.salvage.salvage``), ``compact``
-``store.maintenance.compact_store``, ``recover`` ``store.file.history.recover``. The
+``store.maintenance.compact_store``, ``recover`` ``store.file.history.recover_from_history``. The
 directories come from ``--config`` (TOML or broker.xml; Artemis's defaults ``data/journal`` and
 ``data/bindings`` without one), overridden by ``--journal`` / ``--bindings``;
 ``--skip-bindings`` / ``--skip-journal`` leave one out.
@@ -438,7 +438,7 @@ def run_recover(args: argparse.Namespace) -> int:
             key="history", allowed="the retention folder to recover from",
         )
     _bindings, messages = file_journal_options(config, lock=False)
-    report = history.recover(
+    report = history.recover_from_history(
         history_dir, args.target, journal=messages.directory, prefix=messages.prefix,
         kind=messages.kind, file_size=config.journal_file_size if args.config else None,
         undelete=args.undelete, events=args.events, force=args.force,

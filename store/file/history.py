@@ -1,8 +1,8 @@
 """Recovering a journal from its retention history: ``store data recover``.
 
-:func:`recover` rebuilds a journal in a new directory from a retention history folder (see
-``store.file.retention``) plus the current journal files; :func:`replay_history` is its
-read-only half. Choices, after Artemis's ``data recover`` but explicit:
+:func:`recover_from_history` rebuilds a journal in a new directory from a retention history
+folder (see ``store.file.retention``) plus the current journal files; :func:`replay_history` is
+its read-only half. Choices, after Artemis's ``data recover`` but explicit:
 
 - sources are every history copy and every journal file, one per file id (the journal's own
   file wins over its copy), replayed in file-id order with the load's rules; damaged data is
@@ -57,7 +57,7 @@ __all__ = [
     "HistoryReplay",
     "RecoverReport",
     "SourceFile",
-    "recover",
+    "recover_from_history",
     "replay_history",
 ]
 
@@ -153,7 +153,8 @@ def _starts_generation(prev: FileScan, s: FileScan) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """One file :func:`recover` read; ``damage`` says why its data ended early, if it did.
+    """One file :func:`recover_from_history` read; ``damage`` says why its data ended early,
+    if it did.
 
     Immutable; safe to share.
     """
@@ -168,7 +169,7 @@ class SourceFile:
 
 @dataclass(frozen=True, slots=True)
 class RecoverReport:
-    """What :func:`recover` read and wrote (counts are records written to ``target``).
+    """What :func:`recover_from_history` read and wrote (counts are records written to ``target``).
 
     ``failed`` lists the transactions found incomplete (left out); ``generations`` how many
     compaction generations were replayed. Immutable once returned; safe to share read-only.
@@ -184,7 +185,7 @@ class RecoverReport:
     generations: int
 
 
-def recover(
+def recover_from_history(
     history: str | None,
     target: str,
     *,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from store.errors import ConfigError
-from store.file.history import recover
+from store.file.history import recover_from_history
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.journal.api import RecordInfo, RecordType
@@ -41,7 +41,7 @@ def test_recover_writes_the_live_state_from_history_and_journal(tmp_path: Path) 
         j.append_add(100, 45, b"message-100")
         j.flush()
         j.reclaim()
-    report = recover(str(history), str(tmp_path / "t"), journal=opts.directory)
+    report = recover_from_history(str(history), str(tmp_path / "t"), journal=opts.directory)
     expected = load(Path(opts.directory))
     assert expected.failed == [600]
     assert (report.records, report.prepared, report.deleted, report.events) == (
@@ -64,7 +64,7 @@ def test_recover_undelete_and_events_bring_back_what_was_deleted(tmp_path: Path)
         for i in range(0, 60, 2):
             j.append_delete(i)
         j.append_event(9000, 49, b"an event")
-    report = recover(
+    report = recover_from_history(
         str(history), str(tmp_path / "t"), journal=opts.directory, undelete=True, events=True
     )
     assert (report.records, report.deleted, report.events) == (31, 30, 1)
@@ -91,7 +91,7 @@ def test_recover_restarts_the_replay_at_a_compaction_output(tmp_path: Path) -> N
     out.file(A + 2).rec(id=4, cc=1)
     out.file(B).rec(RecordType.DELETE, id=3, body=b"")
     out.write(tmp_path / "j")
-    report = recover(str(history), str(tmp_path / "t"), journal=str(tmp_path / "j"),
+    report = recover_from_history(str(history), str(tmp_path / "t"), journal=str(tmp_path / "j"),
                             undelete=True)
     assert report.generations == 2
     assert [s.file_id for s in report.sources] == [A, A + 1, A + 2, B]
@@ -104,16 +104,16 @@ def test_recover_refuses_a_target_that_is_not_empty(tmp_path: Path) -> None:
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "something").write_text("x")
     with pytest.raises(ConfigError, match="not empty"):
-        recover(None, str(tmp_path / "t"), journal=str(tmp_path / "j"))
+        recover_from_history(None, str(tmp_path / "t"), journal=str(tmp_path / "j"))
     with pytest.raises(ConfigError, match="no journal files"):
-        recover(str(tmp_path / "nothing"), str(tmp_path / "t2"))
+        recover_from_history(str(tmp_path / "nothing"), str(tmp_path / "t2"))
 
 
 def test_recover_reads_around_damage_and_reports_it(
     corrupt_middle: tuple[Path, Builder], tmp_path: Path
 ) -> None:
     directory, _b = corrupt_middle
-    report = recover(None, str(tmp_path / "t"), journal=str(directory))
+    report = recover_from_history(None, str(tmp_path / "t"), journal=str(directory))
     damaged = [s for s in report.sources if s.damage is not None]
     assert [s.file_id for s in damaged] == [A]
     assert ids(load(tmp_path / "t")) == [1, 2, 6, 7, 8, 9, 10]
