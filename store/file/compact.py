@@ -52,8 +52,8 @@ from store.file.index import LiveIndex
 from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.fs import FileSystem
-from store.journal.api import RecordType
-from store.journal.replay import Replayer
+from store.journal.api import ADD, ADD_TX, DELETE_TX, EVENT, PREPARE, UPDATE, UPDATE_TX
+from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer
 
 if TYPE_CHECKING:
     from store.file.journal import FileJournal
@@ -72,7 +72,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _MAGIC = "SJNL-COMPACT 1"
-_KIND_TO_TYPE = {0: RecordType.ADD_TX, 1: RecordType.UPDATE_TX, 2: RecordType.DELETE_TX}
+_OP_TO_TYPE = {OP_ADD: ADD_TX, OP_UPDATE: UPDATE_TX, OP_DELETE: DELETE_TX}
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +233,7 @@ class OutputWriter:
             if fmt.marker_size(len(previous)) > min(space, seg.size // 4):
                 marker = fmt.Marker(fmt.MARKER_FILES, known=False)
             if fmt.marker_size(len(marker.files)) <= space:
-                self._put(seg, int(RecordType.EVENT), fmt.encode_marker(marker), fmt.FLAG_MARKER)
+                self._put(seg, EVENT, fmt.encode_marker(marker), fmt.FLAG_MARKER)
         return seg
 
     def _finish(self) -> None:
@@ -252,9 +252,9 @@ class OutputWriter:
         seg = self.seg
         if seg is None or fmt.DATA_START + len(self.buf) + n > seg.size:
             seg = self._open(n)
-        tx_count = self.tx_counts.get(tx_id, 0) if rtype == RecordType.PREPARE else 0
+        tx_count = self.tx_counts.get(tx_id, 0) if rtype == PREPARE else 0
         self._put(seg, rtype, body, 0, id=id, tx_id=tx_id, urt=urt, tx_count=tx_count)
-        if rtype in (RecordType.ADD_TX, RecordType.UPDATE_TX, RecordType.DELETE_TX):
+        if rtype == ADD_TX or rtype == UPDATE_TX or rtype == DELETE_TX:
             self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
 
     def _put(
@@ -360,14 +360,14 @@ def compact(journal: FileJournal) -> bool:
                 # are dead. Open transactions' records are copied whatever happened since,
                 # because their commit may sit in the current file.
                 continue
-            rtype = RecordType.UPDATE if info.is_update else RecordType.ADD
+            rtype = UPDATE if info.is_update else ADD
             out.write(rtype, id=info.id, urt=info.user_record_type, body=info.data)
         for tx_id, ops in open_txs.items():
             for kind, rid, urt, body in ops:
-                out.write(_KIND_TO_TYPE[kind], id=rid, tx_id=tx_id, urt=urt, body=body)
+                out.write(_OP_TO_TYPE[kind], id=rid, tx_id=tx_id, urt=urt, body=body)
             xid = prepared.get(tx_id)
             if xid is not None:
-                out.write(RecordType.PREPARE, tx_id=tx_id, body=xid)
+                out.write(PREPARE, tx_id=tx_id, body=xid)
         new_files = out.close()
         write_control(
             fs,

@@ -51,7 +51,7 @@ from store.file.survey import (
 )
 from store.fs import FileSystem, OsFileSystem
 from store.journal.api import RecordInfo
-from store.journal.replay import TxOp
+from store.journal.replay import OP_ADD, OP_UPDATE, TxOp
 
 __all__ = [
     "HistoryReplay",
@@ -300,9 +300,9 @@ class _EntryWriter:
 
 def _write_prepared(out: FileJournal, tx_id: int, ops: list[TxOp], xid: bytes) -> None:
     for op_kind, rid, urt, body in ops:
-        if op_kind == 0:
+        if op_kind == OP_ADD:
             out.append_add_tx(tx_id, rid, urt, body)
-        elif op_kind == 1:
+        elif op_kind == OP_UPDATE:
             out.append_update_tx(tx_id, rid, urt, body)
         else:
             out.append_delete_tx(tx_id, rid)

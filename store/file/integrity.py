@@ -78,6 +78,7 @@ from store.errors import ChecksumError, CorruptionError, LostDataError
 from store.file import format as fmt
 from store.file.reader import Tail, classify
 from store.file.segments import SegmentNaming
+from store.journal.api import EVENT
 
 __all__ = [
     "LOST_KINDS",
@@ -94,7 +95,6 @@ __all__ = [
 #: Problem kinds that mean records are gone (rules 3 and 4); a plain repair cannot fix them.
 LOST_KINDS = frozenset({"truncated", "missing-file", "lost-records"})
 
-_EVENT = 10
 _SALVAGE_HINT = (
     "put the file back if it was moved away; otherwise `store data repair --salvage` rewrites "
     "the journal from what is left and reports what is lost (the original files are kept)"
@@ -197,7 +197,7 @@ def read_markers(data: bytes | memoryview, records: Iterable[Sequence[Any]]) -> 
     """
     found = []
     for rec in records:
-        if rec[2] == _EVENT and data[rec[0] + 7] & fmt.FLAG_MARKER:
+        if rec[2] == EVENT and data[rec[0] + 7] & fmt.FLAG_MARKER:
             marker = fmt.decode_marker(bytes(rec[-1]))
             if marker is not None:
                 found.append(marker)
@@ -267,7 +267,7 @@ def _tail_markers(tail: Tail) -> list[fmt.Marker]:
     as files gone missing."""
     found = []
     for rec in tail.records:
-        if rec.type == _EVENT and rec.flags & fmt.FLAG_MARKER:
+        if rec.type == EVENT and rec.flags & fmt.FLAG_MARKER:
             marker = fmt.decode_marker(rec.body)
             if marker is not None:
                 found.append(marker)

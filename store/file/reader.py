@@ -24,22 +24,23 @@ from dataclasses import dataclass, field
 
 from store.errors import ChecksumError
 from store.file import format as fmt
-from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex
+from store.file.index import LiveIndex
 from store.file.segments import Segment
-from store.journal.api import RecordType
-from store.journal.replay import Replayer
+from store.journal.api import (
+    ADD,
+    ADD_TX,
+    COMMIT,
+    DELETE,
+    DELETE_TX,
+    PREPARE,
+    ROLLBACK,
+    UPDATE,
+    UPDATE_TX,
+)
+from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer
 
 log = logging.getLogger(__name__)
 
-_ADD = int(RecordType.ADD)
-_UPDATE = int(RecordType.UPDATE)
-_DELETE = int(RecordType.DELETE)
-_ADD_TX = int(RecordType.ADD_TX)
-_UPDATE_TX = int(RecordType.UPDATE_TX)
-_DELETE_TX = int(RecordType.DELETE_TX)
-_PREPARE = int(RecordType.PREPARE)
-_COMMIT = int(RecordType.COMMIT)
-_ROLLBACK = int(RecordType.ROLLBACK)
 
 __all__ = ["Cursor", "Tail", "classify", "find_after", "replay_file", "scan"]
 
@@ -239,8 +240,8 @@ def replay_file(
     pos = 0
     live_bytes = 0
     for _off, length, rtype, urt, _cc, _lsn, rid, tx_id, tx_count, body in records:
-        if rtype == _ADD or rtype == _UPDATE:
-            if rtype == _ADD:
+        if rtype == ADD or rtype == UPDATE:
+            if rtype == ADD:
                 r_add(rid, urt, body)
             else:
                 r_update(rid, urt, body)
@@ -248,7 +249,7 @@ def replay_file(
                 pos += 1
                 live_bytes += length
                 where = live.get(rid)
-                if rtype == _ADD:
+                if rtype == ADD:
                     if updated_only:
                         updated_only.discard(rid)
                 elif where is None:
@@ -260,24 +261,24 @@ def replay_file(
                 else:
                     where.append(seg)  # type: ignore[union-attr]
                     where.append(length)  # type: ignore[union-attr]
-        elif rtype == _DELETE:
+        elif rtype == DELETE:
             r_delete(rid)
             if index is not None:
                 index.delete(rid, seg)
-        elif rtype == _ADD_TX or rtype == _UPDATE_TX or rtype == _DELETE_TX:
+        elif rtype == ADD_TX or rtype == UPDATE_TX or rtype == DELETE_TX:
             in_file[tx_id] = in_file.get(tx_id, 0) + 1
-            if rtype == _ADD_TX:
+            if rtype == ADD_TX:
                 r_add_tx(tx_id, rid, urt, body)
-                kind = TX_ADD
-            elif rtype == _UPDATE_TX:
+                kind = OP_ADD
+            elif rtype == UPDATE_TX:
                 r_update_tx(tx_id, rid, urt, body)
-                kind = TX_UPDATE
+                kind = OP_UPDATE
             else:
                 r_delete_tx(tx_id, rid)
-                kind = TX_DELETE
+                kind = OP_DELETE
             if index is not None:
                 index.tx_record(tx_id, kind, rid, seg, length)
-        elif rtype == _PREPARE:
+        elif rtype == PREPARE:
             if in_file.get(tx_id, 0) != tx_count:
                 in_file.pop(tx_id, None)
                 log.warning("prepared transaction %d is incomplete in %s", tx_id, seg.path)
@@ -288,7 +289,7 @@ def replay_file(
                 replayer.prepare(tx_id, body)
                 if index is not None:
                     index.prepare_in(tx_id, seg)
-        elif rtype == _COMMIT:
+        elif rtype == COMMIT:
             # The count starts again when a transaction ends: its id may be used again (a
             # failed id reused after a restart, DESIGN §4), even within this same file.
             if in_file.pop(tx_id, 0) != tx_count and replayer.is_open(tx_id):
@@ -300,7 +301,7 @@ def replay_file(
                 replayer.commit(tx_id)
                 if index is not None:
                     index.commit(tx_id, seg)
-        elif rtype == _ROLLBACK:
+        elif rtype == ROLLBACK:
             in_file.pop(tx_id, None)
             replayer.rollback(tx_id)
             if index is not None:

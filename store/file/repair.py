@@ -34,7 +34,7 @@ from store.file.lock import DirectoryLock
 from store.file.segments import SegmentNaming
 from store.file.survey import FileScan, JournalFile, scan_journal
 from store.fs import FileHandle, FileSystem, OsFileSystem, copy_file
-from store.journal.api import RecordType
+from store.journal.api import EVENT
 
 __all__ = ["Cut", "MovedFile", "RepairReport", "repair"]
 
@@ -265,7 +265,7 @@ def _restate(
         if fmt.marker_size(0) > room:
             return None
     raw = fmt.encode_record(
-        int(RecordType.EVENT), file_id=s.file.file_id, lsn=lsn, durable_lsn=lsn - 1,
+        EVENT, file_id=s.file.file_id, lsn=lsn, durable_lsn=lsn - 1,
         body=fmt.encode_marker(marker), flags=fmt.FLAG_MARKER,
     )
     handle.pwrite(raw, s.tail.end)

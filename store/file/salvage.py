@@ -58,12 +58,12 @@ from store.file.survey import (
     scan_journal,
 )
 from store.fs import FileSystem, OsFileSystem, copy_file
-from store.journal.api import RecordType
+from store.journal.api import ADD, ADD_TX, DELETE_TX, EVENT, PREPARE, UPDATE, UPDATE_TX, RecordType
+from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE
 
 __all__ = ["DroppedRecord", "Dropped", "SalvageReport", "salvage"]
 
-_EVENT = int(RecordType.EVENT)
-_KIND_TO_TYPE = {0: RecordType.ADD_TX, 1: RecordType.UPDATE_TX, 2: RecordType.DELETE_TX}
+_OP_TO_TYPE = {OP_ADD: ADD_TX, OP_UPDATE: UPDATE_TX, OP_DELETE: DELETE_TX}
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +254,7 @@ def _scan_from(s: FileScan, data: bytes, start: int) -> FileScan:
     part = FileScan(s.file)
     cursor = Cursor()
     for raw in scan(data, file_id, cursor, start):
-        if raw[2] == _EVENT and data[raw[0] + 7] & fmt.FLAG_MARKER:
+        if raw[2] == EVENT and data[raw[0] + 7] & fmt.FLAG_MARKER:
             continue  # the new journal writes its own markers
         part.records.append(RecordView._make(raw))
     part.end, part.last_lsn, part.count = cursor.end, cursor.last_lsn, cursor.count
@@ -347,14 +347,14 @@ def _write(
     )
     out = compaction.OutputWriter(segments, max(ids, default=0) + 1, 0, markers=True)
     for info in replay.result().records:
-        rtype = RecordType.UPDATE if info.is_update else RecordType.ADD
+        rtype = UPDATE if info.is_update else ADD
         out.write(rtype, id=info.id, urt=info.user_record_type, body=info.data)
     for tx_id, (ops, xid) in replay.open_transactions().items():
         if xid is None:
             continue  # never prepared: it fails at the next load as it would have
         for op_kind, rid, urt, body in ops:
-            out.write(_KIND_TO_TYPE[op_kind], id=rid, tx_id=tx_id, urt=urt, body=body)
-        out.write(RecordType.PREPARE, tx_id=tx_id, body=xid)
+            out.write(_OP_TO_TYPE[op_kind], id=rid, tx_id=tx_id, urt=urt, body=body)
+        out.write(PREPARE, tx_id=tx_id, body=xid)
     files = out.close()
     for seg in files:
         if seg.handle is not None:

@@ -51,7 +51,20 @@ from store.file.lock import LOCK_NAME
 from store.file.reader import Cursor, Tail, find_after, scan
 from store.file.segments import SegmentNaming
 from store.fs import FileSystem, OsFileSystem
-from store.journal.api import LoadResult, RecordInfo, RecordType
+from store.journal.api import (
+    ADD,
+    ADD_TX,
+    COMMIT,
+    DELETE,
+    DELETE_TX,
+    EVENT,
+    PREPARE,
+    ROLLBACK,
+    UPDATE,
+    UPDATE_TX,
+    LoadResult,
+    RecordInfo,
+)
 from store.journal.replay import Replayer, TxOp
 
 __all__ = [
@@ -296,7 +309,7 @@ def scan_file(file: JournalFile, data: bytes, *, keep_records: bool = False) -> 
         if not result.count:
             result.first_lsn = raw[5]
         result.count += 1  # cursor.count is only set once the scan ends
-        if raw[2] == _EVENT and data[raw[0] + 7] & fmt.FLAG_MARKER:
+        if raw[2] == EVENT and data[raw[0] + 7] & fmt.FLAG_MARKER:
             marker = fmt.decode_marker(bytes(raw[9]))
             if marker is not None:
                 result.markers.append(MarkerView(raw[0], raw[5], marker))
@@ -414,16 +427,6 @@ def scan_journal(
 
 # -- replay ------------------------------------------------------------------------------------
 
-_ADD = int(RecordType.ADD)
-_UPDATE = int(RecordType.UPDATE)
-_DELETE = int(RecordType.DELETE)
-_ADD_TX = int(RecordType.ADD_TX)
-_UPDATE_TX = int(RecordType.UPDATE_TX)
-_DELETE_TX = int(RecordType.DELETE_TX)
-_PREPARE = int(RecordType.PREPARE)
-_COMMIT = int(RecordType.COMMIT)
-_ROLLBACK = int(RecordType.ROLLBACK)
-_EVENT = int(RecordType.EVENT)
 
 
 class RecordReplay:
@@ -458,22 +461,22 @@ class RecordReplay:
         for rec in records:
             rtype = rec.type
             self.counts[rtype] += 1
-            if rtype == _ADD:
+            if rtype == ADD:
                 r.add(rec.id, rec.user_type, rec.body)
-            elif rtype == _UPDATE:
+            elif rtype == UPDATE:
                 r.update(rec.id, rec.user_type, rec.body)
-            elif rtype == _DELETE:
+            elif rtype == DELETE:
                 r.delete(rec.id)
                 continue  # the history replayer ignores deletes
-            elif rtype in (_ADD_TX, _UPDATE_TX, _DELETE_TX):
+            elif rtype in (ADD_TX, UPDATE_TX, DELETE_TX):
                 self._tx_record(file_key, rec)
-            elif rtype in (_PREPARE, _COMMIT):
+            elif rtype in (PREPARE, COMMIT):
                 self._complete(file_key, rec)
                 continue
-            elif rtype == _ROLLBACK:
+            elif rtype == ROLLBACK:
                 self._end(rec.tx_id, rollback=True)
                 continue
-            elif rtype == _EVENT:
+            elif rtype == EVENT:
                 self.events.append(RecordInfo(rec.id, rec.user_type, rec.body, False))
                 continue
             if ever is not None:
@@ -482,9 +485,9 @@ class RecordReplay:
     def _tx_record(self, file_key: int, rec: RecordView) -> None:
         files = self._txs.setdefault(rec.tx_id, {})
         files[file_key] = files.get(file_key, 0) + 1
-        if rec.type == _ADD_TX:
+        if rec.type == ADD_TX:
             self.replayer.add_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
-        elif rec.type == _UPDATE_TX:
+        elif rec.type == UPDATE_TX:
             self.replayer.update_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
         else:
             self.replayer.delete_tx(rec.tx_id, rec.id)
@@ -492,13 +495,13 @@ class RecordReplay:
     def _complete(self, file_key: int, rec: RecordView) -> None:
         tx_id = rec.tx_id
         files = self._txs.get(tx_id)
-        if rec.type == _COMMIT and files is None:
+        if rec.type == COMMIT and files is None:
             return  # nothing collected: reclaimed, or an empty transaction
         if files is not None and files.get(file_key, 0) != rec.tx_count:
             self.replayer.discard(tx_id)
             self._end(tx_id, rollback=False, discard=True)
             return
-        if rec.type == _PREPARE:
+        if rec.type == PREPARE:
             self.replayer.prepare(tx_id, rec.body)
             self._txs.setdefault(tx_id, {}).setdefault(file_key, 0)
             if self._ever is not None:
@@ -551,13 +554,13 @@ class RecordReplay:
 
 def _feed_ever(ever: Replayer, rec: RecordView) -> None:
     rtype = rec.type
-    if rtype == _ADD:
+    if rtype == ADD:
         ever.add(rec.id, rec.user_type, rec.body)
-    elif rtype == _UPDATE:
+    elif rtype == UPDATE:
         ever.update(rec.id, rec.user_type, rec.body)
-    elif rtype == _ADD_TX:
+    elif rtype == ADD_TX:
         ever.add_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
-    elif rtype == _UPDATE_TX:
+    elif rtype == UPDATE_TX:
         ever.update_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
     # DELETE_TX is not fed: deletes are what this replayer ignores.
 
