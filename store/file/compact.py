@@ -48,8 +48,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from store.file import format as fmt
+from store.file import integrity
 from store.file.index import LiveIndex
-from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
+from store.file.reader import Cursor, Tail, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.fs import FileSystem
 from store.journal.api import ADD, ADD_TX, DELETE_TX, EVENT, PREPARE, UPDATE, UPDATE_TX
@@ -297,7 +298,7 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
         records = scan(raw, seg.file_id, cur)
         # A finished file is never the last one written: valid data after its end of data
         # means damage, and compacting past it would drop records. Refuse instead.
-        classify(
+        integrity.classify(
             seg.path,
             Tail(cur.end, find_after(raw, seg.file_id, cur.end)),
             missing_lsn=cur.last_lsn + 1,

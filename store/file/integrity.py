@@ -8,7 +8,7 @@ reported:
 1. **Headers** (:func:`header_problems`): a damaged header or one of an unknown version, a file
    of the other journal kind, two files carrying one file id.
 2. **Tails** (:func:`tail_problems`), per file in file-id order
-   (``store.file.reader.classify``): only the last file holding data may end in a torn tail;
+   (:func:`classify`): only the last file holding data may end in a torn tail;
    valid records after the end of data of an earlier file, or records proving by their
    ``durable_lsn`` that the missing one had been durable, are a checksum failure.
 3. **Sizes**: a file shorter than the ``file_size`` its header states has been truncated.
@@ -76,7 +76,7 @@ from typing import Any
 
 from store.errors import ChecksumError, CorruptionError, LostDataError
 from store.file import format as fmt
-from store.file.reader import Tail, classify
+from store.file.reader import Tail
 from store.file.segments import SegmentNaming
 from store.journal.api import EVENT
 
@@ -85,6 +85,7 @@ __all__ = [
     "FileFacts",
     "HeaderFacts",
     "Problem",
+    "classify",
     "expected_files",
     "header_problems",
     "judge",
@@ -202,6 +203,42 @@ def read_markers(data: bytes | memoryview, records: Iterable[Sequence[Any]]) -> 
             if marker is not None:
                 found.append(marker)
     return found
+
+
+def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
+    """Raise ChecksumError if the records after the end of data prove it had been durable.
+
+    ``missing_lsn`` is the lsn the record at the end of data would have had (a lower bound when
+    the file has no record in sequence). ``is_last`` says whether this is the last file written.
+    Returns quietly for a clean end or a torn tail.
+    """
+    if not tail.records:
+        return
+    first = tail.records[0]
+    if not is_last:
+        raise ChecksumError(
+            path,
+            tail.end,
+            f"no valid record at this offset, but {len(tail.records)} valid record(s) follow "
+            f"(first at offset {first.offset}, lsn {first.lsn}) and later files were written "
+            "after this one was synced",
+            hint="inspect with `store data verify`; `store data repair --force` drops what "
+            "follows the damage (a .broken copy is kept)",
+        )
+    proof = next(
+        (r for r in tail.records if r.durable_lsn >= missing_lsn or r.flags & fmt.FLAG_SYNCED),
+        None,
+    )
+    if proof is not None:
+        raise ChecksumError(
+            path,
+            tail.end,
+            f"no valid record at this offset (lsn {missing_lsn} expected), but the record at "
+            f"offset {proof.offset} (lsn {proof.lsn}) was written after lsn {proof.durable_lsn} "
+            "was durable",
+            hint="inspect with `store data verify`; `store data repair --force` drops what "
+            "follows the damage (a .broken copy is kept)",
+        )
 
 
 def tail_problems(files: Sequence[FileFacts]) -> list[Problem]:

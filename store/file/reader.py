@@ -8,8 +8,11 @@ sequence", "end of data"); this module applies them to a whole file's bytes:
 - :func:`find_after` finds every valid record of the file beyond a position (the bytes after the
   end of data): it searches for the file's id, which every record of this use of the file
   carries, so it runs at ``bytes.find`` speed rather than byte by byte;
-- :func:`classify` decides whether those records are a torn tail (unsynced, ignored) or prove
-  corruption (a :class:`~store.errors.ChecksumError` naming file and offset).
+- :func:`replay_file` dispatches a file's records to the shared replay rules (and the live
+  index), the one place the record types are dispatched.
+
+Whether the records after the end of data are a torn tail or prove corruption is decided in
+``store.file.integrity``, with every other judgement of a journal directory.
 
 Thread-safety: pure functions over bytes.
 """
@@ -22,7 +25,6 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from store.errors import ChecksumError
 from store.file import format as fmt
 from store.file.index import LiveIndex
 from store.file.segments import Segment
@@ -42,7 +44,7 @@ from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer
 log = logging.getLogger(__name__)
 
 
-__all__ = ["Cursor", "Tail", "classify", "find_after", "replay_file", "scan"]
+__all__ = ["Cursor", "Tail", "find_after", "replay_file", "scan"]
 
 _NONZERO = re.compile(rb"[^\x00]")
 _FILE_ID = struct.Struct("<Q")
@@ -172,42 +174,6 @@ class Tail:
     @property
     def max_lsn(self) -> int:
         return max((r.lsn for r in self.records), default=0)
-
-
-def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
-    """Raise ChecksumError if the records after the end of data prove it had been durable.
-
-    ``missing_lsn`` is the lsn the record at the end of data would have had (a lower bound when
-    the file has no record in sequence). ``is_last`` says whether this is the last file written.
-    Returns quietly for a clean end or a torn tail.
-    """
-    if not tail.records:
-        return
-    first = tail.records[0]
-    if not is_last:
-        raise ChecksumError(
-            path,
-            tail.end,
-            f"no valid record at this offset, but {len(tail.records)} valid record(s) follow "
-            f"(first at offset {first.offset}, lsn {first.lsn}) and later files were written "
-            "after this one was synced",
-            hint="inspect with `store data verify`; `store data repair --force` drops what "
-            "follows the damage (a .broken copy is kept)",
-        )
-    proof = next(
-        (r for r in tail.records if r.durable_lsn >= missing_lsn or r.flags & fmt.FLAG_SYNCED),
-        None,
-    )
-    if proof is not None:
-        raise ChecksumError(
-            path,
-            tail.end,
-            f"no valid record at this offset (lsn {missing_lsn} expected), but the record at "
-            f"offset {proof.offset} (lsn {proof.lsn}) was written after lsn {proof.durable_lsn} "
-            "was durable",
-            hint="inspect with `store data verify`; `store data repair --force` drops what "
-            "follows the damage (a .broken copy is kept)",
-        )
 
 
 def replay_file(

@@ -46,7 +46,7 @@ from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
 from store.file.lock import DirectoryLock
-from store.file.reader import Cursor, Tail, classify, find_after, scan
+from store.file.reader import Cursor, Tail, find_after, scan
 from store.file.segments import SegmentManager, SegmentNaming
 from store.file.survey import (
     FileScan,
@@ -237,7 +237,7 @@ def _read_file(
         missing = last_lsn + 1 if last_lsn else prev_max + 1
         resync = tail.records[0]
         try:
-            classify(s.file.path, tail, missing_lsn=missing, is_last=is_last)
+            integrity.classify(s.file.path, tail, missing_lsn=missing, is_last=is_last)
         except ChecksumError:  # damage: drop it and read on after it
             dropped.append(_skipped(s.file.path, data, file_id, tail.end, resync, missing))
             part = _scan_from(s, data, resync.offset)

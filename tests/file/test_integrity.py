@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 
 from store.cli.main import main
-from store.errors import CorruptionError, LostDataError, StoreError
+from store.errors import ChecksumError, CorruptionError, LostDataError, StoreError
 from store.file import compact as compaction
 from store.file import format as fmt
-from store.file import reader, repair, survey, verify
+from store.file import integrity, reader, repair, survey, verify
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
+from store.file.reader import Tail
 from store.file.segments import SegmentNaming
-from store.journal.api import LoadResult
+from store.journal.api import LoadResult, RecordType
 from tests.file.faultfs import FaultFileSystem
 
 SIZE = 16 * 1024
@@ -316,3 +317,58 @@ def test_a_forced_cut_restates_the_files_left_so_the_journal_loads(tmp_path: Pat
     assert verify.verify(str(directory)).ok
     ids = [r.id for r in load(directory).records]
     assert 1000 in ids and 1001 not in ids
+
+
+# -- classify ------------------------------------------------------------------------------------
+
+
+def _tail(*durables: int, end: int = 1000) -> Tail:
+    """A tail whose records have lsn 10, 11, … and the given durable_lsn values."""
+    records = [
+        fmt.Record(end + 100 * i, 60, int(RecordType.ADD), 0, 0, 65536, 10 + i, d, 1, 0, 0, b"")
+        for i, d in enumerate(durables)
+    ]
+    return Tail(end, records)
+
+
+def test_classify_a_clean_end_is_quiet() -> None:
+    integrity.classify("f", Tail(500), missing_lsn=5, is_last=False)
+    integrity.classify("f", Tail(500), missing_lsn=5, is_last=True)
+
+
+@pytest.mark.parametrize(
+    "durables",
+    [
+        pytest.param((8,), id="one-record-durable-below-missing"),
+        pytest.param((8, 8, 8), id="several-records-none-proves"),
+        pytest.param((0,), id="nothing-durable"),
+    ],
+)
+def test_classify_a_torn_tail_of_the_last_file_is_quiet(durables: tuple[int, ...]) -> None:
+    integrity.classify("f", _tail(*durables), missing_lsn=9, is_last=True)
+
+
+def test_classify_any_tail_in_a_file_that_is_not_the_last_is_corruption() -> None:
+    with pytest.raises(ChecksumError) as info:
+        integrity.classify("dir/data-1.jrn", _tail(0, end=1234), missing_lsn=9, is_last=False)
+    err = info.value
+    assert (err.path, err.offset) == ("dir/data-1.jrn", 1234)
+    assert "later files" in err.reason
+    assert err.hint is not None and "repair" in err.hint
+
+
+@pytest.mark.parametrize(
+    ("durables", "missing"),
+    [
+        pytest.param((9,), 9, id="durable-equals-missing"),
+        pytest.param((20,), 9, id="durable-above-missing"),
+        pytest.param((8, 8, 12), 9, id="a-later-record-proves"),
+    ],
+)
+def test_classify_a_record_proving_durability_is_corruption(
+    durables: tuple[int, ...], missing: int
+) -> None:
+    with pytest.raises(ChecksumError) as info:
+        integrity.classify("f", _tail(*durables, end=777), missing_lsn=missing, is_last=True)
+    assert info.value.offset == 777
+    assert f"lsn {missing} expected" in info.value.reason
