@@ -176,7 +176,7 @@ def run_print(args: argparse.Namespace) -> int:
         )
         print(f"{name} journal {opts.directory} (prefix {opts.prefix})")
         scans = {id(s.file): s for s in js.scans}
-        for f in js.listing.files:
+        for f in js.files:
             s = scans.get(id(f))
             print(_file_line(f, s))
             for marker in s.markers if s is not None else []:
@@ -185,6 +185,9 @@ def run_print(args: argparse.Namespace) -> int:
                 print(_record_line(rec, safe=args.safe, body_bytes=args.body_bytes))
         if js.records_kept < js.records_total:
             print(f"  ... {js.records_total - js.records_kept} more records not printed")
+        for f in js.retired:
+            print(f"  file {f.name} retired by an interrupted compaction (the next open "
+                  "removes it)")
         for item in js.listing.leftovers:
             print(f"  {item.kind}: {item.name}")
         assert js.replay is not None

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 from store.file import format as fmt
 from store.file import integrity
 from store.file.index import LiveIndex
-from store.file.reader import Cursor, Tail, find_after, replay_file, scan
+from store.file.reader import Cursor, FileReplay, Tail, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.fs import FileSystem
 from store.journal.api import ADD, ADD_TX, DELETE_TX, EVENT, PREPARE, UPDATE, UPDATE_TX
@@ -285,8 +285,8 @@ class OutputWriter:
         return self.files
 
 
-def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
-    replayer = Replayer()
+def _replay_files(journal: FileJournal, files: list[Segment]) -> FileReplay:
+    replay = FileReplay()
     fs = journal.options.fs
     for seg in files:
         handle = fs.open(seg.path)
@@ -304,8 +304,8 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
             missing_lsn=cur.last_lsn + 1,
             is_last=False,
         )
-        replay_file(records, seg, replayer)
-    return replayer
+        replay.feed(records, path=seg.path, file_id=seg.file_id)
+    return replay
 
 
 def _index_of(journal: FileJournal, files: list[Segment]) -> LiveIndex:
@@ -348,10 +348,9 @@ def compact(journal: FileJournal) -> bool:
             return False
         # Files waiting for their retention copy must be copied before they disappear.
         journal._retention_pass()
-        replayer = _replay_files(journal, old)
-        open_txs = replayer.open_transactions()
-        prepared = {tx: replayer.prepared_xid(tx) for tx in open_txs}
-        result = replayer.result()
+        replay = _replay_files(journal, old)
+        open_txs = replay.open_transactions()
+        result = replay.result()
         # Output records have their own lsn run (lsns only need to be consecutive within a
         # file) so the current file's sequence goes on untouched; SYNCED marks them durable.
         out = OutputWriter(journal.segments, max(f.file_id for f in old) + 1, 0)
@@ -363,10 +362,9 @@ def compact(journal: FileJournal) -> bool:
                 continue
             rtype = UPDATE if info.is_update else ADD
             out.write(rtype, id=info.id, urt=info.user_record_type, body=info.data)
-        for tx_id, ops in open_txs.items():
+        for tx_id, (ops, xid) in open_txs.items():
             for kind, rid, urt, body in ops:
                 out.write(_OP_TO_TYPE[kind], id=rid, tx_id=tx_id, urt=urt, body=body)
-            xid = prepared.get(tx_id)
             if xid is not None:
                 out.write(PREPARE, tx_id=tx_id, body=xid)
         new_files = out.close()

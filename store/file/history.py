@@ -34,20 +34,23 @@ from dataclasses import dataclass
 
 from store.errors import ConfigError
 from store.file import format as fmt
+from store.file import integrity
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
+from store.file.reader import FileReplay
 from store.file.retention import history_files
 from store.file.segments import SegmentNaming
 from store.file.survey import (
     FileScan,
     JournalFile,
-    RecordReplay,
     ensure_unlocked,
-    judge,
+    facts_of,
     list_directory,
+    loaded_files,
     open_journal_file,
     read_bytes,
     scan_file,
+    set_verdicts,
 )
 from store.fs import FileSystem, OsFileSystem
 from store.journal.api import RecordInfo
@@ -74,7 +77,7 @@ class HistoryReplay:
 
     scans: list[FileScan]
     origins: list[str]
-    replay: RecordReplay
+    replay: FileReplay
     deleted: list[RecordInfo]
     events: list[RecordInfo]
     generations: int = 1
@@ -111,10 +114,11 @@ def replay_history(
             if f.file_id is not None:
                 by_id[f.file_id] = (f, "history")
     if journal is not None:
-        for f in list_directory(journal, prefix=prefix, fs=fs).files:
+        # As a load reads it: an interrupted compaction counts as finished.
+        for f in loaded_files(fs, list_directory(journal, prefix=prefix, fs=fs))[0]:
             if f.file_id is not None:
                 by_id[f.file_id] = (f, "journal")
-    result = HistoryReplay([], [], RecordReplay(keep_history=undelete), [], [])
+    result = HistoryReplay([], [], FileReplay(keep_deleted=undelete), [], [])
     prev: FileScan | None = None
     for key in sorted(by_id):
         f, origin = by_id[key]
@@ -125,13 +129,14 @@ def replay_history(
             continue
         if prev is not None and _starts_generation(prev, s):
             _close_generation(result)
-            result.replay = RecordReplay(keep_history=undelete)
+            result.replay = FileReplay(keep_deleted=undelete)
             result.generations += 1
-        result.replay.feed(key, s.records)
+        result.replay.feed(s.records, path=f.path, file_id=key)
         s.records = []
         prev = s
     _close_generation(result)
-    judge(result.scans)
+    # Damaged data was read up to the damage; the load's tail judgement says where it was.
+    set_verdicts(result.scans, integrity.tail_problems([facts_of(s) for s in result.scans]))
     return result
 
 
@@ -240,7 +245,7 @@ def _write_journal(
     prefix: str,
     kind: int,
     file_size: int,
-    replay: RecordReplay,
+    replay: FileReplay,
     deleted: list[RecordInfo],
     event_list: list[RecordInfo],
 ) -> tuple[int, int, int, int]:

@@ -76,7 +76,7 @@ from typing import Any
 
 from store.errors import ChecksumError, CorruptionError, LostDataError
 from store.file import format as fmt
-from store.file.reader import Tail
+from store.file.reader import Tail, marker_of
 from store.file.segments import SegmentNaming
 from store.journal.api import EVENT
 
@@ -198,10 +198,9 @@ def read_markers(data: bytes | memoryview, records: Iterable[Sequence[Any]]) -> 
     """
     found = []
     for rec in records:
-        if rec[2] == EVENT and data[rec[0] + 7] & fmt.FLAG_MARKER:
-            marker = fmt.decode_marker(bytes(rec[-1]))
-            if marker is not None:
-                found.append(marker)
+        marker = marker_of(data, rec)
+        if marker is not None:
+            found.append(marker)
     return found
 
 

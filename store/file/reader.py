@@ -9,21 +9,26 @@ sequence", "end of data"); this module applies them to a whole file's bytes:
   end of data): it searches for the file's id, which every record of this use of the file
   carries, so it runs at ``bytes.find`` speed rather than byte by byte;
 - :func:`replay_file` dispatches a file's records to the shared replay rules (and the live
-  index), the one place the record types are dispatched.
+  index), the one place the record types are dispatched; :class:`FileReplay` feeds it whole
+  files for the compactor and the offline tools, and keeps what they watch (counts per type,
+  events, what deletes removed).
 
 Whether the records after the end of data are a torn tail or prove corruption is decided in
 ``store.file.integrity``, with every other judgement of a journal directory.
 
-Thread-safety: pure functions over bytes.
+Thread-safety: pure functions over bytes; a :class:`FileReplay` belongs to one caller.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 import struct
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from store.file import format as fmt
 from store.file.index import LiveIndex
@@ -34,17 +39,29 @@ from store.journal.api import (
     COMMIT,
     DELETE,
     DELETE_TX,
+    EVENT,
     PREPARE,
     ROLLBACK,
     UPDATE,
     UPDATE_TX,
+    LoadResult,
+    RecordInfo,
 )
-from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer
+from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer, TxOp
 
 log = logging.getLogger(__name__)
 
 
-__all__ = ["Cursor", "Tail", "find_after", "replay_file", "scan"]
+__all__ = [
+    "Cursor",
+    "FileReplay",
+    "ReplayTarget",
+    "Tail",
+    "find_after",
+    "marker_of",
+    "replay_file",
+    "scan",
+]
 
 _NONZERO = re.compile(rb"[^\x00]")
 _FILE_ID = struct.Struct("<Q")
@@ -176,24 +193,50 @@ class Tail:
         return max((r.lsn for r in self.records), default=0)
 
 
+class ReplayTarget(Protocol):
+    """What :func:`replay_file` feeds: the shared :class:`~store.journal.replay.Replayer`, or a
+    wrapper of one (history recovery's, which also keeps what deletes removed)."""
+
+    def add(self, id: int, user_record_type: int, data: bytes) -> None: ...
+    def update(self, id: int, user_record_type: int, data: bytes) -> None: ...
+    def delete(self, id: int) -> None: ...
+    def add_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None: ...
+    def update_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None: ...
+    def delete_tx(self, tx_id: int, id: int) -> None: ...
+    def prepare(self, tx_id: int, xid: bytes) -> None: ...
+    def commit(self, tx_id: int) -> None: ...
+    def rollback(self, tx_id: int) -> None: ...
+    def discard(self, tx_id: int) -> None: ...
+    def is_open(self, tx_id: int) -> bool: ...
+
+
 def replay_file(
-    records: list[RawRecord],
+    records: Sequence[RawRecord],
     seg: Segment,
-    replayer: Replayer,
+    replayer: ReplayTarget,
     index: LiveIndex | None = None,
+    *,
+    observe: Callable[[RawRecord], None] | None = None,
 ) -> None:
     """Feed one file's records in sequence to ``replayer`` (and ``index``), as a load does.
 
     The one place the record types are dispatched: the journal's load, the compactor and the
-    offline tools replay through it, so they cannot disagree. A prepare or commit whose
-    ``tx_count`` differs from the transaction's records counted in this file is an incomplete
-    transaction: discarded (reported failed), never applied. A commit of a transaction nothing
-    was collected for is legal and ignored (its records were reclaimed, or it was empty).
+    offline tools (through :class:`FileReplay`) replay through it, so they cannot disagree.
+    ``observe``, when given, sees every record first, in order (the offline tools count types
+    and keep events with it); the load passes none and pays nothing for it.
+
+    A prepare or commit whose ``tx_count`` differs from the transaction's records counted in
+    this file is an incomplete transaction: discarded (reported failed), never applied. A commit
+    of a transaction nothing was collected for is legal and ignored (its records were
+    reclaimed, or it was empty).
 
     The count covers the records since the id's last commit, rollback or discard: the writer
     counts a new use of a transaction id (a failed id used again after the ROLLBACK the open
     wrote for it) from zero, so the old use's records in the same file must not count.
     """
+    if observe is not None:
+        for rec in records:
+            observe(rec)
     in_file: dict[int, int] = {}  # tx id -> its records seen in this file since it last ended
     r_add, r_update, r_delete = replayer.add, replayer.update, replayer.delete
     r_add_tx, r_update_tx, r_delete_tx = replayer.add_tx, replayer.update_tx, replayer.delete_tx
@@ -275,3 +318,125 @@ def replay_file(
         # EVENT records are kept for retention only; a load never returns them.
     seg.pos += pos
     seg.live_bytes += live_bytes
+
+
+class FileReplay:
+    """Whole files replayed through :func:`replay_file`, for callers that keep no live index:
+    the compactor and the offline tools (``store data print``, salvage, history recovery).
+
+    Feed the files in file-id order, one :meth:`feed` per file (a transaction's record count is
+    per file). What the observer saw: ``counts`` (records per type) and ``events`` (the event
+    records, as load entries; the caller leaves the journal's own file-list markers out). With
+    ``keep_deleted``, a second replayer sees every add and update but no delete, so that
+    :meth:`deleted` can say what deletes removed (``store data recover --undelete``).
+
+    Thread-safety: none; one replay belongs to one caller.
+    """
+
+    def __init__(self, *, keep_deleted: bool = False) -> None:
+        self.replayer = Replayer()
+        self._ever = Replayer() if keep_deleted else None
+        self._target: ReplayTarget = (
+            self.replayer if self._ever is None else _DeletesIgnored(self.replayer, self._ever)
+        )
+        self.counts: collections.Counter[int] = collections.Counter()
+        self.events: list[RecordInfo] = []
+
+    def feed(self, records: Sequence[RawRecord], *, path: str, file_id: int) -> None:
+        """Replay the records in sequence of the file at ``path`` (one whole file). Returns
+        nothing; raises nothing."""
+        replay_file(records, Segment(path, file_id, 0, None), self._target, observe=self._see)
+
+    def _see(self, rec: RawRecord) -> None:
+        rtype = rec[2]
+        self.counts[rtype] += 1
+        if rtype == EVENT:
+            self.events.append(RecordInfo(rec[6], rec[3], rec[9], False))
+
+    def result(self) -> LoadResult:
+        """What a load of the files fed so far returns. Returns a new LoadResult."""
+        return self.replayer.result()
+
+    def open_transactions(self) -> dict[int, tuple[list[TxOp], bytes | None]]:
+        """Open transactions: tx id -> (operations in order, XID if prepared else None)."""
+        return {
+            tx_id: (ops, self.replayer.prepared_xid(tx_id))
+            for tx_id, ops in self.replayer.open_transactions().items()
+        }
+
+    def deleted(self) -> list[RecordInfo]:
+        """Committed adds and updates fed so far that a delete removed, in journal order.
+
+        Returns an empty list unless the replay was made with ``keep_deleted``.
+        """
+        if self._ever is None:
+            return []
+        live = collections.Counter(self.replayer.result().records)
+        gone: list[RecordInfo] = []
+        for info in self._ever.result().records:
+            if live[info] > 0:
+                live[info] -= 1
+            else:
+                gone.append(info)
+        return gone
+
+
+class _DeletesIgnored:
+    """Feeds ``main`` everything and ``ever`` everything but deletes; ``main`` decides what is
+    open (the transaction outcomes are ``replay_file``'s, the same for both)."""
+
+    __slots__ = ("ever", "main")
+
+    def __init__(self, main: Replayer, ever: Replayer) -> None:
+        self.main = main
+        self.ever = ever
+
+    def add(self, id: int, user_record_type: int, data: bytes) -> None:
+        self.main.add(id, user_record_type, data)
+        self.ever.add(id, user_record_type, data)
+
+    def update(self, id: int, user_record_type: int, data: bytes) -> None:
+        self.main.update(id, user_record_type, data)
+        self.ever.update(id, user_record_type, data)
+
+    def delete(self, id: int) -> None:
+        self.main.delete(id)
+
+    def add_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
+        self.main.add_tx(tx_id, id, user_record_type, data)
+        self.ever.add_tx(tx_id, id, user_record_type, data)
+
+    def update_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
+        self.main.update_tx(tx_id, id, user_record_type, data)
+        self.ever.update_tx(tx_id, id, user_record_type, data)
+
+    def delete_tx(self, tx_id: int, id: int) -> None:
+        self.main.delete_tx(tx_id, id)
+
+    def prepare(self, tx_id: int, xid: bytes) -> None:
+        self.main.prepare(tx_id, xid)
+        self.ever.prepare(tx_id, xid)
+
+    def commit(self, tx_id: int) -> None:
+        self.main.commit(tx_id)
+        self.ever.commit(tx_id)
+
+    def rollback(self, tx_id: int) -> None:
+        self.main.rollback(tx_id)
+        self.ever.rollback(tx_id)
+
+    def discard(self, tx_id: int) -> None:
+        self.main.discard(tx_id)
+        self.ever.discard(tx_id)
+
+    def is_open(self, tx_id: int) -> bool:
+        return self.main.is_open(tx_id)
+
+
+def marker_of(data: bytes | memoryview, rec: Sequence[Any]) -> fmt.Marker | None:
+    """The file-list marker the record ``rec`` (read in sequence from ``data``, as
+    ``(offset, length, type, …, body)``) is, or None for any other record (an ordinary event,
+    or a marker body this version does not understand, which is skipped as any event)."""
+    if rec[2] != EVENT or not data[rec[0] + 7] & fmt.FLAG_MARKER:
+        return None
+    return fmt.decode_marker(bytes(rec[-1]))

@@ -15,7 +15,7 @@ can still prove valid, and reports exactly what it drops:
 2. What cannot be read at all is reported from the load's own judgement
    (``store.file.integrity``): missing files, truncated files and records lost from a file, with
    the lsns the file-list markers say they held; files with a damaged header, whole.
-3. Everything read is replayed with the load's rules (``store.file.survey.RecordReplay``: a
+3. Everything read is replayed with the load's rules (``store.file.reader.FileReplay``: a
    transaction whose records were dropped fails its record count and is reported failed, never
    applied half) and written as a **new, consistent journal** the way the compactor writes
    (``store.file.compact.OutputWriter``): the committed records in journal order, then the
@@ -46,19 +46,18 @@ from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
 from store.file.lock import DirectoryLock
-from store.file.reader import Cursor, Tail, find_after, scan
+from store.file.reader import Cursor, FileReplay, Tail, find_after, marker_of, scan
 from store.file.segments import SegmentManager, SegmentNaming
 from store.file.survey import (
     FileScan,
     JournalScan,
-    RecordReplay,
     RecordView,
     read_bytes,
     scan_file,
     scan_journal,
 )
 from store.fs import FileSystem, OsFileSystem, copy_file
-from store.journal.api import ADD, ADD_TX, DELETE_TX, EVENT, PREPARE, UPDATE, UPDATE_TX, RecordType
+from store.journal.api import ADD, ADD_TX, DELETE_TX, PREPARE, UPDATE, UPDATE_TX, RecordType
 from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE
 
 __all__ = ["DroppedRecord", "Dropped", "SalvageReport", "salvage"]
@@ -171,7 +170,7 @@ def _salvage_locked(
     if not js.problems:
         return SalvageReport(directory, prefix)
     dropped = _lost_files(js)
-    replay = RecordReplay()
+    replay = FileReplay()
     last = max((i for i, s in enumerate(js.scans) if s.count or s.tail.records), default=-1)
     prev_max = 0
     kept = 0
@@ -181,7 +180,7 @@ def _salvage_locked(
         records, drops, top = _read_file(s, data, is_last=i == last, prev_max=prev_max)
         prev_max = max(prev_max, top)
         dropped += drops
-        replay.feed(i, records)
+        replay.feed(records, path=judged.file.path, file_id=judged.file.file_id or 0)
         kept += len(records)
     result = replay.result()
     size = file_size or max((f.size for f in js.listing.files if f.header), default=0)
@@ -254,7 +253,7 @@ def _scan_from(s: FileScan, data: bytes, start: int) -> FileScan:
     part = FileScan(s.file)
     cursor = Cursor()
     for raw in scan(data, file_id, cursor, start):
-        if raw[2] == EVENT and data[raw[0] + 7] & fmt.FLAG_MARKER:
+        if marker_of(data, raw) is not None:
             continue  # the new journal writes its own markers
         part.records.append(RecordView._make(raw))
     part.end, part.last_lsn, part.count = cursor.end, cursor.last_lsn, cursor.count
@@ -304,7 +303,7 @@ def _skipped(
     return Dropped(path, start, stop - start, what, lsns, tuple(heads), detail)
 
 
-def _check_fits(replay: RecordReplay, size: int) -> None:
+def _check_fits(replay: FileReplay, size: int) -> None:
     """Raise ConfigError when a record to write does not fit a file of ``size`` bytes."""
     bodies = [info.data for info in replay.result().records]
     bodies += [op[3] for ops, _xid in replay.open_transactions().values() for op in ops]
@@ -334,7 +333,7 @@ def _write(
     fs: FileSystem,
     naming: SegmentNaming,
     js: JournalScan,
-    replay: RecordReplay,
+    replay: FileReplay,
     size: int,
     kind: int | None,
 ) -> list[str]:

@@ -129,10 +129,10 @@ def verify(
     js = scan_journal(directory, prefix=prefix, fs=fs, kind=kind)
     findings: list[Finding] = []
     scans = {id(s.file): s for s in js.scans}
-    reports = [_file_report(f, scans.get(id(f))) for f in js.listing.files]
+    reports = [_file_report(f, scans.get(id(f))) for f in js.files]
     # Errors are exactly the problems a load refuses (store.file.integrity), in its order.
     findings.extend(_problem_finding(p, js.scans) for p in js.problems)
-    for f in js.listing.files:
+    for f in js.files:
         findings.extend(_header_findings(f))
     for s in js.scans:
         findings.extend(_data_findings(s))

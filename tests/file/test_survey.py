@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from store.file import format as fmt
 from store.file import survey
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
-from store.journal.api import RecordType
+from store.journal.api import LoadResult, RecordType
+from tests.file.crashsim import DIRECTORY, RunSpec, candidates, open_journal, record_run
+from tests.file.faultfs import FaultFileSystem, Snapshot
 from tests.file.handbuilt import SIZE, A, Builder, ids, load
+
+CONTROL = "data.compact.ctl"
 
 
 def test_offline_replay_fails_transactions_whose_record_count_does_not_match(
@@ -81,3 +86,80 @@ def test_offline_replay_returns_what_a_load_returns(tmp_path: Path, seed: int) -
     assert offline.replay is not None
     assert offline.replay.result() == load(directory)
 
+
+
+# -- the offline view equals a load on crash images and compacted journals ------------------------
+
+
+def _offline_equals_load(image: FaultFileSystem, spec: RunSpec, label: str) -> LoadResult:
+    """What ``store data print`` reports for the journal on ``image`` (its library function,
+    read-only) against what a load of the same image returns; returns the load's result."""
+    js = survey.scan_journal(DIRECTORY, fs=image, replay=True, kind=fmt.KIND_MESSAGES)
+    journal = open_journal(spec, image)
+    try:
+        loaded = journal.load()
+    finally:
+        journal.close()
+    assert js.problems == [], label
+    assert js.replay is not None
+    offline = js.replay.result()
+    assert offline.records == loaded.records, label
+    assert offline.prepared == loaded.prepared, label
+    assert offline.failed == loaded.failed, label
+    return loaded
+
+
+def _has_control(snap: Snapshot) -> bool:
+    path = f"{DIRECTORY}/{CONTROL}"
+    return path in snap.names or any(path in (op.path, op.dst) for op in snap.dir_ops)
+
+
+@pytest.mark.parametrize("seed", [41, 42, 43])
+def test_print_reports_what_a_load_returns_on_crash_images(seed: int) -> None:
+    """Crash images of a workload that rolls, reclaims and compacts often (so some images hold
+    an interrupted compaction: a control file, old files, ``.cmp`` files, torn tails): the
+    records, prepared and failed transactions the offline replay reports equal the load's.
+
+    Fails while the offline replay reads the directory as it lies: with a committed control
+    file the load first finishes the compaction (old files gone, ``.cmp`` files renamed) and
+    the offline view must see the journal the same way."""
+    spec = RunSpec.from_seed(seed, steps=300, compact_min_files=2, compact_percentage=70)
+    record = record_run(spec)
+    todo = candidates(record.snapshots, random.Random(seed))
+    budget = 60
+    picked = [todo[i * len(todo) // budget] for i in range(budget)] if len(todo) > budget else todo
+    interrupted = [index for index, _m, _s in todo if _has_control(record.snapshots[index])]
+    picked += [t for t in todo if t[0] in interrupted[:: max(1, len(interrupted) // 20)]]
+    assert interrupted, "no crash point inside a compaction: the test would prove nothing"
+    for index, mode, image_seed in picked:
+        snap = record.snapshots[index]
+        image = snap.crash(random.Random(image_seed), mode)
+        _offline_equals_load(image, spec, f"seed {seed} point {index} ({snap.label}) {mode}")
+
+
+def test_print_reports_what_a_load_returns_on_a_compacted_journal() -> None:
+    """A journal compacted (its output files hold compacted records with their own lsn run)
+    and written to after: the offline replay equals the load."""
+    spec = RunSpec(seed=7, file_size=16 * 1024, compact_min_files=0)
+    fs = FaultFileSystem()
+    fs.makedirs(DIRECTORY)
+    journal = open_journal(spec, fs)
+    journal.load()
+    rng = random.Random(7)
+    for i in range(600):
+        journal.append_add(i, 1, rng.randbytes(rng.randrange(200)))
+        if i % 3:
+            journal.append_delete(i)
+        if i % 50 == 0:
+            journal.append_add_tx(10_000 + i, 20_000 + i, 2, b"tx")
+            if i % 100:
+                journal.append_prepare(10_000 + i, b"xid")
+            else:
+                journal.append_commit(10_000 + i)
+    journal.compact()
+    assert journal.compactions == 1
+    for i in range(600, 700):
+        journal.append_add(i, 1, b"after the compaction")
+    journal.close()
+    loaded = _offline_equals_load(fs, spec, "compacted")
+    assert loaded.prepared and len(loaded.records) > 200
