@@ -1,9 +1,14 @@
-"""The file-system seam: the only place the file store calls ``os`` on journal files.
+"""The file-system seam: the only place the store calls ``os`` on the files it keeps.
 
-Journal I/O goes through a :class:`FileSystem` passed in through the journal options (never a
+Every back-end's file I/O (the file journal's files today; large messages and page files of
+either back-end) goes through a :class:`FileSystem` passed in through options (never a
 global), so tests can substitute a fault-injecting implementation that drops or tears unsynced
 writes, crashes at the Nth sync, or raises ``ENOSPC`` / ``EIO`` on a chosen call
 (CONVENTIONS 6). :class:`OsFileSystem` is the real one.
+
+``open(path, read_only=True)`` opens for reading only: the offline readers (``store data
+print``, ``verify``, ``recover``'s sources) use it, so they work on a read-only file system
+and can never write by mistake; a write through such a handle fails.
 
 Durability model the seam promises and the fault layer simulates:
 
@@ -54,7 +59,10 @@ class FileHandle(Protocol):
 class FileSystem(Protocol):
     """Directory-level operations and the factory of :class:`FileHandle`."""
 
-    def open(self, path: str, *, create: bool = False) -> FileHandle: ...
+    def open(self, path: str, *, create: bool = False, read_only: bool = False) -> FileHandle:
+        """A handle on ``path``; ``create`` makes the file if missing, ``read_only`` opens it for
+        reading only (not with ``create``). Raises StoreIOError."""
+        ...
 
     def rename(self, src: str, dst: str) -> None: ...
 
@@ -168,8 +176,10 @@ class OsFileSystem:
 
     native = True
 
-    def open(self, path: str, *, create: bool = False) -> OsFileHandle:
-        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+    def open(self, path: str, *, create: bool = False, read_only: bool = False) -> OsFileHandle:
+        if create and read_only:
+            raise ValueError("a file opened read-only cannot be created")
+        flags = (os.O_RDONLY if read_only else os.O_RDWR) | getattr(os, "O_CLOEXEC", 0)
         if create:
             flags |= os.O_CREAT
         try:
@@ -224,7 +234,7 @@ def copy_file(fs: FileSystem, source: str, target: str, *, chunk: int = 1 << 20)
     """Copy ``source`` to ``target`` durably: written to ``<target>.tmp``, synced, renamed,
     directory synced, so a file under ``target`` is always complete."""
     tmp = target + ".tmp"
-    src = fs.open(source)
+    src = fs.open(source, read_only=True)
     try:
         dst = fs.open(tmp, create=True)
         try:

@@ -138,7 +138,7 @@ def read_control(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
     path = control_path(naming)
     if not fs.exists(path):
         return None
-    handle = fs.open(path)
+    handle = fs.open(path, read_only=True)
     try:
         return decode_control(handle.pread(handle.size(), 0))
     finally:
@@ -289,7 +289,7 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> FileReplay:
     replay = FileReplay()
     fs = journal.options.fs
     for seg in files:
-        handle = fs.open(seg.path)
+        handle = fs.open(seg.path, read_only=True)
         try:
             raw = handle.pread(seg.size, 0)
         finally:
@@ -314,7 +314,7 @@ def _index_of(journal: FileJournal, files: list[Segment]) -> LiveIndex:
     replayer = Replayer()
     fs = journal.options.fs
     for seg in files:
-        handle = fs.open(seg.path)
+        handle = fs.open(seg.path, read_only=True)
         try:
             raw = handle.pread(seg.size, 0)
         finally:

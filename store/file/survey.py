@@ -203,7 +203,7 @@ class FileScan:
 
 def read_bytes(fs: FileSystem, path: str) -> bytes:
     """All bytes of the file at ``path``. Raises StoreIOError when it cannot be read."""
-    handle = fs.open(path)
+    handle = fs.open(path, read_only=True)
     try:
         return handle.pread(handle.size(), 0)
     finally:
@@ -216,7 +216,7 @@ def open_journal_file(fs: FileSystem, path: str, *, name_id: int | None = None) 
     Returns a :class:`JournalFile` (a damaged header is recorded, not raised). Raises
     StoreIOError when the file cannot be opened or read.
     """
-    handle = fs.open(path)
+    handle = fs.open(path, read_only=True)
     try:
         size = handle.size()
         head = handle.pread(fmt.HEADER_SIZE, 0)

@@ -3,6 +3,11 @@ journal directories written by the real store."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -277,3 +282,44 @@ def test_data_needs_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["data"])
     assert info.value.code == 2
+
+
+# -- read-only -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _read_only_mount(source: Path, target: Path) -> Iterator[Path]:
+    """``source`` bind-mounted read-only at ``target`` (root only; skips where it cannot)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a read-only bind mount needs root and mount(8)")
+    target.mkdir()
+    done = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.decode().strip()}")
+    try:
+        done = subprocess.run(
+            ["mount", "-o", "remount,ro,bind", str(target)], capture_output=True
+        )
+        if done.returncode:
+            pytest.skip(f"cannot remount read-only here: {done.stderr.decode().strip()}")
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], check=False)
+
+
+def test_print_and_verify_work_on_a_read_only_file_system(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store's directories on a read-only bind mount (a snapshot, a backup, an NFS export):
+    the offline readers open files read-only and take no lock.
+
+    Fails while they open journal files read-write: both exited 4 with "Read-only file
+    system"."""
+    with _read_only_mount(store_dir, store_dir.parent / "ro") as ro:
+        dirs = ["--journal", str(ro / "journal"), "--bindings", str(ro / "bindings")]
+        code, out, err = _run(capsys, "data", "verify", *dirs)
+        assert (code, err) == (0, ""), err
+        assert "messages: ok:" in out and "bindings: ok:" in out
+        code, out, err = _run(capsys, "data", "print", *dirs, "--safe")
+        assert (code, err) == (0, ""), err
+        assert "a load returns 60 records, 1 prepared and 0 failed transactions" in out

@@ -159,9 +159,9 @@ class RetentionWatch(OsFileSystem):
         self.violations: list[str] = []
         self.checked = 0
 
-    def open(self, path: str, *, create: bool = False) -> OsFileHandle:
-        handle = super().open(path, create=create)
-        if os.path.dirname(path) == self.journal_dir and not create:
+    def open(self, path: str, *, create: bool = False, read_only: bool = False) -> OsFileHandle:
+        handle = super().open(path, create=create, read_only=read_only)
+        if os.path.dirname(path) == self.journal_dir and not create and not read_only:
             return _Watched(path, handle.fd, self)
         return handle
 
@@ -172,7 +172,7 @@ class RetentionWatch(OsFileSystem):
 
     def remove(self, path: str) -> None:
         if os.path.dirname(path) == self.journal_dir and path.endswith(".jrn"):
-            handle = super().open(path)
+            handle = super().open(path, read_only=True)
             try:
                 self.check_not_lost(path, handle)
             finally:

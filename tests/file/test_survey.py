@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from store.file import compact as compaction
 from store.file import format as fmt
-from store.file import survey
+from store.file import survey, verify
+from store.file.history import replay_history
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
+from store.file.segments import SegmentNaming
 from store.journal.api import LoadResult, RecordType
 from tests.file.crashsim import DIRECTORY, RunSpec, candidates, open_journal, record_run
 from tests.file.faultfs import FaultFileSystem, Snapshot
@@ -163,3 +166,40 @@ def test_print_reports_what_a_load_returns_on_a_compacted_journal() -> None:
     journal.close()
     loaded = _offline_equals_load(fs, spec, "compacted")
     assert loaded.prepared and len(loaded.records) > 200
+
+
+# -- the offline readers never write ---------------------------------------------------------------
+
+
+def test_the_offline_readers_open_every_file_read_only() -> None:
+    """print's, verify's and recover's reading of a journal (with a retention history and an
+    interrupted compaction's control file) on a file system mounted read-only: nothing fails and
+    no file is opened for writing.
+
+    Fails while the offline readers open journal files read-write (the seam's only mode then):
+    on a read-only file system ``store data verify`` and ``print`` failed with "Read-only file
+    system"."""
+    fs = FaultFileSystem()
+    fs.makedirs(DIRECTORY)
+    spec = RunSpec(seed=5, file_size=16 * 1024, compact_min_files=0)
+    journal = open_journal(spec, fs)
+    journal.load()
+    for i in range(300):
+        journal.append_add(i, 1, b"x" * 100)
+    journal.close()
+    naming = SegmentNaming(DIRECTORY, "data")
+    compaction.write_control(fs, naming, compaction.ControlFile(["data-1.jrn"], ["data-2.jrn.cmp"]))
+    writes: list[str] = []
+    fs.watch(lambda call: writes.append(call.path) if call.kind == "open" and not call.read_only
+             else None)
+    fs.mount_read_only()
+
+    report = verify.verify(DIRECTORY, fs=fs)
+    js = survey.scan_journal(DIRECTORY, fs=fs, replay=True, keep_records=True)
+    found = replay_history(None, DIRECTORY, fs=fs)
+    size = survey.detect_file_size(DIRECTORY, fs=fs)
+
+    assert writes == []
+    assert report.ok and size == spec.file_size
+    assert js.replay is not None and len(js.replay.result().records) == 300
+    assert len(found.replay.result().records) == 300
