@@ -5,6 +5,10 @@ configuration chooses, as :func:`store.open_store` does), loads both journals an
 journal's ``compact()``: the file store's compactor, or the database store's removal of dead
 rows. It returns a result dataclass and never prints (CONVENTIONS 10).
 
+It never creates a store: for the file store both journal directories must already hold a
+journal (``store.file.survey.require_journal``), and the store is opened with directory
+creation off; compacting a path that holds no journal is an error naming the path.
+
 Thread-safety: one call works alone on its store; the store's lock keeps others out.
 """
 
@@ -15,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from store.config import StoreConfig
+from store.file import file_journal_options
+from store.file.survey import require_journal
 from store.journal.api import JournalStats
 
 __all__ = ["CompactResult", "compact_store"]
@@ -37,11 +43,17 @@ def compact_store(
 
     ``on_step`` is called with a short description before each of the four steps (load and
     compact, per journal), for a progress display. Returns one :class:`CompactResult` per
-    journal, bindings first. Raises StoreLockedError when the store is open elsewhere,
-    CorruptionError when a journal cannot be loaded, StoreIOError on I/O failure.
+    journal, bindings first. Raises ConfigError when a file-store directory holds no journal,
+    StoreLockedError when the store is open elsewhere, CorruptionError when a journal cannot
+    be loaded, StoreIOError on I/O failure.
     """
     from store.store import open_store
 
+    if config.store_type == "file":
+        bindings, messages = file_journal_options(config, lock=False)
+        for opts in (messages, bindings):  # the message journal first: --journal names it
+            require_journal(opts.directory, prefix=opts.prefix, fs=opts.fs)
+        config = config.replace(create_journal_dir=False, create_bindings_dir=False)
     results = []
     with open_store(config) as store:
         for name, journal in (("bindings", store.bindings), ("messages", store.messages)):

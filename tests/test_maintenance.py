@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
+
 from store import StoreConfig, open_store
+from store.errors import ConfigError
 from store.journal.api import RecordInfo
 from store.maintenance import compact_store
 
@@ -37,3 +41,19 @@ def test_compact_store_compacts_both_journals_and_keeps_the_data(tmp_path: Path)
         assert s.messages.load().records == expected
         assert s.bindings.load().records == [RecordInfo(1, 21, b"queue", False)]
 
+
+
+def test_compact_store_never_creates_a_store(tmp_path: Path) -> None:
+    """Issue 7 item 3: compacting a path without a journal created both directories and
+    journal-min-files pre-allocated files (34 MB with the defaults) and reported success."""
+    for exists in (False, True):
+        journal, bindings = tmp_path / "j", tmp_path / "b"
+        if exists:
+            journal.mkdir()
+            bindings.mkdir()
+        config = StoreConfig.from_mapping({
+            "journal-directory": str(journal), "bindings-directory": str(bindings),
+        })
+        with pytest.raises(ConfigError, match=re.escape(f"no journal in {journal}")):
+            compact_store(config)
+        assert sorted(p.name for p in tmp_path.rglob("*")) == (["b", "j"] if exists else [])

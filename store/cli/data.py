@@ -32,7 +32,6 @@ Thread-safety: a command runs once per process; nothing is shared.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -142,12 +141,18 @@ def _config(args: argparse.Namespace, *, file_only: bool = True) -> StoreConfig:
     return config
 
 
-def _journals(args: argparse.Namespace) -> Iterator[tuple[str, FileJournalOptions]]:
+def _journals(args: argparse.Namespace) -> list[tuple[str, FileJournalOptions]]:
+    """The journals the command works on, each checked to hold a journal before any is
+    touched (a command never acts on one journal and then fails on the other's path)."""
     bindings, messages = file_journal_options(_config(args), lock=False)
+    chosen = []
     if not getattr(args, "skip_bindings", False):
-        yield "bindings", bindings
+        chosen.append(("bindings", bindings))
     if not getattr(args, "skip_journal", False):
-        yield "messages", messages
+        chosen.append(("messages", messages))
+    for _name, opts in reversed(chosen):  # the message journal first: --journal names it
+        survey.require_journal(opts.directory, prefix=opts.prefix, fs=opts.fs)
+    return chosen
 
 
 def _console() -> Console:
@@ -395,18 +400,26 @@ def run_compact(args: argparse.Namespace) -> int:
     console = _console()
     config = _config(args, file_only=False)
     steps = 4
-    with Progress(
+    progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
-    ) as progress:
-        task = progress.add_task("opening the store", total=steps)
-        done = [0]
+    )
+    # Shown from the first step on: a store that cannot be opened (no journal at the path, a
+    # lock held elsewhere) gets its one-line error and no progress bar.
+    task = progress.add_task("opening the store", total=steps, start=False)
+    done = [0]
 
-        def on_step(what: str) -> None:
-            progress.update(task, description=what, completed=done[0])
-            done[0] += 1
+    def on_step(what: str) -> None:
+        if not done[0]:
+            progress.start()
+        progress.update(task, description=what, completed=done[0])
+        done[0] += 1
 
+    try:
         results = maintenance.compact_store(config, on_step=on_step)
         progress.update(task, description="compacted", completed=steps)
+    finally:
+        if done[0]:
+            progress.stop()
     table = Table("journal", "data files", "live bytes", "total bytes", "seconds")
     for r in results:
         before_files = r.before.extra.get("data_files", r.before.files)

@@ -206,16 +206,23 @@ def recover_from_history(
     """Rebuild a journal in the new directory ``target`` (see the module docstring).
 
     ``history`` is the retention folder and ``journal`` the current journal directory (either
-    may be None, not both). ``file_size`` defaults to the largest source file. Returns the
-    :class:`RecoverReport`. Raises ConfigError when ``target`` is not empty or there is nothing
-    to read, StoreLockedError when a live process holds ``journal`` (unless ``force``),
-    StoreIOError on I/O failure.
+    may be None, not both; a journal directory that does not exist is read as empty: recovering
+    from history alone is what this is for when the journal is gone). ``file_size`` defaults to
+    the largest source file; nothing is written before every check passed. Returns the
+    :class:`RecoverReport`. Raises ConfigError when ``target`` is not empty, ``history`` does
+    not exist or there is nothing to read, StoreLockedError when a live process holds
+    ``journal`` (unless ``force``), StoreIOError on I/O failure.
     """
     fs = fs or OsFileSystem()
     if fs.exists(target) and fs.listdir(target):
         raise ConfigError(
             f"the recovery target {target} is not empty",
             key="target", value=target, allowed="a new or empty directory",
+        )
+    if history is not None and not fs.exists(history):
+        raise ConfigError(
+            f"no retention history in {history}: the directory does not exist",
+            key="history", value=history, allowed="the journal-retention directory",
         )
     if journal is not None and fs.exists(journal):
         ensure_unlocked(journal, force=force)

@@ -32,7 +32,7 @@ from store.file import format as fmt
 from store.file import integrity
 from store.file.lock import DirectoryLock
 from store.file.segments import SegmentNaming
-from store.file.survey import FileScan, JournalFile, scan_journal
+from store.file.survey import FileScan, JournalFile, require_journal, scan_journal
 from store.fs import FileHandle, FileSystem, OsFileSystem, copy_file
 from store.journal.api import EVENT
 
@@ -101,14 +101,14 @@ def repair(
 ) -> RepairReport:
     """Repair the journal ``prefix`` in ``directory`` (see the module docstring).
 
-    Returns the :class:`RepairReport`. Raises StoreLockedError when a live process holds the
-    journal; ChecksumError for a checksum failure and CorruptionError for a damaged header
-    (unless ``force``), for two files with one id, or for a file of the other journal
-    ``kind``; StoreIOError when the file system refuses.
+    Returns the :class:`RepairReport`. Raises ConfigError when ``directory`` holds no
+    journal; StoreLockedError when a live process holds the journal; ChecksumError for a
+    checksum failure and CorruptionError for a damaged header (unless ``force``), for two files
+    with one id, or for a file of the other journal ``kind``; StoreIOError when the file system
+    refuses.
     """
     fs = fs or OsFileSystem()
-    if not fs.exists(directory):
-        return RepairReport(directory, prefix)
+    require_journal(directory, prefix=prefix, fs=fs)  # before the lock, which creates a file
     lock = DirectoryLock(directory) if fs.native else None
     if lock is not None:
         lock.acquire()

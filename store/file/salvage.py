@@ -53,6 +53,7 @@ from store.file.survey import (
     JournalScan,
     RecordView,
     read_bytes,
+    require_journal,
     scan_file,
     scan_journal,
 )
@@ -141,13 +142,13 @@ def salvage(
     """Salvage the journal ``prefix`` in ``directory`` (see the module docstring).
 
     ``file_size`` is the size of the new files (default: the largest file present). Returns
-    the :class:`SalvageReport`. Raises StoreLockedError when a live process holds the journal;
+    the :class:`SalvageReport`. Raises ConfigError when ``directory`` holds no journal,
+    StoreLockedError when a live process holds the journal;
     CorruptionError for two files with one id or a file of the other ``kind``; ConfigError when
     a record does not fit ``file_size``; StoreIOError when the file system refuses.
     """
     fs = fs or OsFileSystem()
-    if not fs.exists(directory):
-        return SalvageReport(directory, prefix)
+    require_journal(directory, prefix=prefix, fs=fs)  # before the lock, which creates a file
     lock = DirectoryLock(directory) if fs.native else None
     if lock is not None:
         lock.acquire()

@@ -37,7 +37,13 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from store.errors import ChecksumError, CorruptionError, StoreIOError, StoreLockedError
+from store.errors import (
+    ChecksumError,
+    ConfigError,
+    CorruptionError,
+    StoreIOError,
+    StoreLockedError,
+)
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
@@ -65,6 +71,7 @@ __all__ = [
     "lock_holder",
     "open_journal_file",
     "read_bytes",
+    "require_journal",
     "scan_file",
     "scan_journal",
     "set_verdicts",
@@ -270,6 +277,33 @@ def list_directory(
     return DirectoryListing(directory, prefix, files, leftovers)
 
 
+def require_journal(
+    directory: str, *, prefix: str = "data", fs: FileSystem | None = None
+) -> DirectoryListing:
+    """The listing of ``directory``, which must hold a journal of ``prefix``: at least one
+    ``<prefix>-<id>.jrn`` file (whatever its header says) or an interrupted compaction's
+    control file. The offline tools call this first: they never create a journal, and a
+    path that holds none is a mistake to report, not an empty journal to act on.
+
+    Returns the :class:`DirectoryListing`. Raises ConfigError naming the directory when it
+    does not exist or holds no journal, StoreIOError when it cannot be read.
+    """
+    fs = fs or OsFileSystem()
+    key = "bindings-directory" if prefix == "bindings" else "journal-directory"
+    if not fs.exists(directory):
+        raise ConfigError(
+            f"no journal in {directory}: the directory does not exist",
+            key=key, value=directory, allowed="a directory holding a journal",
+        )
+    listing = list_directory(directory, prefix=prefix, fs=fs)
+    if not listing.files and not any(item.kind == "control" for item in listing.leftovers):
+        raise ConfigError(
+            f"no journal in {directory}: it holds no {prefix}-*.jrn files",
+            key=key, value=directory, allowed="a directory holding a journal",
+        )
+    return listing
+
+
 # -- scanning ----------------------------------------------------------------------------------
 
 
@@ -401,10 +435,11 @@ def scan_journal(
     load then refuses the directory). ``kind`` (messages 0, bindings 1), when given, makes
     files of the other journal problems. An interrupted compaction is seen as the load sees it
     once it finished it (:func:`loaded_files`).
+    Raises ConfigError when ``directory`` holds no journal (:func:`require_journal`).
     Returns the :class:`JournalScan`. Raises StoreIOError when a file cannot be read.
     """
     fs = fs or OsFileSystem()
-    listing = list_directory(directory, prefix=prefix, fs=fs)
+    listing = require_journal(directory, prefix=prefix, fs=fs)
     files, retired = loaded_files(fs, listing)
     result = JournalScan(listing, [], FileReplay() if replay else None, files, retired)
     budget = max_records

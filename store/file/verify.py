@@ -5,7 +5,7 @@ finding. Severities: ``error`` for what makes a load fail (a damaged header, a c
 two files with one id, a file of the other journal), ``warning`` for what the next open cleans
 up by itself (a torn tail, a header-less file, an interrupted compaction, ``.cmp`` / ``.tmp``
 leftovers) or that looks wrong without breaking a load (a file name that disagrees with its
-header, a missing directory), ``info`` for the rest (stale bytes after the end of data from an
+header), ``info`` for the rest (stale bytes after the end of data from an
 earlier use of a reused file, ``.broken`` backups and ``repair-*`` folders, the attic).
 
 It returns a result dataclass and never prints (CONVENTIONS 5 and 10).
@@ -26,6 +26,7 @@ from store.file.survey import (
     FileScan,
     JournalFile,
     ensure_unlocked,
+    require_journal,
     scan_journal,
 )
 from store.fs import FileSystem, OsFileSystem
@@ -118,13 +119,12 @@ def verify(
     """Check the journal ``prefix`` in ``directory`` and list every finding; changes nothing.
 
     ``kind`` (messages 0, bindings 1), when given, flags files of the other journal.
-    Returns the :class:`VerifyReport`. Raises StoreLockedError when a live process holds the
-    journal open for writing (unless ``force``), StoreIOError when a file cannot be read.
+    Returns the :class:`VerifyReport`. Raises ConfigError when ``directory`` holds no journal,
+    StoreLockedError when a live process holds the journal open for writing (unless
+    ``force``), StoreIOError when a file cannot be read.
     """
     fs = fs or OsFileSystem()
-    if not fs.exists(directory):
-        missing = Finding(WARNING, "missing", directory, None, "the directory does not exist")
-        return VerifyReport(directory, prefix, [], [missing])
+    require_journal(directory, prefix=prefix, fs=fs)
     ensure_unlocked(directory, force=force)
     js = scan_journal(directory, prefix=prefix, fs=fs, kind=kind)
     findings: list[Finding] = []

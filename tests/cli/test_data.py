@@ -323,3 +323,86 @@ def test_print_and_verify_work_on_a_read_only_file_system(
         code, out, err = _run(capsys, "data", "print", *dirs, "--safe")
         assert (code, err) == (0, ""), err
         assert "a load returns 60 records, 1 prepared and 0 failed transactions" in out
+
+
+# -- a path without a journal -----------------------------------------------------------------
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["print"], id="print"),
+        pytest.param(["verify"], id="verify"),
+        pytest.param(["repair"], id="repair"),
+        pytest.param(["repair", "--force"], id="repair-force"),
+        pytest.param(["repair", "--salvage"], id="repair-salvage"),
+        pytest.param(["compact"], id="compact"),
+    ],
+)
+@pytest.mark.parametrize("exists", [False, True], ids=["missing", "empty"])
+def test_a_path_without_a_journal_is_an_error_and_nothing_is_created(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    exists: bool,
+) -> None:
+    """Issue 7 item 3: `store data compact --journal /nonexistent/j` created both directories
+    and 34 MB of files and exited 0; print and repair reported 0 files and exited 0; verify
+    warned. Now each refuses with one line naming the path (exit 2) and creates nothing."""
+    monkeypatch.chdir(tmp_path)  # Artemis's default data/bindings would land here
+    journal, bindings = tmp_path / "j", tmp_path / "b"
+    if exists:
+        journal.mkdir()
+        bindings.mkdir()
+    before = _tree(tmp_path)
+    code, out, err = _run(
+        capsys, "data", *command, "--journal", str(journal), "--bindings", str(bindings)
+    )
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    what = "it holds no data-*.jrn files" if exists else "the directory does not exist"
+    assert err == f"store: error: no journal in {journal}: {what}\n"
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["print", "verify", "repair"])
+def test_one_journal_without_a_journal_stops_the_command_before_it_acts(
+    store_dir: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    before = _tree(store_dir)
+    code, out, err = _run(
+        capsys, "data", command, "--journal", str(store_dir / "nothing"),
+        "--bindings", str(store_dir / "bindings"),
+    )
+    assert (code, out) == (2, "")
+    missing = store_dir / "nothing"
+    assert err == f"store: error: no journal in {missing}: the directory does not exist\n"
+    assert _tree(store_dir) == before
+
+
+def test_compact_with_a_journal_but_no_bindings_creates_nothing(
+    store_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(store_dir)
+    before = _tree(store_dir)
+    code, _out, err = _run(capsys, "data", "compact", "--journal", str(store_dir / "journal"))
+    assert code == 2 and "no journal in data/bindings: the directory does not exist" in err
+    assert _tree(store_dir) == before
+
+
+def test_recover_from_a_history_folder_that_does_not_exist_creates_nothing(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _tree(store_dir)
+    code, _out, err = _run(
+        capsys, "data", "recover", "--journal", str(store_dir / "journal"),
+        "--history", str(store_dir / "nothing"), "--target", str(store_dir / "t"),
+    )
+    assert code == 2 and err.count("\n") == 1
+    assert f"no retention history in {store_dir / 'nothing'}" in err
+    assert _tree(store_dir) == before

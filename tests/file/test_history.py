@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -105,8 +106,21 @@ def test_recover_refuses_a_target_that_is_not_empty(tmp_path: Path) -> None:
     (tmp_path / "t" / "something").write_text("x")
     with pytest.raises(ConfigError, match="not empty"):
         recover_from_history(None, str(tmp_path / "t"), journal=str(tmp_path / "j"))
+    (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="no journal files"):
-        recover_from_history(str(tmp_path / "nothing"), str(tmp_path / "t2"))
+        recover_from_history(str(tmp_path / "empty"), str(tmp_path / "t2"))
+    assert not (tmp_path / "t2").exists()
+
+
+def test_recover_refuses_a_history_folder_that_does_not_exist(tmp_path: Path) -> None:
+    """Fails on the code that read a missing history folder as empty and recovered from the
+    journal alone, silently."""
+    Builder().file(A).adds(1).write(tmp_path / "j")
+    missing = re.escape(f"no retention history in {tmp_path / 'nothing'}")
+    with pytest.raises(ConfigError, match=missing):
+        recover_from_history(str(tmp_path / "nothing"), str(tmp_path / "t"),
+                             journal=str(tmp_path / "j"))
+    assert not (tmp_path / "t").exists() and not (tmp_path / "nothing").exists()
 
 
 def test_recover_reads_around_damage_and_reports_it(

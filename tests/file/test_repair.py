@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from store.errors import ChecksumError, CorruptionError, StoreLockedError
+from store.errors import ChecksumError, ConfigError, CorruptionError, StoreLockedError
 from store.file import compact as compaction
 from store.file import repair, survey, verify
+from store.file import salvage as salvage_module
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.segments import SegmentNaming
@@ -161,3 +162,18 @@ def test_repair_refuses_while_the_journal_is_open(tmp_path: Path) -> None:
         with pytest.raises(StoreLockedError):
             repair.repair(str(tmp_path / "j"))
 
+
+
+@pytest.mark.parametrize("salvage", [False, True], ids=["repair", "salvage"])
+def test_repair_of_a_path_without_a_journal_is_an_error_and_takes_no_lock(
+    tmp_path: Path, salvage: bool
+) -> None:
+    """Issue 7 item 3: it returned "nothing to repair" (and, for an existing directory, left a
+    journal.lock behind). Now a ConfigError naming the path; nothing is created."""
+    run = salvage_module.salvage if salvage else repair.repair
+    with pytest.raises(ConfigError, match="the directory does not exist"):
+        run(str(tmp_path / "nope"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="holds no data-"):
+        run(str(tmp_path / "empty"))
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["empty"]

@@ -4,6 +4,7 @@ and journals written by the real FileJournal."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from store.errors import ChecksumError, StoreLockedError
+from store.errors import ChecksumError, ConfigError, StoreLockedError
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import repair, verify
@@ -146,10 +147,17 @@ def test_verify_changes_nothing(
         assert snapshot(directory) == before
 
 
-def test_verify_of_a_missing_directory_is_a_warning(tmp_path: Path) -> None:
-    report = verify.verify(str(tmp_path / "nope"))
-    assert report.ok and kinds(report) == [("warning", "missing")]
+def test_verify_of_a_path_without_a_journal_is_an_error_naming_it(tmp_path: Path) -> None:
+    """Issue 7 item 3: a missing directory, or one holding no journal files, is a ConfigError
+    naming the path (it was a warning, exit 1); nothing is created."""
+    missing = re.escape(f"no journal in {tmp_path / 'nope'}: the directory does not exist")
+    with pytest.raises(ConfigError, match=missing):
+        verify.verify(str(tmp_path / "nope"))
     assert not (tmp_path / "nope").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=re.escape("holds no data-*.jrn files")):
+        verify.verify(str(tmp_path / "empty"))
+    assert list((tmp_path / "empty").iterdir()) == []
 
 
 def test_verify_refuses_a_journal_held_open_for_writing_unless_forced(tmp_path: Path) -> None:
