@@ -55,11 +55,22 @@ _FORCE_READ = "read even while a broker holds the journal (its tail may be in fl
 def register(subparsers: Any) -> None:
     """Add ``store data`` and its subcommands to the ``store`` parser. Returns nothing."""
     data = subparsers.add_parser(
-        "data", help="inspect, verify, repair, compact or recover the file journals offline"
+        "data",
+        help="inspect, verify, repair, compact or recover the file journals offline",
+        description="Work on the file store's journals while no broker runs. The directories "
+        "come from --config (TOML or broker.xml), else Artemis's defaults data/journal and "
+        "data/bindings, overridden by --journal / --bindings. A path that holds no journal is "
+        "an error: these commands never create one.",
     )
     sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
 
-    p = sub.add_parser("print", help="list journal files and their records")
+    p = sub.add_parser(
+        "print",
+        help="list journal files and their records",
+        description="List every journal file (header, records, end of data, tail) and its "
+        "records in sequence, then what a load would return. Read-only: works on a read-only "
+        "file system. Exits 5 when a load would refuse the journal, naming why.",
+    )
     _journal_options(p)
     p.add_argument("--safe", action="store_true", help="structure only: never print bodies")
     p.add_argument(
@@ -70,12 +81,26 @@ def register(subparsers: Any) -> None:
     p.add_argument("--force", action="store_true", help=_FORCE_READ)
     p.set_defaults(func=run_print)
 
-    v = sub.add_parser("verify", help="check every file and list every finding")
+    v = sub.add_parser(
+        "verify",
+        help="check every file and list every finding",
+        description="Read every journal file and list every finding, not just the first: "
+        "errors (what makes a load refuse the journal: checksum failures, damaged headers, "
+        "missing or truncated files), warnings (torn tails and leftovers the next open cleans "
+        "up) and information. Changes nothing. Exits 0 clean, 1 warnings, 5 errors.",
+    )
     _journal_options(v)
     v.add_argument("--force", action="store_true", help=_FORCE_READ)
     v.set_defaults(func=run_verify)
 
-    r = sub.add_parser("repair", help="zero torn tails (keeping .broken copies)")
+    r = sub.add_parser(
+        "repair",
+        help="zero torn tails (keeping .broken copies)",
+        description="Finish an interrupted compaction and zero torn tails, keeping a .broken "
+        "copy of each file changed. A checksum failure is refused unless --force (cut there, "
+        "later files moved into repair-<time>/) or --salvage (rewrite the journal keeping every "
+        "valid record). Records already lost are never hidden.",
+    )
     _journal_options(r)
     how = r.add_mutually_exclusive_group()
     how.add_argument("--force", action="store_true",
@@ -85,7 +110,13 @@ def register(subparsers: Any) -> None:
                      "records, report their lsns and ids, keep the originals in repair-<time>/")
     r.set_defaults(func=run_repair)
 
-    c = sub.add_parser("compact", help="open the store and compact both journals")
+    c = sub.add_parser(
+        "compact",
+        help="open the store and compact both journals",
+        description="Open the configured store (file or database), load both journals and "
+        "compact each: live records rewritten into as few files as possible (the file store) "
+        "or dead rows removed (the database).",
+    )
     _journal_options(c, skips=False)
     c.set_defaults(func=run_compact)
 

@@ -3,6 +3,7 @@ journal directories written by the real store."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from store import StoreConfig, open_store
-from store.cli.main import main
+from store.cli.main import build_parser, main
 from store.errors import CorruptionError
 from store.file import survey
 from store.journal.api import RecordInfo
@@ -406,3 +407,26 @@ def test_recover_from_a_history_folder_that_does_not_exist_creates_nothing(
     assert code == 2 and err.count("\n") == 1
     assert f"no retention history in {store_dir / 'nothing'}" in err
     assert _tree(store_dir) == before
+
+
+# -- help ----------------------------------------------------------------------------------------
+
+
+def test_every_data_command_has_a_description_and_a_one_line_help() -> None:
+    """Issue 7 item 5: print, verify, repair and compact had no description in --help."""
+    parser = build_parser()
+    data = _subcommands(parser)["data"]
+    assert data.description
+    helps = {a.dest: a.help for a in _subparsers_action(data)._choices_actions}
+    for name, sub in _subcommands(data).items():
+        assert sub.description and len(sub.description) > 40, name
+        assert helps[name] and "\n" not in helps[name], name
+    assert set(_subcommands(data)) >= {"print", "verify", "repair", "compact", "recover"}
+
+
+def _subparsers_action(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return dict(_subparsers_action(parser).choices)
