@@ -14,6 +14,7 @@ from store.maintenance import compact_store
 
 SIZE = 4096
 
+
 def test_compact_store_compacts_both_journals_and_keeps_the_data(tmp_path: Path) -> None:
     config = StoreConfig.from_mapping({
         "journal-directory": str(tmp_path / "j"), "bindings-directory": str(tmp_path / "b"),
@@ -41,6 +42,34 @@ def test_compact_store_compacts_both_journals_and_keeps_the_data(tmp_path: Path)
         assert s.messages.load().records == expected
         assert s.bindings.load().records == [RecordInfo(1, 21, b"queue", False)]
 
+
+def test_compact_store_leaves_a_mostly_dead_store_smaller(tmp_path: Path) -> None:
+    """Issue 7 item 6: with the default journal-pool-files (-1) `store data compact` grew a
+    64-file store to 114 files (the output in new files, every old file kept in the pool).
+    Fails on the old code: the file count grows by the size of the output."""
+    journal = tmp_path / "j"
+    config = StoreConfig.from_mapping({
+        "journal-directory": str(journal), "bindings-directory": str(tmp_path / "b"),
+        "journal-file-size": 16 * 1024, "journal-type": "NIO", "journal-compact-min-files": 0,
+    })
+    with open_store(config) as s:
+        s.messages.load()
+        s.bindings.load()
+        for i in range(3000):
+            s.messages.append_add(i, 45, b"m" * 200)
+        for i in range(3000):
+            if i % 10 >= 3:  # 30% of every file stays live
+                s.messages.append_delete(i)
+    before = sorted(journal.glob("*.jrn"))
+    assert len(before) > 40
+    (_bindings, messages) = compact_store(config)
+    after = sorted(journal.glob("*.jrn"))
+    assert len(after) < len(before) / 2, (len(before), len(after))
+    # What the journal needs: its data files, the current one, and the pre-opened one.
+    assert len(after) == messages.after.extra["data_files"] + 1
+    assert messages.after.files == len(after)
+    with open_store(config) as s:
+        assert len(s.messages.load().records) == 900
 
 
 def test_compact_store_never_creates_a_store(tmp_path: Path) -> None:

@@ -115,7 +115,8 @@ def register(subparsers: Any) -> None:
         help="open the store and compact both journals",
         description="Open the configured store (file or database), load both journals and "
         "compact each: live records rewritten into as few files as possible (the file store) "
-        "or dead rows removed (the database).",
+        "or dead rows removed (the database). The store never grows: free files beyond "
+        "journal-min-files and the one pre-opened file are removed afterwards.",
     )
     _journal_options(c, skips=False)
     c.set_defaults(func=run_compact)

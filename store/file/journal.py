@@ -636,8 +636,9 @@ class FileJournal(Journal):
                     if self._should_compact():
                         from store.file import compact
 
-                        compact.compact(self)
-                        self._reclaim_locked()
+                        if compact.compact(self):
+                            self._reclaim_locked()
+                            self._trim_free_files()
             except StoreError as exc:
                 log.error("journal maintenance failed in %s: %s", self.options.directory, exc)
                 log.debug("maintenance failure", exc_info=True)
@@ -672,7 +673,8 @@ class FileJournal(Journal):
             return live < opts.compact_percentage / 100 * files * self.file_size
 
     def compact(self) -> None:
-        """Rewrite the live records of every finished file into as few files as possible.
+        """Rewrite the live records of every finished file into as few files as possible, then
+        delete the free files beyond what the journal needs (see :meth:`_trim_free_files`).
 
         Crash-safe: see ``store.file.compact``. Raises StoreIOError on I/O failure (the journal
         keeps its old files then).
@@ -683,8 +685,24 @@ class FileJournal(Journal):
 
         with self._maint_lock:
             self._reclaim_locked()
-            compact.compact(self)
-            self._reclaim_locked()
+            if compact.compact(self):
+                self._reclaim_locked()
+            self._trim_free_files()
+
+    def _trim_free_files(self) -> None:
+        """After a compaction: delete the free files beyond what the journal needs, so that a
+        compaction never leaves the store bigger than it found it (its output took new files
+        while the old ones went to the pool, which ``journal-pool-files`` -1 never bounds).
+        Needed: ``journal-min-files`` in all, and at least one file beside those in use (the
+        pre-opened one). ``journal-pool-files`` bounded the pool already when the old files
+        were recycled."""
+        w = self.writer
+        assert w is not None
+        with w.lock:  # under the maintenance lock: no reclaim is handing files back now
+            in_use = len(self.data_files) + 1
+        removed = self.segments.trim(max(self.options.min_files - in_use, 1))
+        if removed:
+            log.info("removed %d free journal files after compaction", removed)
 
     # -- stats and close -------------------------------------------------------------------
 
