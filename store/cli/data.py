@@ -16,9 +16,14 @@ directories come from ``--config`` (TOML or broker.xml; Artemis's defaults ``dat
 ``data/bindings`` without one), overridden by ``--journal`` / ``--bindings``;
 ``--skip-bindings`` / ``--skip-journal`` leave one out.
 
+No command creates a store: every journal a command works on must already hold one
+(``store.file.survey.require_journal``), checked before any is touched; ``print`` and
+``verify`` only read (read-only opens, no lock taken), so they work on a read-only file system.
+
 Exit codes (``store.cli.main``): 0 nothing to report, 1 findings that need no operator
 (torn tails, leftovers the next open cleans up, damaged sources a recovery read around, records
-a salvage dropped), 5 corruption (whatever makes a load refuse the journal: a checksum failure,
+a salvage dropped), 2 a path that holds no journal (or another configuration error), 5
+corruption (whatever makes a load refuse the journal: a checksum failure,
 a damaged header, a missing or truncated file; ``print`` and ``verify`` report it, ``repair``
 without ``--force`` refuses it), 3 when a broker holds the journal.
 
