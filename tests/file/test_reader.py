@@ -11,14 +11,22 @@ from store.file import format as fmt
 from store.file.index import LiveIndex
 from store.file.reader import Cursor, Tail, find_after, replay_file, scan
 from store.file.segments import Segment
-from store.journal.api import LoadResult, PreparedTransaction, RecordInfo, RecordType
+from store.journal.api import (
+    ADD,
+    ADD_TX,
+    COMMIT,
+    PREPARE,
+    ROLLBACK,
+    LoadResult,
+    PreparedTransaction,
+    RecordInfo,
+)
 from store.journal.replay import Replayer
 
 F = 65536  # the file id of the file under test
 G = 131072  # another file id (an earlier use of the file)
 SIZE = 4096
 
-ADD = int(RecordType.ADD)
 
 
 def rec(lsn: int, *, fid: int = F, body: bytes = b"body") -> bytes:
@@ -66,11 +74,11 @@ def test_records_in_sequence_then_zeros() -> None:
 
 def test_scan_yields_every_field() -> None:
     raw = fmt.encode_record(
-        int(RecordType.PREPARE), file_id=F, lsn=9, durable_lsn=8, id=0, tx_id=-3, user_type=0,
+        PREPARE, file_id=F, lsn=9, durable_lsn=8, id=0, tx_id=-3, user_type=0,
         tx_count=2, body=b"xid", compact_count=1,
     )
     (got,) = list(scan(build((fmt.DATA_START, raw)), F, Cursor()))
-    assert got == (fmt.DATA_START, len(raw), int(RecordType.PREPARE), 0, 1, 9, 0, -3, 2, b"xid")
+    assert got == (fmt.DATA_START, len(raw), PREPARE, 0, 1, 9, 0, -3, 2, b"xid")
 
 
 def test_empty_file_ends_at_data_start() -> None:
@@ -251,10 +259,6 @@ def test_tail_extent_and_max_lsn() -> None:
 
 # -- replay_file: transaction record counts --------------------------------------------------------
 
-ADD_TX = int(RecordType.ADD_TX)
-PREPARE = int(RecordType.PREPARE)
-COMMIT = int(RecordType.COMMIT)
-ROLLBACK = int(RecordType.ROLLBACK)
 
 TxRec = tuple[int, int, int, int]  # (type, id, tx_id, tx_count); every body is b"b<id>"
 
