@@ -8,14 +8,22 @@
     store data compact [--config F | --journal D --bindings D]
     store data recover [--config F | --journal D] --history D --target D [--undelete] [--events]
 
-Every subcommand calls one library function (``store.file.inspect`` / ``store.file.repair``)
-and only formats its result. The directories come from ``--config`` (TOML or broker.xml;
-Artemis's defaults ``data/journal`` and ``data/bindings`` without one), overridden by
-``--journal`` / ``--bindings``; ``--skip-bindings`` / ``--skip-journal`` leave one out.
+Every subcommand calls one library function and only formats its result: ``print``
+``store.file.survey.scan_journal``, ``verify`` ``store.file.verify.verify``, ``repair``
+``store.file.repair.repair`` (``--salvage``: ``store.file.salvage.salvage``), ``compact``
+``store.maintenance.compact_store``, ``recover`` ``store.file.history.recover_from_history``. The
+directories come from ``--config`` (TOML or broker.xml; Artemis's defaults ``data/journal`` and
+``data/bindings`` without one), overridden by ``--journal`` / ``--bindings``;
+``--skip-bindings`` / ``--skip-journal`` leave one out.
+
+No command creates a store: every journal a command works on must already hold one
+(``store.file.survey.require_journal``), checked before any is touched; ``print`` and
+``verify`` only read (read-only opens, no lock taken), so they work on a read-only file system.
 
 Exit codes (``store.cli.main``): 0 nothing to report, 1 findings that need no operator
 (torn tails, leftovers the next open cleans up, damaged sources a recovery read around, records
-a salvage dropped), 5 corruption (whatever makes a load refuse the journal: a checksum failure,
+a salvage dropped), 2 a path that holds no journal (or another configuration error), 5
+corruption (whatever makes a load refuse the journal: a checksum failure,
 a damaged header, a missing or truncated file; ``print`` and ``verify`` report it, ``repair``
 without ``--force`` refuses it), 3 when a broker holds the journal.
 
@@ -29,17 +37,17 @@ Thread-safety: a command runs once per process; nothing is shared.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from store import maintenance
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
-from store.file import file_journal_options, inspect, repair, salvage
+from store.file import file_journal_options, history, repair, salvage, survey, verify
 from store.file import format as fmt
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
@@ -52,11 +60,22 @@ _FORCE_READ = "read even while a broker holds the journal (its tail may be in fl
 def register(subparsers: Any) -> None:
     """Add ``store data`` and its subcommands to the ``store`` parser. Returns nothing."""
     data = subparsers.add_parser(
-        "data", help="inspect, verify, repair, compact or recover the file journals offline"
+        "data",
+        help="inspect, verify, repair, compact or recover the file journals offline",
+        description="Work on the file store's journals while no broker runs. The directories "
+        "come from --config (TOML or broker.xml), else Artemis's defaults data/journal and "
+        "data/bindings, overridden by --journal / --bindings. A path that holds no journal is "
+        "an error: these commands never create one.",
     )
     sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
 
-    p = sub.add_parser("print", help="list journal files and their records")
+    p = sub.add_parser(
+        "print",
+        help="list journal files and their records",
+        description="List every journal file (header, records, end of data, tail) and its "
+        "records in sequence, then what a load would return. Read-only: works on a read-only "
+        "file system. Exits 5 when a load would refuse the journal, naming why.",
+    )
     _journal_options(p)
     p.add_argument("--safe", action="store_true", help="structure only: never print bodies")
     p.add_argument(
@@ -67,12 +86,26 @@ def register(subparsers: Any) -> None:
     p.add_argument("--force", action="store_true", help=_FORCE_READ)
     p.set_defaults(func=run_print)
 
-    v = sub.add_parser("verify", help="check every file and list every finding")
+    v = sub.add_parser(
+        "verify",
+        help="check every file and list every finding",
+        description="Read every journal file and list every finding, not just the first: "
+        "errors (what makes a load refuse the journal: checksum failures, damaged headers, "
+        "missing or truncated files), warnings (torn tails and leftovers the next open cleans "
+        "up) and information. Changes nothing. Exits 0 clean, 1 warnings, 5 errors.",
+    )
     _journal_options(v)
     v.add_argument("--force", action="store_true", help=_FORCE_READ)
     v.set_defaults(func=run_verify)
 
-    r = sub.add_parser("repair", help="zero torn tails (keeping .broken copies)")
+    r = sub.add_parser(
+        "repair",
+        help="zero torn tails (keeping .broken copies)",
+        description="Finish an interrupted compaction and zero torn tails, keeping a .broken "
+        "copy of each file changed. A checksum failure is refused unless --force (cut there, "
+        "later files moved into repair-<time>/) or --salvage (rewrite the journal keeping every "
+        "valid record). Records already lost are never hidden.",
+    )
     _journal_options(r)
     how = r.add_mutually_exclusive_group()
     how.add_argument("--force", action="store_true",
@@ -82,7 +115,14 @@ def register(subparsers: Any) -> None:
                      "records, report their lsns and ids, keep the originals in repair-<time>/")
     r.set_defaults(func=run_repair)
 
-    c = sub.add_parser("compact", help="open the store and compact both journals")
+    c = sub.add_parser(
+        "compact",
+        help="open the store and compact both journals",
+        description="Open the configured store (file or database), load both journals and "
+        "compact each: live records rewritten into as few files as possible (the file store) "
+        "or dead rows removed (the database). The store never grows: free files beyond "
+        "journal-min-files and the one pre-opened file are removed afterwards.",
+    )
     _journal_options(c, skips=False)
     c.set_defaults(func=run_compact)
 
@@ -124,7 +164,7 @@ def _config(args: argparse.Namespace, *, file_only: bool = True) -> StoreConfig:
         changes["bindings_directory"] = args.bindings
     if not args.config:
         # Without a file, keep the file size the message journal already has.
-        size = inspect.detect_file_size(args.journal or config.journal_directory, prefix="data")
+        size = survey.detect_file_size(args.journal or config.journal_directory, prefix="data")
         if size is not None and size >= 1024:
             changes["journal_file_size"] = size
     config = config.replace(**changes) if changes else config
@@ -138,12 +178,18 @@ def _config(args: argparse.Namespace, *, file_only: bool = True) -> StoreConfig:
     return config
 
 
-def _journals(args: argparse.Namespace) -> Iterator[tuple[str, FileJournalOptions]]:
+def _journals(args: argparse.Namespace) -> list[tuple[str, FileJournalOptions]]:
+    """The journals the command works on, each checked to hold a journal before any is
+    touched (a command never acts on one journal and then fails on the other's path)."""
     bindings, messages = file_journal_options(_config(args), lock=False)
+    chosen = []
     if not getattr(args, "skip_bindings", False):
-        yield "bindings", bindings
+        chosen.append(("bindings", bindings))
     if not getattr(args, "skip_journal", False):
-        yield "messages", messages
+        chosen.append(("messages", messages))
+    for _name, opts in reversed(chosen):  # the message journal first: --journal names it
+        survey.require_journal(opts.directory, prefix=opts.prefix, fs=opts.fs)
+    return chosen
 
 
 def _console() -> Console:
@@ -165,14 +211,14 @@ def run_print(args: argparse.Namespace) -> int:
     """
     worst = EXIT_OK
     for name, opts in _journals(args):
-        inspect.ensure_unlocked(opts.directory, force=args.force)
-        js = inspect.scan_journal(
+        survey.ensure_unlocked(opts.directory, force=args.force)
+        js = survey.scan_journal(
             opts.directory, prefix=opts.prefix, keep_records=True,
             max_records=args.max_records, replay=True, kind=opts.kind,
         )
         print(f"{name} journal {opts.directory} (prefix {opts.prefix})")
         scans = {id(s.file): s for s in js.scans}
-        for f in js.listing.files:
+        for f in js.files:
             s = scans.get(id(f))
             print(_file_line(f, s))
             for marker in s.markers if s is not None else []:
@@ -181,6 +227,9 @@ def run_print(args: argparse.Namespace) -> int:
                 print(_record_line(rec, safe=args.safe, body_bytes=args.body_bytes))
         if js.records_kept < js.records_total:
             print(f"  ... {js.records_total - js.records_kept} more records not printed")
+        for f in js.retired:
+            print(f"  file {f.name} retired by an interrupted compaction (the next open "
+                  "removes it)")
         for item in js.listing.leftovers:
             print(f"  {item.kind}: {item.name}")
         assert js.replay is not None
@@ -205,7 +254,7 @@ def run_print(args: argparse.Namespace) -> int:
     return worst
 
 
-def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
+def _file_line(f: survey.JournalFile, s: survey.FileScan | None) -> str:
     line = f"  file {f.name} id {f.file_id if f.file_id is not None else '-'} size {f.size} "
     line += f"header {f.status}"
     if f.header_error is not None:
@@ -219,7 +268,7 @@ def _file_line(f: inspect.JournalFile, s: inspect.FileScan | None) -> str:
     return line
 
 
-def _marker_line(view: inspect.MarkerView) -> str:
+def _marker_line(view: survey.MarkerView) -> str:
     m = view.marker
     if m.kind == fmt.MARKER_FILES and not m.known:
         what = "FILES list left out"
@@ -231,7 +280,7 @@ def _marker_line(view: inspect.MarkerView) -> str:
     return f"    marker @{view.offset} lsn={view.lsn} {what}"
 
 
-def _record_line(rec: inspect.RecordView, *, safe: bool, body_bytes: int) -> str:
+def _record_line(rec: survey.RecordView, *, safe: bool, body_bytes: int) -> str:
     rtype = RecordType(rec.type).name
     line = (
         f"    @{rec.offset:<8} {rtype:<9} id={rec.id} user_type={rec.user_type} "
@@ -259,7 +308,7 @@ def run_verify(args: argparse.Namespace) -> int:
     console = _console()
     worst = EXIT_OK
     for name, opts in _journals(args):
-        report = repair.verify(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
+        report = verify.verify(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
         console.print(f"[bold]{name}[/bold] journal {opts.directory} (prefix {opts.prefix})")
         if report.files:
             console.print(_files_table(report))
@@ -277,7 +326,7 @@ def run_verify(args: argparse.Namespace) -> int:
     return worst
 
 
-def _files_table(report: repair.VerifyReport) -> Table:
+def _files_table(report: verify.VerifyReport) -> Table:
     table = Table("file", "id", "header", "records", "end", "last lsn", "tail", "stale bytes")
     for f in report.files:
         if f.checksum_error is not None:
@@ -293,7 +342,7 @@ def _files_table(report: repair.VerifyReport) -> Table:
     return table
 
 
-def _findings_table(report: repair.VerifyReport) -> Table:
+def _findings_table(report: verify.VerifyReport) -> Table:
     table = Table("severity", "finding", "where", "offset", "detail")
     for finding in report.findings:
         where = finding.path
@@ -388,18 +437,26 @@ def run_compact(args: argparse.Namespace) -> int:
     console = _console()
     config = _config(args, file_only=False)
     steps = 4
-    with Progress(
+    progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
-    ) as progress:
-        task = progress.add_task("opening the store", total=steps)
-        done = [0]
+    )
+    # Shown from the first step on: a store that cannot be opened (no journal at the path, a
+    # lock held elsewhere) gets its one-line error and no progress bar.
+    task = progress.add_task("opening the store", total=steps, start=False)
+    done = [0]
 
-        def on_step(what: str) -> None:
-            progress.update(task, description=what, completed=done[0])
-            done[0] += 1
+    def on_step(what: str) -> None:
+        if not done[0]:
+            progress.start()
+        progress.update(task, description=what, completed=done[0])
+        done[0] += 1
 
-        results = repair.compact_store(config, on_step=on_step)
+    try:
+        results = maintenance.compact_store(config, on_step=on_step)
         progress.update(task, description="compacted", completed=steps)
+    finally:
+        if done[0]:
+            progress.stop()
     table = Table("journal", "data files", "live bytes", "total bytes", "seconds")
     for r in results:
         before_files = r.before.extra.get("data_files", r.before.files)
@@ -425,24 +482,24 @@ def run_recover(args: argparse.Namespace) -> int:
     """
     args.bindings = None
     config = _config(args)
-    history = args.history
-    if history is None and config.journal_retention is not None:
-        history = config.journal_retention.directory
-    if history is None:
+    history_dir = args.history
+    if history_dir is None and config.journal_retention is not None:
+        history_dir = config.journal_retention.directory
+    if history_dir is None:
         raise ConfigError(
             "store data recover needs --history (or a journal-retention directory in --config)",
             key="history", allowed="the retention folder to recover from",
         )
     _bindings, messages = file_journal_options(config, lock=False)
-    report = repair.recover(
-        history, args.target, journal=messages.directory, prefix=messages.prefix,
+    report = history.recover_from_history(
+        history_dir, args.target, journal=messages.directory, prefix=messages.prefix,
         kind=messages.kind, file_size=config.journal_file_size if args.config else None,
         undelete=args.undelete, events=args.events, force=args.force,
     )
     console = _console()
     from_history = sum(1 for s in report.sources if s.origin == "history")
     console.print(
-        f"read {len(report.sources)} files ({from_history} from {history}, "
+        f"read {len(report.sources)} files ({from_history} from {history_dir}, "
         f"{len(report.sources) - from_history} from {messages.directory}), "
         f"{report.generations} compaction generation(s)"
     )

@@ -72,30 +72,29 @@ from store.errors import (
     UnknownRecordError,
     UnknownTransactionError,
 )
+from store.journal.api import ADD as _ADD
+from store.journal.api import ADD_TX as _ADD_TX
+from store.journal.api import COMMIT as _COMMIT
+from store.journal.api import DELETE as _DELETE
+from store.journal.api import DELETE_TX as _DELETE_TX
+from store.journal.api import EVENT as _EVENT
 from store.journal.api import (
     MAX_ID,
     MIN_ID,
     Journal,
     JournalStats,
     LoadResult,
-    RecordType,
 )
+from store.journal.api import PREPARE as _PREPARE
+from store.journal.api import ROLLBACK as _ROLLBACK
+from store.journal.api import UPDATE as _UPDATE
+from store.journal.api import UPDATE_TX as _UPDATE_TX
 from store.journal.replay import Replayer
 
 __all__ = ["DatabaseJournal", "JournalOptions"]
 
 _log = logging.getLogger(__name__)
 
-_ADD: Final = int(RecordType.ADD)
-_UPDATE: Final = int(RecordType.UPDATE)
-_ADD_TX: Final = int(RecordType.ADD_TX)
-_UPDATE_TX: Final = int(RecordType.UPDATE_TX)
-_DELETE_TX: Final = int(RecordType.DELETE_TX)
-_DELETE: Final = int(RecordType.DELETE)
-_PREPARE: Final = int(RecordType.PREPARE)
-_COMMIT: Final = int(RecordType.COMMIT)
-_ROLLBACK: Final = int(RecordType.ROLLBACK)
-_EVENT: Final = int(RecordType.EVENT)
 _NONE: Final = -1  # id / userrecordtype of bookkeeping rows
 _EMPTY: Final = b""
 

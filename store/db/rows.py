@@ -38,15 +38,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final, Protocol
 
+from store.journal.api import ADD as _ADD
+from store.journal.api import DELETE_TX as _DELETE_TX
+from store.journal.api import UPDATE as _UPDATE
+from store.journal.api import UPDATE_TX as _UPDATE_TX
 from store.journal.api import RecordType
 
 __all__ = ["CleanupSink", "RowIndex", "TxHolder"]
 
-_ADD: Final = int(RecordType.ADD)
-_UPDATE: Final = int(RecordType.UPDATE)
-_ADD_TX: Final = int(RecordType.ADD_TX)
-_UPDATE_TX: Final = int(RecordType.UPDATE_TX)
-_DELETE_TX: Final = int(RecordType.DELETE_TX)
 _TX_KINDS: Final = frozenset(
     int(t)
     for t in (

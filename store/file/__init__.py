@@ -2,7 +2,27 @@
 (DESIGN §5). Its one opener is :func:`open_file_store`; :func:`store.open_store` calls it for a
 configuration without a ``database-store`` section.
 
-The modules, one concern each, are listed in ``store.file.journal``'s docstring.
+The modules, one concern each. The journal (``store.file.journal`` ties these together):
+
+- ``format``: the bytes (file header, record, file-list marker), documented as tables;
+- ``segments``: journal files: naming, pre-allocation, reuse, the pre-opened file;
+- ``writer``: buffering and group commit; ``io``: NIO, MAPPED and ASYNCIO;
+- ``reader``: records in sequence, what follows the end of data, and ``replay_file``, the one
+  dispatch of record types (the load, the compactor and every offline tool go through it);
+- ``index``: live ids and the reclaim counts; ``integrity``: every judgement of a directory
+  (torn tail or corruption, missing or truncated files) for the load and the tools alike;
+- ``compact``: the compactor and finishing an interrupted compaction;
+- ``retention``: history copies; ``lock``: one writer per directory; ``options``: settings.
+
+The offline tools (``store data``), which never create a journal and only read unless they
+repair:
+
+- ``survey``: listing, scanning and judging a directory read-only, as a load would see it;
+- ``verify``: every finding; ``repair``: torn tails and forced cuts; ``salvage``: rewriting a
+  damaged journal around its damage; ``history``: rebuilding one from retention history.
+
+The file-system seam they all use is ``store.fs``; ``store.maintenance`` compacts a whole
+store of either back-end.
 """
 
 from __future__ import annotations
@@ -10,9 +30,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from store.errors import StoreError
-from store.file.fs import FileSystem, OsFileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
+from store.fs import FileSystem, OsFileSystem
 from store.parts import StoreParts
 
 if TYPE_CHECKING:

@@ -22,8 +22,9 @@ Steps (each crash point is recoverable; the control file is the commit point):
    to the current file and flush it, delete the control file. Until the marker is durable the
    committed control file stands for it.
 
-Recovery (:func:`recover`, run before every load): with a valid control file, delete the old
-files it lists that still exist and rename the listed ``.cmp`` files that still exist; the
+Recovery (:func:`finish_interrupted`, run before every load): with a valid control file,
+delete the old files it lists that still exist and rename the listed ``.cmp`` files that still
+exist; the
 control file is **kept** and returned: the load treats its old files as retired, appends the
 equivalent ``CHANGE`` marker, flushes it, and only then deletes the control file
 (:func:`remove_control`), so a crash before step 5's marker was durable never reads as missing
@@ -47,12 +48,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from store.file import format as fmt
-from store.file.fs import FileSystem
+from store.file import integrity
 from store.file.index import LiveIndex
-from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
+from store.file.reader import Cursor, FileReplay, Tail, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
-from store.journal.api import RecordType
-from store.journal.replay import Replayer
+from store.fs import FileSystem
+from store.journal.api import ADD, ADD_TX, DELETE_TX, EVENT, PREPARE, UPDATE, UPDATE_TX
+from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer
 
 if TYPE_CHECKING:
     from store.file.journal import FileJournal
@@ -63,7 +65,7 @@ __all__ = [
     "apply_control",
     "compact",
     "read_control",
-    "recover",
+    "finish_interrupted",
     "remove_control",
     "write_control",
 ]
@@ -71,7 +73,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _MAGIC = "SJNL-COMPACT 1"
-_KIND_TO_TYPE = {0: RecordType.ADD_TX, 1: RecordType.UPDATE_TX, 2: RecordType.DELETE_TX}
+_OP_TO_TYPE = {OP_ADD: ADD_TX, OP_UPDATE: UPDATE_TX, OP_DELETE: DELETE_TX}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +138,14 @@ def read_control(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
     path = control_path(naming)
     if not fs.exists(path):
         return None
-    handle = fs.open(path)
+    handle = fs.open(path, read_only=True)
     try:
         return decode_control(handle.pread(handle.size(), 0))
     finally:
         handle.close()
 
 
-def recover(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
+def finish_interrupted(fs: FileSystem, naming: SegmentNaming) -> ControlFile | None:
     """Finish or discard an interrupted compaction, then remove leftovers (idempotent).
 
     Returns the committed control file, which is kept until the caller made the change durable
@@ -232,7 +234,7 @@ class OutputWriter:
             if fmt.marker_size(len(previous)) > min(space, seg.size // 4):
                 marker = fmt.Marker(fmt.MARKER_FILES, known=False)
             if fmt.marker_size(len(marker.files)) <= space:
-                self._put(seg, int(RecordType.EVENT), fmt.encode_marker(marker), fmt.FLAG_MARKER)
+                self._put(seg, EVENT, fmt.encode_marker(marker), fmt.FLAG_MARKER)
         return seg
 
     def _finish(self) -> None:
@@ -251,9 +253,9 @@ class OutputWriter:
         seg = self.seg
         if seg is None or fmt.DATA_START + len(self.buf) + n > seg.size:
             seg = self._open(n)
-        tx_count = self.tx_counts.get(tx_id, 0) if rtype == RecordType.PREPARE else 0
+        tx_count = self.tx_counts.get(tx_id, 0) if rtype == PREPARE else 0
         self._put(seg, rtype, body, 0, id=id, tx_id=tx_id, urt=urt, tx_count=tx_count)
-        if rtype in (RecordType.ADD_TX, RecordType.UPDATE_TX, RecordType.DELETE_TX):
+        if rtype == ADD_TX or rtype == UPDATE_TX or rtype == DELETE_TX:
             self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
 
     def _put(
@@ -283,11 +285,11 @@ class OutputWriter:
         return self.files
 
 
-def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
-    replayer = Replayer()
+def _replay_files(journal: FileJournal, files: list[Segment]) -> FileReplay:
+    replay = FileReplay()
     fs = journal.options.fs
     for seg in files:
-        handle = fs.open(seg.path)
+        handle = fs.open(seg.path, read_only=True)
         try:
             raw = handle.pread(seg.size, 0)
         finally:
@@ -296,14 +298,14 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> Replayer:
         records = scan(raw, seg.file_id, cur)
         # A finished file is never the last one written: valid data after its end of data
         # means damage, and compacting past it would drop records. Refuse instead.
-        classify(
+        integrity.classify(
             seg.path,
             Tail(cur.end, find_after(raw, seg.file_id, cur.end)),
             missing_lsn=cur.last_lsn + 1,
             is_last=False,
         )
-        replay_file(records, seg, replayer)
-    return replayer
+        replay.feed(records, path=seg.path, file_id=seg.file_id)
+    return replay
 
 
 def _index_of(journal: FileJournal, files: list[Segment]) -> LiveIndex:
@@ -312,7 +314,7 @@ def _index_of(journal: FileJournal, files: list[Segment]) -> LiveIndex:
     replayer = Replayer()
     fs = journal.options.fs
     for seg in files:
-        handle = fs.open(seg.path)
+        handle = fs.open(seg.path, read_only=True)
         try:
             raw = handle.pread(seg.size, 0)
         finally:
@@ -346,10 +348,9 @@ def compact(journal: FileJournal) -> bool:
             return False
         # Files waiting for their retention copy must be copied before they disappear.
         journal._retention_pass()
-        replayer = _replay_files(journal, old)
-        open_txs = replayer.open_transactions()
-        prepared = {tx: replayer.prepared_xid(tx) for tx in open_txs}
-        result = replayer.result()
+        replay = _replay_files(journal, old)
+        open_txs = replay.open_transactions()
+        result = replay.result()
         # Output records have their own lsn run (lsns only need to be consecutive within a
         # file) so the current file's sequence goes on untouched; SYNCED marks them durable.
         out = OutputWriter(journal.segments, max(f.file_id for f in old) + 1, 0)
@@ -359,14 +360,13 @@ def compact(journal: FileJournal) -> bool:
                 # are dead. Open transactions' records are copied whatever happened since,
                 # because their commit may sit in the current file.
                 continue
-            rtype = RecordType.UPDATE if info.is_update else RecordType.ADD
+            rtype = UPDATE if info.is_update else ADD
             out.write(rtype, id=info.id, urt=info.user_record_type, body=info.data)
-        for tx_id, ops in open_txs.items():
+        for tx_id, (ops, xid) in open_txs.items():
             for kind, rid, urt, body in ops:
-                out.write(_KIND_TO_TYPE[kind], id=rid, tx_id=tx_id, urt=urt, body=body)
-            xid = prepared.get(tx_id)
+                out.write(_OP_TO_TYPE[kind], id=rid, tx_id=tx_id, urt=urt, body=body)
             if xid is not None:
-                out.write(RecordType.PREPARE, tx_id=tx_id, body=xid)
+                out.write(PREPARE, tx_id=tx_id, body=xid)
         new_files = out.close()
         write_control(
             fs,

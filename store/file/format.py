@@ -155,7 +155,7 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from store.errors import CorruptionError
-from store.journal.api import RecordType
+from store.journal.api import EVENT, ROLLBACK, RecordType
 
 __all__ = [
     "DATA_START",
@@ -208,8 +208,8 @@ RECORD_TAIL: Final = struct.Struct("<II")  # checksum, length_copy
 OVERHEAD: Final = RECORD_HEAD.size + RECORD_TAIL.size  # 60
 PAD_UNIT: Final = 512
 
-_MIN_TYPE: Final = int(RecordType.EVENT)
-_MAX_TYPE: Final = int(RecordType.ROLLBACK)
+_MIN_TYPE: Final = EVENT
+_MAX_TYPE: Final = ROLLBACK
 
 MARKER_MAGIC: Final = b"SJFL"
 MARKER_FILES: Final = 1

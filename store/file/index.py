@@ -24,14 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from store.file.segments import Segment
+from store.journal.replay import OP_DELETE, OP_UPDATE
 
 __all__ = ["LiveIndex", "TxState", "reclaimable"]
-
-
-# Kinds of transactional operations.
-TX_ADD = 0
-TX_UPDATE = 1
-TX_DELETE = 2
 
 
 class TxState:
@@ -40,7 +35,7 @@ class TxState:
     __slots__ = ("files", "ops", "prepared")
 
     def __init__(self) -> None:
-        # (kind, id, file, size) in the order written.
+        # (kind, id, file, size) in the order written; kinds are store.journal.replay's OP_*.
         self.ops: list[tuple[int, int, Segment, int]] = []
         self.files: dict[Segment, int] = {}
         self.prepared = False
@@ -137,12 +132,12 @@ class LiveIndex:
             return
         self._unpin(state, c)
         for kind, id, f, size in state.ops:
-            if kind == TX_DELETE:
+            if kind == OP_DELETE:
                 f.live_bytes -= size
                 self.delete(id, f)
             else:
                 f.live_bytes -= size  # re-added as a positive just below
-                self.add(id, f, size, update=kind == TX_UPDATE)
+                self.add(id, f, size, update=kind == OP_UPDATE)
 
     def rollback(self, tx_id: int, r: Segment) -> None:
         state = self.txs.pop(tx_id, None)

@@ -2,13 +2,13 @@
 
 :meth:`store.file.journal.FileJournal.load` raises the first :class:`Problem` these functions
 return; ``store data verify`` lists every one and ``store data print`` reports them
-(``store.file.inspect``), so the three cannot disagree. The rules, in the order problems are
+(``store.file.survey``), so the three cannot disagree. The rules, in the order problems are
 reported:
 
 1. **Headers** (:func:`header_problems`): a damaged header or one of an unknown version, a file
    of the other journal kind, two files carrying one file id.
 2. **Tails** (:func:`tail_problems`), per file in file-id order
-   (``store.file.reader.classify``): only the last file holding data may end in a torn tail;
+   (:func:`classify`): only the last file holding data may end in a torn tail;
    valid records after the end of data of an earlier file, or records proving by their
    ``durable_lsn`` that the missing one had been durable, are a checksum failure.
 3. **Sizes**: a file shorter than the ``file_size`` its header states has been truncated.
@@ -38,11 +38,12 @@ The writer (``store.file.journal``) keeps them true at every crash point:
 - compaction: its committed control file stands for the change until the ``CHANGE`` marker
   (old files retired, output files added) is durable: the compactor recycles the old files,
   renames its output, appends the marker, flushes it, and only then deletes the control file.
-  A crash anywhere in between leaves the control file; ``store.file.compact.recover`` then
-  finishes the compaction at the next open but keeps the control file, the load treats the
-  files it names as retired, appends the equivalent marker, flushes it, and only then deletes
-  the control file. Offline tools read the control file the same way. (A control file that
-  never committed means no marker was written either: the marker always comes after it.)
+  A crash anywhere in between leaves the control file;
+  ``store.file.compact.finish_interrupted`` then finishes the compaction at the next open but
+  keeps the control file, the load treats the files it names as retired, appends the
+  equivalent marker, flushes it, and only then deletes the control file. Offline tools read
+  the control file the same way. (A control file that never committed means no marker was
+  written either: the marker always comes after it.)
   No crash point leaves a listed file missing without a durable marker or a committed control
   file saying why;
 - repair cutting a file at a checksum failure restates the files left in a ``FILES`` marker at
@@ -75,14 +76,16 @@ from typing import Any
 
 from store.errors import ChecksumError, CorruptionError, LostDataError
 from store.file import format as fmt
-from store.file.reader import Tail, classify
+from store.file.reader import Tail, marker_of
 from store.file.segments import SegmentNaming
+from store.journal.api import EVENT
 
 __all__ = [
     "LOST_KINDS",
     "FileFacts",
     "HeaderFacts",
     "Problem",
+    "classify",
     "expected_files",
     "header_problems",
     "judge",
@@ -93,7 +96,6 @@ __all__ = [
 #: Problem kinds that mean records are gone (rules 3 and 4); a plain repair cannot fix them.
 LOST_KINDS = frozenset({"truncated", "missing-file", "lost-records"})
 
-_EVENT = 10
 _SALVAGE_HINT = (
     "put the file back if it was moved away; otherwise `store data repair --salvage` rewrites "
     "the journal from what is left and reports what is lost (the original files are kept)"
@@ -191,16 +193,51 @@ def read_markers(data: bytes | memoryview, records: Iterable[Sequence[Any]]) -> 
     """The file-list markers among ``records`` (scanned from ``data``, in sequence).
 
     A record is read as ``(offset, length, type, …, body)`` (``store.file.reader.RawRecord``
-    or ``store.file.inspect.RecordView``). Returns them in order; bodies that are not a marker
+    or ``store.file.survey.RecordView``). Returns them in order; bodies that are not a marker
     this version understands are skipped, as any event.
     """
     found = []
     for rec in records:
-        if rec[2] == _EVENT and data[rec[0] + 7] & fmt.FLAG_MARKER:
-            marker = fmt.decode_marker(bytes(rec[-1]))
-            if marker is not None:
-                found.append(marker)
+        marker = marker_of(data, rec)
+        if marker is not None:
+            found.append(marker)
     return found
+
+
+def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
+    """Raise ChecksumError if the records after the end of data prove it had been durable.
+
+    ``missing_lsn`` is the lsn the record at the end of data would have had (a lower bound when
+    the file has no record in sequence). ``is_last`` says whether this is the last file written.
+    Returns quietly for a clean end or a torn tail.
+    """
+    if not tail.records:
+        return
+    first = tail.records[0]
+    if not is_last:
+        raise ChecksumError(
+            path,
+            tail.end,
+            f"no valid record at this offset, but {len(tail.records)} valid record(s) follow "
+            f"(first at offset {first.offset}, lsn {first.lsn}) and later files were written "
+            "after this one was synced",
+            hint="inspect with `store data verify`; `store data repair --force` drops what "
+            "follows the damage (a .broken copy is kept)",
+        )
+    proof = next(
+        (r for r in tail.records if r.durable_lsn >= missing_lsn or r.flags & fmt.FLAG_SYNCED),
+        None,
+    )
+    if proof is not None:
+        raise ChecksumError(
+            path,
+            tail.end,
+            f"no valid record at this offset (lsn {missing_lsn} expected), but the record at "
+            f"offset {proof.offset} (lsn {proof.lsn}) was written after lsn {proof.durable_lsn} "
+            "was durable",
+            hint="inspect with `store data verify`; `store data repair --force` drops what "
+            "follows the damage (a .broken copy is kept)",
+        )
 
 
 def tail_problems(files: Sequence[FileFacts]) -> list[Problem]:
@@ -266,7 +303,7 @@ def _tail_markers(tail: Tail) -> list[fmt.Marker]:
     as files gone missing."""
     found = []
     for rec in tail.records:
-        if rec.type == _EVENT and rec.flags & fmt.FLAG_MARKER:
+        if rec.type == EVENT and rec.flags & fmt.FLAG_MARKER:
             marker = fmt.decode_marker(rec.body)
             if marker is not None:
                 found.append(marker)

@@ -34,8 +34,8 @@ import os
 from typing import Any
 
 from store.errors import StoreIOError
-from store.file.fs import FileSystem
 from store.file.segments import Segment
+from store.fs import FileSystem
 
 __all__ = ["AsyncIOBackend", "IOBackend", "MappedBackend", "NIOBackend", "make_backend"]
 

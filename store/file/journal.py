@@ -54,15 +54,31 @@ from store.errors import (
 )
 from store.file import format as fmt
 from store.file import integrity
-from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex, reclaimable
+from store.file.index import LiveIndex, reclaimable
 from store.file.io import IOBackend, make_backend
 from store.file.lock import DirectoryLock
 from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, Tail, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.file.writer import GroupCommitWriter
-from store.journal.api import MAX_ID, MIN_ID, Journal, JournalStats, LoadResult, RecordType
-from store.journal.replay import Replayer
+from store.journal.api import (
+    ADD,
+    ADD_TX,
+    COMMIT,
+    DELETE,
+    DELETE_TX,
+    EVENT,
+    MAX_ID,
+    MIN_ID,
+    PREPARE,
+    ROLLBACK,
+    UPDATE,
+    UPDATE_TX,
+    Journal,
+    JournalStats,
+    LoadResult,
+)
+from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer
 
 if TYPE_CHECKING:
     from store.file import compact as compact_types
@@ -70,17 +86,6 @@ if TYPE_CHECKING:
 __all__ = ["FileJournal"]
 
 log = logging.getLogger(__name__)
-
-_ADD = int(RecordType.ADD)
-_UPDATE = int(RecordType.UPDATE)
-_DELETE = int(RecordType.DELETE)
-_ADD_TX = int(RecordType.ADD_TX)
-_UPDATE_TX = int(RecordType.UPDATE_TX)
-_DELETE_TX = int(RecordType.DELETE_TX)
-_PREPARE = int(RecordType.PREPARE)
-_COMMIT = int(RecordType.COMMIT)
-_ROLLBACK = int(RecordType.ROLLBACK)
-_EVENT = int(RecordType.EVENT)
 
 _pack_head = fmt.RECORD_HEAD.pack
 _pack_tail = fmt.RECORD_TAIL.pack
@@ -163,7 +168,7 @@ class FileJournal(Journal):
             self._load_called = True
         from store.file import compact
 
-        ctl = compact.recover(self._fs, self._naming)
+        ctl = compact.finish_interrupted(self._fs, self._naming)
         retired = ctl.file_ids(self._naming)[0] if ctl is not None else []
         replayer = Replayer()
         # A load creates millions of long-lived objects and no cycles; the cyclic collector
@@ -317,7 +322,7 @@ class FileJournal(Journal):
         self.segments.prepare_async()
         for tx_id in failed:
             # Make sure a failed transaction's records can never be committed later.
-            self._append(_ROLLBACK, 0, tx_id, 0, b"", False, check=False)
+            self._append(ROLLBACK, 0, tx_id, 0, b"", False, check=False)
         if failed:
             writer.flush()
         if ctl is not None:
@@ -331,8 +336,8 @@ class FileJournal(Journal):
         self._maint_wake.set()
 
     def _finish_compaction(self, ctl: compact_types.ControlFile) -> None:
-        """Record the compaction a load finished (``store.file.compact.recover``) in a CHANGE
-        marker, make it durable, then delete the control file that stood for it."""
+        """Record the compaction a load finished (``store.file.compact.finish_interrupted``) in a
+        CHANGE marker, make it durable, then delete the control file that stood for it."""
         from store.file import compact
 
         w = self.writer
@@ -392,14 +397,14 @@ class FileJournal(Journal):
             w.check_locked()  # waits while a compaction runs, which replaces the index
             index = self.index
             if check:
-                if rtype == _UPDATE or rtype == _DELETE:
+                if rtype == UPDATE or rtype == DELETE:
                     if id not in index.records or (
                         index.updated_only and id in index.updated_only
                     ):
                         raise UnknownRecordError(
                             f"record {id} is not live in journal {self.options.directory}"
                         )
-                elif (rtype == _COMMIT or rtype == _ROLLBACK) and tx_id not in index.txs:
+                elif (rtype == COMMIT or rtype == ROLLBACK) and tx_id not in index.txs:
                     raise UnknownTransactionError(
                         f"transaction {tx_id} is not open in journal {self.options.directory}"
                     )
@@ -408,7 +413,7 @@ class FileJournal(Journal):
                 seg = self._roll_locked()
             if not seg.first_lsn:
                 self._begin_file_locked(seg, n)
-            tx_count = index.tx_count(tx_id, seg) if rtype == _PREPARE or rtype == _COMMIT else 0
+            tx_count = index.tx_count(tx_id, seg) if rtype == PREPARE or rtype == COMMIT else 0
             lsn = w.lsn + 1
             w.lsn = lsn
             head = _pack_head(
@@ -419,21 +424,21 @@ class FileJournal(Journal):
             buf += data
             buf += _pack_tail(_crc32(head, body_crc), n)
             seg.end += n
-            if rtype == _ADD or rtype == _UPDATE:
+            if rtype == ADD or rtype == UPDATE:
                 index.add(id, seg, n)
-            elif rtype == _DELETE:
+            elif rtype == DELETE:
                 index.delete(id, seg)
-            elif rtype == _ADD_TX:
-                index.tx_record(tx_id, TX_ADD, id, seg, n)
-            elif rtype == _UPDATE_TX:
-                index.tx_record(tx_id, TX_UPDATE, id, seg, n)
-            elif rtype == _DELETE_TX:
-                index.tx_record(tx_id, TX_DELETE, id, seg, n)
-            elif rtype == _PREPARE:
+            elif rtype == ADD_TX:
+                index.tx_record(tx_id, OP_ADD, id, seg, n)
+            elif rtype == UPDATE_TX:
+                index.tx_record(tx_id, OP_UPDATE, id, seg, n)
+            elif rtype == DELETE_TX:
+                index.tx_record(tx_id, OP_DELETE, id, seg, n)
+            elif rtype == PREPARE:
                 index.prepare_in(tx_id, seg)
-            elif rtype == _COMMIT:
+            elif rtype == COMMIT:
                 index.commit(tx_id, seg)
-            elif rtype == _ROLLBACK:
+            elif rtype == ROLLBACK:
                 index.rollback(tx_id, seg)
             token = w.after_append_locked(wait)
         if token is not None:
@@ -443,39 +448,39 @@ class FileJournal(Journal):
         self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
     ) -> None:
         self._append(
-            _ADD, id, 0, user_record_type, data, sync and self.options.sync_non_transactional
+            ADD, id, 0, user_record_type, data, sync and self.options.sync_non_transactional
         )
 
     def append_update(
         self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
     ) -> None:
         self._append(
-            _UPDATE, id, 0, user_record_type, data, sync and self.options.sync_non_transactional
+            UPDATE, id, 0, user_record_type, data, sync and self.options.sync_non_transactional
         )
 
     def append_delete(self, id: int, *, sync: bool = False) -> None:
-        self._append(_DELETE, id, 0, 0, b"", sync and self.options.sync_non_transactional)
+        self._append(DELETE, id, 0, 0, b"", sync and self.options.sync_non_transactional)
 
     def append_add_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
-        self._append(_ADD_TX, id, tx_id, user_record_type, data, False)
+        self._append(ADD_TX, id, tx_id, user_record_type, data, False)
 
     def append_update_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
-        self._append(_UPDATE_TX, id, tx_id, user_record_type, data, False)
+        self._append(UPDATE_TX, id, tx_id, user_record_type, data, False)
 
     def append_delete_tx(self, tx_id: int, id: int) -> None:
-        self._append(_DELETE_TX, id, tx_id, 0, b"", False)
+        self._append(DELETE_TX, id, tx_id, 0, b"", False)
 
     def append_prepare(self, tx_id: int, xid: bytes, *, sync: bool = True) -> None:
-        self._append(_PREPARE, 0, tx_id, 0, bytes(xid), sync and self.options.sync_transactional)
+        self._append(PREPARE, 0, tx_id, 0, bytes(xid), sync and self.options.sync_transactional)
 
     def append_commit(self, tx_id: int, *, sync: bool = True) -> None:
-        self._append(_COMMIT, 0, tx_id, 0, b"", sync and self.options.sync_transactional)
+        self._append(COMMIT, 0, tx_id, 0, b"", sync and self.options.sync_transactional)
 
     def append_rollback(self, tx_id: int, *, sync: bool = True) -> None:
-        self._append(_ROLLBACK, 0, tx_id, 0, b"", sync and self.options.sync_transactional)
+        self._append(ROLLBACK, 0, tx_id, 0, b"", sync and self.options.sync_transactional)
 
     def append_event(self, id: int, user_record_type: int, data: bytes) -> None:
-        self._append(_EVENT, id, 0, user_record_type, data, False)
+        self._append(EVENT, id, 0, user_record_type, data, False)
 
     def flush(self) -> None:
         w = self.writer
@@ -569,7 +574,7 @@ class FileJournal(Journal):
         lsn = w.lsn + 1
         w.lsn = lsn
         head = _pack_head(
-            n, _EVENT, 0, 0, fmt.FLAG_MARKER | _FLOOR, seg.file_id, lsn, w.stamp_lsn, 0, 0, 0
+            n, EVENT, 0, 0, fmt.FLAG_MARKER | _FLOOR, seg.file_id, lsn, w.stamp_lsn, 0, 0, 0
         )
         buf = w.buf
         buf += head
@@ -631,8 +636,9 @@ class FileJournal(Journal):
                     if self._should_compact():
                         from store.file import compact
 
-                        compact.compact(self)
-                        self._reclaim_locked()
+                        if compact.compact(self):
+                            self._reclaim_locked()
+                            self._trim_free_files()
             except StoreError as exc:
                 log.error("journal maintenance failed in %s: %s", self.options.directory, exc)
                 log.debug("maintenance failure", exc_info=True)
@@ -667,7 +673,8 @@ class FileJournal(Journal):
             return live < opts.compact_percentage / 100 * files * self.file_size
 
     def compact(self) -> None:
-        """Rewrite the live records of every finished file into as few files as possible.
+        """Rewrite the live records of every finished file into as few files as possible, then
+        delete the free files beyond what the journal needs (see :meth:`_trim_free_files`).
 
         Crash-safe: see ``store.file.compact``. Raises StoreIOError on I/O failure (the journal
         keeps its old files then).
@@ -678,8 +685,24 @@ class FileJournal(Journal):
 
         with self._maint_lock:
             self._reclaim_locked()
-            compact.compact(self)
-            self._reclaim_locked()
+            if compact.compact(self):
+                self._reclaim_locked()
+            self._trim_free_files()
+
+    def _trim_free_files(self) -> None:
+        """After a compaction: delete the free files beyond what the journal needs, so that a
+        compaction never leaves the store bigger than it found it (its output took new files
+        while the old ones went to the pool, which ``journal-pool-files`` -1 never bounds).
+        Needed: ``journal-min-files`` in all, and at least one file beside those in use (the
+        pre-opened one). ``journal-pool-files`` bounded the pool already when the old files
+        were recycled."""
+        w = self.writer
+        assert w is not None
+        with w.lock:  # under the maintenance lock: no reclaim is handing files back now
+            in_use = len(self.data_files) + 1
+        removed = self.segments.trim(max(self.options.min_files - in_use, 1))
+        if removed:
+            log.info("removed %d free journal files after compaction", removed)
 
     # -- stats and close -------------------------------------------------------------------
 

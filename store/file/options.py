@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from store.file.format import KIND_BINDINGS, KIND_MESSAGES
-from store.file.fs import FileSystem, OsFileSystem
+from store.fs import FileSystem, OsFileSystem
 
 __all__ = ["FileJournalOptions", "RetentionOptions"]
 

@@ -8,40 +8,60 @@ sequence", "end of data"); this module applies them to a whole file's bytes:
 - :func:`find_after` finds every valid record of the file beyond a position (the bytes after the
   end of data): it searches for the file's id, which every record of this use of the file
   carries, so it runs at ``bytes.find`` speed rather than byte by byte;
-- :func:`classify` decides whether those records are a torn tail (unsynced, ignored) or prove
-  corruption (a :class:`~store.errors.ChecksumError` naming file and offset).
+- :func:`replay_file` dispatches a file's records to the shared replay rules (and the live
+  index), the one place the record types are dispatched; :class:`FileReplay` feeds it whole
+  files for the compactor and the offline tools, and keeps what they watch (counts per type,
+  events, what deletes removed).
 
-Thread-safety: pure functions over bytes.
+Whether the records after the end of data are a torn tail or prove corruption is decided in
+``store.file.integrity``, with every other judgement of a journal directory.
+
+Thread-safety: pure functions over bytes; a :class:`FileReplay` belongs to one caller.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 import struct
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from store.errors import ChecksumError
 from store.file import format as fmt
-from store.file.index import TX_ADD, TX_DELETE, TX_UPDATE, LiveIndex
+from store.file.index import LiveIndex
 from store.file.segments import Segment
-from store.journal.api import RecordType
-from store.journal.replay import Replayer
+from store.journal.api import (
+    ADD,
+    ADD_TX,
+    COMMIT,
+    DELETE,
+    DELETE_TX,
+    EVENT,
+    PREPARE,
+    ROLLBACK,
+    UPDATE,
+    UPDATE_TX,
+    LoadResult,
+    RecordInfo,
+)
+from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer, TxOp
 
 log = logging.getLogger(__name__)
 
-_ADD = int(RecordType.ADD)
-_UPDATE = int(RecordType.UPDATE)
-_DELETE = int(RecordType.DELETE)
-_ADD_TX = int(RecordType.ADD_TX)
-_UPDATE_TX = int(RecordType.UPDATE_TX)
-_DELETE_TX = int(RecordType.DELETE_TX)
-_PREPARE = int(RecordType.PREPARE)
-_COMMIT = int(RecordType.COMMIT)
-_ROLLBACK = int(RecordType.ROLLBACK)
 
-__all__ = ["Cursor", "Tail", "classify", "find_after", "replay_file", "scan"]
+__all__ = [
+    "Cursor",
+    "FileReplay",
+    "ReplayTarget",
+    "Tail",
+    "find_after",
+    "marker_of",
+    "replay_file",
+    "scan",
+]
 
 _NONZERO = re.compile(rb"[^\x00]")
 _FILE_ID = struct.Struct("<Q")
@@ -173,60 +193,50 @@ class Tail:
         return max((r.lsn for r in self.records), default=0)
 
 
-def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
-    """Raise ChecksumError if the records after the end of data prove it had been durable.
+class ReplayTarget(Protocol):
+    """What :func:`replay_file` feeds: the shared :class:`~store.journal.replay.Replayer`, or a
+    wrapper of one (history recovery's, which also keeps what deletes removed)."""
 
-    ``missing_lsn`` is the lsn the record at the end of data would have had (a lower bound when
-    the file has no record in sequence). ``is_last`` says whether this is the last file written.
-    Returns quietly for a clean end or a torn tail.
-    """
-    if not tail.records:
-        return
-    first = tail.records[0]
-    if not is_last:
-        raise ChecksumError(
-            path,
-            tail.end,
-            f"no valid record at this offset, but {len(tail.records)} valid record(s) follow "
-            f"(first at offset {first.offset}, lsn {first.lsn}) and later files were written "
-            "after this one was synced",
-            hint="inspect with `store data verify`; `store data repair --force` drops what "
-            "follows the damage (a .broken copy is kept)",
-        )
-    proof = next(
-        (r for r in tail.records if r.durable_lsn >= missing_lsn or r.flags & fmt.FLAG_SYNCED),
-        None,
-    )
-    if proof is not None:
-        raise ChecksumError(
-            path,
-            tail.end,
-            f"no valid record at this offset (lsn {missing_lsn} expected), but the record at "
-            f"offset {proof.offset} (lsn {proof.lsn}) was written after lsn {proof.durable_lsn} "
-            "was durable",
-            hint="inspect with `store data verify`; `store data repair --force` drops what "
-            "follows the damage (a .broken copy is kept)",
-        )
+    def add(self, id: int, user_record_type: int, data: bytes) -> None: ...
+    def update(self, id: int, user_record_type: int, data: bytes) -> None: ...
+    def delete(self, id: int) -> None: ...
+    def add_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None: ...
+    def update_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None: ...
+    def delete_tx(self, tx_id: int, id: int) -> None: ...
+    def prepare(self, tx_id: int, xid: bytes) -> None: ...
+    def commit(self, tx_id: int) -> None: ...
+    def rollback(self, tx_id: int) -> None: ...
+    def discard(self, tx_id: int) -> None: ...
+    def is_open(self, tx_id: int) -> bool: ...
 
 
 def replay_file(
-    records: list[RawRecord],
+    records: Sequence[RawRecord],
     seg: Segment,
-    replayer: Replayer,
+    replayer: ReplayTarget,
     index: LiveIndex | None = None,
+    *,
+    observe: Callable[[RawRecord], None] | None = None,
 ) -> None:
     """Feed one file's records in sequence to ``replayer`` (and ``index``), as a load does.
 
     The one place the record types are dispatched: the journal's load, the compactor and the
-    offline tools replay through it, so they cannot disagree. A prepare or commit whose
-    ``tx_count`` differs from the transaction's records counted in this file is an incomplete
-    transaction: discarded (reported failed), never applied. A commit of a transaction nothing
-    was collected for is legal and ignored (its records were reclaimed, or it was empty).
+    offline tools (through :class:`FileReplay`) replay through it, so they cannot disagree.
+    ``observe``, when given, sees every record first, in order (the offline tools count types
+    and keep events with it); the load passes none and pays nothing for it.
+
+    A prepare or commit whose ``tx_count`` differs from the transaction's records counted in
+    this file is an incomplete transaction: discarded (reported failed), never applied. A commit
+    of a transaction nothing was collected for is legal and ignored (its records were
+    reclaimed, or it was empty).
 
     The count covers the records since the id's last commit, rollback or discard: the writer
     counts a new use of a transaction id (a failed id used again after the ROLLBACK the open
     wrote for it) from zero, so the old use's records in the same file must not count.
     """
+    if observe is not None:
+        for rec in records:
+            observe(rec)
     in_file: dict[int, int] = {}  # tx id -> its records seen in this file since it last ended
     r_add, r_update, r_delete = replayer.add, replayer.update, replayer.delete
     r_add_tx, r_update_tx, r_delete_tx = replayer.add_tx, replayer.update_tx, replayer.delete_tx
@@ -239,8 +249,8 @@ def replay_file(
     pos = 0
     live_bytes = 0
     for _off, length, rtype, urt, _cc, _lsn, rid, tx_id, tx_count, body in records:
-        if rtype == _ADD or rtype == _UPDATE:
-            if rtype == _ADD:
+        if rtype == ADD or rtype == UPDATE:
+            if rtype == ADD:
                 r_add(rid, urt, body)
             else:
                 r_update(rid, urt, body)
@@ -248,7 +258,7 @@ def replay_file(
                 pos += 1
                 live_bytes += length
                 where = live.get(rid)
-                if rtype == _ADD:
+                if rtype == ADD:
                     if updated_only:
                         updated_only.discard(rid)
                 elif where is None:
@@ -260,24 +270,24 @@ def replay_file(
                 else:
                     where.append(seg)  # type: ignore[union-attr]
                     where.append(length)  # type: ignore[union-attr]
-        elif rtype == _DELETE:
+        elif rtype == DELETE:
             r_delete(rid)
             if index is not None:
                 index.delete(rid, seg)
-        elif rtype == _ADD_TX or rtype == _UPDATE_TX or rtype == _DELETE_TX:
+        elif rtype == ADD_TX or rtype == UPDATE_TX or rtype == DELETE_TX:
             in_file[tx_id] = in_file.get(tx_id, 0) + 1
-            if rtype == _ADD_TX:
+            if rtype == ADD_TX:
                 r_add_tx(tx_id, rid, urt, body)
-                kind = TX_ADD
-            elif rtype == _UPDATE_TX:
+                kind = OP_ADD
+            elif rtype == UPDATE_TX:
                 r_update_tx(tx_id, rid, urt, body)
-                kind = TX_UPDATE
+                kind = OP_UPDATE
             else:
                 r_delete_tx(tx_id, rid)
-                kind = TX_DELETE
+                kind = OP_DELETE
             if index is not None:
                 index.tx_record(tx_id, kind, rid, seg, length)
-        elif rtype == _PREPARE:
+        elif rtype == PREPARE:
             if in_file.get(tx_id, 0) != tx_count:
                 in_file.pop(tx_id, None)
                 log.warning("prepared transaction %d is incomplete in %s", tx_id, seg.path)
@@ -288,7 +298,7 @@ def replay_file(
                 replayer.prepare(tx_id, body)
                 if index is not None:
                     index.prepare_in(tx_id, seg)
-        elif rtype == _COMMIT:
+        elif rtype == COMMIT:
             # The count starts again when a transaction ends: its id may be used again (a
             # failed id reused after a restart, DESIGN §4), even within this same file.
             if in_file.pop(tx_id, 0) != tx_count and replayer.is_open(tx_id):
@@ -300,7 +310,7 @@ def replay_file(
                 replayer.commit(tx_id)
                 if index is not None:
                     index.commit(tx_id, seg)
-        elif rtype == _ROLLBACK:
+        elif rtype == ROLLBACK:
             in_file.pop(tx_id, None)
             replayer.rollback(tx_id)
             if index is not None:
@@ -308,3 +318,125 @@ def replay_file(
         # EVENT records are kept for retention only; a load never returns them.
     seg.pos += pos
     seg.live_bytes += live_bytes
+
+
+class FileReplay:
+    """Whole files replayed through :func:`replay_file`, for callers that keep no live index:
+    the compactor and the offline tools (``store data print``, salvage, history recovery).
+
+    Feed the files in file-id order, one :meth:`feed` per file (a transaction's record count is
+    per file). What the observer saw: ``counts`` (records per type) and ``events`` (the event
+    records, as load entries; the caller leaves the journal's own file-list markers out). With
+    ``keep_deleted``, a second replayer sees every add and update but no delete, so that
+    :meth:`deleted` can say what deletes removed (``store data recover --undelete``).
+
+    Thread-safety: none; one replay belongs to one caller.
+    """
+
+    def __init__(self, *, keep_deleted: bool = False) -> None:
+        self.replayer = Replayer()
+        self._ever = Replayer() if keep_deleted else None
+        self._target: ReplayTarget = (
+            self.replayer if self._ever is None else _DeletesIgnored(self.replayer, self._ever)
+        )
+        self.counts: collections.Counter[int] = collections.Counter()
+        self.events: list[RecordInfo] = []
+
+    def feed(self, records: Sequence[RawRecord], *, path: str, file_id: int) -> None:
+        """Replay the records in sequence of the file at ``path`` (one whole file). Returns
+        nothing; raises nothing."""
+        replay_file(records, Segment(path, file_id, 0, None), self._target, observe=self._see)
+
+    def _see(self, rec: RawRecord) -> None:
+        rtype = rec[2]
+        self.counts[rtype] += 1
+        if rtype == EVENT:
+            self.events.append(RecordInfo(rec[6], rec[3], rec[9], False))
+
+    def result(self) -> LoadResult:
+        """What a load of the files fed so far returns. Returns a new LoadResult."""
+        return self.replayer.result()
+
+    def open_transactions(self) -> dict[int, tuple[list[TxOp], bytes | None]]:
+        """Open transactions: tx id -> (operations in order, XID if prepared else None)."""
+        return {
+            tx_id: (ops, self.replayer.prepared_xid(tx_id))
+            for tx_id, ops in self.replayer.open_transactions().items()
+        }
+
+    def deleted(self) -> list[RecordInfo]:
+        """Committed adds and updates fed so far that a delete removed, in journal order.
+
+        Returns an empty list unless the replay was made with ``keep_deleted``.
+        """
+        if self._ever is None:
+            return []
+        live = collections.Counter(self.replayer.result().records)
+        gone: list[RecordInfo] = []
+        for info in self._ever.result().records:
+            if live[info] > 0:
+                live[info] -= 1
+            else:
+                gone.append(info)
+        return gone
+
+
+class _DeletesIgnored:
+    """Feeds ``main`` everything and ``ever`` everything but deletes; ``main`` decides what is
+    open (the transaction outcomes are ``replay_file``'s, the same for both)."""
+
+    __slots__ = ("ever", "main")
+
+    def __init__(self, main: Replayer, ever: Replayer) -> None:
+        self.main = main
+        self.ever = ever
+
+    def add(self, id: int, user_record_type: int, data: bytes) -> None:
+        self.main.add(id, user_record_type, data)
+        self.ever.add(id, user_record_type, data)
+
+    def update(self, id: int, user_record_type: int, data: bytes) -> None:
+        self.main.update(id, user_record_type, data)
+        self.ever.update(id, user_record_type, data)
+
+    def delete(self, id: int) -> None:
+        self.main.delete(id)
+
+    def add_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
+        self.main.add_tx(tx_id, id, user_record_type, data)
+        self.ever.add_tx(tx_id, id, user_record_type, data)
+
+    def update_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
+        self.main.update_tx(tx_id, id, user_record_type, data)
+        self.ever.update_tx(tx_id, id, user_record_type, data)
+
+    def delete_tx(self, tx_id: int, id: int) -> None:
+        self.main.delete_tx(tx_id, id)
+
+    def prepare(self, tx_id: int, xid: bytes) -> None:
+        self.main.prepare(tx_id, xid)
+        self.ever.prepare(tx_id, xid)
+
+    def commit(self, tx_id: int) -> None:
+        self.main.commit(tx_id)
+        self.ever.commit(tx_id)
+
+    def rollback(self, tx_id: int) -> None:
+        self.main.rollback(tx_id)
+        self.ever.rollback(tx_id)
+
+    def discard(self, tx_id: int) -> None:
+        self.main.discard(tx_id)
+        self.ever.discard(tx_id)
+
+    def is_open(self, tx_id: int) -> bool:
+        return self.main.is_open(tx_id)
+
+
+def marker_of(data: bytes | memoryview, rec: Sequence[Any]) -> fmt.Marker | None:
+    """The file-list marker the record ``rec`` (read in sequence from ``data``, as
+    ``(offset, length, type, …, body)``) is, or None for any other record (an ordinary event,
+    or a marker body this version does not understand, which is skipped as any event)."""
+    if rec[2] != EVENT or not data[rec[0] + 7] & fmt.FLAG_MARKER:
+        return None
+    return fmt.decode_marker(bytes(rec[-1]))

@@ -24,9 +24,9 @@ import os
 import re
 import time
 
-from store.file.fs import FileSystem, copy_file
 from store.file.options import RetentionOptions
 from store.file.segments import Segment, SegmentNaming
+from store.fs import FileSystem, copy_file
 
 __all__ = ["archive", "history_files", "history_name", "parse_history_name", "prune"]
 

@@ -15,7 +15,7 @@ can still prove valid, and reports exactly what it drops:
 2. What cannot be read at all is reported from the load's own judgement
    (``store.file.integrity``): missing files, truncated files and records lost from a file, with
    the lsns the file-list markers say they held; files with a damaged header, whole.
-3. Everything read is replayed with the load's rules (``store.file.inspect.RecordReplay``: a
+3. Everything read is replayed with the load's rules (``store.file.reader.FileReplay``: a
    transaction whose records were dropped fails its record count and is reported failed, never
    applied half) and written as a **new, consistent journal** the way the compactor writes
    (``store.file.compact.OutputWriter``): the committed records in journal order, then the
@@ -25,8 +25,8 @@ can still prove valid, and reports exactly what it drops:
 4. The original files are copied, synced, into ``<directory>/repair-<time>/`` **before**
    anything changes; then the switch is one committed compaction (control file listing every
    original file as old and the new ``.cmp`` files as new, finished by
-   ``store.file.compact.recover``), so a crash at any point leaves either the original journal
-   or the salvaged one, never a mix.
+   ``store.file.compact.finish_interrupted``), so a crash at any point leaves either the
+   original journal or the salvaged one, never a mix.
 
 Duplicate file ids and files of the other journal are refused: they are not damage but a
 directory mix-up for an operator to sort out. A journal with nothing to salvage (no error a load
@@ -45,25 +45,25 @@ from store.errors import ChecksumError, ConfigError
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.fs import FileSystem, OsFileSystem, copy_file
-from store.file.inspect import (
+from store.file.lock import DirectoryLock
+from store.file.reader import Cursor, FileReplay, Tail, find_after, marker_of, scan
+from store.file.segments import SegmentManager, SegmentNaming
+from store.file.survey import (
     FileScan,
     JournalScan,
-    RecordReplay,
     RecordView,
     read_bytes,
+    require_journal,
     scan_file,
     scan_journal,
 )
-from store.file.lock import DirectoryLock
-from store.file.reader import Cursor, Tail, classify, find_after, scan
-from store.file.segments import SegmentManager, SegmentNaming
-from store.journal.api import RecordType
+from store.fs import FileSystem, OsFileSystem, copy_file
+from store.journal.api import ADD, ADD_TX, DELETE_TX, PREPARE, UPDATE, UPDATE_TX, RecordType
+from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE
 
 __all__ = ["DroppedRecord", "Dropped", "SalvageReport", "salvage"]
 
-_EVENT = int(RecordType.EVENT)
-_KIND_TO_TYPE = {0: RecordType.ADD_TX, 1: RecordType.UPDATE_TX, 2: RecordType.DELETE_TX}
+_OP_TO_TYPE = {OP_ADD: ADD_TX, OP_UPDATE: UPDATE_TX, OP_DELETE: DELETE_TX}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,13 +142,13 @@ def salvage(
     """Salvage the journal ``prefix`` in ``directory`` (see the module docstring).
 
     ``file_size`` is the size of the new files (default: the largest file present). Returns
-    the :class:`SalvageReport`. Raises StoreLockedError when a live process holds the journal;
+    the :class:`SalvageReport`. Raises ConfigError when ``directory`` holds no journal,
+    StoreLockedError when a live process holds the journal;
     CorruptionError for two files with one id or a file of the other ``kind``; ConfigError when
     a record does not fit ``file_size``; StoreIOError when the file system refuses.
     """
     fs = fs or OsFileSystem()
-    if not fs.exists(directory):
-        return SalvageReport(directory, prefix)
+    require_journal(directory, prefix=prefix, fs=fs)  # before the lock, which creates a file
     lock = DirectoryLock(directory) if fs.native else None
     if lock is not None:
         lock.acquire()
@@ -163,7 +163,7 @@ def _salvage_locked(
     fs: FileSystem, directory: str, prefix: str, kind: int | None, file_size: int | None
 ) -> SalvageReport:
     naming = SegmentNaming(directory, prefix)
-    compaction.recover(fs, naming)
+    compaction.finish_interrupted(fs, naming)
     js = scan_journal(directory, prefix=prefix, fs=fs, kind=kind)
     for problem in js.problems:
         if problem.kind in ("duplicate-id", "kind-mismatch"):
@@ -171,7 +171,7 @@ def _salvage_locked(
     if not js.problems:
         return SalvageReport(directory, prefix)
     dropped = _lost_files(js)
-    replay = RecordReplay()
+    replay = FileReplay()
     last = max((i for i, s in enumerate(js.scans) if s.count or s.tail.records), default=-1)
     prev_max = 0
     kept = 0
@@ -181,7 +181,7 @@ def _salvage_locked(
         records, drops, top = _read_file(s, data, is_last=i == last, prev_max=prev_max)
         prev_max = max(prev_max, top)
         dropped += drops
-        replay.feed(i, records)
+        replay.feed(records, path=judged.file.path, file_id=judged.file.file_id or 0)
         kept += len(records)
     result = replay.result()
     size = file_size or max((f.size for f in js.listing.files if f.header), default=0)
@@ -237,7 +237,7 @@ def _read_file(
         missing = last_lsn + 1 if last_lsn else prev_max + 1
         resync = tail.records[0]
         try:
-            classify(s.file.path, tail, missing_lsn=missing, is_last=is_last)
+            integrity.classify(s.file.path, tail, missing_lsn=missing, is_last=is_last)
         except ChecksumError:  # damage: drop it and read on after it
             dropped.append(_skipped(s.file.path, data, file_id, tail.end, resync, missing))
             part = _scan_from(s, data, resync.offset)
@@ -254,7 +254,7 @@ def _scan_from(s: FileScan, data: bytes, start: int) -> FileScan:
     part = FileScan(s.file)
     cursor = Cursor()
     for raw in scan(data, file_id, cursor, start):
-        if raw[2] == _EVENT and data[raw[0] + 7] & fmt.FLAG_MARKER:
+        if marker_of(data, raw) is not None:
             continue  # the new journal writes its own markers
         part.records.append(RecordView._make(raw))
     part.end, part.last_lsn, part.count = cursor.end, cursor.last_lsn, cursor.count
@@ -304,7 +304,7 @@ def _skipped(
     return Dropped(path, start, stop - start, what, lsns, tuple(heads), detail)
 
 
-def _check_fits(replay: RecordReplay, size: int) -> None:
+def _check_fits(replay: FileReplay, size: int) -> None:
     """Raise ConfigError when a record to write does not fit a file of ``size`` bytes."""
     bodies = [info.data for info in replay.result().records]
     bodies += [op[3] for ops, _xid in replay.open_transactions().values() for op in ops]
@@ -334,7 +334,7 @@ def _write(
     fs: FileSystem,
     naming: SegmentNaming,
     js: JournalScan,
-    replay: RecordReplay,
+    replay: FileReplay,
     size: int,
     kind: int | None,
 ) -> list[str]:
@@ -347,14 +347,14 @@ def _write(
     )
     out = compaction.OutputWriter(segments, max(ids, default=0) + 1, 0, markers=True)
     for info in replay.result().records:
-        rtype = RecordType.UPDATE if info.is_update else RecordType.ADD
+        rtype = UPDATE if info.is_update else ADD
         out.write(rtype, id=info.id, urt=info.user_record_type, body=info.data)
     for tx_id, (ops, xid) in replay.open_transactions().items():
         if xid is None:
             continue  # never prepared: it fails at the next load as it would have
         for op_kind, rid, urt, body in ops:
-            out.write(_KIND_TO_TYPE[op_kind], id=rid, tx_id=tx_id, urt=urt, body=body)
-        out.write(RecordType.PREPARE, tx_id=tx_id, body=xid)
+            out.write(_OP_TO_TYPE[op_kind], id=rid, tx_id=tx_id, urt=urt, body=body)
+        out.write(PREPARE, tx_id=tx_id, body=xid)
     files = out.close()
     for seg in files:
         if seg.handle is not None:

@@ -14,7 +14,9 @@ without reusing an id (see ``store.file.compact``).
 Reuse: a reclaimed file is "neutralised" at once by writing a header with a fresh id (its old
 records no longer match the header, so they can never be loaded again) and kept in the free
 list, up to ``journal-pool-files`` files in total; taking a free file into use writes a fresh id
-again, so a file in use always has the highest id. Reused files are not re-zeroed.
+again, so a file in use always has the highest id. Reused files are not re-zeroed. After a
+compaction the journal trims the free list (:meth:`SegmentManager.trim`) to what it needs, so
+that an unbounded pool (``journal-pool-files`` -1) never makes a compacted store bigger.
 
 Thread-safety: :class:`SegmentManager` is safe to call from several threads; a
 :class:`Segment`'s counters belong to the journal's append lock.
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 
 from store.errors import StoreIOError
 from store.file import format as fmt
-from store.file.fs import FileHandle, FileSystem
+from store.fs import FileHandle, FileSystem
 
 __all__ = ["ID_STEP", "Segment", "SegmentManager", "SegmentNaming"]
 
@@ -330,6 +332,21 @@ class SegmentManager:
             if self._ready is not None:
                 segs.append(self._ready)
         yield from segs
+
+    def trim(self, keep: int) -> int:
+        """Delete free files until at most ``keep`` files are unused (free, ready, or being
+        prepared; the ready file itself is never deleted). Returns how many were deleted.
+        Raises StoreIOError when one cannot be removed."""
+        removed: list[Segment] = []
+        with self._lock:
+            while self.free and len(self.free) + (self._ready is not None) + self._preparing > keep:
+                removed.append(self.free.pop())
+        for seg in removed:
+            close(seg)
+            self.fs.remove(seg.path)
+        if removed:
+            self.fs.fsync_dir(self.naming.directory)
+        return len(removed)
 
     def adopt_free(self, seg: Segment) -> None:
         """Record an existing file with no live records as free (found at open)."""

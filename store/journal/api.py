@@ -33,11 +33,21 @@ import abc
 import concurrent.futures
 import enum
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 __all__ = [
+    "ADD",
+    "ADD_TX",
+    "COMMIT",
+    "DELETE",
+    "DELETE_TX",
+    "EVENT",
     "MAX_ID",
     "MIN_ID",
+    "PREPARE",
+    "ROLLBACK",
+    "UPDATE",
+    "UPDATE_TX",
     "Journal",
     "JournalStats",
     "LoadResult",
@@ -63,6 +73,21 @@ class RecordType(enum.IntEnum):
     PREPARE = 17
     COMMIT = 18
     ROLLBACK = 19
+
+
+# The same record types as plain ints, the one set every back-end compares against per record
+# (a load, an append, a replay): an int compares faster than an IntEnum member. Defined from
+# RecordType, so the two cannot disagree; import these rather than declaring aliases.
+EVENT: Final[int] = RecordType.EVENT.value
+ADD: Final[int] = RecordType.ADD.value
+UPDATE: Final[int] = RecordType.UPDATE.value
+ADD_TX: Final[int] = RecordType.ADD_TX.value
+UPDATE_TX: Final[int] = RecordType.UPDATE_TX.value
+DELETE_TX: Final[int] = RecordType.DELETE_TX.value
+DELETE: Final[int] = RecordType.DELETE.value
+PREPARE: Final[int] = RecordType.PREPARE.value
+COMMIT: Final[int] = RecordType.COMMIT.value
+ROLLBACK: Final[int] = RecordType.ROLLBACK.value
 
 
 class RecordInfo(NamedTuple):

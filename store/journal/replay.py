@@ -30,17 +30,20 @@ from typing import Final
 
 from store.journal.api import LoadResult, PreparedTransaction, RecordInfo
 
-__all__ = ["Replayer", "TxOp"]
+__all__ = ["OP_ADD", "OP_DELETE", "OP_UPDATE", "Replayer", "TxOp"]
 
-# Operation kinds inside a collected transaction.
-_ADD: Final = 0
-_UPDATE: Final = 1
-_DELETE: Final = 2
+# Operation kinds inside a collected transaction (the first item of a TxOp). Not record types
+# (those are store.journal.api.ADD_TX, …): a transaction's operations are replayed as plain
+# adds, updates and deletes at its commit.
+OP_ADD: Final = 0
+OP_UPDATE: Final = 1
+OP_DELETE: Final = 2
 
 _new_info = tuple.__new__
 
 TxOp = tuple[int, int, int, bytes]
-"""(kind, id, user_record_type, data) of one transactional record."""
+"""(kind: OP_ADD, OP_UPDATE or OP_DELETE, id, user_record_type, data) of one transactional
+record."""
 
 
 class _Tx:
@@ -124,13 +127,13 @@ class Replayer:
         return tx
 
     def add_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
-        self._tx(tx_id).ops.append((_ADD, id, user_record_type, data))
+        self._tx(tx_id).ops.append((OP_ADD, id, user_record_type, data))
 
     def update_tx(self, tx_id: int, id: int, user_record_type: int, data: bytes) -> None:
-        self._tx(tx_id).ops.append((_UPDATE, id, user_record_type, data))
+        self._tx(tx_id).ops.append((OP_UPDATE, id, user_record_type, data))
 
     def delete_tx(self, tx_id: int, id: int) -> None:
-        self._tx(tx_id).ops.append((_DELETE, id, 0, b""))
+        self._tx(tx_id).ops.append((OP_DELETE, id, 0, b""))
 
     def prepare(self, tx_id: int, xid: bytes) -> None:
         tx = self._tx(tx_id)
@@ -143,9 +146,9 @@ class Replayer:
         if tx is None:
             return
         for kind, id, urt, data in tx.ops:
-            if kind == _ADD:
+            if kind == OP_ADD:
                 self.add(id, urt, data)
-            elif kind == _UPDATE:
+            elif kind == OP_UPDATE:
                 self.update(id, urt, data)
             else:
                 self.delete(id)
@@ -184,11 +187,11 @@ class Replayer:
             tx = self._txs[tx_id]
             if tx.prepared:
                 infos = [
-                    RecordInfo(id, urt, data, kind == _UPDATE)
+                    RecordInfo(id, urt, data, kind == OP_UPDATE)
                     for kind, id, urt, data in tx.ops
-                    if kind != _DELETE
+                    if kind != OP_DELETE
                 ]
-                deleted = [id for kind, id, _u, _d in tx.ops if kind == _DELETE]
+                deleted = [id for kind, id, _u, _d in tx.ops if kind == OP_DELETE]
                 prepared.append(PreparedTransaction(tx_id, tx.xid, infos, deleted))
             else:
                 failed.append(tx_id)

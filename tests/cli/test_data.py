@@ -3,14 +3,20 @@ journal directories written by the real store."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from store import StoreConfig, open_store
-from store.cli.main import main
+from store.cli.main import build_parser, main
 from store.errors import CorruptionError
-from store.file import inspect
+from store.file import survey
 from store.journal.api import RecordInfo
 
 SIZE = 4096
@@ -60,8 +66,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def _data_scans(directory: Path) -> list[inspect.FileScan]:
-    scan = inspect.scan_journal(str(directory), keep_records=True)
+def _data_scans(directory: Path) -> list[survey.FileScan]:
+    scan = survey.scan_journal(str(directory), keep_records=True)
     return [s for s in scan.scans if s.count]
 
 
@@ -277,3 +283,150 @@ def test_data_needs_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["data"])
     assert info.value.code == 2
+
+
+# -- read-only -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _read_only_mount(source: Path, target: Path) -> Iterator[Path]:
+    """``source`` bind-mounted read-only at ``target`` (root only; skips where it cannot)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a read-only bind mount needs root and mount(8)")
+    target.mkdir()
+    done = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.decode().strip()}")
+    try:
+        done = subprocess.run(
+            ["mount", "-o", "remount,ro,bind", str(target)], capture_output=True
+        )
+        if done.returncode:
+            pytest.skip(f"cannot remount read-only here: {done.stderr.decode().strip()}")
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], check=False)
+
+
+def test_print_and_verify_work_on_a_read_only_file_system(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store's directories on a read-only bind mount (a snapshot, a backup, an NFS export):
+    the offline readers open files read-only and take no lock.
+
+    Fails while they open journal files read-write: both exited 4 with "Read-only file
+    system"."""
+    with _read_only_mount(store_dir, store_dir.parent / "ro") as ro:
+        dirs = ["--journal", str(ro / "journal"), "--bindings", str(ro / "bindings")]
+        code, out, err = _run(capsys, "data", "verify", *dirs)
+        assert (code, err) == (0, ""), err
+        assert "messages: ok:" in out and "bindings: ok:" in out
+        code, out, err = _run(capsys, "data", "print", *dirs, "--safe")
+        assert (code, err) == (0, ""), err
+        assert "a load returns 60 records, 1 prepared and 0 failed transactions" in out
+
+
+# -- a path without a journal -----------------------------------------------------------------
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["print"], id="print"),
+        pytest.param(["verify"], id="verify"),
+        pytest.param(["repair"], id="repair"),
+        pytest.param(["repair", "--force"], id="repair-force"),
+        pytest.param(["repair", "--salvage"], id="repair-salvage"),
+        pytest.param(["compact"], id="compact"),
+    ],
+)
+@pytest.mark.parametrize("exists", [False, True], ids=["missing", "empty"])
+def test_a_path_without_a_journal_is_an_error_and_nothing_is_created(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    exists: bool,
+) -> None:
+    """Issue 7 item 3: `store data compact --journal /nonexistent/j` created both directories
+    and 34 MB of files and exited 0; print and repair reported 0 files and exited 0; verify
+    warned. Now each refuses with one line naming the path (exit 2) and creates nothing."""
+    monkeypatch.chdir(tmp_path)  # Artemis's default data/bindings would land here
+    journal, bindings = tmp_path / "j", tmp_path / "b"
+    if exists:
+        journal.mkdir()
+        bindings.mkdir()
+    before = _tree(tmp_path)
+    code, out, err = _run(
+        capsys, "data", *command, "--journal", str(journal), "--bindings", str(bindings)
+    )
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    what = "it holds no data-*.jrn files" if exists else "the directory does not exist"
+    assert err == f"store: error: no journal in {journal}: {what}\n"
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["print", "verify", "repair"])
+def test_one_journal_without_a_journal_stops_the_command_before_it_acts(
+    store_dir: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    before = _tree(store_dir)
+    code, out, err = _run(
+        capsys, "data", command, "--journal", str(store_dir / "nothing"),
+        "--bindings", str(store_dir / "bindings"),
+    )
+    assert (code, out) == (2, "")
+    missing = store_dir / "nothing"
+    assert err == f"store: error: no journal in {missing}: the directory does not exist\n"
+    assert _tree(store_dir) == before
+
+
+def test_compact_with_a_journal_but_no_bindings_creates_nothing(
+    store_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(store_dir)
+    before = _tree(store_dir)
+    code, _out, err = _run(capsys, "data", "compact", "--journal", str(store_dir / "journal"))
+    assert code == 2 and "no journal in data/bindings: the directory does not exist" in err
+    assert _tree(store_dir) == before
+
+
+def test_recover_from_a_history_folder_that_does_not_exist_creates_nothing(
+    store_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _tree(store_dir)
+    code, _out, err = _run(
+        capsys, "data", "recover", "--journal", str(store_dir / "journal"),
+        "--history", str(store_dir / "nothing"), "--target", str(store_dir / "t"),
+    )
+    assert code == 2 and err.count("\n") == 1
+    assert f"no retention history in {store_dir / 'nothing'}" in err
+    assert _tree(store_dir) == before
+
+
+# -- help ----------------------------------------------------------------------------------------
+
+
+def test_every_data_command_has_a_description_and_a_one_line_help() -> None:
+    """Issue 7 item 5: print, verify, repair and compact had no description in --help."""
+    parser = build_parser()
+    data = _subcommands(parser)["data"]
+    assert data.description
+    helps = {a.dest: a.help for a in _subparsers_action(data)._choices_actions}
+    for name, sub in _subcommands(data).items():
+        assert sub.description and len(sub.description) > 40, name
+        assert helps[name] and "\n" not in helps[name], name
+    assert set(_subcommands(data)) >= {"print", "verify", "repair", "compact", "recover"}
+
+
+def _subparsers_action(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return dict(_subparsers_action(parser).choices)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 import store
+from store import fs
 from store.cli import mask
 from store.cli.main import build_parser, main, package_version, parse_args
 from store.errors import StoreIOError, StoreLockedError
-from store.file import fs
 from store.file.lock import DirectoryLock
 
 
@@ -178,7 +178,7 @@ def test_traceback_shows_the_logged_and_the_raised_tracebacks(capsys, monkeypatc
 _FULL_DISK_STORE = """
 import errno, itertools, sys
 from store.cli.main import main
-from store.file import fs
+from store import fs
 
 allocations = itertools.count()
 real_allocate = fs.OsFileHandle.allocate

@@ -1,7 +1,7 @@
 """An in-memory file system for the file-system seam that simulates crashes and I/O faults.
 
-It implements :class:`store.file.fs.FileSystem` / :class:`~store.file.fs.FileHandle` exactly
-(same methods, same ``StoreIOError`` wrapping as :class:`~store.file.fs.OsFileSystem`) and
+It implements :class:`store.fs.FileSystem` / :class:`~store.fs.FileHandle` exactly
+(same methods, same ``StoreIOError`` wrapping as :class:`~store.fs.OsFileSystem`) and
 models durability the way SQLite's ``test6.c`` does:
 
 - every file (an *inode*) has **durable** content plus a list of **unsynced operations**
@@ -43,9 +43,10 @@ makes the Nth call raise an ``OSError`` (``ENOSPC``, ``EIO``, …) that reaches 
 records a :class:`Snapshot` just before or just after the Nth call and, with ``stop=True``,
 kills the machine: that call (when "before") and every later one fail with ``EIO``.
 :meth:`watch` calls a function before and after every call, for tests that snapshot at many
-points of one run. Every snapshot carries ``context``: what the ``context`` callable passed
-to the constructor returned at that instant (crash tests store their acknowledged-operation
-count there).
+points of one run. :meth:`mount_read_only` makes it behave as a read-only mount (``EROFS`` for
+an open that could write and for every directory change). Every snapshot carries
+``context``: what the ``context`` callable passed to the constructor returned at that instant
+(crash tests store their acknowledged-operation count there).
 
 Thread-safety: every method may be called from any thread; one re-entrant lock serialises all
 calls, and hooks run under it (so a snapshot taken from a hook is consistent).
@@ -67,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from store.errors import StoreIOError
-from store.file.fs import _io_error
+from store.fs import _io_error
 
 __all__ = [
     "CALL_KINDS",
@@ -155,6 +156,7 @@ class Call:
     dst: str = ""
     offset: int = 0
     length: int = 0
+    read_only: bool = False  # an open for reading only
 
 
 class _Inode:
@@ -362,16 +364,26 @@ def _os_error(code: int, path: str) -> OSError:
 class FaultHandle:
     """An open file of a :class:`FaultFileSystem` (see the module docstring)."""
 
-    def __init__(self, fs: FaultFileSystem, inode: _Inode, path: str) -> None:
+    def __init__(
+        self, fs: FaultFileSystem, inode: _Inode, path: str, *, read_only: bool = False
+    ) -> None:
         self.path = path
         self._fs = fs
         self._inode = inode
         self._closed = False
+        self.read_only = read_only
 
     def _live(self) -> _Inode:
         if self._closed:
             raise _os_error(errno.EBADF, self.path)
         return self._inode
+
+    def _writable(self, refusal: int = errno.EBADF) -> _Inode:
+        # A descriptor opened O_RDONLY refuses writes as the real seam's does: pwrite with
+        # EBADF, ftruncate with EINVAL.
+        if self.read_only:
+            raise _os_error(refusal, self.path)
+        return self._live()
 
     def pwrite(self, data: bytes | bytearray | memoryview, offset: int) -> None:
         """Writes ``data`` at ``offset`` (volatile until datasync); returns None.
@@ -380,7 +392,7 @@ class FaultHandle:
         payload = bytes(data)
 
         def run() -> None:
-            inode = self._live()
+            inode = self._writable()
             op = Unsynced(self._fs._take_seq(), "write", offset=offset, data=payload)
             inode.pending.append(op)
             _apply(inode.data, op)
@@ -421,7 +433,7 @@ class FaultHandle:
         Raises StoreIOError on an injected fault (ENOSPC is the realistic one)."""
 
         def run() -> None:
-            inode = self._live()
+            inode = self._writable()
             if len(inode.data) >= size:
                 return
             op = Unsynced(self._fs._take_seq(), "allocate", size=size)
@@ -434,7 +446,7 @@ class FaultHandle:
         """Sets the size to ``size`` (volatile); returns None. Raises StoreIOError on a fault."""
 
         def run() -> None:
-            inode = self._live()
+            inode = self._writable(errno.EINVAL)
             op = Unsynced(self._fs._take_seq(), "truncate", size=size)
             inode.pending.append(op)
             _apply(inode.data, op)
@@ -452,7 +464,7 @@ class FaultHandle:
 
 
 class FaultFileSystem:
-    """The in-memory, crash-simulating :class:`~store.file.fs.FileSystem` (module docstring).
+    """The in-memory, crash-simulating :class:`~store.fs.FileSystem` (module docstring).
 
     ``context`` is called (under the lock) whenever a snapshot is taken; its result is stored
     in :attr:`Snapshot.context`. ``calls`` counts every call by kind.
@@ -480,6 +492,20 @@ class FaultFileSystem:
         self.dead = False
         #: What :meth:`Snapshot.crash` did to the unsynced state (empty for a fresh one).
         self.crash_report = ""
+        #: Set by :meth:`mount_read_only`.
+        self.mounted_read_only = False
+
+    def mount_read_only(self) -> None:
+        """From now on behave as a file system mounted read-only: an open that could write,
+        and every directory change (create, rename, remove, makedirs), fails with EROFS, as
+        the real seam's would. Reads, listings and handles opened ``read_only`` work.
+        Returns None."""
+        with self._lock:
+            self.mounted_read_only = True
+
+    def _refuse_on_read_only(self, path: str) -> None:
+        if self.mounted_read_only:
+            raise _os_error(errno.EROFS, path)
 
     # -- fault injection and hooks -------------------------------------------------------
 
@@ -609,12 +635,18 @@ class FaultFileSystem:
     ) -> None:
         self._dir_ops.append(DirOp(self._take_seq(), kind, path, ino, dst))
 
-    def open(self, path: str, *, create: bool = False) -> FaultHandle:
+    def open(self, path: str, *, create: bool = False, read_only: bool = False) -> FaultHandle:
         """Returns a handle on ``path``, creating an empty file (a volatile directory entry)
-        when ``create`` is set. Raises StoreIOError (ENOENT) for a missing file or folder."""
+        when ``create`` is set; ``read_only`` gives a handle that refuses writes (EBADF).
+        Raises StoreIOError (ENOENT) for a missing file or folder, (EROFS) for a handle that
+        could write on a file system mounted read-only (:meth:`mount_read_only`)."""
+        if create and read_only:
+            raise ValueError("a file opened read-only cannot be created")
         path = os.path.normpath(path)
 
         def run() -> FaultHandle:
+            if self.mounted_read_only and not read_only:
+                raise _os_error(errno.EROFS, path)
             ino = self._names.get(path)
             if ino is None:
                 if not create or os.path.dirname(path) not in self._dirs:
@@ -624,9 +656,9 @@ class FaultFileSystem:
                 self._inodes[ino] = _Inode(ino)
                 self._names[path] = ino
                 self._dir_op("create", path, ino)
-            return FaultHandle(self, self._inodes[ino], path)
+            return FaultHandle(self, self._inodes[ino], path, read_only=read_only)
 
-        result: FaultHandle = self._call("open", path, run)
+        result: FaultHandle = self._call("open", path, run, read_only=read_only)
         return result
 
     def rename(self, src: str, dst: str) -> None:
@@ -635,6 +667,7 @@ class FaultFileSystem:
         src, dst = os.path.normpath(src), os.path.normpath(dst)
 
         def run() -> None:
+            self._refuse_on_read_only(src)
             ino = self._names.get(src)
             if ino is None or os.path.dirname(dst) not in self._dirs:
                 raise _os_error(errno.ENOENT, src)
@@ -650,6 +683,7 @@ class FaultFileSystem:
         path = os.path.normpath(path)
 
         def run() -> None:
+            self._refuse_on_read_only(path)
             ino = self._names.pop(path, None)
             if ino is not None:
                 self._dir_op("remove", path, ino)
@@ -703,6 +737,7 @@ class FaultFileSystem:
         path = os.path.normpath(path)
 
         def run() -> None:
+            self._refuse_on_read_only(path)
             if path in self._names:
                 raise _os_error(errno.EEXIST, path)
             d = path

@@ -1,4 +1,4 @@
-"""Compaction interrupted by a crash (store/file/compact.py, steps 1-5 and ``recover``).
+"""Compaction interrupted by a crash (store/file/compact.py, steps 1-5 and ``finish_interrupted``).
 
 Before compaction everything is flushed and acknowledged, and nothing is appended while it
 runs, so after any crash inside it the reopened journal must load exactly what the model holds:
@@ -25,11 +25,11 @@ import pytest
 from store.errors import CorruptionError, StoreError
 from store.file import compact as compact_module
 from store.file import format as fmt
-from store.file.fs import FileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, scan
 from store.file.segments import SegmentNaming
+from store.fs import FileSystem
 from tests.file.crashsim import (
     DIRECTORY,
     Ledger,
@@ -301,21 +301,24 @@ def _recovery_snapshots(
     p: Prepared, image: FaultFileSystem, monkeypatch: pytest.MonkeyPatch
 ) -> list[Snapshot]:
     """Opens and loads ``image`` (a journal with a committed, unfinished compaction) and
-    returns a snapshot taken before and after every file-system call ``compact.recover`` makes
-    there, one per distinct state; the journal is closed again."""
+    returns a snapshot taken before and after every file-system call
+    ``compact.finish_interrupted`` makes there, one per distinct state; the journal is closed
+    again."""
     snaps: list[Snapshot] = []
     seen: set[tuple[int, int]] = set()
     inside = False
-    real_recover = compact_module.recover
+    real_finish = compact_module.finish_interrupted
     real_remove = compact_module.remove_control
 
-    # The recovery is recover() (old files removed, .cmp renamed, directory synced) and, once
-    # the load made the change durable in a marker, remove_control(): both are watched, and
-    # the marker's own write between them too.
-    def recover(fs: FileSystem, naming: SegmentNaming) -> compact_module.ControlFile | None:
+    # The recovery is finish_interrupted() (old files removed, .cmp renamed, directory
+    # synced) and, once the load made the change durable in a marker, remove_control(): both
+    # are watched, and the marker's own write between them too.
+    def finish_interrupted(
+        fs: FileSystem, naming: SegmentNaming
+    ) -> compact_module.ControlFile | None:
         nonlocal inside
         inside = True
-        return real_recover(fs, naming)
+        return real_finish(fs, naming)
 
     def remove_control(fs: FileSystem, naming: SegmentNaming) -> None:
         nonlocal inside
@@ -333,7 +336,7 @@ def _recovery_snapshots(
             snaps.append(snap)
 
     with monkeypatch.context() as patch:
-        patch.setattr(compact_module, "recover", recover)
+        patch.setattr(compact_module, "finish_interrupted", finish_interrupted)
         patch.setattr(compact_module, "remove_control", remove_control)
         image.watch(note)
         journal = open_journal(p.spec, image)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from store.errors import StoreIOError
-from store.file.fs import FileHandle, FileSystem, OsFileSystem
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
+from store.fs import FileHandle, FileSystem, OsFileSystem
 from tests.file.faultfs import SECTOR, Call, FaultFileSystem, io_error_of
 
 D = "/d"
@@ -332,6 +332,53 @@ def test_a_closed_handle_refuses_io() -> None:
         h.pwrite(b"x", 0)
     assert io_error_of(info.value) == errno.EBADF
 
+
+
+def test_a_read_only_handle_refuses_writes_as_the_real_seam_does(tmp_path: Path) -> None:
+    fault = FaultFileSystem()
+    fault.makedirs(str(tmp_path))
+    real = OsFileSystem()
+    path = str(tmp_path / "a")
+    for fs in (real, fault):
+        fs.open(path, create=True).close()
+        handle = fs.open(path, read_only=True)
+        try:
+            assert handle.pread(10, 0) == b""
+            for write, refusal in (
+                (lambda h: h.pwrite(b"x", 0), errno.EBADF),
+                (lambda h: h.truncate(0), errno.EINVAL),
+                (lambda h: h.allocate(10), errno.EBADF),
+            ):
+                with pytest.raises(StoreIOError) as info:
+                    write(handle)
+                assert io_error_of(info.value) == refusal
+        finally:
+            handle.close()
+        with pytest.raises(ValueError):
+            fs.open(path, create=True, read_only=True)
+
+
+def test_a_read_only_mount_refuses_every_change_but_not_reading() -> None:
+    fs = fresh()
+    h = fs.open(f"{D}/a", create=True)
+    h.pwrite(b"data", 0)
+    h.datasync()
+    h.close()
+    fs.fsync_dir(D)
+    fs.mount_read_only()
+    for change in (
+        lambda: fs.open(f"{D}/a"),
+        lambda: fs.open(f"{D}/b", create=True),
+        lambda: fs.rename(f"{D}/a", f"{D}/c"),
+        lambda: fs.remove(f"{D}/a"),
+        lambda: fs.makedirs(f"{D}/sub"),
+    ):
+        with pytest.raises(StoreIOError) as info:
+            change()
+        assert io_error_of(info.value) == errno.EROFS
+    handle = fs.open(f"{D}/a", read_only=True)
+    assert handle.pread(4, 0) == b"data"
+    assert fs.listdir(D) == ["a"]
 
 # -- crash hooks -----------------------------------------------------------------------------
 

@@ -10,10 +10,11 @@ the next load finds the deleted record with nothing deleting it.
 
 from __future__ import annotations
 
-from store.file.index import TX_DELETE, LiveIndex, reclaimable
+from store.file.index import LiveIndex, reclaimable
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.segments import Segment
+from store.journal.replay import OP_DELETE
 from tests.file.faultfs import FaultFileSystem
 
 DIRECTORY = "/store/journal"
@@ -34,7 +35,7 @@ def test_commit_books_a_tx_delete_as_a_negative_of_the_delete_records_file() -> 
     index = LiveIndex()
     index.add(X, f, 100)
     index.add(Y, f, 100)
-    index.tx_record(TX, TX_DELETE, X, d, 60)
+    index.tx_record(TX, OP_DELETE, X, d, 60)
     index.commit(TX, c)
     assert d.neg == {f: 1}
     assert c.neg == {d: 1}  # only the unpin of the transaction's file

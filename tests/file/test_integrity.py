@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 
 from store.cli.main import main
-from store.errors import CorruptionError, LostDataError, StoreError
+from store.errors import ChecksumError, CorruptionError, LostDataError, StoreError
 from store.file import compact as compaction
 from store.file import format as fmt
-from store.file import inspect, reader, repair
+from store.file import integrity, reader, repair, survey, verify
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
+from store.file.reader import Tail
 from store.file.segments import SegmentNaming
-from store.journal.api import LoadResult
+from store.journal.api import LoadResult, RecordType
 from tests.file.faultfs import FaultFileSystem
 
 SIZE = 16 * 1024
@@ -59,9 +60,9 @@ def load(directory: Path) -> LoadResult:
         return j.load()
 
 
-def data_files(directory: Path) -> list[inspect.FileScan]:
+def data_files(directory: Path) -> list[survey.FileScan]:
     """The files holding records, in file-id order (read-only)."""
-    return [s for s in inspect.scan_journal(str(directory)).scans if s.count]
+    return [s for s in survey.scan_journal(str(directory)).scans if s.count]
 
 
 @pytest.fixture
@@ -72,12 +73,12 @@ def journal(tmp_path: Path) -> Path:
     return directory
 
 
-def _middle(directory: Path) -> inspect.FileScan:
+def _middle(directory: Path) -> survey.FileScan:
     files = data_files(directory)
     return files[len(files) // 2]
 
 
-def _record_boundaries(scan: inspect.FileScan, data: bytes) -> list[int]:
+def _record_boundaries(scan: survey.FileScan, data: bytes) -> list[int]:
     """Where every record in sequence of the file starts (markers included)."""
     assert scan.file.file_id is not None
     return [raw[0] for raw in reader.scan(data, scan.file.file_id, reader.Cursor())]
@@ -89,7 +90,7 @@ def _assert_refused_everywhere(
 ) -> None:
     """verify names it (exit 5), print exits 5 with the load's error, repair refuses, and the
     load raises the same error."""
-    report = repair.verify(str(directory))
+    report = verify.verify(str(directory))
     assert not report.ok
     errors = [(f.kind, f.path, f.lost) for f in report.errors]
     assert (kind, path, lost) in errors
@@ -140,7 +141,7 @@ def test_a_middle_file_truncated_mid_record_is_refused_naming_the_lost_lsns(
     offsets = _record_boundaries(victim, data)
     cut = offsets[len(offsets) // 2] + 17  # in the middle of a record
     os.truncate(path, cut)
-    kept = inspect.scan_file(inspect.open_journal_file(inspect.OsFileSystem(), str(path)),
+    kept = survey.scan_file(survey.open_journal_file(survey.OsFileSystem(), str(path)),
                              path.read_bytes())
     lost = (kept.last_lsn + 1, victim.last_lsn)
     _assert_refused_everywhere(journal, "truncated", str(path), lost, capsys)
@@ -170,7 +171,7 @@ def test_a_listed_file_whose_records_were_wiped_is_refused(journal: Path) -> Non
     data = bytearray(path.read_bytes())
     data[fmt.DATA_START :] = bytes(len(data) - fmt.DATA_START)
     path.write_bytes(bytes(data))
-    report = repair.verify(str(journal))
+    report = verify.verify(str(journal))
     assert [(f.kind, f.lost) for f in report.errors] == [
         ("lost-records", (victim.first_lsn, victim.last_lsn))
     ]
@@ -184,14 +185,14 @@ def test_a_listed_file_whose_records_were_wiped_is_refused(journal: Path) -> Non
 def test_an_intact_journal_loads_and_verifies_clean_and_markers_are_not_records(
     journal: Path,
 ) -> None:
-    report = repair.verify(str(journal))
+    report = verify.verify(str(journal))
     assert report.ok and report.findings == []
     assert sum(f.markers for f in report.files) >= len(data_files(journal)) - 1
     loaded = load(journal)
     assert loaded.records and loaded.prepared
     # Reopened after a load that wrote (failed-tx rollbacks, a new file): still clean.
     assert load(journal).records == loaded.records
-    assert repair.verify(str(journal)).ok
+    assert verify.verify(str(journal)).ok
 
 
 def test_reclaim_and_compaction_retire_files_without_a_false_alarm(tmp_path: Path) -> None:
@@ -213,7 +214,7 @@ def test_reclaim_and_compaction_retire_files_without_a_false_alarm(tmp_path: Pat
         for i in range(1200, 1300):
             j.append_add(i, 1, b"after the compaction")
         j.reclaim()
-    assert repair.verify(str(directory)).ok
+    assert verify.verify(str(directory)).ok
     assert [r.id for r in load(directory).records] == list(range(1160, 1300))
     # ... and the markers still protect the journal: a compaction output is listed too.
     victim = data_files(directory)[0]
@@ -251,9 +252,9 @@ def test_a_committed_compaction_whose_marker_never_reached_the_disk(tmp_path: Pa
     assert image.exists(control)
     expected = [i for i in range(0, 600, 3)]
     # Recovery alone (as an offline repair runs it) keeps the control file ...
-    compaction.recover(image, naming)
+    compaction.finish_interrupted(image, naming)
     assert image.exists(control)
-    assert not [p for p in inspect.scan_journal("/j", fs=image).problems]
+    assert not [p for p in survey.scan_journal("/j", fs=image).problems]
     again = image.crash(random.Random(2), "drop")  # ... and a crash right now is harmless
     for state in (image, again):
         with FileJournal(FileJournalOptions(directory="/j", file_size=SIZE, fs=state)) as k:
@@ -268,13 +269,13 @@ def test_the_golden_v1_journal_without_markers_still_loads(tmp_path: Path) -> No
     need them are skipped, never turned into a false alarm."""
     golden = Path(__file__).parent.parent / "testdata" / "journal-v1" / "journal"
     shutil.copytree(golden, tmp_path / "j")
-    scan = inspect.scan_journal(str(tmp_path / "j"))
+    scan = survey.scan_journal(str(tmp_path / "j"))
     assert all(s.file.header and s.file.header.file_size == 0 for s in scan.scans)
     assert scan.problems == [] and not any(s.markers for s in scan.scans)
 
 
 def test_new_files_state_their_size_in_the_header(journal: Path) -> None:
-    for f in inspect.list_directory(str(journal)).files:
+    for f in survey.list_directory(str(journal)).files:
         assert f.header is not None and f.header.file_size == f.size == SIZE
 
 
@@ -296,12 +297,12 @@ def test_a_forced_cut_restates_the_files_left_so_the_journal_loads(tmp_path: Pat
         j.reclaim()
         j.append_add(1002, 1, b"proves 1001 was durable", sync=True)
     (full,) = [
-        s for s in inspect.scan_journal(str(directory), keep_records=True).scans
+        s for s in survey.scan_journal(str(directory), keep_records=True).scans
         if any(r.id == 1001 for r in s.records)
     ]
     home = full
     listed = {e.file_id for m in full.markers for e in m.marker.files}
-    present = {f.file_id for f in inspect.list_directory(str(directory)).files}
+    present = {f.file_id for f in survey.list_directory(str(directory)).files}
     assert listed - present, "no listed file was reclaimed: the test proves nothing"
     (damaged,) = [r for r in full.records if r.id == 1001]
     with open(home.file.path, "r+b") as f:
@@ -309,10 +310,65 @@ def test_a_forced_cut_restates_the_files_left_so_the_journal_loads(tmp_path: Pat
         f.write(b"X")
     with pytest.raises(CorruptionError):
         load(directory)
-    assert [f.kind for f in repair.verify(str(directory)).errors] == ["checksum"]
+    assert [f.kind for f in verify.verify(str(directory)).errors] == ["checksum"]
     report = repair.repair(str(directory), force=True)
     (cut,) = report.cuts
     assert cut.offset == damaged.offset and cut.marker_at == damaged.offset
-    assert repair.verify(str(directory)).ok
+    assert verify.verify(str(directory)).ok
     ids = [r.id for r in load(directory).records]
     assert 1000 in ids and 1001 not in ids
+
+
+# -- classify ------------------------------------------------------------------------------------
+
+
+def _tail(*durables: int, end: int = 1000) -> Tail:
+    """A tail whose records have lsn 10, 11, … and the given durable_lsn values."""
+    records = [
+        fmt.Record(end + 100 * i, 60, int(RecordType.ADD), 0, 0, 65536, 10 + i, d, 1, 0, 0, b"")
+        for i, d in enumerate(durables)
+    ]
+    return Tail(end, records)
+
+
+def test_classify_a_clean_end_is_quiet() -> None:
+    integrity.classify("f", Tail(500), missing_lsn=5, is_last=False)
+    integrity.classify("f", Tail(500), missing_lsn=5, is_last=True)
+
+
+@pytest.mark.parametrize(
+    "durables",
+    [
+        pytest.param((8,), id="one-record-durable-below-missing"),
+        pytest.param((8, 8, 8), id="several-records-none-proves"),
+        pytest.param((0,), id="nothing-durable"),
+    ],
+)
+def test_classify_a_torn_tail_of_the_last_file_is_quiet(durables: tuple[int, ...]) -> None:
+    integrity.classify("f", _tail(*durables), missing_lsn=9, is_last=True)
+
+
+def test_classify_any_tail_in_a_file_that_is_not_the_last_is_corruption() -> None:
+    with pytest.raises(ChecksumError) as info:
+        integrity.classify("dir/data-1.jrn", _tail(0, end=1234), missing_lsn=9, is_last=False)
+    err = info.value
+    assert (err.path, err.offset) == ("dir/data-1.jrn", 1234)
+    assert "later files" in err.reason
+    assert err.hint is not None and "repair" in err.hint
+
+
+@pytest.mark.parametrize(
+    ("durables", "missing"),
+    [
+        pytest.param((9,), 9, id="durable-equals-missing"),
+        pytest.param((20,), 9, id="durable-above-missing"),
+        pytest.param((8, 8, 12), 9, id="a-later-record-proves"),
+    ],
+)
+def test_classify_a_record_proving_durability_is_corruption(
+    durables: tuple[int, ...], missing: int
+) -> None:
+    with pytest.raises(ChecksumError) as info:
+        integrity.classify("f", _tail(*durables, end=777), missing_lsn=missing, is_last=True)
+    assert info.value.offset == 777
+    assert f"lsn {missing} expected" in info.value.reason

@@ -7,19 +7,26 @@ import struct
 
 import pytest
 
-from store.errors import ChecksumError
 from store.file import format as fmt
 from store.file.index import LiveIndex
-from store.file.reader import Cursor, Tail, classify, find_after, replay_file, scan
+from store.file.reader import Cursor, Tail, find_after, replay_file, scan
 from store.file.segments import Segment
-from store.journal.api import LoadResult, PreparedTransaction, RecordInfo, RecordType
+from store.journal.api import (
+    ADD,
+    ADD_TX,
+    COMMIT,
+    PREPARE,
+    ROLLBACK,
+    LoadResult,
+    PreparedTransaction,
+    RecordInfo,
+)
 from store.journal.replay import Replayer
 
 F = 65536  # the file id of the file under test
 G = 131072  # another file id (an earlier use of the file)
 SIZE = 4096
 
-ADD = int(RecordType.ADD)
 
 
 def rec(lsn: int, *, fid: int = F, body: bytes = b"body") -> bytes:
@@ -67,11 +74,11 @@ def test_records_in_sequence_then_zeros() -> None:
 
 def test_scan_yields_every_field() -> None:
     raw = fmt.encode_record(
-        int(RecordType.PREPARE), file_id=F, lsn=9, durable_lsn=8, id=0, tx_id=-3, user_type=0,
+        PREPARE, file_id=F, lsn=9, durable_lsn=8, id=0, tx_id=-3, user_type=0,
         tx_count=2, body=b"xid", compact_count=1,
     )
     (got,) = list(scan(build((fmt.DATA_START, raw)), F, Cursor()))
-    assert got == (fmt.DATA_START, len(raw), int(RecordType.PREPARE), 0, 1, 9, 0, -3, 2, b"xid")
+    assert got == (fmt.DATA_START, len(raw), PREPARE, 0, 1, 9, 0, -3, 2, b"xid")
 
 
 def test_empty_file_ends_at_data_start() -> None:
@@ -250,67 +257,8 @@ def test_tail_extent_and_max_lsn() -> None:
     assert (empty.extent, empty.max_lsn) == (100, 0)
 
 
-# -- classify ------------------------------------------------------------------------------------
-
-
-def _tail(*durables: int, end: int = 1000) -> Tail:
-    """A tail whose records have lsn 10, 11, … and the given durable_lsn values."""
-    records = [
-        fmt.Record(end + 100 * i, 60, ADD, 0, 0, F, 10 + i, d, 1, 0, 0, b"")
-        for i, d in enumerate(durables)
-    ]
-    return Tail(end, records)
-
-
-def test_classify_a_clean_end_is_quiet() -> None:
-    classify("f", Tail(500), missing_lsn=5, is_last=False)
-    classify("f", Tail(500), missing_lsn=5, is_last=True)
-
-
-@pytest.mark.parametrize(
-    "durables",
-    [
-        pytest.param((8,), id="one-record-durable-below-missing"),
-        pytest.param((8, 8, 8), id="several-records-none-proves"),
-        pytest.param((0,), id="nothing-durable"),
-    ],
-)
-def test_classify_a_torn_tail_of_the_last_file_is_quiet(durables: tuple[int, ...]) -> None:
-    classify("f", _tail(*durables), missing_lsn=9, is_last=True)
-
-
-def test_classify_any_tail_in_a_file_that_is_not_the_last_is_corruption() -> None:
-    with pytest.raises(ChecksumError) as info:
-        classify("dir/data-1.jrn", _tail(0, end=1234), missing_lsn=9, is_last=False)
-    err = info.value
-    assert (err.path, err.offset) == ("dir/data-1.jrn", 1234)
-    assert "later files" in err.reason
-    assert err.hint is not None and "repair" in err.hint
-
-
-@pytest.mark.parametrize(
-    ("durables", "missing"),
-    [
-        pytest.param((9,), 9, id="durable-equals-missing"),
-        pytest.param((20,), 9, id="durable-above-missing"),
-        pytest.param((8, 8, 12), 9, id="a-later-record-proves"),
-    ],
-)
-def test_classify_a_record_proving_durability_is_corruption(
-    durables: tuple[int, ...], missing: int
-) -> None:
-    with pytest.raises(ChecksumError) as info:
-        classify("f", _tail(*durables, end=777), missing_lsn=missing, is_last=True)
-    assert info.value.offset == 777
-    assert f"lsn {missing} expected" in info.value.reason
-
-
 # -- replay_file: transaction record counts --------------------------------------------------------
 
-ADD_TX = int(RecordType.ADD_TX)
-PREPARE = int(RecordType.PREPARE)
-COMMIT = int(RecordType.COMMIT)
-ROLLBACK = int(RecordType.ROLLBACK)
 
 TxRec = tuple[int, int, int, int]  # (type, id, tx_id, tx_count); every body is b"b<id>"
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from store.file import format as fmt
-from store.file import inspect
-from store.file.fs import OsFileHandle, OsFileSystem
+from store.file import survey
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.file.retention import history_files, history_name, parse_history_name, prune
 from store.file.segments import SegmentNaming
+from store.fs import OsFileHandle, OsFileSystem
 from store.journal.api import RecordType
 
 SIZE = 4096
@@ -159,9 +159,9 @@ class RetentionWatch(OsFileSystem):
         self.violations: list[str] = []
         self.checked = 0
 
-    def open(self, path: str, *, create: bool = False) -> OsFileHandle:
-        handle = super().open(path, create=create)
-        if os.path.dirname(path) == self.journal_dir and not create:
+    def open(self, path: str, *, create: bool = False, read_only: bool = False) -> OsFileHandle:
+        handle = super().open(path, create=create, read_only=read_only)
+        if os.path.dirname(path) == self.journal_dir and not create and not read_only:
             return _Watched(path, handle.fd, self)
         return handle
 
@@ -172,7 +172,7 @@ class RetentionWatch(OsFileSystem):
 
     def remove(self, path: str) -> None:
         if os.path.dirname(path) == self.journal_dir and path.endswith(".jrn"):
-            handle = super().open(path)
+            handle = super().open(path, read_only=True)
             try:
                 self.check_not_lost(path, handle)
             finally:
@@ -227,10 +227,10 @@ def test_a_retention_journal_copies_every_finished_file_before_reclaiming_it(
     lsns: set[int] = set()
     records: set[int] = set()
     sources = [history / n for n in os.listdir(history)]
-    sources += [Path(f.path) for f in inspect.list_directory(str(tmp_path / "j")).files]
+    sources += [Path(f.path) for f in survey.list_directory(str(tmp_path / "j")).files]
     for path in sources:
-        f = inspect.open_journal_file(OsFileSystem(), str(path))
-        scan = inspect.scan_file(f, path.read_bytes(), keep_records=True)
+        f = survey.open_journal_file(OsFileSystem(), str(path))
+        scan = survey.scan_file(f, path.read_bytes(), keep_records=True)
         records.update(r.lsn for r in scan.records)
         lsns.update(r.lsn for r in scan.records)
         lsns.update(m.lsn for m in scan.markers)
@@ -250,8 +250,8 @@ def test_events_are_kept_in_history_but_never_returned_by_a_load(tmp_path: Path)
     def events_in_history() -> list[int]:
         found = []
         for _fid, path in history_files(OsFileSystem(), naming, str(history)):
-            f = inspect.open_journal_file(OsFileSystem(), path)
-            scan = inspect.scan_file(f, Path(path).read_bytes(), keep_records=True)
+            f = survey.open_journal_file(OsFileSystem(), path)
+            scan = survey.scan_file(f, Path(path).read_bytes(), keep_records=True)
             found += [r.id for r in scan.records if r.type == RecordType.EVENT]
         return found
 
@@ -318,7 +318,7 @@ def test_compaction_never_removes_a_file_before_its_retention_copy_exists(
         for i in range(100):
             j.append_add(i, 45, b"x" * 50, sync=True)
         j.flush()
-        scan = inspect.scan_journal(str(tmp_path / "j"))
+        scan = survey.scan_journal(str(tmp_path / "j"))
         assert j.writer is not None
         current = j.writer.current.file_id  # not finished: compaction leaves it in place
         replaced = {s.file.file_id for s in scan.scans if s.count and s.file.file_id != current}

@@ -16,7 +16,7 @@ import pytest
 
 from store.cli.main import main
 from store.errors import CorruptionError, LostDataError
-from store.file import inspect, repair, salvage
+from store.file import repair, salvage, survey, verify
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.journal.api import RecordType
@@ -32,12 +32,12 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
     return damaged, pristine
 
 
-def _victim(directory: Path) -> tuple[inspect.FileScan, inspect.RecordView]:
+def _victim(directory: Path) -> tuple[survey.FileScan, survey.RecordView]:
     """A plain ADD in the middle of a middle file whose id is never touched again."""
     files = data_files(directory)
     middle = files[len(files) // 2]
-    full = inspect.scan_file(middle.file, Path(middle.file.path).read_bytes(), keep_records=True)
-    every = [r for f in inspect.scan_journal(str(directory), keep_records=True).scans
+    full = survey.scan_file(middle.file, Path(middle.file.path).read_bytes(), keep_records=True)
+    every = [r for f in survey.scan_journal(str(directory), keep_records=True).scans
              for r in f.records]
     touched: dict[int, int] = {}
     for r in every:
@@ -83,14 +83,14 @@ def test_salvage_drops_only_the_damaged_record_and_keeps_every_later_one(
     assert got.records == [r for r in expected.records if r.id != victim.id]
     assert got.prepared == expected.prepared
     assert (report.records, report.prepared) == (len(got.records), len(got.prepared))
-    assert repair.verify(str(damaged)).ok
+    assert verify.verify(str(damaged)).ok
     # Reopened and written to, it stays consistent.
     with FileJournal(FileJournalOptions(directory=str(damaged), file_size=SIZE)) as j:
         j.load()
         for i in range(300):
             j.append_add(900_000 + i, 1, b"after the salvage")
     assert len(load(damaged).records) == len(got.records) + 300
-    assert repair.verify(str(damaged)).ok
+    assert verify.verify(str(damaged)).ok
 
 
 def test_force_repair_loses_every_later_file_where_salvage_loses_one_record(
@@ -137,7 +137,7 @@ def test_salvage_of_a_missing_file_reports_its_lsns_and_keeps_the_rest(
         ("missing-file", victim.file.path, (victim.first_lsn, victim.last_lsn))
     ]
     assert len(load(damaged).records) == report.records
-    assert repair.verify(str(damaged)).ok
+    assert verify.verify(str(damaged)).ok
 
 
 def test_salvage_leaves_a_journal_the_load_accepts_alone(pair: tuple[Path, Path]) -> None:

@@ -1,5 +1,6 @@
 """Reading a journal directory offline: its files, their records with positions, and what lies
-after the end of data — for ``store data print``, ``verify``, ``repair`` and ``recover``.
+after the end of data — for ``store data print``, ``verify``, ``repair``, salvage and
+``recover``.
 
 Nothing here writes. The functions apply the rules of ``store.file.format`` and
 ``store.file.reader`` exactly as :meth:`store.file.journal.FileJournal.load` does, without
@@ -12,25 +13,19 @@ its side effects (a load finishes interrupted compactions, moves header-less fil
 - :func:`scan_file` reads one file: its records in sequence (file-list markers apart), the end
   of data, the valid records after it (:class:`~store.file.reader.Tail`) and the stale bytes
   beyond those;
-- :func:`judge` decides, across the files of one journal and in file-id order, which tails are
-  torn (unsynced, harmless) and which prove corruption — the same walk the load makes;
-- :func:`scan_journal` also lists every problem that makes a load refuse the directory
-  (``JournalScan.problems``): the load's own rules (``store.file.integrity``) applied to the
-  same facts, so ``print``, ``verify`` and the load always agree;
-- :class:`RecordReplay` feeds records to the shared :class:`~store.journal.replay.Replayer`
-  with the load's per-file transaction-count check, so an offline replay equals a load.
+- :func:`loaded_files` says which files a load reads (an interrupted compaction is seen as
+  the load sees it after finishing it);
+- :func:`scan_journal` scans those files, lists every problem that makes a load refuse the
+  directory (``JournalScan.problems``: the load's own judgement, ``store.file.integrity``,
+  applied to the same facts) and, when asked, replays them through the load's own dispatch
+  (:class:`~store.file.reader.FileReplay`), so ``print``, ``verify`` and the load agree.
 
 The one thing read outside the file-system seam is the directory lock file, probed with a
 shared ``flock`` (:func:`lock_holder`), which never modifies it. The probe holds the shared
 lock for the duration of two system calls; a writer starting in exactly that window gets
 :class:`~store.errors.StoreLockedError` and can simply be started again.
 
-Size: past the ~600 lines of CONVENTIONS 13 because it is the whole read-only half of the
-offline tools (listing, scanning, judging, replaying); the history replay is the part to split
-off when it grows.
-
-Thread-safety: functions are pure over their arguments; a :class:`RecordReplay` belongs to one
-caller.
+Thread-safety: functions are pure over their arguments.
 """
 
 from __future__ import annotations
@@ -39,21 +34,23 @@ import collections
 import fcntl
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from store.errors import ChecksumError, CorruptionError, StoreIOError, StoreLockedError
+from store.errors import (
+    ChecksumError,
+    ConfigError,
+    CorruptionError,
+    StoreIOError,
+    StoreLockedError,
+)
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.fs import FileSystem, OsFileSystem
 from store.file.lock import LOCK_NAME
-from store.file.reader import Cursor, Tail, find_after, scan
-from store.file.retention import history_files
+from store.file.reader import Cursor, FileReplay, Tail, find_after, marker_of, scan
 from store.file.segments import SegmentNaming
-from store.journal.api import LoadResult, RecordInfo, RecordType
-from store.journal.replay import Replayer, TxOp
+from store.fs import FileSystem, OsFileSystem
 
 __all__ = [
     "HEADER_BAD",
@@ -61,24 +58,23 @@ __all__ = [
     "HEADER_ZERO",
     "DirectoryListing",
     "FileScan",
-    "HistoryReplay",
     "JournalFile",
     "JournalScan",
     "Leftover",
     "MarkerView",
-    "RecordReplay",
     "RecordView",
     "detect_file_size",
     "ensure_unlocked",
     "facts_of",
-    "judge",
+    "loaded_files",
     "list_directory",
     "lock_holder",
     "open_journal_file",
     "read_bytes",
-    "replay_history",
+    "require_journal",
     "scan_file",
     "scan_journal",
+    "set_verdicts",
 ]
 
 _NONZERO = re.compile(rb"[^\x00]")
@@ -181,8 +177,8 @@ class FileScan:
     counts every record in sequence; ``user_count`` leaves out the journal's own file-list
     ``markers``, which are always kept and never in ``records``).
     ``stale_bytes`` counts non-zero bytes after the tail (from an earlier use of the file, or
-    a partial write): the format ignores them. ``verdict`` is set by :func:`judge` when the
-    tail proves corruption. Thread-safety: none; one caller builds and reads it.
+    a partial write): the format ignores them. ``verdict`` is set (:func:`set_verdicts`) when
+    the tail proves corruption. Thread-safety: none; one caller builds and reads it.
     """
 
     file: JournalFile
@@ -214,7 +210,7 @@ class FileScan:
 
 def read_bytes(fs: FileSystem, path: str) -> bytes:
     """All bytes of the file at ``path``. Raises StoreIOError when it cannot be read."""
-    handle = fs.open(path)
+    handle = fs.open(path, read_only=True)
     try:
         return handle.pread(handle.size(), 0)
     finally:
@@ -227,7 +223,7 @@ def open_journal_file(fs: FileSystem, path: str, *, name_id: int | None = None) 
     Returns a :class:`JournalFile` (a damaged header is recorded, not raised). Raises
     StoreIOError when the file cannot be opened or read.
     """
-    handle = fs.open(path)
+    handle = fs.open(path, read_only=True)
     try:
         size = handle.size()
         head = handle.pread(fmt.HEADER_SIZE, 0)
@@ -277,8 +273,35 @@ def list_directory(
         kind = _leftover_kind(name, prefix)
         if kind is not None:
             leftovers.append(Leftover(path, name, kind))
-    files.sort(key=lambda f: (f.file_id is None, f.file_id or 0, f.name))
+    files.sort(key=_file_order)
     return DirectoryListing(directory, prefix, files, leftovers)
+
+
+def require_journal(
+    directory: str, *, prefix: str = "data", fs: FileSystem | None = None
+) -> DirectoryListing:
+    """The listing of ``directory``, which must hold a journal of ``prefix``: at least one
+    ``<prefix>-<id>.jrn`` file (whatever its header says) or an interrupted compaction's
+    control file. The offline tools call this first: they never create a journal, and a
+    path that holds none is a mistake to report, not an empty journal to act on.
+
+    Returns the :class:`DirectoryListing`. Raises ConfigError naming the directory when it
+    does not exist or holds no journal, StoreIOError when it cannot be read.
+    """
+    fs = fs or OsFileSystem()
+    key = "bindings-directory" if prefix == "bindings" else "journal-directory"
+    if not fs.exists(directory):
+        raise ConfigError(
+            f"no journal in {directory}: the directory does not exist",
+            key=key, value=directory, allowed="a directory holding a journal",
+        )
+    listing = list_directory(directory, prefix=prefix, fs=fs)
+    if not listing.files and not any(item.kind == "control" for item in listing.leftovers):
+        raise ConfigError(
+            f"no journal in {directory}: it holds no {prefix}-*.jrn files",
+            key=key, value=directory, allowed="a directory holding a journal",
+        )
+    return listing
 
 
 # -- scanning ----------------------------------------------------------------------------------
@@ -287,7 +310,8 @@ def list_directory(
 def scan_file(file: JournalFile, data: bytes, *, keep_records: bool = False) -> FileScan:
     """Read ``data`` (the bytes of ``file``, whose header must be ok) as the load does.
 
-    Returns the :class:`FileScan`; the tail verdict is left to :func:`judge`. Raises nothing.
+    Returns the :class:`FileScan`; the tail verdict is ``store.file.integrity``'s (see
+    :func:`set_verdicts`). Raises nothing.
     """
     result = FileScan(file)
     file_id = file.file_id
@@ -299,11 +323,10 @@ def scan_file(file: JournalFile, data: bytes, *, keep_records: bool = False) -> 
         if not result.count:
             result.first_lsn = raw[5]
         result.count += 1  # cursor.count is only set once the scan ends
-        if raw[2] == _EVENT and data[raw[0] + 7] & fmt.FLAG_MARKER:
-            marker = fmt.decode_marker(bytes(raw[9]))
-            if marker is not None:
-                result.markers.append(MarkerView(raw[0], raw[5], marker))
-                continue
+        marker = marker_of(data, raw)
+        if marker is not None:
+            result.markers.append(MarkerView(raw[0], raw[5], marker))
+            continue
         view = RecordView._make(raw)
         compacted = compacted and view.compact_count > 0
         if keep_records:
@@ -331,28 +354,63 @@ def facts_of(s: FileScan) -> integrity.FileFacts:
     )
 
 
-def judge(scans: list[FileScan]) -> None:
-    """Set ``verdict`` on every scan whose tail proves corruption (``scans`` in file-id order).
+def set_verdicts(scans: list[FileScan], problems: list[integrity.Problem]) -> None:
+    """Put each ``checksum`` problem of ``problems`` (judged by ``store.file.integrity`` over
+    ``scans``, in their order) on its scan as ``verdict``. Returns nothing; raises nothing."""
+    for problem in problems:
+        if problem.kind == "checksum" and problem.index is not None:
+            assert isinstance(problem.error, ChecksumError)
+            scans[problem.index].verdict = problem.error
 
-    The walk is the load's (``store.file.integrity.tail_problems``): only the last file holding
-    data may end in a torn tail, and a record after the end whose ``durable_lsn`` covers the
-    missing lsn proves the data there had been durable. Returns nothing; raises nothing.
+
+def loaded_files(
+    fs: FileSystem, listing: DirectoryListing
+) -> tuple[list[JournalFile], list[JournalFile]]:
+    """The journal files of ``listing`` a load reads, in file-id order, and those it retires.
+
+    A load first finishes an interrupted compaction (``store.file.compact.finish_interrupted``):
+    with a committed control file, the old files it names are removed and its ``.cmp`` files
+    renamed to their final names. This applies the same to the listing without touching the
+    directory: the old files come back as retired, the ``.cmp`` files take the place of their
+    final names. Returns ``(files, retired)``. Raises StoreIOError when a file cannot be read.
     """
-    for problem in integrity.tail_problems([facts_of(s) for s in scans]):
-        assert problem.index is not None and isinstance(problem.error, ChecksumError)
-        scans[problem.index].verdict = problem.error
+    naming = SegmentNaming(listing.directory, listing.prefix)
+    ctl = compaction.read_control(fs, naming)
+    if ctl is None:
+        return list(listing.files), []
+    old = set(ctl.old)
+    retired = [f for f in listing.files if f.name in old]
+    files = [f for f in listing.files if f.name not in old]
+    for name in ctl.new:
+        path = os.path.join(listing.directory, name)
+        if not name.endswith(".cmp") or not fs.exists(path):
+            continue
+        final = name[: -len(".cmp")]
+        files = [f for f in files if f.name != final]
+        files.append(open_journal_file(fs, path, name_id=naming.parse(final)))
+    files.sort(key=_file_order)
+    return files, retired
+
+
+def _file_order(f: JournalFile) -> tuple[bool, int, str]:
+    return (f.file_id is None, f.file_id or 0, f.name)
 
 
 @dataclass(slots=True)
 class JournalScan:
-    """Every file of one journal directory, scanned and judged; ``replay`` when asked for.
+    """Every file of one journal directory a load reads, scanned and judged; ``replay`` when
+    asked for.
 
     Thread-safety: none; one caller builds and reads it.
     """
 
     listing: DirectoryListing
     scans: list[FileScan]
-    replay: RecordReplay | None = None
+    replay: FileReplay | None = None
+    #: The files a load reads, in file-id order (``listing.files`` but for an interrupted
+    #: compaction: see :func:`loaded_files`), and the old files it retires.
+    files: list[JournalFile] = field(default_factory=list)
+    retired: list[JournalFile] = field(default_factory=list)
     records_kept: int = 0
     records_total: int = 0
     #: Why a load refuses this directory, in the load's order (the first is what it raises).
@@ -372,24 +430,27 @@ def scan_journal(
     """List, scan and judge the journal ``prefix`` in ``directory`` (read-only).
 
     With ``keep_records`` the records are kept (at most ``max_records`` over all files); with
-    ``replay`` every record is also fed to a :class:`RecordReplay`, whose result is what a
-    load would return unless ``problems`` is not empty (the load then refuses the directory).
-    ``kind`` (messages 0, bindings 1), when given, makes files of the other journal problems.
-    A committed compaction control file counts as the load counts it (its old files retired).
+    ``replay`` every record is also fed to a :class:`~store.file.reader.FileReplay` (the load's
+    own dispatch), whose result is what a load returns unless ``problems`` is not empty (the
+    load then refuses the directory). ``kind`` (messages 0, bindings 1), when given, makes
+    files of the other journal problems. An interrupted compaction is seen as the load sees it
+    once it finished it (:func:`loaded_files`).
+    Raises ConfigError when ``directory`` holds no journal (:func:`require_journal`).
     Returns the :class:`JournalScan`. Raises StoreIOError when a file cannot be read.
     """
     fs = fs or OsFileSystem()
-    listing = list_directory(directory, prefix=prefix, fs=fs)
-    result = JournalScan(listing, [], RecordReplay() if replay else None)
+    listing = require_journal(directory, prefix=prefix, fs=fs)
+    files, retired = loaded_files(fs, listing)
+    result = JournalScan(listing, [], FileReplay() if replay else None, files, retired)
     budget = max_records
-    for file in listing.files:
-        if file.header is None:
+    for file in files:
+        if file.file_id is None:
             continue
         keep = keep_records and (budget is None or budget > 0)
         data = read_bytes(fs, file.path)
         s = scan_file(file, data, keep_records=keep or replay)
         if result.replay is not None:
-            result.replay.feed_file(s)
+            result.replay.feed(s.records, path=file.path, file_id=file.file_id)
         if budget is not None and len(s.records) > budget:
             del s.records[budget:]
         if not keep:
@@ -402,259 +463,14 @@ def scan_journal(
     naming = SegmentNaming(directory, prefix)
     ctl = compaction.read_control(fs, naming)
     result.problems = integrity.header_problems(
-        [integrity.HeaderFacts(f.path, f.header, f.header_error) for f in listing.files], kind
+        [integrity.HeaderFacts(f.path, f.header, f.header_error) for f in files], kind
     ) + integrity.judge(
         [facts_of(s) for s in result.scans],
         naming=naming,
         retired=ctl.file_ids(naming)[0] if ctl is not None else (),
     )
-    for problem in result.problems:
-        if problem.kind == "checksum" and problem.index is not None:
-            assert isinstance(problem.error, ChecksumError)
-            result.scans[problem.index].verdict = problem.error
+    set_verdicts(result.scans, result.problems)
     return result
-
-
-# -- replay ------------------------------------------------------------------------------------
-
-_ADD = int(RecordType.ADD)
-_UPDATE = int(RecordType.UPDATE)
-_DELETE = int(RecordType.DELETE)
-_ADD_TX = int(RecordType.ADD_TX)
-_UPDATE_TX = int(RecordType.UPDATE_TX)
-_DELETE_TX = int(RecordType.DELETE_TX)
-_PREPARE = int(RecordType.PREPARE)
-_COMMIT = int(RecordType.COMMIT)
-_ROLLBACK = int(RecordType.ROLLBACK)
-_EVENT = int(RecordType.EVENT)
-
-
-class RecordReplay:
-    """Replays records in journal order the way a load does (``store.file.journal``).
-
-    Besides the live state (:meth:`result`), it can keep what ``store data recover`` needs:
-    with ``keep_history`` a second replayer sees every committed add and update with deletes
-    ignored (:meth:`deleted` is the difference), and ``events`` collects event records.
-
-    A prepare or commit whose ``tx_count`` differs from the transaction's records counted in
-    its own file marks the transaction incomplete (failed), exactly as the load decides.
-
-    Thread-safety: none; one replay belongs to one caller.
-    """
-
-    def __init__(self, *, keep_history: bool = False) -> None:
-        self.replayer = Replayer()
-        self._ever = Replayer() if keep_history else None
-        # tx id -> {file key: records of the transaction in that file}; present while open.
-        self._txs: dict[int, dict[int, int]] = {}
-        self.events: list[RecordInfo] = []
-        self.counts: collections.Counter[int] = collections.Counter()
-
-    def feed_file(self, scan: FileScan) -> None:
-        """Replay the records of ``scan`` (kept by :func:`scan_file`). Returns nothing."""
-        self.feed(id(scan), scan.records)
-
-    def feed(self, file_key: int, records: Iterable[RecordView]) -> None:
-        """Replay ``records`` of the file identified by ``file_key``. Returns nothing."""
-        r = self.replayer
-        ever = self._ever
-        for rec in records:
-            rtype = rec.type
-            self.counts[rtype] += 1
-            if rtype == _ADD:
-                r.add(rec.id, rec.user_type, rec.body)
-            elif rtype == _UPDATE:
-                r.update(rec.id, rec.user_type, rec.body)
-            elif rtype == _DELETE:
-                r.delete(rec.id)
-                continue  # the history replayer ignores deletes
-            elif rtype in (_ADD_TX, _UPDATE_TX, _DELETE_TX):
-                self._tx_record(file_key, rec)
-            elif rtype in (_PREPARE, _COMMIT):
-                self._complete(file_key, rec)
-                continue
-            elif rtype == _ROLLBACK:
-                self._end(rec.tx_id, rollback=True)
-                continue
-            elif rtype == _EVENT:
-                self.events.append(RecordInfo(rec.id, rec.user_type, rec.body, False))
-                continue
-            if ever is not None:
-                _feed_ever(ever, rec)
-
-    def _tx_record(self, file_key: int, rec: RecordView) -> None:
-        files = self._txs.setdefault(rec.tx_id, {})
-        files[file_key] = files.get(file_key, 0) + 1
-        if rec.type == _ADD_TX:
-            self.replayer.add_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
-        elif rec.type == _UPDATE_TX:
-            self.replayer.update_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
-        else:
-            self.replayer.delete_tx(rec.tx_id, rec.id)
-
-    def _complete(self, file_key: int, rec: RecordView) -> None:
-        tx_id = rec.tx_id
-        files = self._txs.get(tx_id)
-        if rec.type == _COMMIT and files is None:
-            return  # nothing collected: reclaimed, or an empty transaction
-        if files is not None and files.get(file_key, 0) != rec.tx_count:
-            self.replayer.discard(tx_id)
-            self._end(tx_id, rollback=False, discard=True)
-            return
-        if rec.type == _PREPARE:
-            self.replayer.prepare(tx_id, rec.body)
-            self._txs.setdefault(tx_id, {}).setdefault(file_key, 0)
-            if self._ever is not None:
-                self._ever.prepare(tx_id, rec.body)
-        else:
-            self.replayer.commit(tx_id)
-            self._end(tx_id, rollback=False)
-
-    def _end(self, tx_id: int, *, rollback: bool, discard: bool = False) -> None:
-        self._txs.pop(tx_id, None)
-        if rollback:
-            self.replayer.rollback(tx_id)
-        ever = self._ever
-        if ever is None:
-            return
-        if discard:
-            ever.discard(tx_id)
-        elif rollback:
-            ever.rollback(tx_id)
-        else:
-            ever.commit(tx_id)
-
-    def result(self) -> LoadResult:
-        """What a load of the records fed so far returns. Returns a new LoadResult."""
-        return self.replayer.result()
-
-    def open_transactions(self) -> dict[int, tuple[list[TxOp], bytes | None]]:
-        """Open transactions: tx id -> (operations in order, XID if prepared else None)."""
-        return {
-            tx_id: (ops, self.replayer.prepared_xid(tx_id))
-            for tx_id, ops in self.replayer.open_transactions().items()
-        }
-
-    def deleted(self) -> list[RecordInfo]:
-        """Committed adds and updates fed so far that a delete removed, in journal order.
-
-        Returns an empty list unless the replay was made with ``keep_history``.
-        """
-        if self._ever is None:
-            return []
-        live = collections.Counter(self.replayer.result().records)
-        gone: list[RecordInfo] = []
-        for info in self._ever.result().records:
-            if live[info] > 0:
-                live[info] -= 1
-            else:
-                gone.append(info)
-        return gone
-
-
-def _feed_ever(ever: Replayer, rec: RecordView) -> None:
-    rtype = rec.type
-    if rtype == _ADD:
-        ever.add(rec.id, rec.user_type, rec.body)
-    elif rtype == _UPDATE:
-        ever.update(rec.id, rec.user_type, rec.body)
-    elif rtype == _ADD_TX:
-        ever.add_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
-    elif rtype == _UPDATE_TX:
-        ever.update_tx(rec.tx_id, rec.id, rec.user_type, rec.body)
-    # DELETE_TX is not fed: deletes are what this replayer ignores.
-
-
-# -- history ---------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class HistoryReplay:
-    """A retention folder plus a journal directory, replayed as one journal.
-
-    ``scans`` (judged, records dropped) and ``origins`` (``"history"`` / ``"journal"``) are
-    parallel, in file-id order; ``replay`` holds the newest generation's state, ``deleted`` and
-    ``events`` what every generation deleted and the event records. Thread-safety: none; one
-    caller builds and reads it.
-    """
-
-    scans: list[FileScan]
-    origins: list[str]
-    replay: RecordReplay
-    deleted: list[RecordInfo]
-    events: list[RecordInfo]
-    generations: int = 1
-
-    @property
-    def sources(self) -> list[JournalFile]:
-        """The files read, in file-id order."""
-        return [s.file for s in self.scans]
-
-
-def replay_history(
-    history: str | None,
-    journal: str | None,
-    *,
-    prefix: str = "data",
-    undelete: bool = False,
-    fs: FileSystem | None = None,
-) -> HistoryReplay:
-    """Replay every history copy in ``history`` and every file of ``journal`` (read-only).
-
-    One file per file id (the journal's own file wins over its copy), in file-id order, with
-    the load's rules; damaged data is read up to the damage (the verdicts are on the scans).
-    A compactor output restates the live state of everything before it, so the replay starts
-    a new **generation** at the first file of each output: a file whose records were all
-    rewritten by compaction and that does not continue the previous one (consecutive id and
-    lsn). With ``undelete``, what each generation deleted is kept. Returns the
-    :class:`HistoryReplay`. Raises StoreIOError when a file cannot be read.
-    """
-    fs = fs or OsFileSystem()
-    by_id: dict[int, tuple[JournalFile, str]] = {}
-    if history is not None and fs.exists(history):
-        for fid, path in history_files(fs, SegmentNaming(history, prefix), history):
-            f = open_journal_file(fs, path, name_id=fid)
-            if f.file_id is not None:
-                by_id[f.file_id] = (f, "history")
-    if journal is not None:
-        for f in list_directory(journal, prefix=prefix, fs=fs).files:
-            if f.file_id is not None:
-                by_id[f.file_id] = (f, "journal")
-    result = HistoryReplay([], [], RecordReplay(keep_history=undelete), [], [])
-    prev: FileScan | None = None
-    for key in sorted(by_id):
-        f, origin = by_id[key]
-        s = scan_file(f, read_bytes(fs, f.path), keep_records=True)
-        result.scans.append(s)
-        result.origins.append(origin)
-        if not s.count:
-            continue
-        if prev is not None and _starts_generation(prev, s):
-            _close_generation(result)
-            result.replay = RecordReplay(keep_history=undelete)
-            result.generations += 1
-        result.replay.feed(key, s.records)
-        s.records = []
-        prev = s
-    _close_generation(result)
-    judge(result.scans)
-    return result
-
-
-def _close_generation(result: HistoryReplay) -> None:
-    result.deleted.extend(result.replay.deleted())
-    result.events.extend(result.replay.events)
-
-
-def _starts_generation(prev: FileScan, s: FileScan) -> bool:
-    if not s.compacted:
-        return False
-    continues = (
-        prev.compacted
-        and s.file.file_id == (prev.file.file_id or 0) + 1
-        and s.first_lsn == prev.last_lsn + 1
-    )
-    return not continues
 
 
 # -- the directory lock ------------------------------------------------------------------------
