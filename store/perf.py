@@ -68,10 +68,10 @@ from typing import Any
 
 from store.config import StoreConfig
 from store.errors import StoreError, StoreIOError
-from store.file.fs import OsFileSystem
 from store.file.io import AsyncIOBackend, IOBackend, make_backend
 from store.file.journal import FileJournal
 from store.file.segments import Segment
+from store.fs import OsFileSystem
 from store.journal.api import MAX_ID, MIN_ID, Journal, JournalStats, LoadResult
 from store.sizes import invalid
 from store.store import Store, open_store

@@ -19,7 +19,7 @@ from __future__ import annotations
 from types import TracebackType
 
 from store.config import StoreConfig
-from store.file.fs import FileSystem
+from store.fs import FileSystem
 from store.journal.api import Journal
 from store.parts import StoreParts
 
