@@ -70,7 +70,7 @@ __all__ = ["bench_store", "database_config", "main"]
 
 def database_config(which: str, data_dir: Path) -> StoreConfig:
     """A store configuration on ``which`` with fresh bench table names."""
-    from tests.db.backends import mysql_url, postgresql_url, store_mapping
+    from tests.support.db_backends import mysql_url, postgresql_url, store_mapping
 
     prefix = f"bench{uuid.uuid4().hex[:6]}_"
     if which == "postgresql":

@@ -1,10 +1,10 @@
 """Shared fixtures: every back-end for the contract tests, and a store factory per test.
 
-- ``backend``: parametrised over :data:`tests.backends.ALL_BACKENDS` (ids are the back-end
+- ``backend``: parametrised over :data:`tests.support.backends.ALL_BACKENDS` (ids are the back-end
   names); ``persistent_backend``: the same without zero persistence.
-- ``store_factory``: a :class:`tests.backends.StoreFactory` for whichever of the two the test
-  asked for, with a unique name prefix; it closes every store and runs the back-end's cleanup
-  at teardown.
+- ``store_factory``: a :class:`tests.support.backends.StoreFactory` for whichever of the two
+  the test asked for, with a unique name prefix; it closes every store and runs the back-end's
+  cleanup at teardown.
 - ``--backends=file-nio,sqlite`` (or the environment variable ``STORE_TEST_BACKENDS``) runs a
   subset; the default is every back-end.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends import BackendSpec, StoreFactory, unique_prefix
+from tests.support.backends import BackendSpec, StoreFactory, unique_prefix
 
 _BACKEND_FIXTURES = {"backend": False, "persistent_backend": True}
 
@@ -32,7 +32,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def selected_backends(config: pytest.Config) -> list[BackendSpec]:
     """Returns the back-ends chosen with --backends. Raises pytest.UsageError for unknown names."""
-    from tests.backends import ALL_BACKENDS
+    from tests.support.backends import ALL_BACKENDS
 
     raw = str(config.getoption("--backends")).strip()
     if raw in ("", "all"):

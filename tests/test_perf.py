@@ -24,7 +24,7 @@ from store.perf import (
     run_perf,
     run_perf_journal,
 )
-from tests.backends import file_config_mapping
+from tests.support.backends import file_config_mapping
 
 # Big enough that every kind of operation shows up, small enough for about a second.
 SMALL_RUN = 2000

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from store import Store, StoreConfig, open_store
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.schema import StoreSchema, TableNames
-from tests.backends import unique_prefix
-from tests.db.backends import DB_BACKENDS, db_backend
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import DB_BACKENDS, db_backend
 
 DB_NAMES = [spec.name for spec in DB_BACKENDS]
 

@@ -31,8 +31,8 @@ import pytest
 from store.db import BacklogLimits, DatabaseJournal, DatabaseJournals, open_database_journals
 from store.errors import JournalClosedError, StoreError, StoreUnavailableError
 from store.perf import PerfOptions, PerfProgress, run_perf
-from tests.db.backends import mysql_url, postgresql_url
 from tests.db.conftest import DbStore
+from tests.support.db_backends import mysql_url, postgresql_url
 
 SERVERS = ["postgresql", "mariadb", "sqlite"]
 THREADS = 4

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from store import StoreConfig, open_store
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.errors import StoreUnavailableError
-from tests.backends import unique_prefix
-from tests.db.backends import db_backend, mysql_url, postgresql_url, store_mapping
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import db_backend, mysql_url, postgresql_url, store_mapping
 
 
 def _engine(mapping: dict):

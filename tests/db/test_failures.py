@@ -31,8 +31,8 @@ import pytest
 from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
 from store.errors import StoreLockedError, StoreUnavailableError
-from tests.backends import unique_prefix
-from tests.db.backends import db_backend, mysql_url, postgresql_url, store_mapping
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import db_backend, mysql_url, postgresql_url, store_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 WRITERS = 8

@@ -26,8 +26,8 @@ from store.db.migrate import (
     upgrade,
 )
 from store.db.schema import StoreSchema, TableNames
-from tests.backends import unique_prefix
-from tests.db.backends import db_backend, store_mapping
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import db_backend, store_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 

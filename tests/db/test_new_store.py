@@ -21,8 +21,8 @@ from store.db.migrate import check, current, drop_schema, ensure_schema, head_re
 from store.db.schema import StoreSchema, TableNames
 from store.errors import SchemaError
 from store.journal.api import RecordInfo
-from tests.backends import unique_prefix
-from tests.db.backends import mysql_url, new_store_mapping, postgresql_url, store_mapping
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import mysql_url, new_store_mapping, postgresql_url, store_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,8 +15,8 @@ from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
 from store.errors import RecordTooLargeError, SchemaError, StoreLockedError
 from store.journal.api import RecordInfo
-from tests.backends import unique_prefix
-from tests.db.backends import db_backend, mysql_url, postgresql_url, store_mapping
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import db_backend, mysql_url, postgresql_url, store_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -258,7 +258,7 @@ def test_embedded_derby_of_a_broker_xml_lands_beside_the_configuration(
     directory: the Derby database is created in <instance>/data/derby, not in the working
     directory."""
     from store import load_config
-    from tests.db.backends import DERBY_CLASSPATH
+    from tests.support.db_backends import DERBY_CLASSPATH
 
     instance = tmp_path / "instance"
     (instance / "etc").mkdir(parents=True)

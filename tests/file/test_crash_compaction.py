@@ -30,7 +30,7 @@ from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, scan
 from store.file.segments import SegmentNaming
 from store.fs import FileSystem
-from tests.file.crashsim import (
+from tests.support.crashsim import (
     DIRECTORY,
     Ledger,
     RunSpec,
@@ -39,8 +39,8 @@ from tests.file.crashsim import (
     continue_after,
     open_journal,
 )
-from tests.file.faultfs import Call, CrashMode, FaultFileSystem, Phase, Snapshot
-from tests.journal.model import JournalModel, assert_load_equal
+from tests.support.faultfs import Call, CrashMode, FaultFileSystem, Phase, Snapshot
+from tests.support.model import JournalModel, assert_load_equal
 
 CONTROL = "data.compact.ctl"
 

@@ -36,7 +36,7 @@ from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, scan
 from store.journal.api import RecordType
-from tests.file.crashsim import (
+from tests.support.crashsim import (
     DIRECTORY,
     ENV_REPLAY,
     ENV_SEEDS,
@@ -49,8 +49,8 @@ from tests.file.crashsim import (
     record_run,
     replay,
 )
-from tests.file.faultfs import Call, FaultFileSystem, Snapshot
-from tests.journal.model import JournalModel
+from tests.support.faultfs import Call, FaultFileSystem, Snapshot
+from tests.support.model import JournalModel
 
 # Seeds chosen so the runs cover 1, 2 and 3 writer threads, files of 8, 16, 32 and 64 KiB,
 # buffered and unbuffered writes, automatic compaction on and off, bounded and unbounded pools.

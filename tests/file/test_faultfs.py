@@ -15,7 +15,7 @@ from store.errors import StoreIOError
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.fs import FileHandle, FileSystem, OsFileSystem
-from tests.file.faultfs import SECTOR, Call, FaultFileSystem, io_error_of
+from tests.support.faultfs import SECTOR, Call, FaultFileSystem, io_error_of
 
 D = "/d"
 

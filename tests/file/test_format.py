@@ -14,33 +14,12 @@ from hypothesis import strategies as st
 from store.errors import CorruptionError
 from store.file import format as fmt
 from store.journal.api import MAX_ID, MIN_ID, RecordType
+from tests.support.doctables import tables
 
 # -- the docstring tables ----------------------------------------------------------------------
 
 
-def _tables(doc: str) -> dict[str, list[tuple[str, str, str]]]:
-    """Every ``Offset | Size | Field`` table of ``doc`` by its title: [(offset, size, field)]."""
-    lines = doc.splitlines()
-    tables: dict[str, list[tuple[str, str, str]]] = {}
-    i = 0
-    while i < len(lines):
-        if lines[i].startswith("======") and i + 1 < len(lines) and "Offset" in lines[i + 1]:
-            title = lines[i - 3] if lines[i - 2].startswith("===") else lines[i - 2]
-            spans = [m.span() for m in re.finditer(r"=+", lines[i])]
-            rows: list[tuple[str, str, str]] = []
-            j = i + 3
-            while not lines[j].startswith("======"):
-                cells = [lines[j][a:b].strip() for a, b in spans[:3]]
-                if cells[0]:  # continuation lines of a description leave the first cells empty
-                    rows.append((cells[0], cells[1], cells[2]))
-                j += 1
-            tables[title.strip()] = rows
-            i = j
-        i += 1
-    return tables
-
-
-TABLES = _tables(fmt.__doc__ or "")
+TABLES = tables(fmt.__doc__ or "")
 HEADER_TABLE = next(rows for title, rows in TABLES.items() if title.startswith("File header"))
 RECORD_TABLE = next(rows for title, rows in TABLES.items() if title.startswith("Record"))
 

@@ -15,7 +15,7 @@ from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.segments import Segment
 from store.journal.replay import OP_DELETE
-from tests.file.faultfs import FaultFileSystem
+from tests.support.faultfs import FaultFileSystem
 
 DIRECTORY = "/store/journal"
 FILE_SIZE = 4096

@@ -26,7 +26,7 @@ from store.file.options import FileJournalOptions
 from store.file.reader import Tail
 from store.file.segments import SegmentNaming
 from store.journal.api import LoadResult, RecordType
-from tests.file.faultfs import FaultFileSystem
+from tests.support.faultfs import FaultFileSystem
 
 SIZE = 16 * 1024
 

@@ -17,7 +17,7 @@ from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, scan
 from store.journal.api import PreparedTransaction, RecordInfo, RecordType
-from tests.file.faultfs import FaultFileSystem
+from tests.support.faultfs import FaultFileSystem
 
 DIRECTORY = "/store/journal"
 

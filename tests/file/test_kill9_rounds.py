@@ -40,7 +40,7 @@ import pytest
 
 from store import StoreConfig, open_store
 from tests.file import kill9_mixed as child
-from tests.journal.model import JournalModel, assert_load_equal
+from tests.support.model import JournalModel, assert_load_equal
 
 CHILD = str(Path(child.__file__).resolve())
 ROUNDS = 20

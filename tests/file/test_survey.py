@@ -15,9 +15,9 @@ from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.segments import SegmentNaming
 from store.journal.api import LoadResult, RecordType
-from tests.file.crashsim import DIRECTORY, RunSpec, candidates, open_journal, record_run
-from tests.file.faultfs import FaultFileSystem, Snapshot
 from tests.file.handbuilt import SIZE, A, Builder, ids, load
+from tests.support.crashsim import DIRECTORY, RunSpec, candidates, open_journal, record_run
+from tests.support.faultfs import FaultFileSystem, Snapshot
 
 CONTROL = "data.compact.ctl"
 

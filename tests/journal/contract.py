@@ -23,8 +23,8 @@ import pytest
 from store.config import StoreConfig
 from store.errors import UnknownRecordError, UnknownTransactionError
 from store.journal.api import Journal, LoadResult
-from tests.backends import BackendSpec, StoreFactory, StoreHandle
-from tests.journal.model import ExpectedLoad, JournalModel, assert_load_equal
+from tests.support.backends import BackendSpec, StoreFactory, StoreHandle
+from tests.support.model import ExpectedLoad, JournalModel, assert_load_equal
 
 __all__ = [
     "EMPTY",

@@ -13,9 +13,9 @@ import pytest
 
 from store.errors import UnknownRecordError
 from store.journal.api import LoadResult, RecordInfo
-from tests.backends import BackendSpec
 from tests.journal.contract import EMPTY, expect_load, open_loaded
-from tests.journal.model import JournalModel, assert_load_equal
+from tests.support.backends import BackendSpec
+from tests.support.model import JournalModel, assert_load_equal
 
 
 def run_threads(count: int, work: Callable[[int], None], *, timeout: float) -> None:

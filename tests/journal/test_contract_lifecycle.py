@@ -12,7 +12,6 @@ import pytest
 
 from store.errors import JournalClosedError, JournalStateError
 from store.journal.api import Journal
-from tests.backends import ZERO_BACKEND, BackendSpec, StoreFactory
 from tests.journal.contract import (
     EMPTY,
     expect_load,
@@ -20,7 +19,8 @@ from tests.journal.contract import (
     restart,
     with_long_batching,
 )
-from tests.journal.model import JournalModel
+from tests.support.backends import ZERO_BACKEND, BackendSpec, StoreFactory
+from tests.support.model import JournalModel
 
 Append = Callable[[Journal], None]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from store.errors import StoreLockedError
-from tests.backends import BackendSpec, StoreFactory
+from tests.support.backends import BackendSpec, StoreFactory
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from store import open_store
 from store.errors import StoreLockedError
-from tests.backends import backend_by_name
+from tests.support.backends import backend_by_name
 
 name, tmp, prefix, mode = sys.argv[1:5]
 config = backend_by_name(name).make_config(Path(tmp), prefix)

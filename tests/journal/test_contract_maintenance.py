@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from tests.backends import FILE_JOURNAL_SIZE, BackendSpec
 from tests.journal.contract import ModelledJournal, expect_load, open_loaded, restart
-from tests.journal.model import JournalModel
+from tests.support.backends import FILE_JOURNAL_SIZE, BackendSpec
+from tests.support.model import JournalModel
 
 
 def modelled(backend: BackendSpec, store_factory) -> ModelledJournal:

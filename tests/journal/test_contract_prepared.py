@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from store.errors import UnknownTransactionError
-from tests.backends import FILE_JOURNAL_SIZE, BackendSpec
 from tests.journal.contract import (
     ModelledJournal,
     expect_load,
     open_loaded,
     raises_if_persistent,
 )
-from tests.journal.model import JournalModel
+from tests.support.backends import FILE_JOURNAL_SIZE, BackendSpec
+from tests.support.model import JournalModel
 
 XID = b"p" * 10
 

@@ -9,14 +9,14 @@ import pytest
 
 from store.errors import RecordTooLargeError, UnknownRecordError
 from store.journal.api import MAX_ID, MIN_ID
-from tests.backends import FILE_JOURNAL_SIZE, BackendSpec
 from tests.journal.contract import (
     ModelledJournal,
     expect_load,
     open_loaded,
     raises_if_persistent,
 )
-from tests.journal.model import JournalModel
+from tests.support.backends import FILE_JOURNAL_SIZE, BackendSpec
+from tests.support.model import JournalModel
 
 
 def modelled(backend: BackendSpec, store_factory) -> ModelledJournal:

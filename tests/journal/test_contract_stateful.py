@@ -26,9 +26,9 @@ from hypothesis.stateful import (
 )
 
 from store.journal.api import MAX_ID, MIN_ID
-from tests.backends import FILE_JOURNAL_SIZE, BackendSpec, StoreFactory, unique_prefix
 from tests.journal.contract import ModelledJournal, expect_load, open_loaded
-from tests.journal.model import JournalModel
+from tests.support.backends import FILE_JOURNAL_SIZE, BackendSpec, StoreFactory, unique_prefix
+from tests.support.model import JournalModel
 
 IDS = st.one_of(st.integers(min_value=0, max_value=7), st.sampled_from([MIN_ID, -1, MAX_ID]))
 USER_TYPES = st.sampled_from([0, 1, 45, 255])

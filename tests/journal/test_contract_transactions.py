@@ -9,7 +9,6 @@ import random
 import pytest
 
 from store.errors import UnknownTransactionError
-from tests.backends import FILE_JOURNAL_SIZE, BackendSpec
 from tests.journal.contract import (
     ModelledJournal,
     expect_load,
@@ -17,7 +16,8 @@ from tests.journal.contract import (
     raises_if_persistent,
     restart,
 )
-from tests.journal.model import JournalModel
+from tests.support.backends import FILE_JOURNAL_SIZE, BackendSpec
+from tests.support.model import JournalModel
 
 
 def modelled(backend: BackendSpec, store_factory) -> ModelledJournal:

@@ -7,7 +7,7 @@ import pytest
 
 from store.errors import UnknownRecordError, UnknownTransactionError
 from store.journal.api import LoadResult, PreparedTransaction, RecordInfo
-from tests.journal.model import (
+from tests.support.model import (
     CrashLoadMismatch,
     ExpectedLoad,
     JournalModel,

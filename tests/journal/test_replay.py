@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from store.errors import UnknownRecordError, UnknownTransactionError
 from store.journal.api import LoadResult, PreparedTransaction, RecordInfo
 from store.journal.replay import Replayer
-from tests.journal.model import (
+from tests.support.model import (
     JournalModel,
     ModelUsageError,
     Op,

@@ -32,7 +32,7 @@ from typing import Any
 from store import StoreConfig
 from store.db.migrate import drop_schema, upgrade
 from store.errors import StoreLockedError
-from tests.backends import BackendSpec
+from tests.support.backends import BackendSpec
 
 __all__ = [
     "DB_BACKENDS",

@@ -5,7 +5,7 @@ How one run goes (:func:`record_run`):
 
 1. A :class:`FaultFileSystem` watches every call. Before and after every ``datasync``, around
    every directory operation and ``fsync_dir``, and after a random share of the ``pwrite``
-   calls it takes a :class:`~tests.file.faultfs.Snapshot` whose context is the pair
+   calls it takes a :class:`~tests.support.faultfs.Snapshot` whose context is the pair
    ``(acked, issued)`` of the :class:`Ledger` at that instant.
 2. :class:`Workload` threads make random valid calls (adds, updates, deletes, transactions that
    commit, roll back, prepare or stay open, flushes, sync futures, explicit compactions and
@@ -16,7 +16,7 @@ How one run goes (:func:`record_run`):
    a sync append that covers it returned, or a ``flush()`` / ``sync_future()`` started after
    it completed; waits for flushes happen outside the lock, so several threads share syncs.
 3. Each snapshot is turned into crash images (:meth:`Snapshot.crash` with each
-   :data:`~tests.file.faultfs.CrashMode`), and :func:`check_image` reopens the journal on each,
+   :data:`~tests.support.faultfs.CrashMode`), and :func:`check_image` reopens the journal on each,
    loads, and asserts the invariant with ``JournalModel.check_crash_load``: the load is the
    effect of some prefix of the issued operations that contains every acknowledged one. Any
    ``CorruptionError`` is a failure (crash images only lose or tear unsynced writes). Leftover
@@ -47,8 +47,8 @@ from typing import Any
 from store.errors import CorruptionError, StoreError
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
-from tests.file.faultfs import Call, CrashMode, FaultFileSystem, Snapshot
-from tests.journal.model import JournalModel, assert_load_equal
+from tests.support.faultfs import Call, CrashMode, FaultFileSystem, Snapshot
+from tests.support.model import JournalModel, assert_load_equal
 
 __all__ = [
     "DIRECTORY",

@@ -146,12 +146,12 @@ ALL_BACKENDS: list[BackendSpec]
 
 def _load_db_backends() -> list[BackendSpec]:
     try:
-        found = importlib.util.find_spec("tests.db.backends")
+        found = importlib.util.find_spec("tests.support.db_backends")
     except ModuleNotFoundError:  # the tests.db package itself does not exist yet
         found = None
     if found is None:
         return []
-    module = importlib.import_module("tests.db.backends")
+    module = importlib.import_module("tests.support.db_backends")
     return list(module.DB_BACKENDS)
 
 
