@@ -19,7 +19,7 @@ of ``COPY, batches of 1000``; load at least 400,000 rows/s on PostgreSQL and 150
 MariaDB. Artemis reports 1,000-2,000 rows/s for its start-up reconciliation (seed 004).
 
 Each run uses its own tables (prefix ``bench<hex>_``) created by the store's migration and
-dropped at the end. Servers as in tests/db/backends.py (``STORE_TEST_POSTGRESQL_URL`` …);
+dropped at the end. Servers as in tests/support/db_backends.py (``STORE_TEST_POSTGRESQL_URL`` …);
 SQLite lives under ``--dir``.
 
 Run: ``python -m bench.db_bench [--database postgresql mariadb sqlite] [--seconds S]

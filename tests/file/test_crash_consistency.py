@@ -1,6 +1,6 @@
 """Crash consistency of the native file journal (CONVENTIONS 7) on the fault file system.
 
-The main test runs seeded random workloads (tests/file/crashsim.py) and checks thousands of
+The main test runs seeded random workloads (tests/support/crashsim.py) and checks thousands of
 crash images: after reopening, every acknowledged operation is there, later ones may be
 missing only from some point on, nothing deleted or rolled back comes back, transactions are
 all or nothing, and the recovered journal keeps working through another clean close and power

@@ -1,4 +1,4 @@
-"""The fault-injecting file system (tests/file/faultfs.py): the durability model, the crash
+"""The fault-injecting file system (tests/support/faultfs.py): the durability model, the crash
 outcomes, the injected errors and the crash hooks. The crash tests are only as good as this."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reference model (tests/journal/model.py) on hand-built cases: if the oracle is wrong,
+"""The reference model (tests/support/model.py) on hand-built cases: if the oracle is wrong,
 every contract test is wrong with it."""
 
 from __future__ import annotations

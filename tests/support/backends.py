@@ -3,10 +3,10 @@
 A back-end is a :class:`BackendSpec`: how to build a store configuration for one test and how to
 drop what the test made. The file store comes in its three journal types, zero persistence is
 one more, and the database back-ends (PostgreSQL, MariaDB, SQLite, Derby) come from
-``tests/db/backends.py`` (``DB_BACKENDS``), written by the database store's owner.
+``tests/support/db_backends.py`` (``DB_BACKENDS``), written by the database store's owner.
 
 ``ALL_BACKENDS`` and ``DB_BACKENDS`` are computed on first use (a module ``__getattr__``), so
-``tests/db/backends.py`` can import :class:`BackendSpec` from here without an import cycle.
+``tests/support/db_backends.py`` can import :class:`BackendSpec` from here without an import cycle.
 While that module does not exist yet the database list is empty; that guard exists only for
 the weeks before it lands and is not a skip of an unreachable server (the database back-ends
 fail, never skip, when their server does not answer).
