@@ -21,10 +21,11 @@ import fcntl
 import os
 import socket
 import time
+from collections.abc import Iterator
 
 from store.errors import StoreIOError, StoreLockedError
 
-__all__ = ["LOCK_NAME", "DirectoryLock"]
+__all__ = ["LOCK_NAME", "DirectoryLock", "held_while"]
 
 LOCK_NAME = "journal.lock"
 
@@ -81,3 +82,18 @@ def _read_holder(fd: int) -> str:
         return os.pread(fd, 512, 0).decode("utf-8", "replace").strip()
     except OSError:
         return ""
+
+
+@contextlib.contextmanager
+def held_while(directory: str, *, native: bool) -> Iterator[None]:
+    """Hold ``directory``'s lock for the block (an offline tool that rewrites a journal); on a
+    file system that is not the real one (the test seam) there is nothing to lock. Raises
+    StoreLockedError when a live process holds it."""
+    lock = DirectoryLock(directory) if native else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()

@@ -30,7 +30,7 @@ from store.errors import CorruptionError
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.lock import DirectoryLock
+from store.file.lock import held_while
 from store.file.segments import SegmentNaming
 from store.file.survey import FileScan, JournalFile, require_journal, scan_journal
 from store.fs import FileHandle, FileSystem, OsFileSystem, copy_file
@@ -109,14 +109,8 @@ def repair(
     """
     fs = fs or OsFileSystem()
     require_journal(directory, prefix=prefix, fs=fs)  # before the lock, which creates a file
-    lock = DirectoryLock(directory) if fs.native else None
-    if lock is not None:
-        lock.acquire()
-    try:
+    with held_while(directory, native=fs.native):
         return _repair_locked(fs, directory, prefix, kind, force)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 def _repair_locked(

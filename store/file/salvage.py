@@ -45,7 +45,7 @@ from store.errors import ChecksumError, ConfigError
 from store.file import compact as compaction
 from store.file import format as fmt
 from store.file import integrity
-from store.file.lock import DirectoryLock
+from store.file.lock import held_while
 from store.file.reader import Cursor, FileReplay, Tail, find_after, marker_of, scan
 from store.file.segments import SegmentManager, SegmentNaming
 from store.file.survey import (
@@ -149,14 +149,8 @@ def salvage(
     """
     fs = fs or OsFileSystem()
     require_journal(directory, prefix=prefix, fs=fs)  # before the lock, which creates a file
-    lock = DirectoryLock(directory) if fs.native else None
-    if lock is not None:
-        lock.acquire()
-    try:
+    with held_while(directory, native=fs.native):
         return _salvage_locked(fs, directory, prefix, kind, file_size)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 def _salvage_locked(
