@@ -32,7 +32,7 @@ from store.db import BacklogLimits, DatabaseJournal, DatabaseJournals, open_data
 from store.errors import JournalClosedError, StoreError, StoreUnavailableError
 from store.perf import PerfOptions, PerfProgress, run_perf
 from tests.db.conftest import DbStore
-from tests.support.db_backends import mysql_url, postgresql_url
+from tests.support.db_backends import kill_mysql_connections, mysql_url, postgresql_url
 
 SERVERS = ["postgresql", "mariadb", "sqlite"]
 THREADS = 4
@@ -377,14 +377,7 @@ def test_a_killed_connection_releases_waiting_appenders(
         db.with_config(jdbc_user=user, jdbc_password=password)
 
         def kill() -> int:
-            with admin.cursor() as cur:
-                cur.execute(
-                    "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)
-                )
-                ids = [r[0] for r in cur.fetchall()]
-                for conn_id in ids:
-                    cur.execute("KILL %s", (conn_id,))
-            return len(ids)
+            return kill_mysql_connections(admin, user)
 
     try:
         journal = journals.open(db, backlog=TIGHT)

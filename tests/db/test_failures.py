@@ -32,7 +32,13 @@ from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
 from store.errors import StoreLockedError, StoreUnavailableError
 from tests.support.backends import unique_prefix
-from tests.support.db_backends import db_backend, mysql_url, postgresql_url, store_mapping
+from tests.support.db_backends import (
+    db_backend,
+    kill_mysql_connections,
+    mysql_url,
+    postgresql_url,
+    store_mapping,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 WRITERS = 8
@@ -206,14 +212,7 @@ def test_mariadb_connections_killed_mid_workload(tmp_path: Path) -> None:
             cur.execute(f"GRANT ALL ON `{database}`.* TO %s@'%%'", (user,))
 
         def kill() -> int:
-            with admin.cursor() as cur:
-                cur.execute(
-                    "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)
-                )
-                ids = [r[0] for r in cur.fetchall()]
-                for conn_id in ids:
-                    cur.execute("KILL %s", (conn_id,))
-            return len(ids)
+            return kill_mysql_connections(admin, user)
 
         _workload(config, kill, seed)
     finally:

@@ -151,3 +151,13 @@ def db_backend(which: str) -> BackendSpec:
 DB_BACKENDS: list[BackendSpec] = [
     db_backend(which) for which in ("postgresql", "mariadb", "sqlite", "derby")
 ]
+
+def kill_mysql_connections(admin: Any, user: str) -> int:
+    """Kills every connection of ``user`` through the PyMySQL connection ``admin`` (what a
+    server does to a client it drops); returns how many. Raises what PyMySQL raises."""
+    with admin.cursor() as cur:
+        cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (user,))
+        ids = [r[0] for r in cur.fetchall()]
+        for conn_id in ids:
+            cur.execute("KILL %s", (conn_id,))
+    return len(ids)
