@@ -1,0 +1,107 @@
+"""The paging contract every back-end keeps (DESIGN §7.2).
+
+Each address can have a page store: a folder per address in ``paging-directory`` holding
+``address.txt`` and ``NNNNNNNNN.page`` files (file store), a table per address named from
+``page-store-table-name`` plus a generated suffix and listed in a directory row (database
+store), or memory (zero persistence, where nothing survives the process).
+
+Rules every implementation follows (the contract tests in ``tests/paging/`` check them):
+
+1. Page numbers start at 1. A new page starts when the current page holds at least one record
+   and the next record would take it past the address's ``page-size-bytes`` (capped by
+   ``jdbc-max-page-size-bytes`` on a database), counting records' encoded bytes with their
+   framing (at most 64 bytes per record). At open, the current page is the highest page
+   present, and appends continue it under the same rule.
+2. ``append(record, sync=False)`` returns the record's :class:`PagePosition` at once; appends
+   are group-committed within ``page-sync-timeout``; ``sync=True`` and ``flush()`` return once
+   everything appended before them is durable. ``read_page`` sees every record appended before
+   it was called.
+3. Every page record is checksummed. ``read_page`` ignores a torn tail of the page being
+   written; a damaged record before it raises :class:`~store.errors.CorruptionError` with
+   ``path`` the page file (or the table name on a database, the message then names the page
+   number) and ``offset`` the byte offset within the page. ``read_page`` of a page that is not
+   there raises :class:`~store.errors.UnknownRecordError`.
+4. ``delete_page`` removes the page's file or rows; ``PagingManager.remove`` deletes the
+   address's folder or drops its table and directory row. A page store that never held a
+   record may be forgotten at close.
+5. After the manager's ``close()`` every call raises :class:`~store.errors.JournalClosedError`;
+   a clean close makes everything appended durable.
+
+Thread-safety: every method may be called from any number of threads.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+__all__ = ["PagePosition", "PageStore", "PagingManager"]
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class PagePosition:
+    """Where a paged record lives: its page number and its 0-based index in that page.
+
+    Ordered as the records were appended (page first, then index), as Artemis's
+    ``PagePosition(pageNr, messageNr)``; cursor acks and page-complete records in the message
+    journal name records by it (:mod:`store.messaging.page_records`).
+    """
+
+    page: int
+    index: int
+
+
+class PageStore(abc.ABC):
+    """The pages of one address (see the module docstring)."""
+
+    #: The address these pages belong to.
+    address: str
+
+    @abc.abstractmethod
+    def append(self, record: bytes | bytearray | memoryview, *, sync: bool = False) -> PagePosition:
+        """Append one record to the current page (rolling to a new page by rule 1); returns its
+        position. ``sync=True`` waits until it is durable. Raises StoreIOError /
+        StoreUnavailableError when the storage fails, JournalClosedError after close."""
+
+    @abc.abstractmethod
+    def flush(self) -> None:
+        """Return once everything appended so far is durable. Raises as ``append``."""
+
+    @abc.abstractmethod
+    def pages(self) -> list[int]:
+        """Page numbers present, ascending (the current one too, once it holds a record)."""
+
+    @abc.abstractmethod
+    def read_page(self, page: int) -> list[bytes]:
+        """The page's records, in order. Raises UnknownRecordError for a page that is not
+        there, CorruptionError for a damaged record before the torn tail (rule 3)."""
+
+    @abc.abstractmethod
+    def delete_page(self, page: int) -> None:
+        """Remove the page and its storage. Raises UnknownRecordError for a page not there."""
+
+    @property
+    @abc.abstractmethod
+    def current_page(self) -> int:
+        """The page appends go to (1 for a new store)."""
+
+
+class PagingManager(abc.ABC):
+    """Every address's page store (see the module docstring)."""
+
+    @abc.abstractmethod
+    def store(self, address: str) -> PageStore:
+        """The address's page store, created on first use. Raises ValueError for an empty
+        address."""
+
+    @abc.abstractmethod
+    def addresses(self) -> list[str]:
+        """Every address with a page store, sorted; rediscovered at open."""
+
+    @abc.abstractmethod
+    def remove(self, address: str) -> None:
+        """Delete the address's whole page store (no-op when it has none)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Make everything appended durable and release the manager; idempotent."""

@@ -1,0 +1,153 @@
+"""The page record format, shared by every back-end (DESIGN §7.2, reference §5).
+
+A page is a sequence of records with nothing between them; the file store writes it to an
+``NNNNNNNNN.page`` file, the database store to the rows of the page in the address's table
+(their ``data`` concatenated in ``id`` order is the same byte stream). Integers are big-endian,
+as Artemis's ``{ int size … }`` framing; ours adds a checksum (Artemis has none).
+
+======  ====  ============================================================================
+offset  size  field
+======  ====  ============================================================================
+0       1     ``{`` (0x7B), record start
+1       4     payload length ``n`` (unsigned)
+5       4     CRC-32 (zlib) of bytes 1..4 (the length) followed by the payload
+9       n     payload: the record as given to ``PageStore.append``
+9+n     1     ``}`` (0x7D), record end
+======  ====  ============================================================================
+
+So a record's framing is :data:`FRAMING` = 10 bytes, and its encoded size is ``n + 10``; the
+roll rule (``page-size-bytes``) counts encoded sizes.
+
+Reading (:func:`decode_page`) stops at the first record that is not valid. On the page being
+written, that is its *torn tail* when no valid record starts anywhere after it (a crash cut
+the last write short, or extended the file before its data reached the disk): the rest is
+ignored. A flipped byte in the last record of the page being written looks exactly like a
+write cut short and is treated as one. Anything else (a valid record after the damage, or
+damage on a page that is not being written, or on a database, where a commit is atomic) is a
+:class:`~store.errors.CorruptionError` with the page's ``path`` and the bad record's
+``offset``: records after a damaged one are never dropped silently.
+
+Thread-safety: pure functions.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Final
+
+from store.errors import CorruptionError
+
+__all__ = [
+    "FRAMING",
+    "MAX_RECORD_SIZE",
+    "RECORD_END",
+    "RECORD_START",
+    "decode_page",
+    "encode_record",
+    "encoded_size",
+    "page_file_name",
+    "page_number_of",
+    "scan_page",
+]
+
+RECORD_START: Final = 0x7B
+RECORD_END: Final = 0x7D
+_HEAD: Final = struct.Struct(">BII")
+FRAMING: Final = _HEAD.size + 1
+#: The largest payload a record can hold (the length field is 32-bit).
+MAX_RECORD_SIZE: Final = 2**32 - 1 - FRAMING
+_PAGE_SUFFIX: Final = ".page"
+
+
+def encoded_size(payload_size: int) -> int:
+    """Bytes a record of ``payload_size`` takes in a page. Raises nothing."""
+    return payload_size + FRAMING
+
+
+def encode_record(payload: bytes | bytearray | memoryview) -> bytes:
+    """The framed record of ``payload``. Raises ValueError past :data:`MAX_RECORD_SIZE`."""
+    data = bytes(payload)
+    if len(data) > MAX_RECORD_SIZE:
+        raise ValueError(f"a page record holds at most {MAX_RECORD_SIZE} bytes, not {len(data)}")
+    length = len(data).to_bytes(4, "big")
+    crc = zlib.crc32(data, zlib.crc32(length))
+    return b"".join((_HEAD.pack(RECORD_START, len(data), crc), data, bytes((RECORD_END,))))
+
+
+def _problem(data: memoryview, offset: int) -> str | None:
+    """Why the record at ``offset`` is not valid, or None if it is."""
+    size = len(data)
+    if size - offset < FRAMING:
+        return "record header cut off"
+    start, length, crc = _HEAD.unpack_from(data, offset)
+    if start != RECORD_START:
+        return f"no record start (0x{start:02x} instead of 0x7b)"
+    end = offset + FRAMING + length
+    if end > size:
+        return f"record length {length} runs past the end of the page ({size} bytes)"
+    payload = data[offset + _HEAD.size : end - 1]
+    if zlib.crc32(payload, zlib.crc32(length.to_bytes(4, "big"))) != crc:
+        return "checksum mismatch"
+    if data[end - 1] != RECORD_END:
+        return f"no record end (0x{data[end - 1]:02x} instead of 0x7d)"
+    return None
+
+
+def _valid_record_after(data: memoryview, offset: int) -> bool:
+    """Whether a valid record starts anywhere after ``offset``."""
+    raw = data.obj if isinstance(data.obj, bytes) else bytes(data)
+    position = raw.find(bytes((RECORD_START,)), offset + 1)
+    while position != -1:
+        if _problem(data, position) is None:
+            return True
+        position = raw.find(bytes((RECORD_START,)), position + 1)
+    return False
+
+
+def decode_page(data: bytes | bytearray | memoryview, *, path: str, torn_tail: bool) -> list[bytes]:
+    """The records of one page's bytes, in order.
+
+    ``torn_tail`` says the page is the one being written, whose torn tail is ignored (module
+    docstring). Returns the payloads. Raises CorruptionError naming ``path`` and the offset of
+    the first invalid record otherwise.
+    """
+    return scan_page(data, path=path, torn_tail=torn_tail)[0]
+
+
+def scan_page(
+    data: bytes | bytearray | memoryview, *, path: str, torn_tail: bool
+) -> tuple[list[bytes], int]:
+    """As :func:`decode_page`, also returning where the valid records end (the length to cut
+    a torn tail back to before appending after it). Raises CorruptionError as decode_page."""
+    view = memoryview(data).cast("B")
+    records: list[bytes] = []
+    offset = 0
+    while offset < len(view):
+        problem = _problem(view, offset)
+        if problem is None:
+            length = int.from_bytes(view[offset + 1 : offset + 5], "big")
+            records.append(bytes(view[offset + _HEAD.size : offset + _HEAD.size + length]))
+            offset += FRAMING + length
+            continue
+        if torn_tail and not _valid_record_after(view, offset):
+            break
+        raise CorruptionError(path, offset, f"damaged page record: {problem}")
+    return records, offset
+
+
+def page_file_name(page: int) -> str:
+    """``NNNNNNNNN.page``: the page number zero-padded to 9 digits. Raises ValueError for a
+    page number below 1."""
+    if page < 1:
+        raise ValueError(f"page numbers start at 1, not {page}")
+    return f"{page:09d}{_PAGE_SUFFIX}"
+
+
+def page_number_of(name: str) -> int | None:
+    """The page number of a page file name (the digits before the first ``.``), or None when
+    ``name`` is not one. Raises nothing."""
+    if not name.endswith(_PAGE_SUFFIX):
+        return None
+    digits = name.split(".", 1)[0]
+    return int(digits) if digits.isdigit() and int(digits) >= 1 else None
