@@ -65,7 +65,7 @@ import logging
 import os
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -80,6 +80,7 @@ from store.sizes import (
     INT32_MAX,
     INT64_MAX,
     PAGE_STORE_SUFFIX_DIGITS,
+    FrozenMap,
     check_bool,
     check_int,
     check_text,
@@ -151,36 +152,6 @@ class _DefaultStr(str):
 # jdbc-driver-class-name when none was given: equal to Derby's class name (Artemis's default),
 # but told apart from the same text written by the user (see jdbc_driver_class_name_given).
 _DERBY_EMBEDDED_DRIVER: Final = _DefaultStr("org.apache.derby.jdbc.EmbeddedDriver")
-
-
-class _FrozenMap(Mapping[str, Any]):
-    """An immutable, hashable mapping (so configurations can be dict keys).
-
-    Thread-safety: immutable; safe to share.
-    """
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._data.items()))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and dict(self._data) == dict(other)
-
-    def __repr__(self) -> str:
-        return repr(self._data)
 
 
 def _kebab(name: str) -> str:
@@ -337,7 +308,7 @@ class DatabaseStoreConfig:
                 raise invalid("data-source-properties", name, "property names that are text")
             if not isinstance(value, (str, int, bool)):
                 raise invalid(key, value, "a text, an integer or true/false", secret=True)
-        _set(self, "data_source_properties", _FrozenMap(props))
+        _set(self, "data_source_properties", FrozenMap(props))
         _set(self, "masked_properties", frozenset(self.masked_properties))
 
     def _check_tables(self) -> None:
