@@ -442,6 +442,9 @@ _INT_RULES: Final[Mapping[str, tuple[int, int, str, tuple[int, ...]]]] = {
     "journal_compact_percentage": (0, 100, "an integer from 0 to 100", ()),
     "journal_file_open_timeout": (1, INT32_MAX, "a positive number of seconds", ()),
     "journal_max_attic_files": (0, INT32_MAX, "0 or a positive integer", ()),
+    "page_sync_timeout": (0, INT32_MAX, "0 (sync at once) or a positive number of ns", ()),
+    "id_cache_size": (0, INT32_MAX, "0 or a positive integer", ()),
+    "min_large_message_size": (1, INT32_MAX, "a positive size in bytes (e.g. 100K)", ()),
     "journal_lock_acquisition_timeout": (
         1,
         INT64_MAX,
@@ -463,6 +466,7 @@ _BOOL_FIELDS: Final = (
     "journal_sync_transactional",
     "journal_sync_non_transactional",
     "journal_datasync",
+    "persist_id_cache",
 )
 
 
@@ -532,6 +536,18 @@ class StoreConfig:
     journal_max_attic_files: int = 10
     #: Default -1 ms (wait forever). How long to wait for the journal lock of the file store.
     journal_lock_acquisition_timeout: int = -1
+    #: Default: the journal_buffer_timeout value (ns); 0 = sync at once. Longest wait to batch
+    #: page writes into one sync: longer batches more, adds latency to paged sends.
+    page_sync_timeout: int = _DERIVE
+    #: Default 20000. Duplicate ids remembered per address for duplicate detection; 0 keeps
+    #: none. Larger catches duplicates sent further apart, at the cost of memory and records.
+    id_cache_size: int = 20000
+    #: Default True. Keep the duplicate-id cache in the message journal, so duplicate detection
+    #: survives a restart; False writes less.
+    persist_id_cache: bool = True
+    #: Default 102400 bytes (100K); Artemis's client-side name. Bodies larger than this go to
+    #: the large-message store, streamed instead of held in the journal and in memory.
+    min_large_message_size: int = 102400
     #: Default None (no history). Copy every finished message-journal file for replay/recovery.
     journal_retention: RetentionConfig | None = None
     #: Default None (file store). A database-store section selects the database store.
@@ -552,6 +568,9 @@ class StoreConfig:
         if self.journal_max_io is _DERIVE:
             derived.add("journal_max_io")
             _set(self, "journal_max_io", 4096 if journal_type == "ASYNCIO" else 1)
+        if self.page_sync_timeout is _DERIVE:
+            derived.add("page_sync_timeout")
+            _set(self, "page_sync_timeout", self.journal_buffer_timeout)
         for name in _DIRECTORY_FIELDS:
             value = getattr(self, name)
             if value is _DERIVE_DIR:
@@ -582,8 +601,9 @@ class StoreConfig:
         """Copy with some fields changed (snake_case names), validated like a new one.
 
         Fields whose defaults follow another field (buffer timeout and max-io follow
-        journal_type; the node-manager lock folder follows journal_directory) follow it again
-        unless they were given explicitly. Relative directories are kept as given.
+        journal_type; page_sync_timeout follows journal_buffer_timeout; the node-manager lock
+        folder follows journal_directory) follow it again unless they were given explicitly.
+        Relative directories are kept as given.
         Returns the new configuration. Raises :class:`ConfigError` for an unknown field or a
         bad value.
         """
@@ -611,7 +631,13 @@ class StoreConfig:
 
 # Keys are the kebab-case names of the fields; how a value is read follows the field's type.
 _SIZE_FIELDS: Final = frozenset(
-    {"journal_file_size", "journal_buffer_size", "jdbc_max_page_size_bytes", "storage_limit"}
+    {
+        "journal_file_size",
+        "journal_buffer_size",
+        "jdbc_max_page_size_bytes",
+        "storage_limit",
+        "min_large_message_size",
+    }
 )
 _SECRET_FIELDS: Final = frozenset({"jdbc_connection_url", "jdbc_user", "jdbc_password"})
 _NOT_KEYS: Final = frozenset(

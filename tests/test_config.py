@@ -72,6 +72,10 @@ STORE_DEFAULTS: list[tuple[str, object]] = [
     ("journal_file_open_timeout", 5),
     ("journal_max_attic_files", 10),
     ("journal_lock_acquisition_timeout", -1),
+    ("page_sync_timeout", 500000),
+    ("id_cache_size", 20000),
+    ("persist_id_cache", True),
+    ("min_large_message_size", 102400),
     ("journal_retention", None),
     ("database_store", None),
 ]
@@ -143,6 +147,19 @@ def test_replace_derives_type_dependent_defaults_again():
     assert (back.journal_buffer_timeout, back.journal_max_io) == (500000, 4096)
 
 
+def test_page_sync_timeout_follows_the_journal_buffer_timeout_unless_given():
+    assert StoreConfig.from_mapping({"journal-type": "NIO"}).page_sync_timeout == 3333333
+    cfg = StoreConfig.from_mapping({"journal-buffer-timeout": 12000})
+    assert cfg.page_sync_timeout == 12000
+    assert cfg.replace(journal_buffer_timeout=8000).page_sync_timeout == 8000
+    derived = StoreConfig()
+    assert derived.replace(journal_type="NIO").page_sync_timeout == 3333333
+    pinned = StoreConfig.from_mapping({"page-sync-timeout": 1000})
+    assert pinned.journal_buffer_timeout == 500000
+    assert pinned.replace(journal_buffer_timeout=8000).page_sync_timeout == 1000
+    assert pinned.replace(journal_type="NIO").page_sync_timeout == 1000
+
+
 def test_node_manager_lock_directory_follows_the_journal_directory():
     cfg = StoreConfig.from_mapping({"journal-directory": "/srv/j"})
     assert cfg.node_manager_lock_directory == "/srv/j"
@@ -177,11 +194,18 @@ STORE_KEYS = [
     ("journal-file-open-timeout", "1", "journal_file_open_timeout", 1),
     ("journal-max-attic-files", "0", "journal_max_attic_files", 0),
     ("journal-lock-acquisition-timeout", "500", "journal_lock_acquisition_timeout", 500),
+    ("page-sync-timeout", "40000", "page_sync_timeout", 40000),
+    ("page-sync-timeout", 0, "page_sync_timeout", 0),
+    ("id-cache-size", "5000", "id_cache_size", 5000),
+    ("id-cache-size", 0, "id_cache_size", 0),
+    ("persist-id-cache", "false", "persist_id_cache", False),
+    ("min-large-message-size", "50K", "min_large_message_size", 51200),
+    ("min-large-message-size", 1, "min_large_message_size", 1),
 ]
 
 
 @pytest.mark.parametrize(
-    ("key", "given", "attr", "expected"), STORE_KEYS, ids=[k[0] for k in STORE_KEYS]
+    ("key", "given", "attr", "expected"), STORE_KEYS, ids=[f"{k[0]}={k[1]!r}" for k in STORE_KEYS]
 )
 def test_store_key_is_read(key, given, attr, expected):
     assert getattr(StoreConfig.from_mapping({key: given}), attr) == expected
@@ -293,6 +317,11 @@ BAD_VALUES = [
     ({"journal-datasync": "yes"}, "journal-datasync", "yes"),
     ({"journal-directory": ""}, "journal-directory", ""),
     ({"journal-directory": 5}, "journal-directory", 5),
+    ({"page-sync-timeout": -1}, "page-sync-timeout", -1),
+    ({"id-cache-size": -1}, "id-cache-size", -1),
+    ({"persist-id-cache": "yes"}, "persist-id-cache", "yes"),
+    ({"min-large-message-size": 0}, "min-large-message-size", 0),
+    ({"min-large-message-size": "1.5M"}, "min-large-message-size", "1.5M"),
     (db(**{"jdbc-network-timeout": -1}), "jdbc-network-timeout", -1),
     (db(**{"jdbc-lock-renew-period": 0}), "jdbc-lock-renew-period", 0),
     (db(**{"jdbc-lock-expiration": 0}), "jdbc-lock-expiration", 0),
@@ -686,6 +715,10 @@ def test_toml_with_sub_tables_is_read():
         journal_file_size=20 * 1024**2,
         journal_min_files=3,
         journal_buffer_timeout=100000,
+        page_sync_timeout=200000,
+        id_cache_size=5000,
+        persist_id_cache=False,
+        min_large_message_size=50 * 1024,
         journal_retention=RetentionConfig(
             directory=f"{base}/history", period=12, unit="HOURS", storage_limit=5 * 1024**3
         ),

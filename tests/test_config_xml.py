@@ -41,6 +41,7 @@ def test_realistic_broker_xml_reads_only_the_persistence_settings():
         journal_pool_files=10,
         journal_buffer_timeout=40000,
         journal_max_io=1,
+        page_sync_timeout=40000,
         database_store=DatabaseStoreConfig(
             jdbc_connection_url="jdbc:postgresql://db.example.com:5432/artemis",
             jdbc_driver_class_name="org.postgresql.Driver",
@@ -361,3 +362,20 @@ def test_embedded_database_path_in_broker_xml_follows_the_files_folder(tmp_path,
     )
     assert cfg.database_store is not None
     assert cfg.database_store.jdbc_connection_url == f"jdbc:sqlite:{etc}/store.db"
+
+
+def test_new_core_keys_are_read_from_xml_without_warnings(tmp_path, caplog):
+    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+        cfg = xml_core(
+            tmp_path,
+            "<page-sync-timeout>40000</page-sync-timeout><id-cache-size>5000</id-cache-size>"
+            "<persist-id-cache>false</persist-id-cache>"
+            "<min-large-message-size>50K</min-large-message-size>",
+        )
+    assert _xml_warnings(caplog) == []
+    assert (
+        cfg.page_sync_timeout,
+        cfg.id_cache_size,
+        cfg.persist_id_cache,
+        cfg.min_large_message_size,
+    ) == (40000, 5000, False, 50 * 1024)
