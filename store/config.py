@@ -15,10 +15,11 @@ their key names. ``database_store`` is ``None`` for the file store. Selection (s
 ``database-store`` section → the database store; else the file store.
 
 Sources, all producing the same mapping (nested dicts for ``database-store``, its
-``data-source-properties`` and ``journal-retention``):
+``data-source-properties``, ``journal-retention`` and ``address-settings``):
 
 - TOML (``.toml``): top-level keys, the tables ``[database-store]``,
-  ``[database-store.data-source-properties]`` and ``[journal-retention]``;
+  ``[database-store.data-source-properties]``, ``[journal-retention]`` and one
+  ``[address-settings."<match>"]`` per match;
 - Artemis ``broker.xml`` (``.xml``): see :mod:`store.config_xml`;
 - :meth:`StoreConfig.from_mapping`.
 
@@ -49,6 +50,10 @@ Every bad value raises :class:`~store.errors.ConfigError` naming key, value and 
 before anything touches disk or database. Secrets (user, password, the URL's credentials,
 masked properties) never appear in ``repr``, ``str``, logs or errors.
 
+Address settings (DESIGN §7.3: paging limits by match, merged per address by
+:meth:`StoreConfig.address_settings_for`) are modelled, matched and merged in
+:mod:`store.address_settings`; an unknown key in one is an error here, skipped in ``broker.xml``.
+
 Layout: single values (sizes, identifiers, URLs) are parsed and checked in :mod:`store.sizes`,
 ``broker.xml`` is read in :mod:`store.config_xml`. This module stays past the usual ~600 lines
 because the three dataclasses and the reader that fills them change together: the reader derives
@@ -71,6 +76,12 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from store import masking
+from store.address_settings import (
+    AddressSettings,
+    freeze_address_settings,
+    read_address_settings,
+    settings_for,
+)
 from store.config_xml import parse_broker_xml
 from store.errors import ConfigError
 from store.sizes import (
@@ -548,6 +559,10 @@ class StoreConfig:
     #: Default 102400 bytes (100K); Artemis's client-side name. Bodies larger than this go to
     #: the large-message store, streamed instead of held in the journal and in memory.
     min_large_message_size: int = 102400
+    #: Default empty. Address settings by match (``"orders.#"``): a mapping of match to the
+    #: snake_case fields of :class:`~store.address_settings.AddressSettings` it gives; see
+    #: :meth:`address_settings_for` for the merged settings of one address.
+    address_settings: Mapping[str, Mapping[str, Any]] = FrozenMap({})
     #: Default None (no history). Copy every finished message-journal file for replay/recovery.
     journal_retention: RetentionConfig | None = None
     #: Default None (file store). A database-store section selects the database store.
@@ -589,6 +604,16 @@ class StoreConfig:
             raise invalid("journal-retention", self.journal_retention, "a journal-retention table")
         if not isinstance(self.database_store, (DatabaseStoreConfig, type(None))):
             raise invalid("database-store", self.database_store, "a database-store table")
+        _set(self, "address_settings", freeze_address_settings(self.address_settings))
+
+    def address_settings_for(self, address: str) -> AddressSettings:
+        """The settings of ``address``: its matches merged key by key, most specific first.
+
+        The precedence and match syntax are Artemis's (see :mod:`store.address_settings`);
+        keys no match gives take Artemis's defaults. Returns the merged
+        :class:`AddressSettings`. Raises :class:`TypeError` when ``address`` is not a text.
+        """
+        return settings_for(self.address_settings, address)
 
     @property
     def store_type(self) -> Literal["none", "file", "database"]:
@@ -617,9 +642,10 @@ class StoreConfig:
     ) -> StoreConfig:
         """Build a configuration from Artemis's kebab-case keys in a dict.
 
-        Nested dicts hold ``database-store`` (with ``data-source-properties``) and
-        ``journal-retention``. Values may be typed (ints, bools) or Artemis texts ("10M",
-        "true"). Relative directories are resolved against ``base_dir`` when it is given.
+        Nested dicts hold ``database-store`` (with ``data-source-properties``),
+        ``journal-retention`` and ``address-settings`` (match → keys). Values may be typed
+        (ints, bools) or Artemis texts ("10M", "true"). Relative directories are resolved
+        against ``base_dir`` when it is given.
         Returns the validated configuration. Raises :class:`ConfigError` for an unknown key
         (suggesting the closest known one), a bad value, or a masked value that cannot be
         decoded.
@@ -641,7 +667,13 @@ _SIZE_FIELDS: Final = frozenset(
 )
 _SECRET_FIELDS: Final = frozenset({"jdbc_connection_url", "jdbc_user", "jdbc_password"})
 _NOT_KEYS: Final = frozenset(
-    {"journal_retention", "database_store", "data_source_properties", "masked_properties"}
+    {
+        "journal_retention",
+        "database_store",
+        "data_source_properties",
+        "masked_properties",
+        "address_settings",
+    }
 )
 _CODEC_KEYS: Final = ("mask-password", "password-codec")  # read for decoding, not kept
 _IGNORED_DATABASE_KEYS: Final = ("data-source-class-name",)
@@ -728,7 +760,7 @@ def _resolve(base_dir: str | None, path: str) -> str:
 
 
 def _from_mapping(mapping: Mapping[str, Any], *, base_dir: str | None) -> StoreConfig:
-    sections = ("database-store", "journal-retention")
+    sections = ("database-store", "journal-retention", "address-settings")
     table, kwargs = _read_section(
         mapping, StoreConfig, "the configuration", extra=(*sections, *_CODEC_KEYS)
     )
@@ -742,6 +774,8 @@ def _from_mapping(mapping: Mapping[str, Any], *, base_dir: str | None) -> StoreC
         kwargs["journal_retention"] = _retention_from(table["journal-retention"], base_dir)
     if table.get("database-store") is not None:
         kwargs["database_store"] = _database_from(table["database-store"], codec, base_dir)
+    if table.get("address-settings") is not None:
+        kwargs["address_settings"] = read_address_settings(table["address-settings"])
     return StoreConfig(**kwargs)
 
 
