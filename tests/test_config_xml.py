@@ -278,7 +278,9 @@ def test_misspelled_element_in_a_foreign_namespace_stays_silent(tmp_path, caplog
     assert _xml_warnings(caplog) == []
 
 
-@pytest.mark.parametrize("name", ["broker-jdbc.xml", "broker-file.xml"])
+@pytest.mark.parametrize(
+    "name", ["broker-jdbc.xml", "broker-file.xml", "broker-artemis-create.xml"]
+)
 def test_realistic_broker_xml_files_load_without_warnings(caplog, name):
     with caplog.at_level(logging.DEBUG):
         load_config(TESTDATA / name)
@@ -378,6 +380,46 @@ def test_embedded_database_path_in_broker_xml_follows_the_files_folder(tmp_path,
 
 
 # --------------------------------------------------------------------------- address settings
+
+
+def test_broker_xml_written_by_artemis_create_loads():
+    """etc/broker.xml of "artemis create" (plus an operator's edits) loads, keeps its address
+    settings' keys that are ours and skips the many that are not."""
+    cfg = load_config(TESTDATA / "broker-artemis-create.xml")
+    assert (cfg.journal_type, cfg.journal_pool_files, cfg.journal_buffer_timeout) == (
+        "NIO",
+        10,
+        80000,
+    )
+    assert cfg.page_sync_timeout == 80000
+    assert cfg.address_settings == {
+        "activemq.management#": {"max_size_bytes": -1, "address_full_policy": "PAGE"},
+        "#": {
+            "address_full_policy": "PAGE",
+            "page_size_bytes": 10 * MiB,
+            "max_size_bytes": -1,
+            "max_size_messages": -1,
+            "max_read_page_bytes": 20 * MiB,
+        },
+        "orders.#": {
+            "max_size_bytes": 10 * MiB,
+            "page_size_bytes": MiB,
+            "address_full_policy": "BLOCK",
+        },
+    }
+    defaults = AddressSettings(max_read_page_bytes=20 * MiB)
+    assert cfg.address_settings_for("activemq.management.x") == defaults
+    assert cfg.address_settings_for("DLQ") == defaults
+    # "#" gives max-read-page-bytes 20M itself, so orders' 1M pages do not derive 2M.
+    orders = AddressSettings(
+        max_size_bytes=10 * MiB,
+        page_size_bytes=MiB,
+        address_full_policy="BLOCK",
+        max_read_page_bytes=20 * MiB,
+    )
+    assert cfg.address_settings_for("orders") == orders
+    assert cfg.address_settings_for("orders.eu.de") == orders
+    assert cfg.address_settings_for("ordersx") == defaults
 
 
 def test_address_settings_in_xml_read_our_keys_and_skip_the_others(tmp_path, caplog):
