@@ -46,17 +46,17 @@ broken so that the result never depends on the order of the configuration:
 3. then matches with ``#``; among them the longer match text is more specific (Artemis
    compares lengths in characters); at equal length, the rule of 2 decides, then the text.
 
-======================================  ==============  ====================================
-matches configured                      address         merge order (most specific first)
-======================================  ==============  ====================================
-``#``, ``orders.#``, ``orders``         ``orders``      ``orders``, ``orders.#``, ``#``
-``orders.*``, ``*.eu``, ``orders.eu``   ``orders.eu``   ``orders.eu``, ``orders.*``, ``*.eu``
-``orders.*``, ``orders.#``, ``#``       ``orders.eu``   ``orders.*``, ``orders.#``, ``#``
-``#``, ``orders.#``, ``orders.eu.#``    ``orders.eu.x`` ``orders.eu.#``, ``orders.#``, ``#``
-``*.*.*``, ``orders.*.#``               ``orders.a.b``  ``*.*.*`` (no ``#``), ``orders.*.#``
-``*.b.#``, ``a.*.#`` (same length)      ``a.b``         ``a.*.#``, ``*.b.#``
-``orders.#``, ``*.#``                   ``orders.x``    ``orders.#`` (longer), ``*.#``
-======================================  ==============  ====================================
+=====================================  ===============  =====================================
+matches configured                     address          merge order (most specific first)
+=====================================  ===============  =====================================
+``#``, ``orders.#``, ``orders``        ``orders``       ``orders``, ``orders.#``, ``#``
+``orders.*``, ``*.eu``, ``orders.eu``  ``orders.eu``    ``orders.eu``, ``orders.*``, ``*.eu``
+``orders.*``, ``orders.#``, ``#``      ``orders.eu``    ``orders.*``, ``orders.#``, ``#``
+``#``, ``orders.#``, ``orders.eu.#``   ``orders.eu.x``  ``orders.eu.#``, ``orders.#``, ``#``
+``*.*.*``, ``orders.*.#``              ``orders.a.b``   ``*.*.*`` (no ``#``), ``orders.*.#``
+``*.b.#``, ``a.*.#`` (same length)     ``a.b``          ``a.*.#``, ``*.b.#``
+``orders.#``, ``*.#``                  ``orders.x``     ``orders.#`` (longer), ``*.#``
+=====================================  ===============  =====================================
 
 **Sources.** In TOML and :meth:`~store.config.StoreConfig.from_mapping` an unknown key inside an
 address setting is a :class:`~store.errors.ConfigError` naming the key and the match (with the
