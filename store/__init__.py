@@ -10,6 +10,7 @@ contract, configured with Artemis's own keys. Start with :func:`open_store`::
         s.messages.append_add(7, 45, b"body", sync=True)
 """
 
+from store.address_settings import AddressSettings
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
 from store.errors import (
     ChecksumError,
@@ -39,6 +40,7 @@ from store.journal.api import (
 from store.store import Store, open_store
 
 __all__ = [
+    "AddressSettings",
     "ChecksumError",
     "ConfigError",
     "CorruptionError",
