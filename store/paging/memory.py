@@ -88,6 +88,8 @@ class _MemoryPageStore(PageStore):
             self._owner.check_open()
             if self._pages.pop(page, None) is None:
                 raise UnknownRecordError(f"address {self.address!r} has no page {page}")
+            if page == self._roller.page:  # positions are never handed out twice (rule 4)
+                self._roller = PageRoller(self._roller.page_size, page + 1)
 
     @property
     def current_page(self) -> int:
