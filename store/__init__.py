@@ -36,6 +36,7 @@ from store.journal.api import (
     RecordInfo,
     RecordType,
 )
+from store.paging.api import PagePosition, PageStore, PagingManager
 from store.store import Store, open_store
 
 __all__ = [
@@ -49,6 +50,9 @@ __all__ = [
     "JournalStats",
     "LoadResult",
     "LockLostError",
+    "PagePosition",
+    "PageStore",
+    "PagingManager",
     "PreparedTransaction",
     "RecordInfo",
     "RecordTooLargeError",
