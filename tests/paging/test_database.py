@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from store.errors import StoreUnavailableError
 from store.paging.database import ADDRESS_ROW, decode_directory, encode_directory
 from store.paging.format import page_file_name
 from tests.paging.contract import PagingFactory
@@ -120,3 +121,23 @@ def test_page_size_is_capped_by_jdbc_max_page_size_bytes(paging: PagingFactory) 
     ps = paging.open(page_size=10 * 1024 * 1024).store("a")
     positions = [ps.append(bytes(100)) for _ in range(10)]  # 110 bytes each: 9 per page
     assert positions[8].page == 1 and positions[9].page == 2
+
+
+def test_a_failed_write_reaches_the_waiters_and_later_calls_fail_fast(
+    paging: PagingFactory,
+) -> None:
+    """The flusher's transaction fails (the table was dropped behind the store's back): the
+    sync appender gets StoreUnavailableError, so does every later call; nothing is retried."""
+    pm = paging.open()
+    ps = pm.store("a")
+    ps.append(b"1", sync=True)
+    with paging.side_engine.begin() as conn:
+        paging.schema.page_table(1).drop(conn)
+    with pytest.raises(StoreUnavailableError):
+        ps.append(b"2", sync=True)
+    with pytest.raises(StoreUnavailableError):
+        ps.append(b"3")
+    with pytest.raises(StoreUnavailableError):
+        pm.store("b")
+    with pytest.raises(StoreUnavailableError):
+        pm.close()  # the close reports that not everything appended is durable
