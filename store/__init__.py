@@ -37,6 +37,7 @@ from store.journal.api import (
     RecordInfo,
     RecordType,
 )
+from store.paging.api import PagePosition, PageStore, PagingManager
 from store.store import Store, open_store
 
 __all__ = [
@@ -51,6 +52,9 @@ __all__ = [
     "JournalStats",
     "LoadResult",
     "LockLostError",
+    "PagePosition",
+    "PageStore",
+    "PagingManager",
     "PreparedTransaction",
     "RecordInfo",
     "RecordTooLargeError",
