@@ -36,6 +36,7 @@ from store.journal.api import (
     RecordInfo,
     RecordType,
 )
+from store.large.api import LargeMessageStore, LargeMessageWriter
 from store.store import Store, open_store
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "JournalClosedError",
     "JournalStateError",
     "JournalStats",
+    "LargeMessageStore",
+    "LargeMessageWriter",
     "LoadResult",
     "LockLostError",
     "PreparedTransaction",

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from store.journal.api import Journal
+from store.large.api import LargeMessageStore
 
 __all__ = ["StoreParts"]
 
@@ -28,6 +29,8 @@ class StoreParts:
     kind: str
     bindings: Journal
     messages: Journal
+    #: Bodies of large messages (DESIGN §7.1); closed by ``close`` before the journals.
+    large_messages: LargeMessageStore
     #: Closes every part (making what was appended durable) and releases the store's lock.
     #: Raises the first StoreError met, after releasing everything it could.
     close: Callable[[], None]

@@ -21,6 +21,7 @@ from types import TracebackType
 from store.config import StoreConfig
 from store.fs import FileSystem
 from store.journal.api import Journal
+from store.large.api import LargeMessageStore
 from store.parts import StoreParts
 
 __all__ = ["Store", "open_store"]
@@ -44,6 +45,13 @@ class Store:
     def messages(self) -> Journal:
         """The messages journal (messages, references, acks, transactions)."""
         return self._parts.messages
+
+    @property
+    def large_messages(self) -> LargeMessageStore:
+        """Bodies of large messages, streamed in and out (DESIGN §7.1): files in
+        ``large-messages-directory`` or rows of ``large-message-table-name``. Usable right
+        after :func:`open_store`, without the journals' ``load()``."""
+        return self._parts.large_messages
 
     @property
     def kind(self) -> str:

@@ -33,6 +33,7 @@ from store.errors import StoreError
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.fs import FileSystem, OsFileSystem
+from store.large.files import FileLargeMessages
 from store.parts import StoreParts
 
 if TYPE_CHECKING:
@@ -86,9 +87,10 @@ def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Sto
     """Open the file store ``config`` describes: both journals, each locked at once (nothing is
     read until ``load()``). ``fs`` replaces the file-system seam (tests inject faults).
 
-    Returns its :class:`~store.parts.StoreParts`. Raises StoreLockedError when another process
-    holds a journal directory, ConfigError for a directory that may not be created,
-    StoreIOError when a directory cannot be used.
+    The large-message directory is created when missing and cleared of bodies a dead process
+    left incomplete (:mod:`store.large.files`). Returns its :class:`~store.parts.StoreParts`.
+    Raises StoreLockedError when another process holds a journal directory, ConfigError for a
+    directory that may not be created, StoreIOError when a directory cannot be used.
     """
     bindings_opts, messages_opts = file_journal_options(config, fs=fs)
     bindings = FileJournal(bindings_opts)
@@ -97,15 +99,27 @@ def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Sto
     except BaseException:
         bindings.close()
         raise
+    try:
+        large_messages = FileLargeMessages(config.large_messages_directory, fs=bindings_opts.fs)
+    except BaseException:
+        messages.close()
+        bindings.close()
+        raise
 
     def close() -> None:
         errors: list[StoreError] = []
-        for journal in (messages, bindings):
+        for part in (large_messages, messages, bindings):
             try:
-                journal.close()
+                part.close()
             except StoreError as exc:
                 errors.append(exc)
         if errors:
             raise errors[0]
 
-    return StoreParts(kind="file", bindings=bindings, messages=messages, close=close)
+    return StoreParts(
+        kind="file",
+        bindings=bindings,
+        messages=messages,
+        large_messages=large_messages,
+        close=close,
+    )

@@ -14,6 +14,7 @@ import concurrent.futures
 
 from store.errors import JournalClosedError, JournalStateError
 from store.journal.api import Journal, JournalStats, LoadResult
+from store.large.memory import MemoryLargeMessages
 from store.parts import StoreParts
 
 __all__ = ["ZeroJournal", "open_zero_store"]
@@ -23,12 +24,20 @@ def open_zero_store() -> StoreParts:
     """The parts of a store with ``persistence-enabled = false``: nothing is written. Raises
     nothing."""
     bindings, messages = ZeroJournal("bindings"), ZeroJournal("messages")
+    large_messages = MemoryLargeMessages()
 
     def close() -> None:
+        large_messages.close()
         messages.close()
         bindings.close()
 
-    return StoreParts(kind="none", bindings=bindings, messages=messages, close=close)
+    return StoreParts(
+        kind="none",
+        bindings=bindings,
+        messages=messages,
+        large_messages=large_messages,
+        close=close,
+    )
 
 
 class ZeroJournal(Journal):
