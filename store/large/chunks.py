@@ -4,6 +4,9 @@ A body is stored as a sequence of *chunks*: chunk ``k`` holds body bytes
 ``[k * chunk_size, min((k + 1) * chunk_size, size))``, so every chunk but the last is full and
 an empty body has no chunk at all. Each chunk is stored as a *frame*:
 
+Frame (``CRC`` 4 bytes, then the payload)
+=========================================
+
 ======  ====  ==============  ==============================================================
 Offset  Size  Field           Description
 ======  ====  ==============  ==============================================================

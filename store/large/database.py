@@ -131,6 +131,7 @@ class _LargeSQL:
         if not dialect.positional:
             dialect = type(dialect)(paramstyle="format")
         self.name: str = dialect.name
+        self.dialect: Any = dialect
         #: Write transactions one at a time in this process. JDBC (Derby): concurrent inserts
         #: into the table's identity column failed now and then with SQLState 40XL1 ("A lock
         #: could not be obtained within the time requested") within seconds, well before any
