@@ -143,6 +143,12 @@ class _LargeSQL:
         self.insert = Compiled(sa.insert(table).values(values).inline(), dialect, ("f", "e", "d"))
         by_name = c.filename == _var("f")
         self.data = Compiled(sa.select(c.data).where(by_name), dialect, ("f",))
+        # A body's descriptor and its chunk 0 in one round trip (what ``open`` needs first).
+        self.head = Compiled(
+            sa.select(c.filename, c.data).where(c.filename.in_([_var("f"), _var("g")])),
+            dialect,
+            ("f", "g"),
+        )
         self.exists = Compiled(sa.select(c.id).where(by_name), dialect, ("f",))
         self.names = Compiled(
             sa.select(c.filename).where(c.extension == _var("e")), dialect, ("e",)
@@ -314,8 +320,11 @@ class DatabaseLargeMessages(LargeMessageStore):
             try:
                 if not final:
                     self._sql.relax_commit(cursor)
-                for row in rows:
-                    cursor.execute(self._sql.insert.sql, row)
+                if len(rows) == 1:
+                    cursor.execute(self._sql.insert.sql, rows[0])
+                else:  # one round trip where the driver can (psycopg pipelines, PyMySQL
+                    # sends one multi-row INSERT)
+                    cursor.executemany(self._sql.insert.sql, list(rows))
             finally:
                 cursor.close()
 
@@ -341,11 +350,15 @@ class DatabaseLargeMessages(LargeMessageStore):
         self._run(step, work, write=True)
 
     def _select(self, step: str, query: Compiled, param: str) -> list[Any]:
+        return [row[0] for row in self._rows(step, query, (param,))]
+
+    def _rows(self, step: str, query: Compiled, params: tuple[str, ...]) -> list[Any]:
         def work(conn: Any) -> list[Any]:
-            cursor = self._sql.read_cursor(conn) if query is self._sql.data else conn.cursor()
+            binary = query is self._sql.data or query is self._sql.head
+            cursor = self._sql.read_cursor(conn) if binary else conn.cursor()
             try:
-                cursor.execute(query.sql, (param,))
-                return [row[0] for row in cursor.fetchall()]
+                cursor.execute(query.sql, params)
+                return list(cursor.fetchall())
             finally:
                 cursor.close()
 
@@ -407,6 +420,9 @@ class DatabaseLargeMessages(LargeMessageStore):
         check_message_id(message_id)
         self.check_open()
         found = self._select("read descriptor", self._sql.data, msg_name(message_id))
+        return self._decode(message_id, found)
+
+    def _decode(self, message_id: int, found: list[Any]) -> tuple[int, int, int]:
         if not found:
             raise UnknownRecordError(f"large message {message_id} has no complete body")
         if len(found) > 1:
@@ -432,12 +448,25 @@ class DatabaseLargeMessages(LargeMessageStore):
             return self.chunk_size
 
     def open(self, message_id: int) -> BinaryIO:
-        chunk_size, body_size, _count = self._descriptor(message_id)
+        check_message_id(message_id)
+        self.check_open()
+        descriptor, first = msg_name(message_id), chunk_name(message_id, 0)
+        rows = self._rows("read descriptor", self._sql.head, (descriptor, first))
+        chunk_size, body_size, _count = self._decode(
+            message_id, [data for name, data in rows if name == descriptor]
+        )
+        # Chunk 0 came with the descriptor: the reader's first fetch takes it (once).
+        ahead = [bytes(data) for name, data in rows if name == first]
+        if len(ahead) != 1:
+            ahead = []  # none, or duplicates that the fetch reports as corruption
+
+        def fetch(index: int) -> bytes:
+            if index == 0 and ahead:
+                return ahead.pop()
+            return self._fetch(message_id, index)
+
         raw = ChunkedBody(
-            path=self.path(message_id),
-            size=body_size,
-            chunk_size=chunk_size,
-            fetch=lambda index: self._fetch(message_id, index),
+            path=self.path(message_id), size=body_size, chunk_size=chunk_size, fetch=fetch
         )
         return open_body(raw)
 
