@@ -8,8 +8,9 @@ Figures (MiB per second of body), for bodies of 1, 64 and 256 MiB (``--sizes``):
 * ``ours read``: ``lm.open(id)`` and ``readinto`` a 1 MiB buffer until the end;
 * reference, file store (``file``): the same bytes written to a new file of the same
   directory in 1 MiB ``os.write`` calls, then ``fsync``; read back with ``readinto`` 1 MiB at
-  a time. Before every read, ours and the reference's, the file's pages are dropped from the
-  page cache (``posix_fadvise(DONTNEED)``), so reads measure the disk;
+  a time. Before every timed read, ours and the reference's, the file is read once untimed
+  (see ``_settle``) and its pages are dropped from the page cache
+  (``posix_fadvise(DONTNEED)``), so timed reads measure the disk;
 * reference, database: one ``INSERT`` of the whole body into the same table through the same
   driver and ``COMMIT``; one ``SELECT`` of it back (psycopg's binary cursor on PostgreSQL).
   Where the server refuses a statement that big (MariaDB's ``max_allowed_packet``), the
@@ -117,9 +118,9 @@ def _write_ours(lm: LargeMessageStore, mid: int, size: int) -> tuple[float, floa
 
 
 def _read_ours(lm: LargeMessageStore, mid: int, size: int) -> tuple[float, float]:
-    evict = getattr(lm, "paths", None)
-    if evict is not None:  # the file store: read from the disk, as the reference does
-        _drop_cache(evict(mid)[1])
+    paths = getattr(lm, "paths", None)
+    if paths is not None:  # the file store: read from the disk, as the reference does
+        _settle(paths(mid)[1])
     buf = bytearray(MIB)
     start = time.perf_counter()
     total = 0
@@ -144,6 +145,18 @@ def _ours_write(lm: LargeMessageStore, mids: list[int], size: int, i: int) -> tu
 
 def _ours_read(lm: LargeMessageStore, mids: list[int], size: int, i: int) -> tuple[float, float]:
     return _read_ours(lm, mids[i], size)
+
+
+def _settle(path: str) -> None:
+    """Read ``path`` once untimed, then drop it from the page cache: the first read of a
+    file just written ran at 600-800 MiB/s here, ours and the reference's alike, the next
+    ones at 2.3-3.4 GiB/s (the VM's disk still writing back?), which made medians of three
+    runs a matter of luck. Timed reads are the second ones, both from the disk."""
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(MIB)
+        while f.readinto(buf):
+            pass
+    _drop_cache(path)
 
 
 def _drop_cache(path: str) -> None:
@@ -196,7 +209,7 @@ class _FileReference(_Reference):
         return size / MIB, time.perf_counter() - start
 
     def read(self, size: int, i: int) -> tuple[float, float]:
-        _drop_cache(self._path(i))
+        _settle(self._path(i))
         buf = bytearray(MIB)
         start = time.perf_counter()
         total = 0
