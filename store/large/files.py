@@ -307,8 +307,6 @@ class FileLargeMessages(LargeMessageStore):
         # A real file is read into one frame buffer reused for every chunk (the reader holds
         # one chunk at a time): a fresh 1 MiB object per chunk cost page faults and a copy.
         frame = bytearray(CRC.size + min(chunk_size, body_size)) if fd is not None else None
-        if fd is not None:  # a body is read front to back: let the kernel read further ahead
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
         def fetch(index: int) -> bytes | memoryview:
             self.check_open()
