@@ -88,17 +88,27 @@ class ChunkBuffer:
     A full frame is handed over only once a later byte arrives (or by :meth:`finish`), so the
     last frame of a body (full or not) is always the one :meth:`finish` returns: a back-end
     can store it together with what completes the body. ``frame`` is a view of this buffer's
-    own memory, valid only during the call. Memory: one frame.
+    own memory: with ``buffers=1`` it is valid only during the call; with ``buffers=2`` the
+    frames alternate between two buffers, so a frame stays valid until the next ``emit`` call
+    returns (a back-end may write it in the background while the next frame fills, as long as
+    each ``emit`` first waits for the write of the frame before). Memory: ``buffers`` frames.
 
     Thread-safety: one thread at a time.
     """
 
-    def __init__(self, chunk_size: int, emit: Callable[[int, memoryview], None]) -> None:
+    def __init__(
+        self, chunk_size: int, emit: Callable[[int, memoryview], None], *, buffers: int = 1
+    ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk size must be at least 1 byte, not {chunk_size}")
+        if buffers not in (1, 2):
+            raise ValueError(f"buffers must be 1 or 2, not {buffers}")
         self.chunk_size = chunk_size
         self._emit = emit
         self._frame = bytearray(CRC.size + chunk_size)
+        # The other buffer (buffers=2), allocated when the first frame is emitted.
+        self._spare: bytearray | None = None
+        self._double = buffers == 2
         self._fill = 0
         #: Index of the chunk being filled (= chunks handed to ``emit`` so far).
         self.index = 0
@@ -110,15 +120,17 @@ class ChunkBuffer:
         frame being emitted are then lost: the writer must abort)."""
         view = memoryview(data).cast("B")
         total = len(view)
-        frame = self._frame
         while view:
             if self._fill == self.chunk_size:
                 self._emit(self.index, self._sealed())
                 self.index += 1
                 self._fill = 0
+                if self._double:
+                    spare = self._spare or bytearray(len(self._frame))
+                    self._spare, self._frame = self._frame, spare
             take = min(self.chunk_size - self._fill, len(view))
             start = CRC.size + self._fill
-            frame[start : start + take] = view[:take]
+            self._frame[start : start + take] = view[:take]
             self._fill += take
             self.size += take
             view = view[take:]

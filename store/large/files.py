@@ -53,6 +53,8 @@ set of bodies being written); a writer or a reader belongs to one thread at a ti
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import logging
 import os
 import struct
@@ -152,6 +154,22 @@ def _pread_into(fd: int, path: str, view: memoryview, offset: int) -> memoryview
     return view[:done]
 
 
+_pool_lock = threading.Lock()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _background() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that write writers' frames in the background (shared, made on first use;
+    each writer has at most one write in flight). Raises nothing."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=4, thread_name_prefix="store-large-write"
+            )
+        return _pool
+
+
 class _FileWriter(LargeMessageWriter):
     """Writes ``<id>.tmp``; see the module docstring. One thread at a time; ``abort`` may come
     from :meth:`FileLargeMessages.close` on another thread (a lock orders them)."""
@@ -163,13 +181,27 @@ class _FileWriter(LargeMessageWriter):
         self._owner = owner
         self._handle: FileHandle | None = handle
         self._lock = threading.Lock()
-        self._chunks = ChunkBuffer(chunk_size, self._emit)
+        self._chunks = ChunkBuffer(chunk_size, self._emit, buffers=2)
+        # The pwrite of the frame emitted last, running while the next frame fills.
+        self._writing: concurrent.futures.Future[None] | None = None
         self._done = False
         self._renamed = False
 
     def _emit(self, index: int, frame: memoryview) -> None:
-        assert self._handle is not None
-        self._handle.pwrite(frame, frame_offset(index, self._chunks.chunk_size))
+        # One frame is written in the background while the caller fills (and the CRC runs
+        # over) the next: both release the GIL. The frame before must be on its way out
+        # first, since its buffer is the one the next frame fills (ChunkBuffer buffers=2).
+        handle = self._handle
+        assert handle is not None
+        self._wait_written()
+        offset = frame_offset(index, self._chunks.chunk_size)
+        self._writing = _background().submit(handle.pwrite, frame, offset)
+
+    def _wait_written(self) -> None:
+        """Wait for the background pwrite; raises what it raised (StoreIOError)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         with self._lock:
@@ -190,8 +222,9 @@ class _FileWriter(LargeMessageWriter):
             handle = self._handle
             assert handle is not None
             last = self._chunks.finish()
+            self._wait_written()
             if last is not None:
-                self._emit(self._chunks.index, last)
+                handle.pwrite(last, frame_offset(self._chunks.index, self._chunks.chunk_size))
             size = self._chunks.size
             handle.pwrite(encode_header(self.message_id, self._chunks.chunk_size, size), 0)
             handle.datasync()
@@ -211,6 +244,8 @@ class _FileWriter(LargeMessageWriter):
             self._done = True
             tmp, msg = self._owner.paths(self.message_id)
             try:
+                with contextlib.suppress(StoreError):
+                    self._wait_written()  # never close a handle a pwrite still uses
                 if self._handle is not None:
                     self._handle.close()
                     self._handle = None
