@@ -319,6 +319,12 @@ def _store(which: str, data_dir: Path) -> Iterator[tuple[LargeMessageStore, _Ref
             from store.db.migrate import drop_schema
 
             drop_schema(config)
+            prefix = config.database_store.bindings_table_name[: -len("bindings")]
+            for path in data_dir.glob(f"{prefix}*"):  # SQLite's file, Derby's folder
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
         else:
             shutil.rmtree(Path(config.large_messages_directory).parent, ignore_errors=True)
 
