@@ -12,9 +12,11 @@ contract, configured with Artemis's own keys. Start with :func:`open_store`::
 
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
 from store.errors import (
+    AddressFullError,
     ChecksumError,
     ConfigError,
     CorruptionError,
+    DuplicateIdError,
     JournalClosedError,
     JournalStateError,
     LockLostError,
@@ -25,6 +27,8 @@ from store.errors import (
     StoreLockedError,
     StoreUnavailableError,
     TornTailError,
+    UnknownMessageError,
+    UnknownQueueError,
     UnknownRecordError,
     UnknownTransactionError,
 )
@@ -39,10 +43,12 @@ from store.journal.api import (
 from store.store import Store, open_store
 
 __all__ = [
+    "AddressFullError",
     "ChecksumError",
     "ConfigError",
     "CorruptionError",
     "DatabaseStoreConfig",
+    "DuplicateIdError",
     "Journal",
     "JournalClosedError",
     "JournalStateError",
@@ -62,6 +68,8 @@ __all__ = [
     "StoreLockedError",
     "StoreUnavailableError",
     "TornTailError",
+    "UnknownMessageError",
+    "UnknownQueueError",
     "UnknownRecordError",
     "UnknownTransactionError",
     "load_config",

@@ -22,9 +22,7 @@ MESSAGING_BACKENDS = ("file-nio", "postgresql", "mariadb", "sqlite")
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "messaging_backend" in metafunc.fixturenames:
         specs = [s for s in selected_backends(metafunc.config) if s.name in MESSAGING_BACKENDS]
-        metafunc.parametrize(
-            "messaging_backend", specs, ids=[s.name for s in specs], indirect=True
-        )
+        metafunc.parametrize("messaging_backend", specs, ids=[s.name for s in specs], indirect=True)
 
 
 @pytest.fixture
