@@ -599,7 +599,8 @@ class StorageManager:
             for address, dup, _ in work.dups:
                 self._dup_cache(address).release(dup)
             now = self._clock()
-            for qid, mid in work.acks:
+            # Each goes to the head: in reverse, so they come back in the order acknowledged.
+            for qid, mid in reversed(work.acks):
                 queue = self._queues_by_id.get(qid)
                 if queue is not None and mid in queue:
                     entry = queue.unhold(mid, now)
