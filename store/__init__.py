@@ -10,6 +10,7 @@ contract, configured with Artemis's own keys. Start with :func:`open_store`::
         s.messages.append_add(7, 45, b"body", sync=True)
 """
 
+from store.address_settings import AddressSettings
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
 from store.errors import (
     AddressFullError,
@@ -40,10 +41,12 @@ from store.journal.api import (
     RecordInfo,
     RecordType,
 )
+from store.paging.api import PagePosition, PageStore, PagingManager
 from store.store import Store, open_store
 
 __all__ = [
     "AddressFullError",
+    "AddressSettings",
     "ChecksumError",
     "ConfigError",
     "CorruptionError",
@@ -55,6 +58,9 @@ __all__ = [
     "JournalStats",
     "LoadResult",
     "LockLostError",
+    "PagePosition",
+    "PageStore",
+    "PagingManager",
     "PreparedTransaction",
     "RecordInfo",
     "RecordTooLargeError",

@@ -15,10 +15,11 @@ their key names. ``database_store`` is ``None`` for the file store. Selection (s
 ``database-store`` section → the database store; else the file store.
 
 Sources, all producing the same mapping (nested dicts for ``database-store``, its
-``data-source-properties`` and ``journal-retention``):
+``data-source-properties``, ``journal-retention`` and ``address-settings``):
 
 - TOML (``.toml``): top-level keys, the tables ``[database-store]``,
-  ``[database-store.data-source-properties]`` and ``[journal-retention]``;
+  ``[database-store.data-source-properties]``, ``[journal-retention]`` and one
+  ``[address-settings."<match>"]`` per match;
 - Artemis ``broker.xml`` (``.xml``): see :mod:`store.config_xml`;
 - :meth:`StoreConfig.from_mapping`.
 
@@ -49,6 +50,10 @@ Every bad value raises :class:`~store.errors.ConfigError` naming key, value and 
 before anything touches disk or database. Secrets (user, password, the URL's credentials,
 masked properties) never appear in ``repr``, ``str``, logs or errors.
 
+Address settings (DESIGN §7.3: paging limits by match, merged per address by
+:meth:`StoreConfig.address_settings_for`) are modelled, matched and merged in
+:mod:`store.address_settings`; an unknown key in one is an error here, skipped in ``broker.xml``.
+
 Layout: single values (sizes, identifiers, URLs) are parsed and checked in :mod:`store.sizes`,
 ``broker.xml`` is read in :mod:`store.config_xml`. This module stays past the usual ~600 lines
 because the three dataclasses and the reader that fills them change together: the reader derives
@@ -65,12 +70,18 @@ import logging
 import os
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from store import masking
+from store.address_settings import (
+    AddressSettings,
+    freeze_address_settings,
+    read_address_settings,
+    settings_for,
+)
 from store.config_xml import parse_broker_xml
 from store.errors import ConfigError
 from store.sizes import (
@@ -80,6 +91,7 @@ from store.sizes import (
     INT32_MAX,
     INT64_MAX,
     PAGE_STORE_SUFFIX_DIGITS,
+    FrozenMap,
     check_bool,
     check_int,
     check_text,
@@ -151,36 +163,6 @@ class _DefaultStr(str):
 # jdbc-driver-class-name when none was given: equal to Derby's class name (Artemis's default),
 # but told apart from the same text written by the user (see jdbc_driver_class_name_given).
 _DERBY_EMBEDDED_DRIVER: Final = _DefaultStr("org.apache.derby.jdbc.EmbeddedDriver")
-
-
-class _FrozenMap(Mapping[str, Any]):
-    """An immutable, hashable mapping (so configurations can be dict keys).
-
-    Thread-safety: immutable; safe to share.
-    """
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._data.items()))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and dict(self._data) == dict(other)
-
-    def __repr__(self) -> str:
-        return repr(self._data)
 
 
 def _kebab(name: str) -> str:
@@ -337,7 +319,7 @@ class DatabaseStoreConfig:
                 raise invalid("data-source-properties", name, "property names that are text")
             if not isinstance(value, (str, int, bool)):
                 raise invalid(key, value, "a text, an integer or true/false", secret=True)
-        _set(self, "data_source_properties", _FrozenMap(props))
+        _set(self, "data_source_properties", FrozenMap(props))
         _set(self, "masked_properties", frozenset(self.masked_properties))
 
     def _check_tables(self) -> None:
@@ -471,6 +453,9 @@ _INT_RULES: Final[Mapping[str, tuple[int, int, str, tuple[int, ...]]]] = {
     "journal_compact_percentage": (0, 100, "an integer from 0 to 100", ()),
     "journal_file_open_timeout": (1, INT32_MAX, "a positive number of seconds", ()),
     "journal_max_attic_files": (0, INT32_MAX, "0 or a positive integer", ()),
+    "page_sync_timeout": (0, INT32_MAX, "0 (sync at once) or a positive number of ns", ()),
+    "id_cache_size": (0, INT32_MAX, "0 or a positive integer", ()),
+    "min_large_message_size": (1, INT32_MAX, "a positive size in bytes (e.g. 100K)", ()),
     "journal_lock_acquisition_timeout": (
         1,
         INT64_MAX,
@@ -492,6 +477,7 @@ _BOOL_FIELDS: Final = (
     "journal_sync_transactional",
     "journal_sync_non_transactional",
     "journal_datasync",
+    "persist_id_cache",
 )
 
 
@@ -561,6 +547,22 @@ class StoreConfig:
     journal_max_attic_files: int = 10
     #: Default -1 ms (wait forever). How long to wait for the journal lock of the file store.
     journal_lock_acquisition_timeout: int = -1
+    #: Default: the journal_buffer_timeout value (ns); 0 = sync at once. Longest wait to batch
+    #: page writes into one sync: longer batches more, adds latency to paged sends.
+    page_sync_timeout: int = _DERIVE
+    #: Default 20000. Duplicate ids remembered per address for duplicate detection; 0 keeps
+    #: none. Larger catches duplicates sent further apart, at the cost of memory and records.
+    id_cache_size: int = 20000
+    #: Default True. Keep the duplicate-id cache in the message journal, so duplicate detection
+    #: survives a restart; False writes less.
+    persist_id_cache: bool = True
+    #: Default 102400 bytes (100K); Artemis's client-side name. Bodies larger than this go to
+    #: the large-message store, streamed instead of held in the journal and in memory.
+    min_large_message_size: int = 102400
+    #: Default empty. Address settings by match (``"orders.#"``): a mapping of match to the
+    #: snake_case fields of :class:`~store.address_settings.AddressSettings` it gives; see
+    #: :meth:`address_settings_for` for the merged settings of one address.
+    address_settings: Mapping[str, Mapping[str, Any]] = FrozenMap({})
     #: Default None (no history). Copy every finished message-journal file for replay/recovery.
     journal_retention: RetentionConfig | None = None
     #: Default None (file store). A database-store section selects the database store.
@@ -581,6 +583,9 @@ class StoreConfig:
         if self.journal_max_io is _DERIVE:
             derived.add("journal_max_io")
             _set(self, "journal_max_io", 4096 if journal_type == "ASYNCIO" else 1)
+        if self.page_sync_timeout is _DERIVE:
+            derived.add("page_sync_timeout")
+            _set(self, "page_sync_timeout", self.journal_buffer_timeout)
         for name in _DIRECTORY_FIELDS:
             value = getattr(self, name)
             if value is _DERIVE_DIR:
@@ -599,6 +604,16 @@ class StoreConfig:
             raise invalid("journal-retention", self.journal_retention, "a journal-retention table")
         if not isinstance(self.database_store, (DatabaseStoreConfig, type(None))):
             raise invalid("database-store", self.database_store, "a database-store table")
+        _set(self, "address_settings", freeze_address_settings(self.address_settings))
+
+    def address_settings_for(self, address: str) -> AddressSettings:
+        """The settings of ``address``: its matches merged key by key, most specific first.
+
+        The precedence and match syntax are Artemis's (see :mod:`store.address_settings`);
+        keys no match gives take Artemis's defaults. Returns the merged
+        :class:`AddressSettings`. Raises :class:`TypeError` when ``address`` is not a text.
+        """
+        return settings_for(self.address_settings, address)
 
     @property
     def store_type(self) -> Literal["none", "file", "database"]:
@@ -611,8 +626,9 @@ class StoreConfig:
         """Copy with some fields changed (snake_case names), validated like a new one.
 
         Fields whose defaults follow another field (buffer timeout and max-io follow
-        journal_type; the node-manager lock folder follows journal_directory) follow it again
-        unless they were given explicitly. Relative directories are kept as given.
+        journal_type; page_sync_timeout follows journal_buffer_timeout; the node-manager lock
+        folder follows journal_directory) follow it again unless they were given explicitly.
+        Relative directories are kept as given.
         Returns the new configuration. Raises :class:`ConfigError` for an unknown field or a
         bad value.
         """
@@ -626,9 +642,10 @@ class StoreConfig:
     ) -> StoreConfig:
         """Build a configuration from Artemis's kebab-case keys in a dict.
 
-        Nested dicts hold ``database-store`` (with ``data-source-properties``) and
-        ``journal-retention``. Values may be typed (ints, bools) or Artemis texts ("10M",
-        "true"). Relative directories are resolved against ``base_dir`` when it is given.
+        Nested dicts hold ``database-store`` (with ``data-source-properties``),
+        ``journal-retention`` and ``address-settings`` (match → keys). Values may be typed
+        (ints, bools) or Artemis texts ("10M", "true"). Relative directories are resolved
+        against ``base_dir`` when it is given.
         Returns the validated configuration. Raises :class:`ConfigError` for an unknown key
         (suggesting the closest known one), a bad value, or a masked value that cannot be
         decoded.
@@ -640,11 +657,23 @@ class StoreConfig:
 
 # Keys are the kebab-case names of the fields; how a value is read follows the field's type.
 _SIZE_FIELDS: Final = frozenset(
-    {"journal_file_size", "journal_buffer_size", "jdbc_max_page_size_bytes", "storage_limit"}
+    {
+        "journal_file_size",
+        "journal_buffer_size",
+        "jdbc_max_page_size_bytes",
+        "storage_limit",
+        "min_large_message_size",
+    }
 )
 _SECRET_FIELDS: Final = frozenset({"jdbc_connection_url", "jdbc_user", "jdbc_password"})
 _NOT_KEYS: Final = frozenset(
-    {"journal_retention", "database_store", "data_source_properties", "masked_properties"}
+    {
+        "journal_retention",
+        "database_store",
+        "data_source_properties",
+        "masked_properties",
+        "address_settings",
+    }
 )
 _CODEC_KEYS: Final = ("mask-password", "password-codec")  # read for decoding, not kept
 _IGNORED_DATABASE_KEYS: Final = ("data-source-class-name",)
@@ -731,7 +760,7 @@ def _resolve(base_dir: str | None, path: str) -> str:
 
 
 def _from_mapping(mapping: Mapping[str, Any], *, base_dir: str | None) -> StoreConfig:
-    sections = ("database-store", "journal-retention")
+    sections = ("database-store", "journal-retention", "address-settings")
     table, kwargs = _read_section(
         mapping, StoreConfig, "the configuration", extra=(*sections, *_CODEC_KEYS)
     )
@@ -745,6 +774,8 @@ def _from_mapping(mapping: Mapping[str, Any], *, base_dir: str | None) -> StoreC
         kwargs["journal_retention"] = _retention_from(table["journal-retention"], base_dir)
     if table.get("database-store") is not None:
         kwargs["database_store"] = _database_from(table["database-store"], codec, base_dir)
+    if table.get("address-settings") is not None:
+        kwargs["address_settings"] = read_address_settings(table["address-settings"])
     return StoreConfig(**kwargs)
 
 

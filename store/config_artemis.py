@@ -1,14 +1,15 @@
 """The names of Artemis's ``<core>`` configuration elements, to tell a typo from a setting we skip.
 
 :mod:`store.config_xml` reads only the persistence settings of a ``broker.xml``'s ``<core>`` and
-skips the rest (acceptors, security, address settings, …). A child of ``<core>`` whose name is
+skips the rest (acceptors, security, addresses, …). A child of ``<core>`` whose name is
 not in :data:`CORE_ELEMENTS` is neither ours nor Artemis's, most likely a misspelled key
 (``<journal-file-sise>``), and is warned about instead of skipped in silence.
 
 Source: the direct children of the ``configurationType`` complex type (an ``xsd:all``) in
 Apache ActiveMQ Artemis's schema, ``artemis-server/src/main/resources/schema/
 artemis-configuration.xsd`` (github.com/apache/activemq-artemis, commit ``0b321ab8ff62``),
-listed here alphabetically. When Artemis adds an element, add its name here; until then a
+listed here alphabetically, plus ``max-redelivery-records``, which later releases added and
+``artemis create`` writes. When Artemis adds an element, add its name here; until then a
 ``broker.xml`` using it only gets a warning, never an error.
 
 Thread-safety: a constant; safe from any thread.
@@ -89,6 +90,7 @@ CORE_ELEMENTS: Final[frozenset[str]] = frozenset(
         "management-notification-address",
         "mask-password",
         "max-disk-usage",
+        "max-redelivery-records",  # newer than that commit; "artemis create" writes it
         "memory-measure-interval",
         "memory-warning-threshold",
         "message-counter-enabled",

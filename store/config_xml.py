@@ -1,7 +1,7 @@
 """Reading the persistence settings out of an Artemis ``broker.xml``.
 
 Only these parts of the document are read; every other Artemis element (acceptors, security,
-address settings, cluster connections, …) is ignored, as are elements in foreign namespaces:
+addresses, cluster connections, …) is ignored, as are elements in foreign namespaces:
 
 - the direct children of ``<core>`` that are persistence keys (``journal-type``,
   ``journal-file-size``, ``paging-directory``, …) and the codec keys ``mask-password`` and
@@ -13,7 +13,13 @@ address settings, cluster connections, …) is ignored, as are elements in forei
 
 - ``<store><database-store>…</database-store></store>`` with its
   ``<data-source-properties><data-source-property key=".." value=".."/>`` list
-  (``<store><file-store/></store>`` means the file store).
+  (``<store><file-store/></store>`` means the file store);
+- ``<address-settings><address-setting match="…">``: of each, only the keys
+  :data:`store.address_settings.ADDRESS_SETTING_KEYS` (``page-size-bytes``, ``max-size-bytes``,
+  …). A real ``broker.xml`` gives many more (``dead-letter-address``, ``redelivery-delay``,
+  ``auto-create-queues``, …), which are skipped without a word, as is an address setting that
+  gives none of ours (its match is still kept and checked). A match given twice, or one key
+  given twice in one address setting, is an error.
 
 A child of ``<core>`` that is not an Artemis configuration element at all
 (:data:`store.config_artemis.CORE_ELEMENTS`), most likely a misspelled key such as
@@ -53,6 +59,7 @@ from xml.etree import ElementInclude
 import defusedxml
 import defusedxml.ElementTree as SafeET
 
+from store.address_settings import ADDRESS_SETTING_KEYS
 from store.config_artemis import CORE_ELEMENTS
 from store.errors import ConfigError
 from store.sizes import closest_name, invalid
@@ -67,7 +74,7 @@ _MAX_INCLUDE_DEPTH = 6
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:")  # two letters or more: not a drive
 _CODEC_KEYS = ("mask-password", "password-codec")
 _RETENTION_ATTRIBUTES = ("directory", "period", "unit", "storage-limit")
-_SECTION_KEYS = ("journal-retention", "journal-retention-directory", "store")
+_SECTION_KEYS = ("journal-retention", "journal-retention-directory", "store", "address-settings")
 
 
 def parse_broker_xml(
@@ -100,6 +107,8 @@ def parse_broker_xml(
             database = _database_store(child)
             if database is not None:
                 _put(mapping, "database-store", database)
+        elif name == "address-settings":
+            _put(mapping, name, _address_settings(child))
         elif name in CORE_ELEMENTS:
             _log.debug("broker.xml: <%s> is not a persistence setting; ignored", name)
         else:
@@ -288,4 +297,28 @@ def _properties(elem: ET.Element) -> dict[str, str]:
         if key in result:
             raise _repeated(f"{where}.{key}")
         result[key] = _checked(f"{where}.{key}", value, secret=True)
+    return result
+
+
+def _address_settings(elem: ET.Element) -> dict[str, dict[str, str]]:
+    result: dict[str, dict[str, str]] = {}
+    for setting in _children(elem):
+        if _local(setting) != "address-setting":
+            _log.debug("broker.xml: <address-settings> holds <%s>; ignored", _local(setting))
+            continue
+        match = setting.get("match")
+        if match is None:
+            raise invalid("address-settings", None, '<address-setting match="...">')
+        where = f'address-settings."{match}"'
+        if match in result:
+            raise _repeated(where)
+        values: dict[str, str] = {}
+        for child in _children(setting):
+            key = _local(child)
+            if key not in ADDRESS_SETTING_KEYS:
+                continue  # dead-letter-address, auto-create-queues, …: not ours to read
+            if key in values:
+                raise _repeated(f"{where}.{key}")
+            values[key] = _text(child, f"{where}.{key}")
+        result[match] = values
     return result

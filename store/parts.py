@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from store.journal.api import Journal
+from store.paging.api import PagingManager
 
 __all__ = ["StoreParts"]
 
@@ -28,6 +29,9 @@ class StoreParts:
     kind: str
     bindings: Journal
     messages: Journal
-    #: Closes every part (making what was appended durable) and releases the store's lock.
+    #: Every address's page store (DESIGN §7.2), usable without the journals' ``load()``.
+    paging: PagingManager
+    #: Closes every part (making what was appended durable; page stores before the journals)
+    #: and releases the store's lock.
     #: Raises the first StoreError met, after releasing everything it could.
     close: Callable[[], None]

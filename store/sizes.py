@@ -19,6 +19,9 @@ Booleans accept ``true`` / ``false`` in any case (and Python ``bool``); anything
 where Java's ``Boolean.parseBoolean`` would silently read it as ``false``. Integers accept
 ``int`` (never ``bool``) and decimal texts with an optional sign.
 
+Every source's tables end up in a :class:`FrozenMap`, an immutable and hashable mapping, so
+configurations that hold tables (data-source properties, address settings) stay hashable.
+
 Identifiers (table names) match ``^[A-Za-z_][A-Za-z0-9_$]*$``: an ASCII letter or ``_``, then
 ASCII letters, digits, ``_`` or ``$``. That is a name every supported database accepts unquoted,
 so it can never carry SQL (no blanks, quotes, ``;``, dots or non-ASCII look-alikes); it must also
@@ -35,12 +38,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
-from typing import Final
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final
 
 from store.errors import ConfigError
 
 __all__ = [
+    "FrozenMap",
     "HIDDEN",
     "IDENTIFIER_MAX_LENGTH",
     "IDENTIFIER_PATTERN",
@@ -107,6 +111,36 @@ _SECRET_PARAM = re.compile(
     r"(?i)([?&;]\s*(?:user|username|user-name|password|passwd|pwd|secret|token|credentials?)"
     r"\s*=)([^&;]*)"
 )
+
+
+class FrozenMap(Mapping[str, Any]):
+    """An immutable, hashable mapping (so configurations can be dict keys).
+
+    Thread-safety: immutable; safe to share.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self._data) == dict(other)
+
+    def __repr__(self) -> str:
+        return repr(self._data)
 
 
 def invalid(

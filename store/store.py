@@ -21,6 +21,7 @@ from types import TracebackType
 from store.config import StoreConfig
 from store.fs import FileSystem
 from store.journal.api import Journal
+from store.paging.api import PagingManager
 from store.parts import StoreParts
 
 __all__ = ["Store", "open_store"]
@@ -46,8 +47,13 @@ class Store:
         return self._parts.messages
 
     @property
+    def paging(self) -> PagingManager:
+        """Every address's page store (DESIGN §7.2); usable before the journals' ``load()``."""
+        return self._parts.paging
+
+    @property
     def kind(self) -> str:
-        """"file", "database" or "none" (zero persistence)."""
+        """ "file", "database" or "none" (zero persistence)."""
         return self._parts.kind
 
     def close(self) -> None:

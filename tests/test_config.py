@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from store import masking
+from store.address_settings import AddressSettings
 from store.config import (
     DatabaseStoreConfig,
     RetentionConfig,
@@ -72,6 +73,11 @@ STORE_DEFAULTS: list[tuple[str, object]] = [
     ("journal_file_open_timeout", 5),
     ("journal_max_attic_files", 10),
     ("journal_lock_acquisition_timeout", -1),
+    ("page_sync_timeout", 500000),
+    ("id_cache_size", 20000),
+    ("persist_id_cache", True),
+    ("min_large_message_size", 102400),
+    ("address_settings", {}),
     ("journal_retention", None),
     ("database_store", None),
 ]
@@ -143,6 +149,19 @@ def test_replace_derives_type_dependent_defaults_again():
     assert (back.journal_buffer_timeout, back.journal_max_io) == (500000, 4096)
 
 
+def test_page_sync_timeout_follows_the_journal_buffer_timeout_unless_given():
+    assert StoreConfig.from_mapping({"journal-type": "NIO"}).page_sync_timeout == 3333333
+    cfg = StoreConfig.from_mapping({"journal-buffer-timeout": 12000})
+    assert cfg.page_sync_timeout == 12000
+    assert cfg.replace(journal_buffer_timeout=8000).page_sync_timeout == 8000
+    derived = StoreConfig()
+    assert derived.replace(journal_type="NIO").page_sync_timeout == 3333333
+    pinned = StoreConfig.from_mapping({"page-sync-timeout": 1000})
+    assert pinned.journal_buffer_timeout == 500000
+    assert pinned.replace(journal_buffer_timeout=8000).page_sync_timeout == 1000
+    assert pinned.replace(journal_type="NIO").page_sync_timeout == 1000
+
+
 def test_node_manager_lock_directory_follows_the_journal_directory():
     cfg = StoreConfig.from_mapping({"journal-directory": "/srv/j"})
     assert cfg.node_manager_lock_directory == "/srv/j"
@@ -177,11 +196,18 @@ STORE_KEYS = [
     ("journal-file-open-timeout", "1", "journal_file_open_timeout", 1),
     ("journal-max-attic-files", "0", "journal_max_attic_files", 0),
     ("journal-lock-acquisition-timeout", "500", "journal_lock_acquisition_timeout", 500),
+    ("page-sync-timeout", "40000", "page_sync_timeout", 40000),
+    ("page-sync-timeout", 0, "page_sync_timeout", 0),
+    ("id-cache-size", "5000", "id_cache_size", 5000),
+    ("id-cache-size", 0, "id_cache_size", 0),
+    ("persist-id-cache", "false", "persist_id_cache", False),
+    ("min-large-message-size", "50K", "min_large_message_size", 51200),
+    ("min-large-message-size", 1, "min_large_message_size", 1),
 ]
 
 
 @pytest.mark.parametrize(
-    ("key", "given", "attr", "expected"), STORE_KEYS, ids=[k[0] for k in STORE_KEYS]
+    ("key", "given", "attr", "expected"), STORE_KEYS, ids=[f"{k[0]}={k[1]!r}" for k in STORE_KEYS]
 )
 def test_store_key_is_read(key, given, attr, expected):
     assert getattr(StoreConfig.from_mapping({key: given}), attr) == expected
@@ -293,6 +319,11 @@ BAD_VALUES = [
     ({"journal-datasync": "yes"}, "journal-datasync", "yes"),
     ({"journal-directory": ""}, "journal-directory", ""),
     ({"journal-directory": 5}, "journal-directory", 5),
+    ({"page-sync-timeout": -1}, "page-sync-timeout", -1),
+    ({"id-cache-size": -1}, "id-cache-size", -1),
+    ({"persist-id-cache": "yes"}, "persist-id-cache", "yes"),
+    ({"min-large-message-size": 0}, "min-large-message-size", 0),
+    ({"min-large-message-size": "1.5M"}, "min-large-message-size", "1.5M"),
     (db(**{"jdbc-network-timeout": -1}), "jdbc-network-timeout", -1),
     (db(**{"jdbc-lock-renew-period": 0}), "jdbc-lock-renew-period", 0),
     (db(**{"jdbc-lock-expiration": 0}), "jdbc-lock-expiration", 0),
@@ -686,6 +717,14 @@ def test_toml_with_sub_tables_is_read():
         journal_file_size=20 * 1024**2,
         journal_min_files=3,
         journal_buffer_timeout=100000,
+        page_sync_timeout=200000,
+        id_cache_size=5000,
+        persist_id_cache=False,
+        min_large_message_size=50 * 1024,
+        address_settings={
+            "#": {"page_size_bytes": 1024**2},
+            "orders.#": {"max_size_bytes": 10 * 1024**2, "address_full_policy": "BLOCK"},
+        },
         journal_retention=RetentionConfig(
             directory=f"{base}/history", period=12, unit="HOURS", storage_limit=5 * 1024**3
         ),
@@ -884,3 +923,280 @@ def test_database_replace_gives_a_validated_copy():
     )
     with pytest.raises(ConfigError):
         section.replace(message_table_name="x y")
+
+
+# --------------------------------------------------------------------------- address settings
+
+MiB = 1024**2
+DEFAULT_SETTINGS = AddressSettings(
+    max_size_bytes=-1,
+    max_size_messages=-1,
+    page_size_bytes=10 * MiB,
+    address_full_policy="PAGE",
+    max_read_page_bytes=20 * MiB,
+)
+
+
+def with_settings(settings: dict[str, dict[str, object]]) -> StoreConfig:
+    return StoreConfig.from_mapping({"address-settings": settings})
+
+
+def test_address_settings_default_to_artemis_defaults():
+    assert AddressSettings() == DEFAULT_SETTINGS
+    assert StoreConfig().address_settings_for("orders") == DEFAULT_SETTINGS
+    assert with_settings({}).address_settings_for("") == DEFAULT_SETTINGS
+
+
+# Each match gives max-size-messages = its position in the list, so the merged value names
+# the match that won.
+PRECEDENCE = [
+    (["#", "orders.#", "orders"], "orders", "orders"),
+    (["orders", "orders.#", "#"], "orders", "orders"),
+    (["#", "orders.#"], "orders", "orders.#"),
+    (["orders.#", "#"], "ordersx", "#"),
+    (["#"], "a.b.c", "#"),
+    (["orders.eu", "orders.*", "*.eu", "orders.#"], "orders.eu", "orders.eu"),
+    (["orders.#", "orders.*", "#"], "orders.eu", "orders.*"),
+    (["*.eu", "orders.*"], "orders.eu", "orders.*"),
+    (["orders.*", "*.eu"], "orders.eu", "orders.*"),
+    (["orders.*", "#"], "orders", "#"),
+    (["orders.*", "#"], "orders.eu.de", "#"),
+    (["#", "orders.#", "orders.eu.#"], "orders.eu.de", "orders.eu.#"),
+    (["*.#", "orders.#"], "orders.x", "orders.#"),
+    (["orders.*.#", "*.*.*"], "orders.a.b", "*.*.*"),
+    (["*.b.#", "a.*.#"], "a.b", "a.*.#"),
+    (["a.*.#", "*.b.#"], "a.b", "a.*.#"),
+    (["activemq.management#", "#"], "activemq.management.x", "activemq.management#"),
+    (["activemq.management#", "#"], "activemq.management", "activemq.management#"),
+    (["activemq.management#", "#"], "activemq.managementx", "#"),
+    (["ord*", "#"], "orders", "ord*"),
+    (["orders.#"], "other", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("matches", "address", "winner"),
+    PRECEDENCE,
+    ids=[f"{address}:{'|'.join(matches)}" for matches, address, _ in PRECEDENCE],
+)
+def test_the_most_specific_match_wins(matches, address, winner):
+    cfg = with_settings({match: {"max-size-messages": i} for i, match in enumerate(matches)})
+    got = cfg.address_settings_for(address).max_size_messages
+    assert got == (-1 if winner is None else matches.index(winner))
+
+
+MERGE = [
+    # (matches, address, expected fields that differ from the defaults)
+    (
+        {
+            "#": {"page-size-bytes": "1M", "max-size-bytes": "100M", "address-full-policy": "drop"},
+            "orders.#": {"max-size-bytes": "10Mb"},
+            "orders": {"address-full-policy": "Block"},
+        },
+        "orders",
+        {
+            "page_size_bytes": MiB,
+            "max_size_bytes": 10 * MiB,
+            "address_full_policy": "BLOCK",
+            "max_read_page_bytes": 2 * MiB,
+        },
+    ),
+    (
+        {
+            "#": {"page-size-bytes": "1M", "max-size-bytes": "100M", "address-full-policy": "drop"},
+            "orders.#": {"max-size-bytes": "10Mb"},
+            "orders": {"address-full-policy": "Block"},
+        },
+        "other",
+        {
+            "page_size_bytes": MiB,
+            "max_size_bytes": 100 * MiB,
+            "address_full_policy": "DROP",
+            "max_read_page_bytes": 2 * MiB,
+        },
+    ),
+    (
+        {"#": {"page-size-bytes": "1M"}, "orders": {"page-size-bytes": "3M"}},
+        "orders",
+        {"page_size_bytes": 3 * MiB, "max_read_page_bytes": 6 * MiB},
+    ),
+    (
+        {"#": {"max-read-page-bytes": "8M"}, "orders": {"page-size-bytes": "3M"}},
+        "orders",
+        {"page_size_bytes": 3 * MiB, "max_read_page_bytes": 8 * MiB},
+    ),
+    (
+        {"#": {"max-read-page-bytes": -1, "max-size-messages": "1000"}},
+        "orders",
+        {"max_read_page_bytes": -1, "max_size_messages": 1000},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("matches", "address", "expected"),
+    MERGE,
+    ids=["literal-then-hash", "hash-only", "derived-read-bytes", "given-read-bytes", "no-limit"],
+)
+def test_settings_merge_key_by_key(matches, address, expected):
+    merged = with_settings(matches).address_settings_for(address)
+    assert merged == dataclasses.replace(DEFAULT_SETTINGS, **expected)
+
+
+def test_address_settings_from_toml(tmp_path):
+    path = write(
+        tmp_path,
+        "store.toml",
+        '[address-settings."#"]\npage-size-bytes = "2M"\nmax-size-messages = 500\n'
+        '[address-settings."orders.#"]\nmax-size-bytes = "10Mb"\naddress-full-policy = "fail"\n',
+    )
+    cfg = load_config(path)
+    assert cfg.address_settings == {
+        "#": {"page_size_bytes": 2 * MiB, "max_size_messages": 500},
+        "orders.#": {"max_size_bytes": 10 * MiB, "address_full_policy": "FAIL"},
+    }
+    assert cfg.address_settings_for("orders") == AddressSettings(
+        max_size_bytes=10 * MiB,
+        max_size_messages=500,
+        page_size_bytes=2 * MiB,
+        address_full_policy="FAIL",
+        max_read_page_bytes=4 * MiB,
+    )
+
+
+def test_address_settings_of_the_toml_test_file():
+    cfg = load_config(TESTDATA / "store.toml")
+    assert cfg.address_settings_for("orders.eu") == dataclasses.replace(
+        DEFAULT_SETTINGS,
+        page_size_bytes=MiB,
+        max_read_page_bytes=2 * MiB,
+        max_size_bytes=10 * MiB,
+        address_full_policy="BLOCK",
+    )
+
+
+BAD_ADDRESS_VALUES = [
+    # (key, given, the value the error reports: sizes as parsed)
+    ("page-size-bytes", 0, 0),
+    ("page-size-bytes", "2G", 2 * 1024**3),
+    ("page-size-bytes", "ten", "ten"),
+    ("max-size-bytes", -2, -2),
+    ("max-size-bytes", "1.5M", "1.5M"),
+    ("max-size-messages", -5, -5),
+    ("max-size-messages", "many", "many"),
+    ("address-full-policy", "SPILL", "SPILL"),
+    ("address-full-policy", 1, 1),
+    ("max-read-page-bytes", 0, 0),
+    ("max-read-page-bytes", "3G", 3 * 1024**3),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "reported"),
+    BAD_ADDRESS_VALUES,
+    ids=[f"{k}={v!r}" for k, v, _ in BAD_ADDRESS_VALUES],
+)
+def test_bad_address_setting_value_names_the_key_and_match(key, given, reported):
+    err = raises_config(
+        f'address-settings."orders.#".{key}', {"address-settings": {"orders.#": {key: given}}}
+    )
+    assert err.value == reported
+
+
+@pytest.mark.parametrize(
+    ("key", "suggestion"),
+    [
+        ("page-size-byte", "page-size-bytes"),
+        ("max_size_bytes", "max-size-bytes"),
+        ("address-full-policies", "address-full-policy"),
+        ("dead-letter-address", None),
+    ],
+)
+def test_unknown_address_setting_key_is_an_error_naming_key_and_match(key, suggestion):
+    err = raises_config(key, {"address-settings": {"orders.#": {key: "1"}}})
+    assert "orders.#" in str(err)
+    if suggestion is not None:
+        assert f"did you mean {suggestion!r}" in str(err)
+
+
+def test_unknown_address_setting_key_in_toml_is_an_error(tmp_path):
+    path = write(tmp_path, "s.toml", '[address-settings."#"]\nauto-create-queues = true\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.key == "auto-create-queues"
+    assert '"#"' in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"#.orders": {}}, {"orders.#.eu": {}}, {"": {}}, {" ": {}}],
+    ids=["hash-first", "hash-inside", "empty", "blank"],
+)
+def test_match_artemis_refuses_is_an_error(settings):
+    raises_config("address-settings", {"address-settings": settings})
+
+
+@pytest.mark.parametrize(
+    ("mapping", "key"),
+    [
+        ({"address-settings": "#"}, "address-settings"),
+        ({"address-settings": {"#": 5}}, 'address-settings."#"'),
+        ({"address-setting": {}}, "address-setting"),
+    ],
+    ids=["not-a-table", "setting-not-a-table", "misspelled-section"],
+)
+def test_address_settings_that_are_no_tables_are_errors(mapping, key):
+    raises_config(key, mapping)
+
+
+def test_address_settings_are_immutable_and_compare_by_value():
+    given = {"orders.#": {"page-size-bytes": "1M"}, "#": {"address-full-policy": "drop"}}
+    cfg = with_settings(given)
+    same = with_settings(dict(reversed(given.items())))
+    assert cfg == same and hash(cfg) == hash(same)
+    assert cfg != with_settings({"orders.#": {"page-size-bytes": "2M"}})
+    with pytest.raises(TypeError):
+        cfg.address_settings["x"] = {}  # type: ignore[index]
+    with pytest.raises(TypeError):
+        cfg.address_settings["#"]["page_size_bytes"] = 1  # type: ignore[index]
+
+
+def test_address_settings_are_given_to_the_constructor_and_replace_by_field_name():
+    cfg = StoreConfig(address_settings={"orders.#": {"page_size_bytes": MiB}})
+    assert cfg.address_settings_for("orders.eu").page_size_bytes == MiB
+    changed = cfg.replace(address_settings={"#": {"address_full_policy": "fail"}})
+    assert changed.address_settings == {"#": {"address_full_policy": "FAIL"}}
+    assert changed.address_settings_for("orders.eu").page_size_bytes == 10 * MiB
+    assert cfg.replace(journal_type="NIO").address_settings == cfg.address_settings
+    with pytest.raises(ConfigError) as info:
+        StoreConfig(address_settings={"#": {"page-size-bytes": MiB}})
+    assert "page_size_bytes" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        cfg.replace(address_settings={"#": {"page_size_bytes": "1M"}})  # typed values only
+    assert info.value.key == 'address-settings."#".page-size-bytes'
+
+
+def test_address_settings_for_needs_a_text():
+    with pytest.raises(TypeError):
+        StoreConfig().address_settings_for(None)  # type: ignore[arg-type]
+
+
+def test_address_settings_object_validates_and_derives():
+    assert AddressSettings(page_size_bytes=MiB).max_read_page_bytes == 2 * MiB
+    assert AddressSettings(page_size_bytes=MiB, max_read_page_bytes=-1).max_read_page_bytes == -1
+    assert AddressSettings(address_full_policy="block").address_full_policy == "BLOCK"
+    with pytest.raises(ConfigError) as info:
+        AddressSettings(page_size_bytes=0)
+    assert info.value.key == "page-size-bytes"
+    with pytest.raises(ConfigError) as info:
+        AddressSettings(max_read_page_bytes=3 * 1024**3)
+    assert info.value.key == "max-read-page-bytes"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        AddressSettings().page_size_bytes = 1  # type: ignore[misc]
+
+
+def test_address_settings_is_exported_from_the_package():
+    import store
+
+    assert store.AddressSettings is AddressSettings
+    assert "AddressSettings" in store.__all__

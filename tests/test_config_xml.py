@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from store.address_settings import AddressSettings
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
 from store.errors import ConfigError
 
 TESTDATA = Path(__file__).parent / "testdata" / "config"
 PG = "jdbc:postgresql://127.0.0.1:5432/test"
 XML_HEAD = '<?xml version="1.0"?>\n'
+MiB = 1024**2
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -41,6 +43,17 @@ def test_realistic_broker_xml_reads_only_the_persistence_settings():
         journal_pool_files=10,
         journal_buffer_timeout=40000,
         journal_max_io=1,
+        page_sync_timeout=40000,
+        address_settings={
+            "activemq.management#": {"max_size_bytes": -1, "address_full_policy": "PAGE"},
+            "#": {
+                "max_size_bytes": -1,
+                "max_size_messages": -1,
+                "page_size_bytes": 10 * MiB,
+                "max_read_page_bytes": 20 * MiB,
+                "address_full_policy": "PAGE",
+            },
+        },
         database_store=DatabaseStoreConfig(
             jdbc_connection_url="jdbc:postgresql://db.example.com:5432/artemis",
             jdbc_driver_class_name="org.postgresql.Driver",
@@ -56,7 +69,7 @@ def test_realistic_broker_xml_reads_only_the_persistence_settings():
         ),
     )
     assert cfg == expected
-    # Address settings hold page-size-bytes 10M; the database page size stays 100K.
+    # Address settings hold page-size-bytes 10M; the database page size stays its own 100K.
     assert cfg.database_store is not None and cfg.database_store.jdbc_max_page_size_bytes == 102400
 
 
@@ -85,6 +98,7 @@ def test_file_store_broker_xml_with_retention_directory_element():
         journal_retention=RetentionConfig(
             directory=f"{base}/history", period=7, unit="DAYS", storage_limit=10 * 1024**3
         ),
+        address_settings={"#": {"page_size_bytes": MiB, "max_size_bytes": 10 * MiB}},
     )
 
 
@@ -264,7 +278,9 @@ def test_misspelled_element_in_a_foreign_namespace_stays_silent(tmp_path, caplog
     assert _xml_warnings(caplog) == []
 
 
-@pytest.mark.parametrize("name", ["broker-jdbc.xml", "broker-file.xml"])
+@pytest.mark.parametrize(
+    "name", ["broker-jdbc.xml", "broker-file.xml", "broker-artemis-create.xml"]
+)
 def test_realistic_broker_xml_files_load_without_warnings(caplog, name):
     with caplog.at_level(logging.DEBUG):
         load_config(TESTDATA / name)
@@ -361,3 +377,136 @@ def test_embedded_database_path_in_broker_xml_follows_the_files_folder(tmp_path,
     )
     assert cfg.database_store is not None
     assert cfg.database_store.jdbc_connection_url == f"jdbc:sqlite:{etc}/store.db"
+
+
+# --------------------------------------------------------------------------- address settings
+
+
+def test_broker_xml_written_by_artemis_create_loads():
+    """etc/broker.xml of "artemis create" (plus an operator's edits) loads, keeps its address
+    settings' keys that are ours and skips the many that are not."""
+    cfg = load_config(TESTDATA / "broker-artemis-create.xml")
+    assert (cfg.journal_type, cfg.journal_pool_files, cfg.journal_buffer_timeout) == (
+        "NIO",
+        10,
+        80000,
+    )
+    assert cfg.page_sync_timeout == 80000
+    assert cfg.address_settings == {
+        "activemq.management#": {"max_size_bytes": -1, "address_full_policy": "PAGE"},
+        "#": {
+            "address_full_policy": "PAGE",
+            "page_size_bytes": 10 * MiB,
+            "max_size_bytes": -1,
+            "max_size_messages": -1,
+            "max_read_page_bytes": 20 * MiB,
+        },
+        "orders.#": {
+            "max_size_bytes": 10 * MiB,
+            "page_size_bytes": MiB,
+            "address_full_policy": "BLOCK",
+        },
+    }
+    defaults = AddressSettings(max_read_page_bytes=20 * MiB)
+    assert cfg.address_settings_for("activemq.management.x") == defaults
+    assert cfg.address_settings_for("DLQ") == defaults
+    # "#" gives max-read-page-bytes 20M itself, so orders' 1M pages do not derive 2M.
+    orders = AddressSettings(
+        max_size_bytes=10 * MiB,
+        page_size_bytes=MiB,
+        address_full_policy="BLOCK",
+        max_read_page_bytes=20 * MiB,
+    )
+    assert cfg.address_settings_for("orders") == orders
+    assert cfg.address_settings_for("orders.eu.de") == orders
+    assert cfg.address_settings_for("ordersx") == defaults
+
+
+def test_address_settings_in_xml_read_our_keys_and_skip_the_others(tmp_path, caplog):
+    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+        cfg = xml_core(
+            tmp_path,
+            "<address-settings>"
+            '<address-setting match="#"><page-size-bytes>2M</page-size-bytes>'
+            "<dead-letter-address>${dla}</dead-letter-address>"
+            "<redelivery-delay>not a number</redelivery-delay></address-setting>"
+            '<address-setting match="orders.*"><max-size-messages>100</max-size-messages>'
+            "<address-full-policy> drop </address-full-policy>"
+            "<max-size-bytes>10Mb</max-size-bytes></address-setting>"
+            '<address-setting match="jms.#"><auto-create-jms-queues>true</auto-create-jms-queues>'
+            "</address-setting>"
+            "</address-settings>",
+        )
+    assert _xml_warnings(caplog) == []
+    assert cfg.address_settings == {
+        "#": {"page_size_bytes": 2 * MiB},
+        "orders.*": {
+            "max_size_messages": 100,
+            "address_full_policy": "DROP",
+            "max_size_bytes": 10 * MiB,
+        },
+        "jms.#": {},
+    }
+    assert cfg.address_settings_for("orders.eu") == AddressSettings(
+        max_size_bytes=10 * MiB,
+        max_size_messages=100,
+        page_size_bytes=2 * MiB,
+        address_full_policy="DROP",
+    )
+    assert cfg.address_settings_for("orders") == AddressSettings(page_size_bytes=2 * MiB)
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        (
+            '<address-setting match="#"/><address-setting match="#"/>',
+            'address-settings."#"',
+        ),
+        (
+            '<address-setting match="#"><page-size-bytes>1M</page-size-bytes>'
+            "<page-size-bytes>2M</page-size-bytes></address-setting>",
+            'address-settings."#".page-size-bytes',
+        ),
+        (
+            "<address-setting><page-size-bytes>1M</page-size-bytes></address-setting>",
+            "address-settings",
+        ),
+        ('<address-setting match="#.x"/>', "address-settings"),
+        (
+            '<address-setting match="#"><page-size-bytes>0</page-size-bytes></address-setting>',
+            'address-settings."#".page-size-bytes',
+        ),
+        (
+            '<address-setting match="q"><address-full-policy>SPILL</address-full-policy>'
+            "</address-setting>",
+            'address-settings."q".address-full-policy',
+        ),
+        (
+            '<address-setting match="q"><max-size-bytes>${max}</max-size-bytes></address-setting>',
+            'address-settings."q".max-size-bytes',
+        ),
+    ],
+    ids=["match-twice", "key-twice", "no-match", "bad-match", "bad-size", "bad-policy", "property"],
+)
+def test_bad_address_settings_in_xml_name_the_key(tmp_path, settings, key):
+    with pytest.raises(ConfigError) as info:
+        xml_core(tmp_path, f"<address-settings>{settings}</address-settings>")
+    assert info.value.key == key
+
+
+def test_new_core_keys_are_read_from_xml_without_warnings(tmp_path, caplog):
+    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+        cfg = xml_core(
+            tmp_path,
+            "<page-sync-timeout>40000</page-sync-timeout><id-cache-size>5000</id-cache-size>"
+            "<persist-id-cache>false</persist-id-cache>"
+            "<min-large-message-size>50K</min-large-message-size>",
+        )
+    assert _xml_warnings(caplog) == []
+    assert (
+        cfg.page_sync_timeout,
+        cfg.id_cache_size,
+        cfg.persist_id_cache,
+        cfg.min_large_message_size,
+    ) == (40000, 5000, False, 50 * 1024)

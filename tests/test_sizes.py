@@ -26,6 +26,7 @@ SIZES = [
     ("10M", 10485760),
     ("10MB", 10485760),
     ("10MiB", 10485760),
+    ("10Mb", 10485760),  # broker.xml spelling: Artemis reads b as bytes, M as MiB
     ("1G", 1073741824),
     ("1GB", 1073741824),
     ("1GiB", 1073741824),

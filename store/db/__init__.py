@@ -48,6 +48,7 @@ from store.db.schema import StoreSchema, TableNames
 from store.db.urls import DatabaseTarget
 from store.db.writer import BacklogLimits, Fence
 from store.errors import ConfigError, StoreError, StoreLockedError, StoreUnavailableError
+from store.paging.api import PagingManager
 from store.parts import StoreParts
 
 if TYPE_CHECKING:
@@ -186,11 +187,43 @@ def open_database_store(config: StoreConfig, *, fence: Fence | None = None) -> S
     :func:`open_database_journals` does and returns its :class:`~store.parts.StoreParts`.
     Raises what :func:`open_database_journals` raises."""
     journals = open_database_journals(config, fence=fence)
+    try:
+        paging = _paging(config, journals)
+    except BaseException:
+        journals.close()
+        raise
+
+    def close() -> None:
+        try:
+            paging.close()
+        finally:
+            journals.close()
+
     return StoreParts(
         kind="database",
         bindings=journals.bindings,
         messages=journals.messages,
-        close=journals.close,
+        paging=paging,
+        close=close,
+    )
+
+
+def _paging(config: StoreConfig, journals: DatabaseJournals) -> PagingManager:
+    """The page stores in the store's page tables. Raises StoreUnavailableError."""
+    from store.paging.api import DEFAULT_PAGE_SIZE
+    from store.paging.database import DatabasePagingManager  # imports store.db itself
+
+    db = config.database_store
+    assert db is not None
+    # TODO(address-settings): page_size_of=config.address_settings_for(a).page_size_bytes and
+    # sync_timeout_ns=config.page_sync_timeout once StoreConfig has them.
+    return DatabasePagingManager(
+        journals.engine,
+        journals.schema,
+        page_size_of=lambda address: DEFAULT_PAGE_SIZE,
+        sync_timeout_ns=config.journal_buffer_timeout,
+        max_page_size=db.jdbc_max_page_size_bytes,
+        where=journals.target.display,
     )
 
 

@@ -32,6 +32,28 @@ tables ``<page-store-table-name><suffix>``): ``id`` (BIGINT, generated primary k
 ``filename`` (ARTEMIS-3830). Unlike Artemis on PostgreSQL, ``data`` is ``BYTEA``, not a large
 object ``OID``: a deleted row can never leave an orphaned large object behind.
 
+Page tables (:mod:`store.paging.database`): the rows of ``page-store-table-name`` (the
+directory) and of each address's ``<page-store-table-name><suffix>``:
+
+=================  ================  =========  ===============================================
+table              filename          extension  data
+=================  ================  =========  ===============================================
+directory          ``directory.txt`` ``txt``    the suffixes of every address table, each in
+                                                decimal ASCII followed by ``\n``, ascending
+                                                (empty: no address has pages); one row
+``<prefix><n>``    ``address.txt``   ``txt``    the address, UTF-8 (no newline); one row
+``<prefix><n>``    ``NNNNNNNNN.page`` ``page``   one flushed batch of records of page
+                                                ``NNNNNNNNN`` (9 digits, zero-padded), framed
+                                                as :mod:`store.paging.format` says; a page is
+                                                the ``data`` of its rows concatenated in ``id``
+                                                order (one indexed select), so an append is
+                                                an ``INSERT`` of its batch, never a rewrite
+=================  ================  =========  ===============================================
+
+Artemis keeps one growing blob per page instead; ours differs in that a page is several rows,
+each a whole number of records. ``<n>`` is a positive integer, the next after the largest in
+use, and ``<prefix><n>`` must fit the identifier limit.
+
 Node-manager table (``node-manager-store-table-name``): ``id`` INT primary key, ``holder_id``
 VARCHAR(128), ``holder_expiration_time`` BIGINT (epoch ms, database clock), ``node_id``
 CHAR(36), ``state`` CHAR(1); rows 0 (state), 1 (primary lock), 2 (backup lock), 3 (node id).

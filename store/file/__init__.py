@@ -33,6 +33,8 @@ from store.errors import StoreError
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.fs import FileSystem, OsFileSystem
+from store.paging.api import DEFAULT_PAGE_SIZE
+from store.paging.files import FilePagingManager
 from store.parts import StoreParts
 
 if TYPE_CHECKING:
@@ -97,15 +99,33 @@ def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Sto
     except BaseException:
         bindings.close()
         raise
+    try:
+        paging = _paging(config, fs)
+    except BaseException:
+        messages.close()
+        bindings.close()
+        raise
 
     def close() -> None:
         errors: list[StoreError] = []
-        for journal in (messages, bindings):
+        for part in (paging, messages, bindings):
             try:
-                journal.close()
+                part.close()
             except StoreError as exc:
                 errors.append(exc)
         if errors:
             raise errors[0]
 
-    return StoreParts(kind="file", bindings=bindings, messages=messages, close=close)
+    return StoreParts(kind="file", bindings=bindings, messages=messages, paging=paging, close=close)
+
+
+def _paging(config: StoreConfig, fs: FileSystem | None) -> FilePagingManager:
+    """The page stores in ``paging-directory``. Raises StoreIOError."""
+    # TODO(address-settings): page_size_of=config.address_settings_for(a).page_size_bytes and
+    # sync_timeout_ns=config.page_sync_timeout once StoreConfig has them.
+    return FilePagingManager(
+        config.paging_directory,
+        page_size_of=lambda address: DEFAULT_PAGE_SIZE,
+        sync_timeout_ns=config.journal_buffer_timeout,
+        fs=fs,
+    )

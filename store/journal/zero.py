@@ -11,6 +11,7 @@ Thread-safety: all methods may be called from any thread.
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Callable
 
 from store.errors import JournalClosedError, JournalStateError
 from store.journal.api import Journal, JournalStats, LoadResult
@@ -19,16 +20,22 @@ from store.parts import StoreParts
 __all__ = ["ZeroJournal", "open_zero_store"]
 
 
-def open_zero_store() -> StoreParts:
-    """The parts of a store with ``persistence-enabled = false``: nothing is written. Raises
-    nothing."""
+def open_zero_store(*, page_size_of: Callable[[str], int] | None = None) -> StoreParts:
+    """The parts of a store with ``persistence-enabled = false``: nothing is written (page
+    stores live in memory, ``page_size_of(address)`` giving ``page-size-bytes``, default
+    10 MiB). Raises nothing."""
+    from store.paging.api import DEFAULT_PAGE_SIZE
+    from store.paging.memory import MemoryPagingManager
+
     bindings, messages = ZeroJournal("bindings"), ZeroJournal("messages")
+    paging = MemoryPagingManager(page_size_of or (lambda address: DEFAULT_PAGE_SIZE))
 
     def close() -> None:
+        paging.close()
         messages.close()
         bindings.close()
 
-    return StoreParts(kind="none", bindings=bindings, messages=messages, close=close)
+    return StoreParts(kind="none", bindings=bindings, messages=messages, paging=paging, close=close)
 
 
 class ZeroJournal(Journal):

@@ -23,7 +23,11 @@ Rules every implementation follows (the contract tests in ``tests/paging/`` chec
    there raises :class:`~store.errors.UnknownRecordError`.
 4. ``delete_page`` removes the page's file or rows; ``PagingManager.remove`` deletes the
    address's folder or drops its table and directory row. A page store that never held a
-   record may be forgotten at close.
+   record may be forgotten at close. Deleting the current page moves appends to the next
+   page, so a position is never handed out twice while the store is open (after a reopen
+   the current page is the highest page present, rule 1). A ``PageStore`` whose address was
+   removed raises :class:`~store.errors.JournalClosedError`; ``store(address)`` then gives
+   a new, empty one.
 5. After the manager's ``close()`` every call raises :class:`~store.errors.JournalClosedError`;
    a clean close makes everything appended durable.
 
@@ -34,8 +38,12 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from typing import Final
 
-__all__ = ["PagePosition", "PageStore", "PagingManager"]
+__all__ = ["DEFAULT_PAGE_SIZE", "PagePosition", "PageStore", "PagingManager"]
+
+#: Artemis's default ``page-size-bytes`` (``AddressSettings.DEFAULT_PAGE_SIZE``): 10 MiB.
+DEFAULT_PAGE_SIZE: Final = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True, order=True, slots=True)

@@ -58,36 +58,44 @@ class _MemoryPageStore(PageStore):
         self._owner = owner
         self._roller = PageRoller(page_size)
         self._pages: dict[int, list[bytes]] = {}
+        self.removed = False
+
+    def _check(self) -> None:
+        self._owner.check_open()
+        if self.removed:
+            raise JournalClosedError(f"the page store of address {self.address!r} was removed")
 
     def append(self, record: bytes | bytearray | memoryview, *, sync: bool = False) -> PagePosition:
         data = bytes(record)
         with self._owner.lock:
-            self._owner.check_open()
+            self._check()
             position = self._roller.place(len(data))
             self._pages.setdefault(position.page, []).append(data)
             return position
 
     def flush(self) -> None:
         with self._owner.lock:
-            self._owner.check_open()
+            self._check()
 
     def pages(self) -> list[int]:
         with self._owner.lock:
-            self._owner.check_open()
+            self._check()
             return sorted(self._pages)
 
     def read_page(self, page: int) -> list[bytes]:
         with self._owner.lock:
-            self._owner.check_open()
+            self._check()
             if page not in self._pages:
                 raise UnknownRecordError(f"address {self.address!r} has no page {page}")
             return list(self._pages[page])
 
     def delete_page(self, page: int) -> None:
         with self._owner.lock:
-            self._owner.check_open()
+            self._check()
             if self._pages.pop(page, None) is None:
                 raise UnknownRecordError(f"address {self.address!r} has no page {page}")
+            if page == self._roller.page:  # positions are never handed out twice (rule 4)
+                self._roller = PageRoller(self._roller.page_size, page + 1)
 
     @property
     def current_page(self) -> int:
@@ -128,7 +136,9 @@ class MemoryPagingManager(PagingManager):
     def remove(self, address: str) -> None:
         with self.lock:
             self.check_open()
-            self._stores.pop(address, None)
+            removed = self._stores.pop(address, None)
+            if removed is not None:
+                removed.removed = True
 
     def close(self) -> None:
         with self.lock:

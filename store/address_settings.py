@@ -1,0 +1,325 @@
+"""Artemis's address settings: per-address paging limits chosen by match (DESIGN §7.3).
+
+A configuration holds address settings by *match*, each giving some of the keys::
+
+    [address-settings."#"]
+    page-size-bytes = "1M"
+
+    [address-settings."orders.#"]
+    max-size-bytes = "100M"
+    address-full-policy = "BLOCK"
+
+and :func:`settings_for` (behind :meth:`store.config.StoreConfig.address_settings_for`) gives
+one address its merged :class:`AddressSettings`: every match that matches the address, most
+specific first, contributes the keys that no more specific match gave; keys nobody gave take
+Artemis's defaults; ``max-read-page-bytes``, when nobody gave it, is twice the merged
+``page-size-bytes``.
+
+Keys (Artemis's names and defaults):
+
+=========================  =====================  =============================================
+key                        default                allowed
+=========================  =====================  =============================================
+``max-size-bytes``         -1 (no limit)          -1 or a size of 0 bytes or more (``10Mb``)
+``max-size-messages``      -1 (no limit)          -1 or an integer of 0 or more
+``page-size-bytes``        10 MiB                 a size from 1 byte to 2 GiB - 1
+``address-full-policy``    ``PAGE``               PAGE, DROP, FAIL or BLOCK (any case in input)
+``max-read-page-bytes``    2 x page-size-bytes    -1 (no limit) or a size from 1 byte to 2 GiB - 1
+=========================  =====================  =============================================
+
+**Matches** use Artemis's default wildcard syntax: ``.`` separates words, ``*`` stands for
+exactly one word (more precisely, as in Artemis, for one or more characters other than ``.``,
+so ``ord*`` matches ``orders``), and a ``#`` at the end stands for any number of further words,
+zero included: ``orders.#`` matches ``orders``, ``orders.eu`` and ``orders.eu.de``. ``#`` alone
+matches every address. As in Artemis, ``#`` may only be the last character, and ``orders#``
+means the same as ``orders.#``. A match without ``*`` or ``#`` is *literal*: it matches only the
+address equal to it. (Artemis's ``<wildcard-addresses>`` can change these characters; this
+library always uses ``.``, ``*`` and ``#``.)
+
+**Precedence** (most specific first), the order of Artemis's
+``HierarchicalObjectRepository.MatchComparator``, with ties Artemis leaves to hash-map order
+broken so that the result never depends on the order of the configuration:
+
+1. a literal match first;
+2. then matches with ``*`` but no ``#``; among them, at the first word where one has ``*`` and
+   the other a word, the one with the word (a longer literal prefix) is more specific;
+3. then matches with ``#``; among them the longer match text is more specific (Artemis
+   compares lengths in characters); at equal length, the rule of 2 decides, then the text.
+
+=====================================  ===============  =====================================
+matches configured                     address          merge order (most specific first)
+=====================================  ===============  =====================================
+``#``, ``orders.#``, ``orders``        ``orders``       ``orders``, ``orders.#``, ``#``
+``orders.*``, ``*.eu``, ``orders.eu``  ``orders.eu``    ``orders.eu``, ``orders.*``, ``*.eu``
+``orders.*``, ``orders.#``, ``#``      ``orders.eu``    ``orders.*``, ``orders.#``, ``#``
+``#``, ``orders.#``, ``orders.eu.#``   ``orders.eu.x``  ``orders.eu.#``, ``orders.#``, ``#``
+``*.*.*``, ``orders.*.#``              ``orders.a.b``   ``*.*.*`` (no ``#``), ``orders.*.#``
+``*.b.#``, ``a.*.#`` (same length)     ``a.b``          ``a.*.#``, ``*.b.#``
+``orders.#``, ``*.#``                  ``orders.x``     ``orders.#`` (longer), ``*.#``
+=====================================  ===============  =====================================
+
+**Sources.** In TOML and :meth:`~store.config.StoreConfig.from_mapping` an unknown key inside an
+address setting is a :class:`~store.errors.ConfigError` naming the key and the match (with the
+closest known key); ``broker.xml`` carries many address-setting keys this library does not use
+(``dead-letter-address``, ``auto-create-queues``, …), which :mod:`store.config_xml` skips. A
+bad value is a ``ConfigError`` whose key reads ``address-settings."<match>".<key>``; a bad
+match (``#`` before the end, empty) one whose key is ``address-settings``.
+
+Representation: the configured matches are a :class:`~store.sizes.FrozenMap` from match to a
+``FrozenMap`` of the snake_case names of :class:`AddressSettings` fields that match gives, so a
+configuration holding them stays immutable, hashable and comparable.
+
+Thread-safety: :class:`AddressSettings` and the configured mappings are immutable; the
+functions are pure (the compiled-pattern cache is thread-safe); safe from any thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from store.sizes import (
+    INT32_MAX,
+    INT64_MAX,
+    SIZE_ALLOWED,
+    FrozenMap,
+    check_int,
+    invalid,
+    parse_int,
+    parse_size,
+    parse_text,
+    unknown_key,
+)
+
+__all__ = [
+    "ADDRESS_FULL_POLICIES",
+    "ADDRESS_SETTING_KEYS",
+    "DEFAULT_PAGE_SIZE_BYTES",
+    "AddressSettings",
+    "check_match",
+    "freeze_address_settings",
+    "match_precedence",
+    "matches",
+    "read_address_settings",
+    "settings_for",
+]
+
+ADDRESS_FULL_POLICIES: Final = ("PAGE", "DROP", "FAIL", "BLOCK")
+DEFAULT_PAGE_SIZE_BYTES: Final = 10 * 1024 * 1024  # Artemis's AddressSettings.DEFAULT_PAGE_SIZE
+SECTION: Final = "address-settings"
+
+_ANY_WORDS: Final = "#"
+_ONE_WORD: Final = "*"
+_DELIMITER: Final = "."
+
+
+class _Derived(int):
+    """Marks max_read_page_bytes when it was not given (immutable; shareable)."""
+
+
+# Identity-compared: "derive from page_size_bytes"; never visible on a built object.
+_DERIVE: Final = _Derived(-2)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """How one key's value is read from a text and checked (immutable; shareable)."""
+
+    parse: Callable[..., Any]
+    low: int
+    high: int
+    allowed: str
+    also: tuple[int, ...] = ()
+
+
+def _parse_policy(value: object, *, key: str) -> str:
+    return parse_text(value, key=key)
+
+
+_RULES: Final[Mapping[str, _Rule]] = {
+    "max_size_bytes": _Rule(
+        parse_size, 0, INT64_MAX, f"-1 (no limit) or {SIZE_ALLOWED}", also=(-1,)
+    ),
+    "max_size_messages": _Rule(
+        parse_int, 0, INT64_MAX, "-1 (no limit) or an integer of 0 or more", also=(-1,)
+    ),
+    "page_size_bytes": _Rule(
+        parse_size, 1, INT32_MAX, "a positive size in bytes up to 2G - 1 (e.g. 10M)"
+    ),
+    "address_full_policy": _Rule(_parse_policy, 0, 0, "PAGE, DROP, FAIL or BLOCK"),
+    "max_read_page_bytes": _Rule(
+        parse_size,
+        1,
+        INT32_MAX,
+        "-1 (no limit) or a positive size in bytes up to 2G - 1 (e.g. 20M)",
+        also=(-1,),
+    ),
+}
+#: The Artemis (kebab-case) names of the address-setting keys this library reads.
+ADDRESS_SETTING_KEYS: Final = tuple(name.replace("_", "-") for name in _RULES)
+
+
+def _checked_value(name: str, value: object, key: str) -> object:
+    """Check one typed value of field ``name``; return it normalised (policy in upper case)."""
+    rule = _RULES[name]
+    if name == "address_full_policy":
+        policy = value.strip().upper() if isinstance(value, str) else value
+        if policy not in ADDRESS_FULL_POLICIES:
+            raise invalid(key, value, rule.allowed)
+        return policy
+    check_int(key, value, rule.low, rule.high, rule.allowed, also=rule.also)
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class AddressSettings:
+    """The settings one address gets once its matches are merged (Artemis's defaults otherwise).
+
+    Thread-safety: immutable; safe to share.
+    """
+
+    #: Default -1 (no limit), bytes. Above this much held in memory the address applies its
+    #: ``address_full_policy``; a limit bounds memory, -1 leaves it to the global limit.
+    max_size_bytes: int = -1
+    #: Default -1 (no limit). The same as ``max_size_bytes``, counted in messages.
+    max_size_messages: int = -1
+    #: Default 10485760 bytes (10 MiB). A page file (or database page) is closed once it would
+    #: grow past this: bigger pages mean fewer files, but more to read to depage one message.
+    page_size_bytes: int = DEFAULT_PAGE_SIZE_BYTES
+    #: Default "PAGE"; PAGE, DROP, FAIL or BLOCK (any case in input). What happens to new
+    #: messages when the address is full: paged to disk, dropped, refused, or senders blocked.
+    address_full_policy: str = "PAGE"
+    #: Default 2 x ``page_size_bytes`` (derived when not given); -1 = no limit. How much paged
+    #: data is read into memory at once while depaging: more is faster but holds more memory.
+    max_read_page_bytes: int = _DERIVE
+
+    def __post_init__(self) -> None:
+        derive = self.max_read_page_bytes is _DERIVE
+        for name in _RULES:
+            if name != "max_read_page_bytes" or not derive:
+                value = _checked_value(name, getattr(self, name), name.replace("_", "-"))
+                object.__setattr__(self, name, value)
+        if derive:
+            # May exceed 2G - 1 for a page size near 2G: still the meaning Artemis gives it.
+            object.__setattr__(self, "max_read_page_bytes", 2 * self.page_size_bytes)
+
+
+def _value_key(match: str, key: str) -> str:
+    return f'{SECTION}."{match}".{key}'
+
+
+def check_match(match: object) -> str:
+    """Check one match (see the module docstring).
+
+    Returns the match. Raises :class:`ConfigError` (key ``address-settings``) when it is not a
+    non-empty text or has ``#`` anywhere but at its end, as Artemis refuses.
+    """
+    allowed = "a match: words separated by '.', '*' for one word, '#' only at the end"
+    if not isinstance(match, str) or not match.strip():
+        raise invalid(SECTION, match, allowed)
+    if _ANY_WORDS in match[:-1]:
+        raise invalid(SECTION, match, allowed, hint="'#' may only be the last character")
+    return match
+
+
+def freeze_address_settings(value: object) -> FrozenMap:
+    """Check configured address settings given by snake_case field names and typed values.
+
+    ``value`` maps each match to a mapping of :class:`AddressSettings` field names to values
+    (ints, a policy text). Returns them as a :class:`FrozenMap` of ``FrozenMap`` (policies in
+    upper case). Raises :class:`ConfigError` for a bad match, an unknown field (naming the
+    closest) or a bad value.
+    """
+    if not isinstance(value, Mapping):
+        raise invalid(SECTION, value, "a mapping of match to settings")
+    frozen: dict[str, FrozenMap] = {}
+    for match, partial in value.items():
+        check_match(match)
+        where = f'{SECTION}."{match}"'
+        if not isinstance(partial, Mapping):
+            raise invalid(where, partial, "a mapping of address-setting names to values")
+        checked: dict[str, object] = {}
+        for name, item in partial.items():
+            if name not in _RULES:
+                raise unknown_key(str(name), _RULES, where)
+            checked[name] = _checked_value(name, item, _value_key(match, name.replace("_", "-")))
+        frozen[match] = FrozenMap(checked)
+    return FrozenMap(frozen)
+
+
+def read_address_settings(section: object) -> dict[str, dict[str, Any]]:
+    """Read an ``address-settings`` table of Artemis (kebab-case) keys, as TOML or a dict give it.
+
+    Values may be typed or Artemis texts (``"10Mb"``, ``"-1"``, ``"page"``). Returns the match
+    → field name → value mapping :func:`freeze_address_settings` takes. Raises
+    :class:`ConfigError` for a bad match, an unknown key (naming the key, the match and the
+    closest known key) or a value that does not parse.
+    """
+    if not isinstance(section, Mapping):
+        raise invalid(SECTION, section, 'a table of match = settings, e.g. [address-settings."#"]')
+    result: dict[str, dict[str, Any]] = {}
+    for match, table in section.items():
+        check_match(match)
+        where = f'{SECTION}."{match}"'
+        if not isinstance(table, Mapping):
+            raise invalid(where, table, "a table of address-setting keys")
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            if not isinstance(key, str) or key not in ADDRESS_SETTING_KEYS:
+                raise unknown_key(str(key), ADDRESS_SETTING_KEYS, where)
+            name = key.replace("-", "_")
+            values[name] = _RULES[name].parse(value, key=_value_key(match, key))
+        result[match] = values
+    return result
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(match: str) -> re.Pattern[str]:
+    if match == _ANY_WORDS:
+        return re.compile(r".*", re.DOTALL)
+    head, tail = match, ""
+    if match.endswith(_ANY_WORDS):
+        head = match[:-1].removesuffix(_DELIMITER)
+        tail = r"(?:\..+)?"  # zero or more further words ('.+' may hold more dots)
+    words = (re.escape(part) for part in head.split(_ONE_WORD))
+    return re.compile(r"[^.]+".join(words) + tail, re.DOTALL)
+
+
+def matches(match: str, address: str) -> bool:
+    """Tell whether ``match`` (see the module docstring) matches the whole of ``address``.
+
+    Returns ``True`` or ``False``. Raises nothing for a checked match.
+    """
+    return _pattern(match).fullmatch(address) is not None
+
+
+def match_precedence(match: str) -> tuple[Any, ...]:
+    """Give the sort key that puts more specific matches first (module docstring, Precedence).
+
+    Returns a tuple to sort ascending. Raises nothing.
+    """
+    wildcard_words = tuple(word == _ONE_WORD for word in match.split(_DELIMITER))
+    if _ANY_WORDS in match:
+        return (2, -len(match), wildcard_words, match)
+    if _ONE_WORD in match:
+        return (1, 0, wildcard_words, match)
+    return (0, 0, (), match)
+
+
+def settings_for(configured: Mapping[str, Mapping[str, Any]], address: str) -> AddressSettings:
+    """Merge the configured settings of every match of ``address``, most specific first.
+
+    ``configured`` is what :func:`freeze_address_settings` returns. Returns the merged
+    :class:`AddressSettings` (defaults where no match gives a key). Raises :class:`TypeError`
+    when ``address`` is not a text.
+    """
+    if not isinstance(address, str):
+        raise TypeError(f"address must be a str, not {type(address).__name__}")
+    merged: dict[str, Any] = {}
+    for match in sorted((m for m in configured if matches(m, address)), key=match_precedence):
+        for name, value in configured[match].items():
+            merged.setdefault(name, value)
+    return AddressSettings(**merged)

@@ -1,0 +1,350 @@
+"""The paging contract on top of a storage back-end: what the file and the database page
+stores share (positions, the roll rule, group commit, locking, the state rules).
+
+A back-end (:class:`PageBackend`) only stores bytes: it finds the page stores present at open,
+creates and removes one, lists, reads, writes and deletes pages. :class:`GroupCommitPagingManager`
+turns that into the contract of :mod:`store.paging.api`:
+
+- page stores found at open are *loaded* on first use: the highest page becomes the current
+  page and the roll state continues from its valid records (a torn tail, where the back-end
+  has them, is cut back before anything is appended after it). A current page damaged before
+  its end cannot be continued: appends go to the next page (a warning is logged) and reading
+  the damaged page raises CorruptionError;
+- appends go through the :class:`~store.paging.flusher.Flusher` (group commit);
+- ``delete_page`` of the current page moves appends to the next page, so a position is never
+  handed out twice in one run (after a reopen the current page is the highest page present);
+- a :class:`PageStore` object whose address was removed refuses every call
+  (JournalClosedError); ``store(address)`` then gives a new, empty store.
+
+Locks, always taken in this order: ``open_lock`` (creating, loading and removing stores),
+the flusher's ``io_lock`` (no write in flight), the flusher's ``lock`` (the manager's state).
+I/O happens without ``lock``.
+
+Thread-safety: every method may be called from any number of threads.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import logging
+import threading
+from collections.abc import Callable, Hashable
+
+from store.errors import (
+    CorruptionError,
+    JournalClosedError,
+    RecordTooLargeError,
+    UnknownRecordError,
+)
+from store.paging.api import PagePosition, PageStore, PagingManager
+from store.paging.flusher import Flusher, WriteBatch
+from store.paging.format import MAX_RECORD_SIZE, encode_record, scan_page
+from store.paging.memory import PageRoller, check_address
+
+__all__ = ["GroupCommitPagingManager", "PageBackend"]
+
+_log = logging.getLogger(__name__)
+
+
+class PageBackend(abc.ABC):
+    """Where a manager's pages are kept. A *locator* is the back-end's handle on one page
+    store (any hashable object, compared by identity).
+
+    Thread-safety: ``write`` runs on the flusher thread under ``io_lock``; ``delete_page``
+    and ``remove`` run under ``io_lock`` too; the other methods may run concurrently with them
+    and with each other (on different page stores, or reading).
+    """
+
+    #: Whether the page being written can end in a torn tail (files: yes; a database
+    #: commits atomically: no, any damage there is corruption).
+    torn_tails: bool = True
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """Where the pages live, for messages. Raises nothing."""
+
+    @abc.abstractmethod
+    def discover(self) -> dict[str, Hashable]:
+        """Every page store present, by address; clears what a crash left half made. Raises
+        StoreIOError / StoreUnavailableError."""
+
+    @abc.abstractmethod
+    def create(self, address: str) -> Hashable:
+        """Make a new, durable, empty page store for ``address``; returns its locator. Raises
+        StoreIOError / StoreUnavailableError, ConfigError when no name is left for it."""
+
+    @abc.abstractmethod
+    def page_size(self, configured: int) -> int:
+        """The page size to use for an address configured with ``configured`` bytes."""
+
+    @abc.abstractmethod
+    def page_numbers(self, locator: Hashable) -> list[int]:
+        """Page numbers present, ascending (a page may be empty). Raises as ``discover``."""
+
+    @abc.abstractmethod
+    def read_bytes(self, locator: Hashable, page: int) -> bytes | None:
+        """The page's bytes (its record stream), or None when it is not there. Raises as
+        ``discover``."""
+
+    @abc.abstractmethod
+    def page_path(self, locator: Hashable, page: int) -> tuple[str, str]:
+        """(``path`` of a CorruptionError about this page, a label naming the page put in
+        front of the reason, or ""). Raises nothing."""
+
+    @abc.abstractmethod
+    def cut(self, locator: Hashable, page: int, length: int) -> None:
+        """Cut the page back to ``length`` bytes (a torn tail), durably. Raises as
+        ``discover``."""
+
+    @abc.abstractmethod
+    def write(self, batch: WriteBatch) -> None:
+        """Append and sync every chunk of ``batch`` (per locator, in order). Raises
+        StoreIOError / StoreUnavailableError."""
+
+    @abc.abstractmethod
+    def delete_page(self, locator: Hashable, page: int) -> None:
+        """Remove the page and its storage. Raises as ``discover``."""
+
+    @abc.abstractmethod
+    def remove(self, locator: Hashable) -> None:
+        """Remove the whole page store. Raises as ``discover``."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release what the back-end holds (open files). Raises nothing."""
+
+
+class _Store(PageStore):
+    """One address's page store on a back-end; its state is guarded by the manager's lock."""
+
+    def __init__(
+        self,
+        manager: GroupCommitPagingManager,
+        address: str,
+        locator: Hashable,
+        roller: PageRoller,
+        pages: set[int],
+    ) -> None:
+        self.address = address
+        self.locator = locator
+        self._manager = manager
+        self._roller = roller
+        self._pages = pages
+        self._last_seq = 0
+        self.removed = False
+
+    def _check_locked(self) -> None:
+        self._manager.check_locked()
+        if self.removed:
+            raise JournalClosedError(f"the page store of address {self.address!r} was removed")
+
+    def append(self, record: bytes | bytearray | memoryview, *, sync: bool = False) -> PagePosition:
+        data = bytes(record)
+        if len(data) > MAX_RECORD_SIZE:
+            raise RecordTooLargeError(
+                f"a page record holds at most {MAX_RECORD_SIZE} bytes, not {len(data)}"
+            )
+        encoded = encode_record(data)
+        flusher = self._manager.flusher
+        with flusher.lock:
+            self._manager.check_locked()
+            flusher.admit_locked(len(encoded))
+            self._check_locked()
+            position = self._roller.place(len(data))
+            self._pages.add(position.page)
+            seq = self._last_seq = flusher.queue_locked(self.locator, position.page, encoded)
+        if sync:
+            flusher.wait(seq)
+        return position
+
+    def flush(self) -> None:
+        flusher = self._manager.flusher
+        with flusher.lock:
+            self._check_locked()
+            seq = self._last_seq
+        flusher.wait(seq)
+
+    def pages(self) -> list[int]:
+        with self._manager.flusher.lock:
+            self._check_locked()
+            return sorted(self._pages)
+
+    def read_page(self, page: int) -> list[bytes]:
+        flusher = self._manager.flusher
+        with flusher.lock:
+            self._check_locked()
+            if page not in self._pages:
+                raise UnknownRecordError(f"address {self.address!r} has no page {page}")
+            # A page that is not the current one now got its last record before this call;
+            # only the current one may be appended to while it is read (its tail torn).
+            torn = page >= self._roller.page
+            seq = self._last_seq
+            pending = not flusher.is_durable_locked(seq)
+        if pending:
+            flusher.wait(seq)
+        return self._manager.read(self, page, torn_tail=torn)
+
+    def delete_page(self, page: int) -> None:
+        flusher = self._manager.flusher
+        with flusher.lock:
+            self._check_locked()
+            if page not in self._pages:
+                raise UnknownRecordError(f"address {self.address!r} has no page {page}")
+            if page == self._roller.page:  # positions are never handed out twice
+                self._roller = PageRoller(self._roller.page_size, page + 1)
+            seq = self._last_seq
+        flusher.wait(seq)  # nothing of the page is left to write
+        with flusher.io_lock:
+            with flusher.lock:
+                self._check_locked()
+                if page not in self._pages:
+                    raise UnknownRecordError(f"address {self.address!r} has no page {page}")
+            self._manager.backend.delete_page(self.locator, page)
+            with flusher.lock:
+                self._pages.discard(page)
+
+    @property
+    def current_page(self) -> int:
+        with self._manager.flusher.lock:
+            return self._roller.page
+
+    def __repr__(self) -> str:
+        return f"PageStore({self.address!r}, current_page={self._roller.page})"
+
+
+class GroupCommitPagingManager(PagingManager):
+    """The paging contract on ``backend`` (see module docstring).
+
+    ``page_size_of(address)`` gives the address's ``page-size-bytes`` (the back-end may cap
+    it); ``sync_timeout_ns`` is ``page-sync-timeout``. Construction discovers the page stores
+    present; it raises what ``backend.discover`` raises.
+    """
+
+    def __init__(
+        self,
+        backend: PageBackend,
+        *,
+        page_size_of: Callable[[str], int],
+        sync_timeout_ns: int,
+    ) -> None:
+        self.backend = backend
+        self._page_size_of = page_size_of
+        self._found = backend.discover()
+        self._stores: dict[str, _Store] = {}
+        self._open_lock = threading.Lock()
+        self._closed = False
+        self.flusher = Flusher(
+            name=backend.describe(), timeout_ns=sync_timeout_ns, write=backend.write
+        )
+
+    def check_locked(self) -> None:
+        """Raises JournalClosedError after close, the write failure once one happened;
+        returns None otherwise. Called with the flusher's lock held."""
+        if self._closed:
+            raise JournalClosedError(f"the paging manager of {self.backend.describe()} is closed")
+        self.flusher.check_locked()
+
+    def store(self, address: str) -> PageStore:
+        check_address(address)
+        with self.flusher.lock:
+            self.check_locked()
+            found = self._stores.get(address)
+        if found is not None:
+            return found
+        with self._open_lock:
+            with self.flusher.lock:
+                self.check_locked()
+                found = self._stores.get(address)
+                locator = self._found.get(address)
+            if found is not None:
+                return found
+            created = self._new(address) if locator is None else self._load(address, locator)
+            with self.flusher.lock:
+                self.check_locked()
+                self._stores[address] = created
+                self._found.pop(address, None)
+            return created
+
+    def _new(self, address: str) -> _Store:
+        locator = self.backend.create(address)
+        roller = PageRoller(self.backend.page_size(self._page_size_of(address)))
+        return _Store(self, address, locator, roller, set())
+
+    def _load(self, address: str, locator: Hashable) -> _Store:
+        """The store found at open, its roll state continued from its highest page."""
+        size = self.backend.page_size(self._page_size_of(address))
+        pages = self.backend.page_numbers(locator)
+        if not pages:
+            return _Store(self, address, locator, PageRoller(size), set())
+        highest = pages[-1]
+        data = self.backend.read_bytes(locator, highest) or b""
+        path, _ = self.backend.page_path(locator, highest)
+        try:
+            records, end = scan_page(data, path=path, torn_tail=self.backend.torn_tails)
+        except CorruptionError as exc:
+            _log.warning(
+                "page store of address %r: current page %d is damaged (%s); appends go to page %d",
+                address,
+                highest,
+                exc,
+                highest + 1,
+            )
+            return _Store(self, address, locator, PageRoller(size, highest + 1), set(pages))
+        if end < len(data):
+            _log.warning(
+                "page store of address %r: cutting the torn tail of page %d (%d bytes at %d)",
+                address,
+                highest,
+                len(data) - end,
+                end,
+            )
+            self.backend.cut(locator, highest, end)
+        present = set(pages) if records else set(pages[:-1])
+        roller = PageRoller(size, highest, len(records), end)
+        return _Store(self, address, locator, roller, present)
+
+    def read(self, store: _Store, page: int, *, torn_tail: bool) -> list[bytes]:
+        """The records of ``store``'s ``page``. Raises UnknownRecordError when it is not there,
+        CorruptionError for a damaged record (naming the page)."""
+        data = self.backend.read_bytes(store.locator, page)
+        if data is None:
+            raise UnknownRecordError(f"address {store.address!r} has no page {page}")
+        path, label = self.backend.page_path(store.locator, page)
+        try:
+            return scan_page(data, path=path, torn_tail=torn_tail and self.backend.torn_tails)[0]
+        except CorruptionError as exc:
+            if not label:
+                raise
+            raise CorruptionError(exc.path, exc.offset, f"{label}: {exc.reason}") from None
+
+    def addresses(self) -> list[str]:
+        with self.flusher.lock:
+            self.check_locked()
+            return sorted({*self._found, *self._stores})
+
+    def remove(self, address: str) -> None:
+        with self._open_lock, self.flusher.io_lock:
+            with self.flusher.lock:
+                self.check_locked()
+                found = self._stores.pop(address, None)
+                locator = self._found.pop(address, None)
+                if found is not None:
+                    found.removed = True
+                    locator = found.locator
+                    self.flusher.drop_locked(locator)
+            if locator is not None:
+                self.backend.remove(locator)
+
+    def close(self) -> None:
+        with self.flusher.lock:
+            if self._closed:
+                return
+            self._closed = True
+        error = self.flusher.close()
+        self.backend.close()
+        if error is not None:
+            raise copy.copy(error) from error
+
+    def __repr__(self) -> str:
+        return f"PagingManager({self.backend.describe()!r}, closed={self._closed})"

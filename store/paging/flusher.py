@@ -1,0 +1,248 @@
+"""Group commit of page records, shared by the file and the database page stores.
+
+Policy (the same idea as the journals' TimedBuffer, ``page-sync-timeout``):
+
+- an append encodes its record and queues it as pending for its page store; pending records
+  of every address of one manager wait in one queue, in append order;
+- one flusher thread per manager takes *everything* pending at once and hands it to the
+  back-end's ``write`` (which writes and syncs it: fdatasync, or one database transaction),
+  at most ``page-sync-timeout`` nanoseconds after the oldest pending record was appended;
+- ``append(sync=True)``, ``flush()`` and a read of a page with pending records make the
+  pending batch *urgent*: an idle flusher takes it at once, a busy one as soon as its write
+  returns. A caller then waits until every record appended before it is durable (the
+  sequence number of its last record is covered by a completed write);
+- back-pressure: when the pending records reach ``max_pending_bytes`` (default 16 MiB),
+  appenders wait until the flusher takes them, so memory stays bounded;
+- a write that fails fails the manager: every waiter of that batch, everything pending and
+  every later call gets the error (:class:`~store.errors.StoreIOError` or
+  :class:`~store.errors.StoreUnavailableError`, whatever the back-end raised). Nothing is
+  retried and nothing appended is dropped silently: whoever appended it is told.
+
+``lock`` is the manager's one lock: page stores update their roll state and queue records
+under it, so the queue order is the position order. ``io_lock`` is held by the flusher while
+it takes and writes a batch (never while it waits for work); a manager takes it (before
+``lock``, never after) to delete pages or stores, so no write is in flight for what it
+deletes.
+
+Thread-safety: everything here may be called from any thread, as each method says which
+lock it expects.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+from store.errors import JournalClosedError, StoreError, StoreUnavailableError
+
+__all__ = ["Chunk", "Flusher", "WriteBatch"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Consecutive encoded records of one page of one page store, in position order."""
+
+    page: int
+    data: bytearray = field(default_factory=bytearray)
+    records: int = 0
+
+
+#: What the flusher hands to the back-end: per page store (its key), its chunks in order.
+WriteBatch = list[tuple[Hashable, list[Chunk]]]
+
+
+class Flusher:
+    """The flusher thread of one paging manager (policy in the module docstring).
+
+    ``write(batch)`` writes and syncs a batch; it raises a StoreError to report a failure.
+    ``timeout_ns`` is ``page-sync-timeout``.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        timeout_ns: int,
+        write: Callable[[WriteBatch], None],
+        max_pending_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
+        self.lock = threading.Lock()
+        self.io_lock = threading.Lock()
+        self._work = threading.Condition(self.lock)  # the flusher waits here
+        self._durable_cond = threading.Condition(self.lock)  # callers wait for durability
+        self._room = threading.Condition(self.lock)  # appenders wait for room
+        self._name = name
+        self._timeout = max(0, timeout_ns) / 1e9
+        self._write = write
+        self._max_pending = max(1, max_pending_bytes)
+        self._pending: dict[Hashable, list[Chunk]] = {}
+        self._pending_bytes = 0
+        self._first_at = 0.0
+        self._urgent = False
+        self._appended = 0  # sequence number of the last queued record
+        self._durable = 0  # every record up to this sequence number is durable
+        self._closing = False
+        #: set once a write failed: every later call raises a copy of it.
+        self.failed: StoreError | None = None
+        #: batches written so far (how well appends share syncs).
+        self.batches = 0
+        self._thread = threading.Thread(
+            target=self._loop, name=f"store-paging-flusher-{name}", daemon=True
+        )
+        self._thread.start()
+
+    # -- called with ``lock`` held ---------------------------------------------------------
+
+    def check_locked(self) -> None:
+        """Returns None while the manager works. Raises a copy of the failure that stopped
+        it, or JournalClosedError after close."""
+        if self.failed is not None:
+            raise copy.copy(self.failed) from self.failed
+        if self._closing:
+            raise JournalClosedError(f"the paging manager of {self._name} is closed")
+
+    def admit_locked(self, nbytes: int) -> None:
+        """Return once ``nbytes`` more pending bytes fit (back-pressure); the lock is released
+        while waiting. Raises as :meth:`check_locked` (also when that happens while waiting).
+        """
+        while True:
+            self.check_locked()
+            if (
+                self._pending_bytes == 0
+                or self._pending_bytes + nbytes <= self._max_pending
+                or threading.current_thread() is self._thread
+            ):
+                return
+            self._make_urgent_locked()
+            self._room.wait()
+
+    def queue_locked(self, owner: Hashable, page: int, encoded: bytes) -> int:
+        """Queue one encoded record of ``owner`` for ``page``; returns its sequence number
+        (pass it to :meth:`wait`). Raises nothing (call :meth:`admit_locked` first)."""
+        chunks = self._pending.setdefault(owner, [])
+        if not chunks or chunks[-1].page != page:
+            chunks.append(Chunk(page))
+        chunk = chunks[-1]
+        chunk.data += encoded
+        chunk.records += 1
+        if self._pending_bytes == 0:
+            self._first_at = time.monotonic()
+            self._work.notify()
+        self._pending_bytes += len(encoded)
+        self._appended += 1
+        if self._pending_bytes >= self._max_pending:
+            self._make_urgent_locked()
+        return self._appended
+
+    def drop_locked(self, owner: Hashable) -> None:
+        """Forget ``owner``'s pending records (its store is being removed). Raises nothing."""
+        for chunk in self._pending.pop(owner, []):
+            self._pending_bytes -= len(chunk.data)
+
+    def last_locked(self) -> int:
+        """The sequence number of the last record queued (0: none). Raises nothing."""
+        return self._appended
+
+    def is_durable_locked(self, seq: int) -> bool:
+        """Whether every record up to ``seq`` is durable. Raises nothing."""
+        return self._durable >= seq
+
+    # -- called without ``lock`` -----------------------------------------------------------
+
+    def wait(self, seq: int) -> None:
+        """Return once every record up to ``seq`` is durable (writing the pending batch now
+        if needed). Raises the failure of the write that should have made it durable, or
+        JournalClosedError when the manager was closed before it could be."""
+        with self.lock:
+            while self._durable < seq:
+                if self.failed is not None:
+                    raise copy.copy(self.failed) from self.failed
+                if self._closing and not self._thread.is_alive():
+                    raise JournalClosedError(f"the paging manager of {self._name} is closed")
+                self._make_urgent_locked()
+                self._durable_cond.wait()
+
+    def close(self) -> StoreError | None:
+        """Write and sync everything pending, then stop the thread. Idempotent. Returns the
+        failure that stopped the manager (None when everything appended is durable)."""
+        with self.lock:
+            self._closing = True
+            self._urgent = True
+            self._work.notify()
+            self._room.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        return self.failed
+
+    # -- the flusher thread ----------------------------------------------------------------
+
+    def _make_urgent_locked(self) -> None:
+        if not self._urgent:
+            self._urgent = True
+            self._work.notify()
+
+    def _ready(self) -> bool:
+        """Wait until a batch should be written; returns False when the flusher should stop.
+        Called without any lock (the flusher never waits for work holding ``io_lock``)."""
+        with self.lock:
+            while True:
+                if self.failed is not None:
+                    return False
+                if not self._pending:
+                    if self._closing:
+                        return False
+                    self._urgent = False
+                    self._work.wait()
+                    continue
+                if not self._urgent and not self._closing:
+                    delay = self._first_at + self._timeout - time.monotonic()
+                    if delay > 0:
+                        self._work.wait(delay)
+                        continue
+                return True
+
+    def _take_locked(self) -> tuple[WriteBatch, int]:
+        """Everything pending and the sequence number writing it makes durable."""
+        batch = list(self._pending.items())
+        self._pending = {}
+        self._pending_bytes = 0
+        self._urgent = False
+        self._room.notify_all()
+        return batch, self._appended
+
+    def _loop(self) -> None:
+        while self._ready():
+            error: StoreError | None = None
+            with self.io_lock:
+                with self.lock:
+                    batch, upto = self._take_locked()
+                try:
+                    if batch:  # a store removed meanwhile may have left nothing
+                        self._write(batch)
+                except StoreError as exc:
+                    error = exc
+                except BaseException as exc:  # never leave waiters blocked
+                    error = StoreUnavailableError(f"paging {self._name}: write failed: {exc!r}")
+                    error.__cause__ = exc
+            with self.lock:
+                if error is None:
+                    self._durable = max(self._durable, upto)
+                    self.batches += 1
+                else:
+                    self.failed = error
+                    _log.error(
+                        "paging %s: write failed, refusing further appends: %s", self._name, error
+                    )
+                    self._pending = {}
+                    self._pending_bytes = 0
+                    self._room.notify_all()
+                self._durable_cond.notify_all()
+        with self.lock:
+            self._durable_cond.notify_all()
+            self._room.notify_all()
