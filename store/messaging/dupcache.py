@@ -38,8 +38,9 @@ class DuplicateIdCache:
 
     def reserve(self, dup_id: bytes) -> None:
         """Mark ``dup_id`` as pending in a transaction. Returns None; raises nothing (the caller
-        checks ``in`` first)."""
-        self._reserved.add(dup_id)
+        checks ``in`` first). A cache of size 0 reserves nothing."""
+        if self.size:
+            self._reserved.add(dup_id)
 
     def release(self, dup_id: bytes) -> None:
         """Forget a reservation (rollback, or just before ``add`` at commit). Raises nothing."""

@@ -129,8 +129,8 @@ class StorageManager:
         self._store = store
         self._clock = clock or _now_ms
         config = store.config
-        self._id_cache_size: int = getattr(config, "id_cache_size", 20000)
-        self._persist_id_cache: bool = getattr(config, "persist_id_cache", True)
+        self._id_cache_size = config.id_cache_size
+        self._persist_id_cache = config.persist_id_cache
         self._sync_non_tx = config.journal_sync_non_transactional
         self._sync_tx = config.journal_sync_transactional
         self._lock = threading.RLock()

@@ -179,19 +179,15 @@ def test_a_duplicate_id_is_refused_and_stores_nothing_also_after_a_restart(h: Ha
         sm.send(msg(b"after ack"), dup_id=b"order-2")
 
 
-def _small_cache(sm: StorageManager, size: int, *, persist: bool = True) -> None:
-    # TODO(config): use id-cache-size / persist-id-cache once StoreConfig has them.
-    sm._id_cache_size = size
-    sm._persist_id_cache = persist
-    for cache in sm._dups.values():
-        cache.size = size
+def _configure(h: Harness, **changes: object) -> None:
+    h.factory.config = h.factory.config.replace(**changes)
 
 
 def test_the_duplicate_cache_forgets_the_oldest_id_when_it_wraps_and_deletes_its_record(
     h: Harness,
 ) -> None:
+    _configure(h, id_cache_size=3)
     sm = h.setup("q")
-    _small_cache(sm, 3)
     for dup in (b"a", b"b", b"c", b"d"):
         sm.send(msg(dup), dup_id=dup)
     sm.send(msg(b"a again"), dup_id=b"a")  # "a" was pushed out by "d"; now "b" is out
@@ -199,21 +195,30 @@ def test_the_duplicate_cache_forgets_the_oldest_id_when_it_wraps_and_deletes_its
         sm.send(msg(b"x"), dup_id=b"c")
     sm.close()
     assert _raw_message_records(h).count(DUPLICATE_ID) == 3
-    h.sm = None
-    store = h.factory.open()
-    sm = StorageManager(store, clock=h.clock)
-    _small_cache(sm, 3)
-    sm.load()
+    sm = h.open()
     sm.send(msg(b"b again"), dup_id=b"b")
     for dup in (b"d", b"a", b"b"):
         with pytest.raises(DuplicateIdError):
             sm.send(msg(b"x"), dup_id=dup)
+
+
+def test_a_duplicate_cache_of_size_0_remembers_nothing(h: Harness) -> None:
+    _configure(h, id_cache_size=0)
+    sm = h.setup("q")
+    sm.send(msg(b"1"), dup_id=b"k")
+    sm.send(msg(b"2"), dup_id=b"k")
+    tx = sm.begin()
+    tx.send(msg(b"3"), dup_id=b"k")
+    tx.send(msg(b"4"), dup_id=b"k")
+    tx.commit()
+    assert sm.depth("q") == 4
     sm.close()
+    assert DUPLICATE_ID not in _raw_message_records(h)
 
 
 def test_an_unpersisted_duplicate_cache_is_empty_after_a_restart(h: Harness) -> None:
+    _configure(h, persist_id_cache=False)
     sm = h.setup("q")
-    _small_cache(sm, 10, persist=False)
     sm.send(msg(b"1"), dup_id=b"k")
     with pytest.raises(DuplicateIdError):
         sm.send(msg(b"2"), dup_id=b"k")

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from store.errors import CorruptionError
+from store.errors import CorruptionError, DuplicateIdError
 from store.messaging import Message, StorageManager
 from store.messaging import records as r
 from store.messaging.message_records import encode_message
@@ -64,13 +64,17 @@ def test_duplicate_ids_beyond_the_cache_size_are_deleted_at_load(h: Harness) -> 
         body = r.DuplicateIdRecord("a", b"dup-%d" % rid).encode()
         store.messages.append_add(rid, r.DUPLICATE_ID, body)
     h.factory.close()
-    store = h.factory.open()
-    sm = StorageManager(store, clock=h.clock)  # type: ignore[arg-type]
-    sm._id_cache_size = 3  # TODO(config): id-cache-size once StoreConfig has it
-    rec = sm.load()
-    assert rec.cleaned == {"duplicate_ids": 2}
-    assert sorted(sm._dups["a"]._ring) == [b"dup-3", b"dup-4", b"dup-5"]
-    sm.close()
+    h.factory.config = h.factory.config.replace(id_cache_size=3)
+    sm = h.open()
+    assert h.rec is not None and h.rec.cleaned == {"duplicate_ids": 2}
+    sm.create_address("a")
+    sm.create_queue("q", address="a")
+    for kept in (b"dup-3", b"dup-4", b"dup-5"):
+        with pytest.raises(DuplicateIdError):
+            sm.send(Message("a", b"x"), dup_id=kept)
+    sm.send(Message("a", b"x"), dup_id=b"dup-1")  # trimmed: accepted again
+    sm = h.restart()
+    assert h.rec is not None and h.rec.cleaned == {}
 
 
 def test_load_reports_progress_by_phase_and_logs_a_summary(
