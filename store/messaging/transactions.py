@@ -77,11 +77,14 @@ class Transaction:
         message: Message,
         queues: list[str] | tuple[str, ...] | None = None,
         dup_id: bytes | str | None = None,
+        sync: bool = True,
     ) -> int | None:
         """Send ``message`` in this transaction, as ``StorageManager.send`` does; returns the
-        message id it sets (None when routed to no queue). Raises StoreError when the
-        transaction is not active, DuplicateIdError, UnknownQueueError, ValueError, and what
-        the journal raises."""
+        message id it sets (None when routed to no queue). ``sync`` is accepted for symmetry
+        with ``send`` and has no effect: a transaction is durable at ``commit``/``prepare``.
+        Raises StoreError when the transaction is not active, DuplicateIdError,
+        UnknownQueueError, ValueError, and what the journal raises."""
+        del sync
         return self._manager._tx_send(self._work, message, queues, dup_id)
 
     def ack(self, queue: str, message_id: int) -> None:

@@ -349,3 +349,21 @@ def test_concurrent_senders_and_ackers_lose_nothing(h: Harness) -> None:
     sm.flush()
     sm.sync_future().result(timeout=30)
     assert h.restart().depth("q") == 0
+
+
+def test_the_manager_runs_on_zero_persistence_and_remembers_nothing(tmp_path) -> None:
+    from tests.support.backends import ZERO_BACKEND
+
+    factory = StoreFactory(ZERO_BACKEND, tmp_path, "t00000000_")
+    try:
+        h = Harness(factory)
+        sm = h.setup("q")
+        sm.send(msg(b"a"), dup_id=b"k")
+        tx = sm.begin()
+        tx.send(msg(b"b"), sync=False)
+        tx.commit()
+        assert bodies(drain(sm, "q")) == [b"a", b"b"]
+        sm = h.restart()
+        assert sm.queues() == [] and h.rec is not None and h.rec.messages == 0
+    finally:
+        factory.teardown()
