@@ -615,6 +615,12 @@ class StoreConfig:
         """
         return settings_for(self.address_settings, address)
 
+    def page_size_of(self, address: str) -> int:
+        """The ``page-size-bytes`` of ``address`` (its merged settings'; the database store
+        caps it at ``jdbc-max-page-size-bytes``). Raises TypeError as
+        :meth:`address_settings_for`."""
+        return self.address_settings_for(address).page_size_bytes
+
     @property
     def store_type(self) -> Literal["none", "file", "database"]:
         """Which store this configuration selects: zero persistence, file store or database."""

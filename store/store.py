@@ -90,7 +90,7 @@ def open_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Store:
     if not config.persistence_enabled:
         from store.journal.zero import open_zero_store
 
-        return Store(config, open_zero_store())
+        return Store(config, open_zero_store(page_size_of=config.page_size_of))
     if config.database_store is not None:
         from store.db import open_database_store
 

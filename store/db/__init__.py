@@ -210,18 +210,15 @@ def open_database_store(config: StoreConfig, *, fence: Fence | None = None) -> S
 
 def _paging(config: StoreConfig, journals: DatabaseJournals) -> PagingManager:
     """The page stores in the store's page tables. Raises StoreUnavailableError."""
-    from store.paging.api import DEFAULT_PAGE_SIZE
     from store.paging.database import DatabasePagingManager  # imports store.db itself
 
     db = config.database_store
     assert db is not None
-    # TODO(address-settings): page_size_of=config.address_settings_for(a).page_size_bytes and
-    # sync_timeout_ns=config.page_sync_timeout once StoreConfig has them.
     return DatabasePagingManager(
         journals.engine,
         journals.schema,
-        page_size_of=lambda address: DEFAULT_PAGE_SIZE,
-        sync_timeout_ns=config.journal_buffer_timeout,
+        page_size_of=config.page_size_of,
+        sync_timeout_ns=config.page_sync_timeout,
         max_page_size=db.jdbc_max_page_size_bytes,
         where=journals.target.display,
     )

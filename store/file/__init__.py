@@ -33,7 +33,6 @@ from store.errors import StoreError
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.fs import FileSystem, OsFileSystem
-from store.paging.api import DEFAULT_PAGE_SIZE
 from store.paging.files import FilePagingManager
 from store.parts import StoreParts
 
@@ -121,11 +120,9 @@ def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Sto
 
 def _paging(config: StoreConfig, fs: FileSystem | None) -> FilePagingManager:
     """The page stores in ``paging-directory``. Raises StoreIOError."""
-    # TODO(address-settings): page_size_of=config.address_settings_for(a).page_size_bytes and
-    # sync_timeout_ns=config.page_sync_timeout once StoreConfig has them.
     return FilePagingManager(
         config.paging_directory,
-        page_size_of=lambda address: DEFAULT_PAGE_SIZE,
-        sync_timeout_ns=config.journal_buffer_timeout,
+        page_size_of=config.page_size_of,
+        sync_timeout_ns=config.page_sync_timeout,
         fs=fs,
     )

@@ -43,3 +43,22 @@ def test_open_store_builds_the_back_ends_paging_manager(
         assert s.paging.addresses() == []
     s.messages.load()
     s.messages.append_add(1, 1, b"journal still works", sync=True)
+
+
+def test_each_address_pages_at_its_configured_page_size(
+    backend: BackendSpec, store_factory: StoreFactory
+) -> None:
+    # 30-byte records framed to 40 bytes: 2 per page under "small.#", many under the default;
+    # a database caps every address at jdbc-max-page-size-bytes (here 3 records).
+    settings = {"small.#": {"page_size_bytes": 80}, "#": {"page_size_bytes": 10_000}}
+    config = store_factory.config.replace(address_settings=settings)
+    if config.database_store is not None:
+        capped = config.database_store.replace(jdbc_max_page_size_bytes=120)
+        config = config.replace(database_store=capped)
+    store_factory.config = config
+    s = store_factory.open()
+    small = [s.paging.store("small.eu").append(b"x" * 30) for _ in range(5)]
+    other = [s.paging.store("orders").append(b"x" * 30) for _ in range(5)]
+    assert [p.page for p in small] == [1, 1, 2, 2, 3]
+    expected_other = [1, 1, 1, 2, 2] if config.database_store is not None else [1] * 5
+    assert [p.page for p in other] == expected_other
