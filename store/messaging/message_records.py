@@ -22,6 +22,21 @@ then, type 45: body              bytes (u32 length + the body)
 then, type 30: body_size         i64, the size of the body in the large-message store
 ===============================  ==========================================================
 
+A **paged message** (a record of an address's page store, :mod:`store.paging`, not of the
+journal) wraps one of those bodies:
+
+===============================  ==========================================================
+field                            encoding
+===============================  ==========================================================
+version                          u8, 1
+message_id                       i64
+tx_id                            i64, the transaction that paged it, 0 for none
+record_type                      u8, 45 or 30: how ``record`` reads
+record                           bytes, the body of a 45 or 30 record as above
+queue count                      i32, >= 0
+  x count: queue_id              i64, the queues it is routed to
+===============================  ==========================================================
+
 Decoding checks the version, every tag, every length, and that nothing follows; it raises
 ``ValueError`` naming the record type otherwise. Versioning: a change bumps the version byte;
 readers keep decoding every older version (none yet).
@@ -31,10 +46,13 @@ Thread-safety: pure functions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from store.messaging.codec import Reader, Writer
 from store.messaging.values import Message, PropertyValue
 
 __all__ = [
+    "PagedMessage",
     "decode_large_message",
     "decode_message",
     "encode_large_message",
@@ -170,3 +188,48 @@ def decode_large_message(data: bytes, message_id: int) -> tuple[Message, int]:
     if size < 0:
         raise ValueError(f"{what}: body size {size} is negative")
     return _message(header, b"", what, message_id), size
+
+
+@dataclass(frozen=True, slots=True)
+class PagedMessage:
+    """A message as a page record: its id, paging transaction (0: none), the type (45 or 30)
+    and body of its message record, and the queues it is routed to."""
+
+    message_id: int
+    tx_id: int
+    record_type: int
+    record: bytes
+    queue_ids: tuple[int, ...]
+
+    def encode(self) -> bytes:
+        """The page record. Raises ValueError when a field does not fit its slot."""
+        if self.record_type not in (30, 45):
+            raise ValueError(f"a paged message wraps a 45 or 30 record, not {self.record_type}")
+        w = Writer("PAGED_MESSAGE").i64(self.message_id, "message_id").i64(self.tx_id, "tx_id")
+        w.u8(self.record_type, "record_type").raw(self.record, "record")
+        w.i32(len(self.queue_ids), "queue count")
+        for qid in self.queue_ids:
+            w.i64(qid, "queue_id")
+        return w.body()
+
+    @classmethod
+    def decode(cls, data: bytes) -> PagedMessage:
+        """The paged message of a page record. Raises ValueError for a bad record."""
+        r = Reader(data, "PAGED_MESSAGE")
+        mid, tx_id, kind = r.i64("message_id"), r.i64("tx_id"), r.u8("record_type")
+        if kind not in (30, 45):
+            raise ValueError(f"PAGED_MESSAGE: record type {kind} is not 45 or 30")
+        record = r.raw("record")
+        count = r.i32("queue count")
+        if count < 0:
+            raise ValueError(f"PAGED_MESSAGE: queue count {count} is negative")
+        queue_ids = tuple(r.i64("queue_id") for _ in range(count))
+        r.done()
+        return cls(mid, tx_id, kind, record, queue_ids)
+
+    def message(self) -> Message:
+        """The wrapped message (an empty body for a 30 record). Raises ValueError for a bad
+        body."""
+        if self.record_type == 45:
+            return decode_message(self.record, self.message_id)
+        return decode_large_message(self.record, self.message_id)[0]

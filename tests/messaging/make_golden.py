@@ -140,6 +140,13 @@ GOLDEN: list[Golden] = [
         ),
     ),
     Golden(
+        "paged-message",
+        None,
+        mr.PagedMessage(333, 0, 45, b"\x01body", (5, 6)),
+        mr.PagedMessage(333, 0, 45, b"\x01body", (5, 6)).encode,
+        mr.PagedMessage.decode,
+    ),
+    Golden(
         "xid",
         None,
         Xid(0x1234, b"global-1", b"branch-1"),

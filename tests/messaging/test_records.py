@@ -293,3 +293,40 @@ def test_values_that_do_not_fit_are_refused_when_encoding(make: object, message:
 def test_messages_with_bad_headers_are_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Message("a", b"", **kwargs)  # type: ignore[arg-type]
+
+
+@given(
+    mid=I64,
+    tx=I64,
+    kind=st.sampled_from([30, 45]),
+    record=st.binary(max_size=40),
+    queues=st.lists(I64, max_size=5),
+)
+def test_paged_messages_round_trip(
+    mid: int, tx: int, kind: int, record: bytes, queues: list[int]
+) -> None:
+    paged = mr.PagedMessage(mid, tx, kind, record, tuple(queues))
+    assert mr.PagedMessage.decode(paged.encode()) == paged
+
+
+def test_a_paged_message_gives_back_the_message_it_wraps() -> None:
+    m = Message("a", b"body", priority=2, properties={"k": "v"})
+    paged = mr.PagedMessage(9, 0, 45, mr.encode_message(m, b"body"), (1,))
+    back = mr.PagedMessage.decode(paged.encode()).message()
+    assert back.message_id == 9 and back.same_as(m)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param(
+            mr.PagedMessage(1, 0, 45, b"", ()).encode().replace(b"\x2d", b"\x1f", 1),
+            "record type 31 is not 45 or 30",
+            id="record-type",
+        ),
+        pytest.param(mr.PagedMessage(1, 0, 45, b"", (1,)).encode()[:-1], "body ends", id="short"),
+    ],
+)
+def test_bad_paged_messages_are_refused(body: bytes, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        mr.PagedMessage.decode(body)
