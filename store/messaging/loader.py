@@ -54,6 +54,10 @@ def load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
 
     _messages(sm, messages, cleaned, progress)
     _duplicate_ids(sm, messages, cleaned)
+    held = [ack for state in messages.prepared for _, ack in state.cursor_acks]
+    paged, paging_cleaned = sm._pager.load(messages.cursor_acks, messages.completes, held)
+    for key, count in paging_cleaned.items():
+        cleaned[key] += count
     prepared: dict[Xid, Transaction] = {}
     for state in messages.prepared:
         prepared[state.xid] = _prepared(sm, state)
@@ -62,7 +66,7 @@ def load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
         addresses={name: info for name, (_, info) in sm._addresses.items()},
         queues={q.info.name: q.info for q in sm._queues.values()},
         prepared=prepared,
-        messages=len(sm._messages),
+        messages=len(sm._messages) + paged,
         cleaned=dict(cleaned),
     )
     log.info(
@@ -91,7 +95,8 @@ def _messages(
             journal.append_delete(mid)
             cleaned["messages"] += 1
             continue
-        sm._messages[mid] = StoredMessage(loaded.message, live)
+        sm._messages[mid] = StoredMessage(loaded.message, live, loaded.size)
+        sm._pager.hold_memory(loaded.message.address, loaded.size, 1)
     now = sm._clock()
     total = len(state.ref_order)
     for done, ref in enumerate(state.ref_order, 1):
@@ -132,12 +137,16 @@ def _duplicate_ids(
 def _prepared(sm: StorageManager, state: PreparedState) -> Transaction:
     work = TransactionWork(state.tx_id, state=PREPARED, xid=state.xid, wrote=True)
     for loaded, queue_ids in state.sends:
-        work.sends.append((StoredMessage(loaded.message), queue_ids))
+        work.sends.append((StoredMessage(loaded.message, size=loaded.size), queue_ids))
     for mid, qid in state.acks:
         queue = sm._queues_by_id.get(qid)
         if queue is not None and mid in queue:
             queue.hold(mid, delivered_only=False)
             work.acks.append((qid, mid))
+    for rid, ack in state.cursor_acks:
+        address = sm._queue_address(ack.queue_id)
+        if address is not None:
+            work.held_pages.append((address, ack.queue_id, ack.position, rid))
     for address, dup, rid in state.dups:
         sm._dup_cache(address).reserve(dup)
         work.dups.append((address, dup, rid))

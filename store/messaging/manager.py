@@ -18,11 +18,17 @@ Journal usage (reference §3.2; record bodies in :mod:`store.messaging.records` 
 
 What happens at ``load()`` is described in :mod:`store.messaging.recovery`.
 
-Not in this phase: large bodies (a stream body is read whole and stored inline), paging and the
-address-full policies (``address-settings``; no address is ever full yet).
+Paging and the address-full policies (PAGE, DROP, FAIL, BLOCK) are in
+:mod:`store.messaging.paging`; the manager asks it where each send goes and hands it the acks
+of paged messages. Not in this phase: large bodies (a stream body is read whole and stored
+inline).
 
 Thread-safety: a StorageManager may be shared between threads. One lock guards the in-memory
-state and orders journal appends with it; waits for durability happen outside the lock.
+state and orders journal appends with it; waits for durability happen outside the lock, and a
+BLOCKed sender waits on a condition of that lock, released by an ack on any thread.
+
+The module is past the ~600 lines CONVENTIONS suggests: it is one class whose methods share
+one lock and one state; the load, the paging, the queues and the codecs are already apart.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ from store.errors import (
 from store.messaging import records as r
 from store.messaging.dupcache import DuplicateIdCache
 from store.messaging.ids import DEFAULT_BATCH, IdGenerator
-from store.messaging.message_records import encode_message
+from store.messaging.message_records import PagedMessage, encode_message
+from store.messaging.paging import BLOCK, DROP, PAGE, Pager
 from store.messaging.queues import MessageQueue
 from store.messaging.recovery import Progress, Recovery
 from store.messaging.transactions import (
@@ -67,6 +74,7 @@ from store.messaging.values import (
     QueueInfo,
     Xid,
 )
+from store.paging.api import PagePosition
 
 if TYPE_CHECKING:
     from store.store import Store
@@ -78,10 +86,16 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class StoredMessage:
-    """A message the manager holds, and the ids of the queues still holding it."""
+    """A message the manager holds, and the ids of the queues still holding it.
+
+    ``size`` is what it counts against its address's limit (its record's size);
+    ``position`` is set for a message read back from a page (it has no journal record).
+    """
 
     message: Message
     refs: set[int] = field(default_factory=set)
+    size: int = 0
+    position: PagePosition | None = None
 
     @property
     def message_id(self) -> int:
@@ -144,6 +158,14 @@ class StorageManager:
         self._dups: dict[str, DuplicateIdCache] = {}
         self._prepared: dict[Xid, TransactionWork] = {}
         self._order = itertools.count(1)
+        self._space = threading.Condition(self._lock)  # notified when an address frees room
+        self._pager = Pager(
+            config, store.messages, store.paging, self._ids.next_id, self._queue_address
+        )
+
+    def _queue_address(self, qid: int) -> str | None:
+        queue = self._queues_by_id.get(qid)
+        return None if queue is None else queue.info.address
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -170,6 +192,7 @@ class StorageManager:
             if self._closed:
                 return
             self._closed = True
+            self._space.notify_all()  # blocked senders see the close
             try:
                 if self._loaded:
                     self._ids.close()
@@ -293,6 +316,7 @@ class StorageManager:
             for mid in queue.message_ids():
                 queue.remove(mid)
                 self._drop_ref(mid, queue.info.id, write_ack=True)
+            self._pager.drop_queue(queue.info.address, queue.info.id)
         self._flush_messages(self._sync_non_tx)
 
     def delete_address(self, name: str) -> None:
@@ -363,8 +387,9 @@ class StorageManager:
         message.message_id = mid
         if not isinstance(message.body, bytes):
             message.body = body
-        stored = dataclasses.replace(message, body=body, message_id=mid)
-        return StoredMessage(stored)
+        stored = StoredMessage(dataclasses.replace(message, body=body, message_id=mid))
+        stored.size = len(self._encode(stored))
+        return stored
 
     def send(
         self,
@@ -377,31 +402,64 @@ class StorageManager:
         returns its id (also set as ``message.message_id``), None when routed to no queue
         (nothing stored). With ``sync`` it returns once durable (unless
         ``journal-sync-non-transactional`` is false). Raises DuplicateIdError when ``dup_id``
-        is in the address's cache (nothing stored), UnknownQueueError, ValueError for a queue
-        of another address, and what the journal raises."""
+        is in the address's cache (nothing stored), AddressFullError when the address is full
+        under the FAIL policy, UnknownQueueError, ValueError for a queue of another address,
+        JournalClosedError when the manager closes while the send is BLOCKed, and what the
+        journal and the page store raise. Under DROP a full address returns None."""
         dup = _dup_bytes(dup_id)
         with self._lock:
-            self._check_ready()
-            targets = self._route(message.address, queues)
-            self._check_dup(message.address, dup)
-            if not targets:
+            targets, decision = self._admit(message, queues, dup, transactional=False)
+            if not targets or decision == DROP:
                 return None
             stored = self._prepare_message(message)
             mid = stored.message_id
             journal = self._store.messages
-            if message.durable:
+            qids = [q.info.id for q in targets]
+            if decision == PAGE:
+                paged = PagedMessage(
+                    mid, 0, r.ADD_MESSAGE_PROTOCOL, self._encode(stored), tuple(qids)
+                )
+                self._pager.page(message.address, paged, sync=False)
+            elif message.durable:
                 journal.append_add(mid, r.ADD_MESSAGE_PROTOCOL, self._encode(stored))
-                for q in targets:
-                    journal.append_update(mid, r.ADD_REF, r.RefRecord(q.info.id).encode())
+                for qid in qids:
+                    journal.append_update(mid, r.ADD_REF, r.RefRecord(qid).encode())
             if dup is not None:
                 rid = self._dup_record_id(message)
                 if rid is not None:
                     body = r.DuplicateIdRecord(message.address, dup).encode()
                     journal.append_add(rid, r.DUPLICATE_ID, body)
                 self._add_dup(message.address, dup, rid)
-            self._enqueue(stored, [q.info.id for q in targets])
-        self._flush_messages(sync and message.durable and self._sync_non_tx)
+            if decision != PAGE:
+                self._enqueue(stored, qids)
+        wait = sync and message.durable
+        if wait and decision == PAGE:
+            self._store.paging.store(message.address).flush()
+        self._flush_messages(wait and self._sync_non_tx and (decision != PAGE or dup is not None))
         return mid
+
+    def _admit(
+        self,
+        message: Message,
+        queues: Sequence[str] | None,
+        dup: bytes | None,
+        *,
+        transactional: bool,
+    ) -> tuple[list[MessageQueue], str]:
+        """Lock held: the queues ``message`` goes to and where it goes (MEMORY, PAGE, DROP),
+        waiting while its address is full under BLOCK. Raises as ``send``."""
+        while True:
+            self._check_ready()
+            targets = self._route(message.address, queues)
+            self._check_dup(message.address, dup)
+            if not targets:
+                return targets, DROP
+            decision = self._pager.admit(
+                message.address, durable=message.durable, transactional=transactional
+            )
+            if decision != BLOCK:
+                return targets, decision
+            self._space.wait()
 
     def _encode(self, stored: StoredMessage) -> bytes:
         body = stored.message.body
@@ -421,6 +479,7 @@ class StorageManager:
             return
         self._messages[stored.message_id] = stored
         m = stored.message
+        self._pager.hold_memory(m.address, stored.size, 1)
         for qid in live:
             stored.refs.add(qid)
             self._queues_by_id[qid].add(
@@ -438,11 +497,17 @@ class StorageManager:
         if stored is None:
             return
         stored.refs.discard(qid)
+        if stored.position is not None:  # paged: no journal record; the cursor tracks it
+            if not stored.refs:
+                del self._messages[mid]
+            return
         durable = stored.message.durable
         if durable and write_ack:
             self._store.messages.append_update(mid, r.ACKNOWLEDGE_REF, r.AckRecord(qid).encode())
         if not stored.refs:
             del self._messages[mid]
+            self._pager.hold_memory(stored.message.address, stored.size, -1)
+            self._space.notify_all()
             if durable:
                 self._store.messages.append_delete(mid)
 
@@ -460,10 +525,35 @@ class StorageManager:
         with self._lock:
             self._check_ready()
             q = self._queue(queue)
+            now = self._clock()
+            taken = q.take(max_messages, now)
+            if len(taken) < max_messages:  # paged messages come after those in memory
+                self._depage(q, max_messages - len(taken), now)
+                taken += q.take(max_messages - len(taken), now)
             return [
                 Delivery(self._messages[e.message_id].message, queue, e.delivery_count)
-                for e in q.take(max_messages, self._clock())
+                for e in taken
             ]
+
+    def _depage(self, q: MessageQueue, n: int, now: int) -> None:
+        """Lock held: put the next ``n`` paged messages of ``q`` on it."""
+        address, qid = q.info.address, q.info.id
+        if not self._pager.remaining(address, qid):
+            return
+        for position, paged in self._pager.depage(address, qid, n):
+            stored = self._messages.get(paged.message_id)
+            if stored is None:
+                stored = StoredMessage(paged.message(), position=position)
+                self._messages[paged.message_id] = stored
+            stored.refs.add(qid)
+            m = stored.message
+            q.add(
+                paged.message_id,
+                priority=m.priority,
+                order=next(self._order),
+                now=now,
+                scheduled=m.scheduled_delivery,
+            )
 
     def ack(self, queue: str, message_id: int, sync: bool = True) -> None:
         """Acknowledge a delivered message; with ``sync`` returns once durable (unless
@@ -473,7 +563,10 @@ class StorageManager:
             self._check_ready()
             q = self._queue(queue)
             q.acknowledge(message_id)
-            durable = self._messages[message_id].message.durable
+            stored = self._messages[message_id]
+            durable = stored.message.durable
+            if stored.position is not None:
+                self._pager.ack(q.info.address, q.info.id, stored.position)
             self._drop_ref(message_id, q.info.id, write_ack=True)
         self._flush_messages(sync and durable and self._sync_non_tx)
 
@@ -488,7 +581,9 @@ class StorageManager:
             self._write_delivery_count(message_id, q.info.id, entry.delivery_count)
 
     def _write_delivery_count(self, mid: int, qid: int, count: int) -> None:
-        if self._messages[mid].message.durable:
+        # A paged message's count is kept in memory only: after a restart it starts at 0.
+        stored = self._messages[mid]
+        if stored.message.durable and stored.position is None:
             body = r.DeliveryCountRecord(qid, count).encode()
             self._store.messages.append_update(mid, r.UPDATE_DELIVERY_COUNT, body)
 
@@ -497,7 +592,8 @@ class StorageManager:
         transaction included). Raises UnknownQueueError."""
         with self._lock:
             self._check_ready()
-            return self._queue(queue).depth()
+            q = self._queue(queue)
+            return q.depth() + self._pager.remaining(q.info.address, q.info.id)
 
     # -- transactions -----------------------------------------------------------------------
 
@@ -522,9 +618,9 @@ class StorageManager:
         dup = _dup_bytes(dup_id)
         with self._lock:
             self._check_state(work, ACTIVE)
-            targets = self._route(message.address, queues)
-            self._check_dup(message.address, dup)
-            if not targets:
+            targets, decision = self._admit(message, queues, dup, transactional=True)
+            self._check_state(work, ACTIVE)  # a BLOCKed send may have waited
+            if not targets or decision == DROP:
                 return None
             stored = self._prepare_message(message)
             mid, journal, tx = stored.message_id, self._store.messages, work.tx_id
@@ -548,7 +644,12 @@ class StorageManager:
             self._check_state(work, ACTIVE)
             q = self._queue(queue)
             q.hold(message_id)
-            if self._messages[message_id].message.durable:
+            stored = self._messages[message_id]
+            if stored.position is not None:
+                rid = self._pager.cursor_ack_tx(work.tx_id, q.info.id, stored.position)
+                work.cursor_acks[q.info.id, message_id] = (stored.position, rid)
+                work.wrote = True
+            elif stored.message.durable:
                 body = r.AckRecord(q.info.id).encode()
                 self._store.messages.append_update_tx(
                     work.tx_id, message_id, r.ACKNOWLEDGE_REF, body
@@ -586,7 +687,13 @@ class StorageManager:
                 queue = self._queues_by_id.get(qid)
                 if queue is not None and mid in queue:
                     queue.remove_held(mid)
+                    if (qid, mid) in work.cursor_acks:
+                        position, rid = work.cursor_acks[qid, mid]
+                        self._pager.acked(queue.info.address, qid, position, rid)
                     self._drop_ref(mid, qid, write_ack=False)
+            for address, qid, position, rid in work.held_pages:
+                if self._queue_address(qid) is not None:
+                    self._pager.acked(address, qid, position, rid)
         self._flush_messages(wrote and self._sync_tx)
 
     def _tx_rollback(self, work: TransactionWork) -> None:
@@ -605,6 +712,9 @@ class StorageManager:
                 if queue is not None and mid in queue:
                     entry = queue.unhold(mid, now)
                     self._write_delivery_count(mid, qid, entry.delivery_count)
+            for address, qid, position, _ in work.held_pages:
+                if self._queue_address(qid) is not None:
+                    self._pager.unhold(address, qid, position)
         self._flush_messages(wrote and self._sync_tx)
 
     def _finish(self, work: TransactionWork, state: str) -> None:

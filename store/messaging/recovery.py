@@ -15,8 +15,9 @@ Order of a recovery (the storage manager drives it):
    ``Recovery.cleaned["messages"]``; duplicate ids beyond a cache's size are deleted
    (``"duplicate_ids"``); id counters but the newest (``"id_counters"``).
 
-Page records (35, 39..43) are read by the paging part of the manager (not in this phase) and
-left as they are here; a record type nobody knows is logged and left alone.
+Cursor acks (39) and page completions (42) are collected for :mod:`store.messaging.paging`,
+which rebuilds the cursors from them; the other page records (35, 40, 41, 43) are not written
+by this version and are left alone, as is a record type nobody knows (logged).
 
 A record whose body does not decode is a :class:`~store.errors.CorruptionError` whose ``path``
 names the journal and whose ``offset`` is the record id.
@@ -42,6 +43,9 @@ from store.messaging.page_records import (
     PAGE_CURSOR_COUNTER_VALUE,
     PAGE_CURSOR_PENDING_COUNTER,
     PAGE_TRANSACTION,
+    CursorAck,
+    PageComplete,
+    decode_page_record,
 )
 from store.messaging.values import AddressInfo, Message, QueueInfo, Xid
 
@@ -165,6 +169,7 @@ class LoadedMessage:
 
     message: Message
     large_size: int | None  # None: body inline
+    size: int = 0  # the record's size: what the message counts against its address's limit
     refs: dict[int, LoadedRef] = field(default_factory=dict)
 
 
@@ -177,6 +182,7 @@ class PreparedState:
     sends: list[tuple[LoadedMessage, list[int]]] = field(default_factory=list)
     acks: list[tuple[int, int]] = field(default_factory=list)  # (message id, queue id)
     dups: list[tuple[str, bytes, int]] = field(default_factory=list)  # address, dup, record id
+    cursor_acks: list[tuple[int, CursorAck]] = field(default_factory=list)  # record id, ack
 
 
 @dataclass
@@ -187,16 +193,31 @@ class MessagesState:
     ref_order: list[LoadedRef] = field(default_factory=list)  # in ADD_REF order
     dups: list[tuple[int, r.DuplicateIdRecord]] = field(default_factory=list)
     prepared: list[PreparedState] = field(default_factory=list)
+    cursor_acks: list[tuple[int, CursorAck]] = field(default_factory=list)
+    completes: list[tuple[int, PageComplete]] = field(default_factory=list)
     highest_id: int = 0
 
 
 def _message_of(rec: RecordInfo) -> LoadedMessage | None:
     if rec.user_record_type == r.ADD_MESSAGE_PROTOCOL:
-        return LoadedMessage(_decode("messages", rec, lambda d: decode_message(d, rec.id)), None)
+        m = _decode("messages", rec, lambda d: decode_message(d, rec.id))
+        return LoadedMessage(m, None, len(rec.data))
     if rec.user_record_type == r.ADD_LARGE_MESSAGE:
         m, size = _decode("messages", rec, lambda d: decode_large_message(d, rec.id))
-        return LoadedMessage(m, size)
+        return LoadedMessage(m, size, len(rec.data))
     return None
+
+
+def _decode_cursor_ack(data: bytes) -> CursorAck:
+    ack = decode_page_record(ACKNOWLEDGE_CURSOR, data)
+    assert isinstance(ack, CursorAck)
+    return ack
+
+
+def _decode_page_complete(data: bytes) -> PageComplete:
+    done = decode_page_record(PAGE_CURSOR_COMPLETE, data)
+    assert isinstance(done, PageComplete)
+    return done
 
 
 def _apply(state: MessagesState, rec: RecordInfo) -> None:
@@ -207,6 +228,12 @@ def _apply(state: MessagesState, rec: RecordInfo) -> None:
         return
     if kind == r.DUPLICATE_ID:
         state.dups.append((rec.id, _decode("messages", rec, r.DuplicateIdRecord.decode)))
+        return
+    if kind == ACKNOWLEDGE_CURSOR:
+        state.cursor_acks.append((rec.id, _decode("messages", rec, _decode_cursor_ack)))
+        return
+    if kind == PAGE_CURSOR_COMPLETE:
+        state.completes.append((rec.id, _decode("messages", rec, _decode_page_complete)))
         return
     if kind in _PAGE_TYPES:
         return
@@ -255,6 +282,9 @@ def _prepared(tx_records: list[RecordInfo], tx_id: int, xid_data: bytes) -> Prep
         elif kind == r.DUPLICATE_ID:
             d = _decode("messages", rec, r.DuplicateIdRecord.decode)
             state.dups.append((d.address, d.dup_id, rec.id))
+        elif kind == ACKNOWLEDGE_CURSOR:
+            ack = _decode("messages", rec, _decode_cursor_ack)
+            state.cursor_acks.append((rec.id, ack))
         elif kind not in _PAGE_TYPES:
             log.warning("prepared transaction %d: record %d type %d ignored", tx_id, rec.id, kind)
     return state

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from store.messaging.values import Message, Xid
+from store.paging.api import PagePosition
 
 if TYPE_CHECKING:
     from store.messaging.manager import StorageManager, StoredMessage
@@ -45,6 +46,11 @@ class TransactionWork:
     acks: list[tuple[int, int]] = field(default_factory=list)
     #: (address, dup id, record id or None when not persisted).
     dups: list[tuple[str, bytes, int | None]] = field(default_factory=list)
+    #: (queue id, message id) -> (position, cursor-ack record id), for paged messages acked.
+    cursor_acks: dict[tuple[int, int], tuple[PagePosition, int]] = field(default_factory=dict)
+    #: Paged messages a recovered prepared transaction acked: (address, queue id, position,
+    #: cursor-ack record id); they are held by the pager, not by a queue in memory.
+    held_pages: list[tuple[str, int, PagePosition, int]] = field(default_factory=list)
     #: True once a record of this transaction is in the journal.
     wrote: bool = False
 
