@@ -13,7 +13,8 @@ Journal usage (reference §3.2; record bodies in :mod:`store.messaging.records` 
 - ``ack``: UPDATE 33, then DELETE of the message once no queue holds it (never waited for:
   losing it leaves a message the next load sweeps). ``cancel``: UPDATE 34 with the new count.
 - transactions: the ``-tx`` forms, PREPARE with the XID in its extra data, COMMIT / ROLLBACK
-  (:mod:`store.messaging.transactions`). Deletes of messages whose last ref a commit removed are
+  (:mod:`store.messaging.transactions`, whose Transaction carries out its own operations with
+  the manager's helpers). Deletes of messages whose last ref a commit removed are
   written after the commit, outside the transaction.
 
 What happens at ``load()`` is described in :mod:`store.messaging.recovery`.
@@ -27,8 +28,6 @@ Thread-safety: a StorageManager may be shared between threads. One lock guards t
 state and orders journal appends with it; waits for durability happen outside the lock, and a
 BLOCKed sender waits on a condition of that lock, released by an ack on any thread.
 
-The module is past the ~600 lines CONVENTIONS suggests: it is one class whose methods share
-one lock and one state; the load, the paging, the queues and the codecs are already apart.
 """
 
 from __future__ import annotations
@@ -58,10 +57,6 @@ from store.messaging.paging import BLOCK, DROP, PAGE, Pager
 from store.messaging.queues import MessageQueue
 from store.messaging.recovery import Progress, Recovery
 from store.messaging.transactions import (
-    ACTIVE,
-    COMMITTED,
-    PREPARED,
-    ROLLED_BACK,
     Transaction,
     TransactionWork,
 )
@@ -73,6 +68,7 @@ from store.messaging.values import (
     Message,
     QueueInfo,
     Xid,
+    dup_bytes,
 )
 from store.paging.api import PagePosition
 
@@ -106,14 +102,6 @@ class StoredMessage:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _dup_bytes(dup_id: bytes | str | None) -> bytes | None:
-    if dup_id is None or isinstance(dup_id, bytes):
-        return dup_id
-    if isinstance(dup_id, str):
-        return dup_id.encode("utf-8")
-    raise ValueError(f"dup_id is bytes or str, not {dup_id!r}")
 
 
 def _read_body(body: object) -> bytes:
@@ -406,7 +394,7 @@ class StorageManager:
         under the FAIL policy, UnknownQueueError, ValueError for a queue of another address,
         JournalClosedError when the manager closes while the send is BLOCKed, and what the
         journal and the page store raise. Under DROP a full address returns None."""
-        dup = _dup_bytes(dup_id)
+        dup = dup_bytes(dup_id)
         with self._lock:
             targets, decision = self._admit(message, queues, dup, transactional=False)
             if not targets or decision == DROP:
@@ -602,122 +590,3 @@ class StorageManager:
         with self._lock:
             self._check_ready()
             return Transaction(self, TransactionWork(self._ids.next_id()))
-
-    def _check_state(self, work: TransactionWork, *allowed: str) -> None:
-        self._check_ready()
-        if work.state not in allowed:
-            raise StoreError(f"transaction {work.tx_id} is {work.state}")
-
-    def _tx_send(
-        self,
-        work: TransactionWork,
-        message: Message,
-        queues: Sequence[str] | None,
-        dup_id: bytes | str | None,
-    ) -> int | None:
-        dup = _dup_bytes(dup_id)
-        with self._lock:
-            self._check_state(work, ACTIVE)
-            targets, decision = self._admit(message, queues, dup, transactional=True)
-            self._check_state(work, ACTIVE)  # a BLOCKed send may have waited
-            if not targets or decision == DROP:
-                return None
-            stored = self._prepare_message(message)
-            mid, journal, tx = stored.message_id, self._store.messages, work.tx_id
-            if message.durable:
-                journal.append_add_tx(tx, mid, r.ADD_MESSAGE_PROTOCOL, self._encode(stored))
-                for q in targets:
-                    journal.append_update_tx(tx, mid, r.ADD_REF, r.RefRecord(q.info.id).encode())
-                work.wrote = True
-            if dup is not None:
-                rid = self._dup_record_id(message)
-                if rid is not None:
-                    body = r.DuplicateIdRecord(message.address, dup).encode()
-                    journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
-                self._dup_cache(message.address).reserve(dup)
-                work.dups.append((message.address, dup, rid))
-            work.sends.append((stored, [q.info.id for q in targets]))
-            return mid
-
-    def _tx_ack(self, work: TransactionWork, queue: str, message_id: int) -> None:
-        with self._lock:
-            self._check_state(work, ACTIVE)
-            q = self._queue(queue)
-            q.hold(message_id)
-            stored = self._messages[message_id]
-            if stored.position is not None:
-                rid = self._pager.cursor_ack_tx(work.tx_id, q.info.id, stored.position)
-                work.cursor_acks[q.info.id, message_id] = (stored.position, rid)
-                work.wrote = True
-            elif stored.message.durable:
-                body = r.AckRecord(q.info.id).encode()
-                self._store.messages.append_update_tx(
-                    work.tx_id, message_id, r.ACKNOWLEDGE_REF, body
-                )
-                work.wrote = True
-            work.acks.append((q.info.id, message_id))
-
-    def _tx_prepare(self, work: TransactionWork, xid: Xid) -> None:
-        if not isinstance(xid, Xid):
-            raise ValueError(f"prepare takes an Xid, not {xid!r}")
-        with self._lock:
-            self._check_state(work, ACTIVE)
-            if xid in self._prepared:
-                raise StoreError(f"another transaction is prepared with {xid!r}")
-            self._store.messages.append_prepare(work.tx_id, r.encode_xid(xid), sync=False)
-            work.wrote = True
-            work.xid = xid
-            work.state = PREPARED
-            self._prepared[xid] = work
-        self._flush_messages(self._sync_tx)
-
-    def _tx_commit(self, work: TransactionWork) -> None:
-        with self._lock:
-            self._check_state(work, ACTIVE, PREPARED)
-            wrote = work.wrote
-            if wrote:
-                self._store.messages.append_commit(work.tx_id, sync=False)
-            self._finish(work, COMMITTED)
-            for address, dup, rid in work.dups:
-                self._dup_cache(address).release(dup)
-                self._add_dup(address, dup, rid)
-            for stored, queue_ids in work.sends:
-                self._enqueue(stored, queue_ids)
-            for qid, mid in work.acks:
-                queue = self._queues_by_id.get(qid)
-                if queue is not None and mid in queue:
-                    queue.remove_held(mid)
-                    if (qid, mid) in work.cursor_acks:
-                        position, rid = work.cursor_acks[qid, mid]
-                        self._pager.acked(queue.info.address, qid, position, rid)
-                    self._drop_ref(mid, qid, write_ack=False)
-            for address, qid, position, rid in work.held_pages:
-                if self._queue_address(qid) is not None:
-                    self._pager.acked(address, qid, position, rid)
-        self._flush_messages(wrote and self._sync_tx)
-
-    def _tx_rollback(self, work: TransactionWork) -> None:
-        with self._lock:
-            self._check_state(work, ACTIVE, PREPARED)
-            wrote = work.wrote
-            if wrote:
-                self._store.messages.append_rollback(work.tx_id, sync=False)
-            self._finish(work, ROLLED_BACK)
-            for address, dup, _ in work.dups:
-                self._dup_cache(address).release(dup)
-            now = self._clock()
-            # Each goes to the head: in reverse, so they come back in the order acknowledged.
-            for qid, mid in reversed(work.acks):
-                queue = self._queues_by_id.get(qid)
-                if queue is not None and mid in queue:
-                    entry = queue.unhold(mid, now)
-                    self._write_delivery_count(mid, qid, entry.delivery_count)
-            for address, qid, position, _ in work.held_pages:
-                if self._queue_address(qid) is not None:
-                    self._pager.unhold(address, qid, position)
-        self._flush_messages(wrote and self._sync_tx)
-
-    def _finish(self, work: TransactionWork, state: str) -> None:
-        if work.xid is not None:
-            self._prepared.pop(work.xid, None)
-        work.state = state

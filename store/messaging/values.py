@@ -29,6 +29,7 @@ __all__ = [
     "QueueInfo",
     "Xid",
     "check_properties",
+    "dup_bytes",
 ]
 
 ANYCAST: Final = "ANYCAST"
@@ -62,6 +63,16 @@ def check_properties(properties: Mapping[str, object]) -> dict[str, PropertyValu
             )
         checked[key] = value  # type: ignore[assignment]
     return checked
+
+
+def dup_bytes(dup_id: bytes | str | None) -> bytes | None:
+    """A duplicate id as bytes (a str is UTF-8 encoded); None stays None. Raises ValueError
+    for another type."""
+    if dup_id is None or isinstance(dup_id, bytes):
+        return dup_id
+    if isinstance(dup_id, str):
+        return dup_id.encode("utf-8")
+    raise ValueError(f"dup_id is bytes or str, not {dup_id!r}")
 
 
 @dataclass(eq=False)
