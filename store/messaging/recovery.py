@@ -88,8 +88,11 @@ class Recovery:
     """What ``StorageManager.load()`` rebuilt.
 
     ``prepared`` maps each XID prepared before the stop to its transaction, to be committed or
-    rolled back; ``messages`` counts the messages recovered; ``cleaned`` maps what the load
-    swept ("messages", "duplicate_ids", "id_counters", …) to how many, empty when nothing was.
+    rolled back; ``messages`` counts the messages recovered (paged ones included);
+    ``cleaned`` maps what the load swept to how many, empty when nothing was: "messages" (no
+    existing queue holds them), "duplicate_ids" (past a cache's size), "id_counters" (older
+    counter records), "page_cursors" (cursor records of pages or queues that are gone),
+    "pages" (pages no existing queue still needs).
     """
 
     addresses: dict[str, AddressInfo]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from store.errors import AddressFullError
+from store.errors import AddressFullError, JournalClosedError
 from store.messaging import Xid
 from store.messaging.page_records import ACKNOWLEDGE_CURSOR, PAGE_CURSOR_COMPLETE, CursorAck
 from store.store import Store
@@ -245,3 +245,25 @@ def test_cursor_records_of_pages_that_are_gone_are_swept_at_load(h: Harness) -> 
     h.open()
     assert h.rec is not None and h.rec.cleaned == {"page_cursors": 2}
     assert ACKNOWLEDGE_CURSOR not in _journal_types(h)
+
+
+def test_a_blocked_sender_is_released_with_an_error_when_the_manager_closes(h: Harness) -> None:
+    _limit(h, max_size_messages=1, address_full_policy="BLOCK")
+    sm = h.setup("q")
+    _send(h, b"1")
+    errors: list[BaseException] = []
+
+    def blocked_sender() -> None:
+        try:
+            sm.send(msg(b"2"))
+        except BaseException as exc:  # checked below
+            errors.append(exc)
+
+    worker = threading.Thread(target=blocked_sender)
+    worker.start()
+    worker.join(0.3)
+    assert worker.is_alive()
+    sm.close()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], JournalClosedError)
