@@ -23,6 +23,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -48,6 +49,8 @@ class MRef:
     order: int
     count: int = 0
     state: str = READY
+    paged: bool = False  # test_stateful_paging: stored in a page, not in memory
+    recovered_hold: bool = False  # held by a prepared transaction recovered at a restart
 
 
 @dataclass(eq=False)
@@ -64,6 +67,23 @@ class Model:
         self.visible = itertools.count()
         self.head = itertools.count(-1, -1)
         self.dups: dict[bytes, bool] = {}  # dup id -> durable
+
+    def send(self, mid: int, priority: int, durable: bool, queues: tuple[str, ...]) -> None:
+        """A non-transactional send."""
+        self.enqueue(mid, priority, durable, queues)
+
+    def ack(self, queue: str, mid: int) -> None:
+        del self.queues[queue][mid]
+
+    def release(self, queue: str, mid: int) -> None:
+        """A rolled-back ack."""
+        self.to_head(self.queues[queue][mid])
+
+    def depth(self, queue: str) -> int:
+        return len(self.queues[queue])
+
+    def messages(self) -> int:
+        return len({mid for refs in self.queues.values() for mid in refs})
 
     def enqueue(self, mid: int, priority: int, durable: bool, queues: tuple[str, ...]) -> None:
         for q in queues:
@@ -97,11 +117,17 @@ class Model:
 
 
 class ManagerMachine(RuleBasedStateMachine):
+    model_class: ClassVar[type[Model]] = Model
+    address_settings: ClassVar[dict[str, dict[str, object]]] = {}
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="sm-stateful-"))
-        self.config = StoreConfig.from_mapping(file_config_mapping(self.dir, "NIO"))
-        self.model = Model()
+        mapping = file_config_mapping(self.dir, "NIO")
+        if self.address_settings:
+            mapping["address-settings"] = self.address_settings
+        self.config = StoreConfig.from_mapping(mapping)
+        self.model = self.model_class()
         self.tx: MTx | None = None
         self.prepared: list[MTx] = []
         self.xids = itertools.count()
@@ -144,7 +170,7 @@ class ManagerMachine(RuleBasedStateMachine):
             raise AssertionError(f"duplicate id {dup!r} was accepted")
         mid = self.sm.send(m, queues=list(targets), dup_id=dup, sync=False)
         assert mid is not None
-        self.model.enqueue(mid, priority, durable, targets)
+        self.model.send(mid, priority, durable, targets)
         if dup is not None:
             self.model.dups[dup] = durable
 
@@ -164,7 +190,7 @@ class ManagerMachine(RuleBasedStateMachine):
         if ref is None:
             return
         self.sm.ack(queue, ref.mid, sync=False)
-        del self.model.queues[queue][ref.mid]
+        self.model.ack(queue, ref.mid)
 
     @rule(queue=st.sampled_from(QUEUES), pick=st.integers(0, 50))
     def cancel(self, queue: str, pick: int) -> None:
@@ -234,12 +260,12 @@ class ManagerMachine(RuleBasedStateMachine):
         for mid, priority, durable, targets in tx.sends:
             self.model.enqueue(mid, priority, durable, targets)
         for queue, mid in tx.acks:
-            del self.model.queues[queue][mid]
+            self.model.ack(queue, mid)
 
     def _rollback(self, tx: MTx) -> None:
         tx.handle.rollback()
         for queue, mid in reversed(tx.acks):
-            self.model.to_head(self.model.queues[queue][mid])
+            self.model.release(queue, mid)
 
     @precondition(lambda self: self.tx is not None)
     @rule(commit=st.booleans())
@@ -280,12 +306,12 @@ class ManagerMachine(RuleBasedStateMachine):
         for tx in self.prepared:
             assert tx.xid is not None
             tx.handle = rec.prepared[tx.xid]
-        assert rec.messages == len({mid for refs in self.model.queues.values() for mid in refs})
+        assert rec.messages == self.model.messages()
 
     @invariant()
     def depths_match(self) -> None:
         for q in QUEUES:
-            assert self.sm.depth(q) == len(self.model.queues[q]), q
+            assert self.sm.depth(q) == self.model.depth(q), q
 
 
 TestManagerMachine = ManagerMachine.TestCase
