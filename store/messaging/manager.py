@@ -194,14 +194,18 @@ class StorageManager:
         self.close()
 
     def flush(self) -> None:
-        """Return once everything appended so far to both journals is durable. Raises what
-        the journals raise."""
+        """Return once everything appended so far to both journals and the page stores is
+        durable. Raises what the journals and page stores raise."""
         self._store.bindings.flush()
         self._store.messages.flush()
+        paging = self._store.paging
+        for address in paging.addresses():
+            paging.store(address).flush()
 
     def sync_future(self) -> concurrent.futures.Future[None]:
-        """A future that completes when everything appended so far is durable (both
-        journals). Raises what the journals raise."""
+        """A future that completes when everything appended so far to both journals is
+        durable (paged sends are durable when a ``sync`` send returns, or after ``flush``).
+        Raises what the journals raise."""
         parts = [self._store.bindings.sync_future(), self._store.messages.sync_future()]
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
 
