@@ -41,6 +41,7 @@ from store.journal.api import (
     RecordInfo,
     RecordType,
 )
+from store.large.api import LargeMessageStore, LargeMessageWriter
 from store.paging.api import PagePosition, PageStore, PagingManager
 from store.store import Store, open_store
 
@@ -56,6 +57,8 @@ __all__ = [
     "JournalClosedError",
     "JournalStateError",
     "JournalStats",
+    "LargeMessageStore",
+    "LargeMessageWriter",
     "LoadResult",
     "LockLostError",
     "PagePosition",

@@ -33,6 +33,7 @@ from store.errors import StoreError
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.fs import FileSystem, OsFileSystem
+from store.large.files import FileLargeMessages
 from store.paging.files import FilePagingManager
 from store.parts import StoreParts
 
@@ -87,9 +88,10 @@ def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Sto
     """Open the file store ``config`` describes: both journals, each locked at once (nothing is
     read until ``load()``). ``fs`` replaces the file-system seam (tests inject faults).
 
-    Returns its :class:`~store.parts.StoreParts`. Raises StoreLockedError when another process
-    holds a journal directory, ConfigError for a directory that may not be created,
-    StoreIOError when a directory cannot be used.
+    The large-message directory is created when missing and cleared of bodies a dead process
+    left incomplete (:mod:`store.large.files`). Returns its :class:`~store.parts.StoreParts`.
+    Raises StoreLockedError when another process holds a journal directory, ConfigError for a
+    directory that may not be created, StoreIOError when a directory cannot be used.
     """
     bindings_opts, messages_opts = file_journal_options(config, fs=fs)
     bindings = FileJournal(bindings_opts)
@@ -99,7 +101,12 @@ def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Sto
         bindings.close()
         raise
     try:
-        paging = _paging(config, fs)
+        large_messages = FileLargeMessages(config.large_messages_directory, fs=bindings_opts.fs)
+        try:
+            paging = _paging(config, fs)
+        except BaseException:
+            large_messages.close()
+            raise
     except BaseException:
         messages.close()
         bindings.close()
@@ -107,7 +114,7 @@ def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Sto
 
     def close() -> None:
         errors: list[StoreError] = []
-        for part in (paging, messages, bindings):
+        for part in (paging, large_messages, messages, bindings):
             try:
                 part.close()
             except StoreError as exc:
@@ -115,7 +122,14 @@ def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Sto
         if errors:
             raise errors[0]
 
-    return StoreParts(kind="file", bindings=bindings, messages=messages, paging=paging, close=close)
+    return StoreParts(
+        kind="file",
+        bindings=bindings,
+        messages=messages,
+        large_messages=large_messages,
+        paging=paging,
+        close=close,
+    )
 
 
 def _paging(config: StoreConfig, fs: FileSystem | None) -> FilePagingManager:
