@@ -13,9 +13,11 @@ contract, configured with Artemis's own keys. Start with :func:`open_store`::
 from store.address_settings import AddressSettings
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
 from store.errors import (
+    AddressFullError,
     ChecksumError,
     ConfigError,
     CorruptionError,
+    DuplicateIdError,
     JournalClosedError,
     JournalStateError,
     LockLostError,
@@ -26,6 +28,8 @@ from store.errors import (
     StoreLockedError,
     StoreUnavailableError,
     TornTailError,
+    UnknownMessageError,
+    UnknownQueueError,
     UnknownRecordError,
     UnknownTransactionError,
 )
@@ -42,11 +46,13 @@ from store.paging.api import PagePosition, PageStore, PagingManager
 from store.store import Store, open_store
 
 __all__ = [
+    "AddressFullError",
     "AddressSettings",
     "ChecksumError",
     "ConfigError",
     "CorruptionError",
     "DatabaseStoreConfig",
+    "DuplicateIdError",
     "Journal",
     "JournalClosedError",
     "JournalStateError",
@@ -71,6 +77,8 @@ __all__ = [
     "StoreLockedError",
     "StoreUnavailableError",
     "TornTailError",
+    "UnknownMessageError",
+    "UnknownQueueError",
     "UnknownRecordError",
     "UnknownTransactionError",
     "load_config",
