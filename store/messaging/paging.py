@@ -132,6 +132,14 @@ class Pager:
         self._next_id = next_id
         self._queue_address = queue_address
         self._addresses: dict[str, AddressPaging] = {}
+        self._doomed: list[int] = []  # large bodies of deleted pages, for the manager to delete
+        #: Ids of the large bodies the pages kept at the last load refer to.
+        self.large_ids: set[int] = set()
+
+    def take_doomed(self) -> list[int]:
+        """The ids of large bodies whose pages were deleted since the last call (cleared)."""
+        doomed, self._doomed = self._doomed, []
+        return doomed
 
     def _live_queue(self, qid: int) -> bool:
         return self._queue_address(qid) is not None
@@ -319,6 +327,8 @@ class Pager:
         page.complete[qid] = rid
 
     def _delete_page(self, state: AddressPaging, page_no: int) -> None:
+        records = self._records(state, page_no)
+        self._doomed.extend(p.message_id for p in records if p.record_type == 30)
         page = state.pages.pop(page_no)
         state.cache.pop(page_no, None)
         self._store(state.address).delete_page(page_no)
@@ -360,6 +370,7 @@ class Pager:
         stores and the journal raise."""
         cleaned: dict[str, int] = defaultdict(int)
         routes: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        large: dict[tuple[str, int], list[int]] = {}
         for address in self._paging.addresses():
             state = self.address(address)
             store = self._store(address)
@@ -367,6 +378,7 @@ class Pager:
                 records = [PagedMessage.decode(b) for b in store.read_page(page_no)]
                 page = state.pages[page_no] = PageState(size=len(records))
                 routes[address, page_no] = []
+                large[address, page_no] = [p.message_id for p in records if p.record_type == 30]
                 for paged in records:
                     live = tuple(q for q in paged.queue_ids if self._live_queue(q))
                     routes[address, page_no].append(live)
@@ -394,6 +406,12 @@ class Pager:
                 self._check_page(state, page_no)
                 if page_no not in state.pages:
                     cleaned["pages"] += 1
+        self.large_ids = {
+            mid
+            for (address, page_no), ids in large.items()
+            if page_no in self._addresses[address].pages
+            for mid in ids
+        }
         return messages, dict(cleaned)
 
     def _page_of(self, qid: int, page_no: int) -> PageState | None:

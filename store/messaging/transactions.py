@@ -142,26 +142,42 @@ class Transaction:
         dup = dup_bytes(dup_id)
         with sm._lock:
             self._check_state(ACTIVE)
-            targets, decision = sm._admit(message, queues, dup, transactional=True)
-            self._check_state(ACTIVE)  # a BLOCKed send may have waited
-            if not targets or decision == DROP:
-                return None
-            stored = sm._prepare_message(message)
-            mid, journal, tx = stored.message_id, sm._store.messages, self._work.tx_id
-            if message.durable:
-                journal.append_add_tx(tx, mid, r.ADD_MESSAGE_PROTOCOL, sm._encode(stored))
-                for q in targets:
-                    journal.append_update_tx(tx, mid, r.ADD_REF, r.RefRecord(q.info.id).encode())
-                self._work.wrote = True
-            if dup is not None:
-                rid = sm._dup_record_id(message)
-                if rid is not None:
-                    body = r.DuplicateIdRecord(message.address, dup).encode()
-                    journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
-                sm._dup_cache(message.address).reserve(dup)
-                self._work.dups.append((message.address, dup, rid))
-            self._work.sends.append((stored, [q.info.id for q in targets]))
-            return mid
+        stored = sm._prepare_message(message)  # the body streams without the lock
+        stored_it = False
+        try:
+            with sm._lock:
+                mid = self._send_locked(stored, queues, dup)
+                stored_it = mid is not None
+                return mid
+        finally:
+            if not stored_it:
+                sm._discard(stored, message)
+
+    def _send_locked(
+        self, stored: StoredMessage, queues: Sequence[str] | None, dup: bytes | None
+    ) -> int | None:
+        sm, message = self._manager, stored.message
+        self._check_state(ACTIVE)
+        targets, decision = sm._admit(message, queues, dup, transactional=True)
+        self._check_state(ACTIVE)  # a BLOCKed send may have waited
+        if not targets or decision == DROP:
+            return None
+        mid, journal, tx = stored.message_id, sm._store.messages, self._work.tx_id
+        if message.durable:
+            kind, record = stored.record()
+            journal.append_add_tx(tx, mid, kind, record)
+            for q in targets:
+                journal.append_update_tx(tx, mid, r.ADD_REF, r.RefRecord(q.info.id).encode())
+            self._work.wrote = True
+        if dup is not None:
+            rid = sm._dup_record_id(message)
+            if rid is not None:
+                body = r.DuplicateIdRecord(message.address, dup).encode()
+                journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
+            sm._dup_cache(message.address).reserve(dup)
+            self._work.dups.append((message.address, dup, rid))
+        self._work.sends.append((stored, [q.info.id for q in targets]))
+        return mid
 
     def _ack(self, queue: str, message_id: int) -> None:
         sm = self._manager
@@ -222,6 +238,7 @@ class Transaction:
                 if sm._queue_address(qid) is not None:
                     sm._pager.acked(address, qid, position, rid)
         sm._flush_messages(wrote and sm._sync_tx)
+        sm._reap()
 
     def _rollback(self) -> None:
         sm = self._manager
@@ -243,7 +260,9 @@ class Transaction:
             for address, qid, position, _ in self._work.held_pages:
                 if sm._queue_address(qid) is not None:
                     sm._pager.unhold(address, qid, position)
+            sm._doomed.extend(s.message_id for s, _ in self._work.sends if s.large_size is not None)
         sm._flush_messages(wrote and sm._sync_tx)
+        sm._reap()
 
     def _finish(self, state: str) -> None:
         if self._work.xid is not None:
