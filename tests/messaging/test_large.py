@@ -61,6 +61,7 @@ def test_a_large_body_is_stored_apart_read_back_as_a_stream_and_deleted_with_its
     sm = h.open()
     (d,) = sm.receive("q", 1)
     assert d.message.message_id == mid and d.message.properties == {"k": 1}
+    assert d.message.is_large and d.message.body == b""
     assert _read(d.message) == BIG
     sm.ack("q", mid)  # type: ignore[arg-type]
     assert _bodies_stored(h) == []
@@ -76,6 +77,7 @@ def test_a_body_at_or_under_the_limit_stays_inline_also_from_a_stream(h: Harness
     got = drain(h.open(), "q")
     assert [d.message.body for d in got] == [BIG[:LIMIT], BIG[:10]]
     assert [_read(d.message) for d in got] == [BIG[:LIMIT], BIG[:10]]
+    assert not any(d.message.is_large for d in got)
 
 
 def test_a_large_message_on_two_queues_keeps_its_body_until_both_acked(h: Harness) -> None:
