@@ -267,3 +267,45 @@ def test_a_blocked_sender_is_released_with_an_error_when_the_manager_closes(h: H
     worker.join(10)
     assert not worker.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], JournalClosedError)
+
+
+@pytest.mark.parametrize("policy", ["PAGE", "BLOCK"])
+def test_concurrent_producers_and_consumers_of_a_limited_address_lose_nothing(
+    h: Harness, policy: str
+) -> None:
+    _limit(h, max_size_messages=5, address_full_policy=policy, page_size_bytes=2048)
+    sm = h.setup("q")
+    producers, per_producer = 3, 30
+    expected = {b"%d-%d" % (p, i) for p in range(producers) for i in range(per_producer)}
+    received: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def produce(p: int) -> None:
+        try:
+            for i in range(per_producer):
+                sm.send(msg(b"%d-%d" % (p, i)), sync=i % 5 == 0)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def consume() -> None:
+        try:
+            while len(received) < len(expected) and not errors:
+                for d in sm.receive("q", 4):
+                    sm.ack("q", d.message.message_id, sync=False)  # type: ignore[arg-type]
+                    received.append(d.message.body)  # type: ignore[arg-type]
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(producers)]
+    threads.append(threading.Thread(target=consume))  # one consumer: its order is the queue's
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert sorted(received) == sorted(expected)
+    for p in range(producers):  # each producer's messages in its send order
+        mine = [b for b in received if b.startswith(b"%d-" % p)]
+        assert mine == [b"%d-%d" % (p, i) for i in range(per_producer)]
+    sm = h.restart()
+    assert sm.depth("q") == 0 and _pages(h) == []
