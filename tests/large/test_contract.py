@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -152,7 +153,7 @@ def test_bodies_survive_reopen(backend: BackendSpec, store_factory: StoreFactory
     (zero persistence keeps nothing across a reopen)."""
     lm = store_factory.open().large_messages
     digests = {i: write_body(lm, i, size) for i, size in ((1, 0), (2, 5000), (3, 1 << 21))}
-    lm = store_factory.reopen().large_messages  # type: ignore[attr-defined]
+    lm = store_factory.reopen().large_messages
     if not backend.persistent:
         assert lm.ids() == []
         return
@@ -169,7 +170,7 @@ def test_many_bodies_written_and_read_from_threads(backend: BackendSpec, store_f
     errors: list[BaseException] = []
     digests: dict[int, str] = {}
 
-    def run(work, t: int) -> None:  # type: ignore[no-untyped-def]
+    def run(work: Callable[[int], None], t: int) -> None:
         try:
             work(t)
         except BaseException as exc:

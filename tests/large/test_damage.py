@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,9 @@ def _file_store(tmp_path: Path) -> StoreConfig:
     ],
     ids=["in-header", "in-chunk-1", "last-byte"],
 )
-def test_truncated_msg_file_raises_corruption_at_open(tmp_path: Path, cut, offset) -> None:  # type: ignore[no-untyped-def]
+def test_truncated_msg_file_raises_corruption_at_open(
+    tmp_path: Path, cut: Callable[[int], int], offset: int
+) -> None:
     """A truncated ``.msg`` file is never a short body: open and size raise CorruptionError
     naming the file and the body offset of the first chunk it does not hold whole (0 when
     the header itself is cut)."""

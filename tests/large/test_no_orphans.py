@@ -48,7 +48,7 @@ def test_deleting_every_body_leaves_no_file_row_or_large_object(
     assert stored_names(lm) != []
     lm.delete(1)
     lm.delete(3)
-    lm = body_store_factory.reopen().large_messages  # type: ignore[attr-defined]
+    lm = body_store_factory.reopen().large_messages
     lm.delete(2)
     lm.delete(4)
     assert lm.ids() == []
