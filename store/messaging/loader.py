@@ -58,7 +58,10 @@ def load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
     _messages(sm, messages, cleaned, progress)
     _duplicate_ids(sm, messages, cleaned)
     held = [ack for state in messages.prepared for _, ack in state.cursor_acks]
-    paged, paging_cleaned = sm._pager.load(messages.cursor_acks, messages.completes, held)
+    pending = {tx.tx_id for tx in messages.prepared if tx.page_tx_record is not None}
+    paged, paging_cleaned = sm._pager.load(
+        messages.cursor_acks, messages.completes, held, messages.page_txs, pending
+    )
     for key, count in paging_cleaned.items():
         cleaned[key] += count
     prepared: dict[Xid, Transaction] = {}
@@ -175,6 +178,8 @@ def _prepared(sm: StorageManager, state: PreparedState) -> Transaction:
         if queue is not None and mid in queue:
             queue.hold(mid, delivered_only=False)
             work.acks.append((qid, mid))
+    work.paged_sends = sm._pager.pending_sends.pop(state.tx_id, [])
+    work.page_tx_record = state.page_tx_record
     for rid, ack in state.cursor_acks:
         address = sm._queue_address(ack.queue_id)
         if address is not None:

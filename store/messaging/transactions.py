@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Final
 
 from store.errors import StoreError
 from store.messaging import records as r
-from store.messaging.paging import DROP
+from store.messaging.message_records import PagedMessage
+from store.messaging.page_records import PAGE_TRANSACTION, PageTransaction
+from store.messaging.paging import DROP, PAGE
 from store.messaging.values import Message, Xid, dup_bytes
 from store.paging.api import PagePosition
 
@@ -55,6 +57,10 @@ class TransactionWork:
     #: Paged messages a recovered prepared transaction acked: (address, queue id, position,
     #: cursor-ack record id); they are held by the pager, not by a queue in memory.
     held_pages: list[tuple[str, int, PagePosition, int]] = field(default_factory=list)
+    #: Messages it paged: (address, position, paged record); visible at commit.
+    paged_sends: list[tuple[str, PagePosition, PagedMessage]] = field(default_factory=list)
+    #: Its PAGE_TRANSACTION record id, once written (at prepare or commit).
+    page_tx_record: int | None = None
     #: True once a record of this transaction is in the journal.
     wrote: bool = False
 
@@ -163,7 +169,13 @@ class Transaction:
         if not targets or decision == DROP:
             return None
         mid, journal, tx = stored.message_id, sm._store.messages, self._work.tx_id
-        if message.durable:
+        qids = [q.info.id for q in targets]
+        if decision == PAGE:
+            kind, record = stored.record()
+            paged = PagedMessage(mid, tx, kind, record, tuple(qids))
+            position = sm._pager.page(message.address, paged, sync=False)
+            self._work.paged_sends.append((message.address, position, paged))
+        elif message.durable:
             kind, record = stored.record()
             journal.append_add_tx(tx, mid, kind, record)
             for q in targets:
@@ -176,8 +188,23 @@ class Transaction:
                 journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
             sm._dup_cache(message.address).reserve(dup)
             self._work.dups.append((message.address, dup, rid))
-        self._work.sends.append((stored, [q.info.id for q in targets]))
+        if decision != PAGE:
+            self._work.sends.append((stored, qids))
         return mid
+
+    def _write_page_tx(self) -> None:
+        """Lock held, before PREPARE or COMMIT: the paged records are made durable, then the
+        PAGE_TRANSACTION record that makes them visible joins the transaction."""
+        work, sm = self._work, self._manager
+        if not work.paged_sends or work.page_tx_record is not None:
+            return
+        for address in {a for a, _, _ in work.paged_sends}:
+            sm._store.paging.store(address).flush()
+        rid = sm._ids.next_id()
+        body = PageTransaction(work.tx_id, len(work.paged_sends)).encode()
+        sm._store.messages.append_add_tx(work.tx_id, rid, PAGE_TRANSACTION, body)
+        work.page_tx_record = rid
+        work.wrote = True
 
     def _ack(self, queue: str, message_id: int) -> None:
         sm = self._manager
@@ -206,6 +233,7 @@ class Transaction:
             self._check_state(ACTIVE)
             if xid in sm._prepared:
                 raise StoreError(f"another transaction is prepared with {xid!r}")
+            self._write_page_tx()
             sm._store.messages.append_prepare(self._work.tx_id, r.encode_xid(xid), sync=False)
             self._work.wrote = True
             self._work.xid = xid
@@ -217,10 +245,15 @@ class Transaction:
         sm = self._manager
         with sm._lock:
             self._check_state(ACTIVE, PREPARED)
+            self._write_page_tx()
             wrote = self._work.wrote
             if wrote:
                 sm._store.messages.append_commit(self._work.tx_id, sync=False)
             self._finish(COMMITTED)
+            if self._work.page_tx_record is not None:
+                sm._pager.commit_paged(
+                    self._work.tx_id, self._work.page_tx_record, self._work.paged_sends
+                )
             for address, dup, rid in self._work.dups:
                 sm._dup_cache(address).release(dup)
                 sm._add_dup(address, dup, rid)
@@ -250,6 +283,7 @@ class Transaction:
             self._finish(ROLLED_BACK)
             for address, dup, _ in self._work.dups:
                 sm._dup_cache(address).release(dup)
+            sm._pager.rollback_paged(self._work.paged_sends)
             now = sm._clock()
             # Each goes to the head: in reverse, so they come back in the order acknowledged.
             for qid, mid in reversed(self._work.acks):

@@ -12,7 +12,12 @@ import pytest
 
 from store.errors import AddressFullError, JournalClosedError
 from store.messaging import Xid
-from store.messaging.page_records import ACKNOWLEDGE_CURSOR, PAGE_CURSOR_COMPLETE, CursorAck
+from store.messaging.page_records import (
+    ACKNOWLEDGE_CURSOR,
+    PAGE_CURSOR_COMPLETE,
+    PAGE_TRANSACTION,
+    CursorAck,
+)
 from store.store import Store
 from tests.messaging.support import Harness, bodies, drain, msg
 from tests.support.backends import StoreFactory
@@ -309,3 +314,62 @@ def test_concurrent_producers_and_consumers_of_a_limited_address_lose_nothing(
         assert mine == [b"%d-%d" % (p, i) for i in range(per_producer)]
     sm = h.restart()
     assert sm.depth("q") == 0 and _pages(h) == []
+
+
+def test_transactional_sends_are_paged_invisibly_and_delivered_in_page_order_from_commit(
+    h: Harness,
+) -> None:
+    _limit(h, max_size_messages=1, address_full_policy="PAGE", page_size_bytes=1024)
+    sm = h.setup("q")
+    _send(h, b"m0")  # in memory: the address is now full
+    tx = sm.begin()
+    tx.send(msg(b"t1"))
+    tx.send(msg(b"t2"))
+    assert sm.depth("q") == 1 and _pages(h) != []
+    _send(h, b"m3")  # paged behind the transaction's records, visible at once
+    assert bodies(sm.receive("q", 5)) == [b"m0", b"m3"]
+    tx.commit()
+    assert sm.depth("q") == 4
+    assert bodies(sm.receive("q", 5)) == [b"t1", b"t2"]  # the cursor went back for them
+    sm = h.restart()
+    assert bodies(drain(sm, "q")) == [b"m0", b"t1", b"t2", b"m3"]
+    assert _pages(h) == []
+    assert PAGE_TRANSACTION not in _journal_types(h)
+
+
+def test_rolled_back_paged_sends_are_never_delivered_and_their_pages_go(h: Harness) -> None:
+    _limit(h, max_size_messages=1, address_full_policy="PAGE", page_size_bytes=1024)
+    sm = h.setup("q")
+    _send(h, b"m0", b"m1")
+    tx = sm.begin()
+    tx.send(msg(b"t"))
+    tx.rollback()
+    assert bodies(drain(sm, "q")) == [b"m0", b"m1"]
+    assert _pages(h) == []
+    sm = h.restart()
+    assert sm.depth("q") == 0 and h.rec is not None and h.rec.messages == 0
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+def test_paged_sends_of_a_prepared_transaction_survive_a_restart_invisible(
+    h: Harness, commit: bool
+) -> None:
+    _limit(h, max_size_messages=1, address_full_policy="PAGE", page_size_bytes=1024)
+    sm = h.setup("q")
+    _send(h, b"m0")
+    tx = sm.begin()
+    for p in PAYLOADS[:6]:
+        tx.send(msg(p))
+    tx.prepare(X1)
+    sm = h.crash_restart()
+    assert h.rec is not None and list(h.rec.prepared) == [X1] and sm.depth("q") == 1
+    assert _pages(h) != []
+    prepared = h.rec.prepared[X1]
+    prepared.commit() if commit else prepared.rollback()
+    expected = [b"m0", *PAYLOADS[:6]] if commit else [b"m0"]
+    assert sm.depth("q") == len(expected)
+    assert bodies(drain(sm, "q")) == expected
+    assert _pages(h) == []
+    sm = h.restart()
+    assert h.rec is not None and h.rec.messages == 0 and h.rec.cleaned == {}
+    assert PAGE_TRANSACTION not in _journal_types(h)
