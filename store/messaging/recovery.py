@@ -94,7 +94,8 @@ class Recovery:
     ``cleaned`` maps what the load swept to how many, empty when nothing was: "messages" (no
     existing queue holds them), "duplicate_ids" (past a cache's size), "id_counters" (older
     counter records), "page_cursors" (cursor records of pages or queues that are gone),
-    "pages" (pages no existing queue still needs).
+    "page_transactions" (PAGE_TRANSACTION records of pages that are gone), "pages" (pages no
+    existing queue still needs), "large_bodies" (bodies no message refers to).
     """
 
     addresses: dict[str, AddressInfo]
