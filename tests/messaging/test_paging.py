@@ -17,6 +17,7 @@ from store.messaging.page_records import (
     PAGE_CURSOR_COMPLETE,
     PAGE_TRANSACTION,
     CursorAck,
+    PageTransaction,
 )
 from store.store import Store
 from tests.messaging.support import Harness, bodies, drain, msg
@@ -245,11 +246,16 @@ def test_cursor_records_of_pages_that_are_gone_are_swept_at_load(h: Harness) -> 
     store.messages.load()
     store.messages.append_add(10**6, ACKNOWLEDGE_CURSOR, CursorAck(qid, 77, 0).encode())
     store.messages.append_add(10**6 + 1, ACKNOWLEDGE_CURSOR, CursorAck(999, 1, 0).encode())
+    body = PageTransaction(10**6 + 5, 3).encode()  # its records are in no page
+    store.messages.append_add_tx(10**6 + 5, 10**6 + 2, PAGE_TRANSACTION, body)
+    store.messages.append_commit(10**6 + 5)
     h.factory.close()
     h.sm = None
     h.open()
-    assert h.rec is not None and h.rec.cleaned == {"page_cursors": 2}
-    assert ACKNOWLEDGE_CURSOR not in _journal_types(h)
+    assert h.rec is not None
+    assert h.rec.cleaned == {"page_cursors": 2, "page_transactions": 1}
+    types = _journal_types(h)
+    assert ACKNOWLEDGE_CURSOR not in types and PAGE_TRANSACTION not in types
 
 
 def test_a_blocked_sender_is_released_with_an_error_when_the_manager_closes(h: Harness) -> None:
