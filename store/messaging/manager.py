@@ -30,6 +30,10 @@ Thread-safety: a StorageManager may be shared between threads. One lock guards t
 state and orders journal appends with it; waits for durability happen outside the lock, and a
 BLOCKed sender waits on a condition of that lock, released by an ack on any thread.
 
+Size: past the ~600 lines CONVENTIONS suggests, because the class's methods share one lock and
+one state; what could stand alone already does (loader, recovery, transactions, paging,
+queues, bodies, codecs). The next split, if it grows: addresses and queues administration.
+
 """
 
 from __future__ import annotations
