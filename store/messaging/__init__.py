@@ -22,6 +22,8 @@ Modules, one concern each:
 - :mod:`~store.messaging.loader` and :mod:`~store.messaging.recovery` — ``load()``: replay,
   rebuild, sweep; the Recovery it returns;
 - :mod:`~store.messaging.queues` — one queue in memory (order, schedule, deliveries);
+- :mod:`~store.messaging.paging` — address limits, full policies, paged messages, cursors;
+- :mod:`~store.messaging.bodies` — bodies inline or streamed to the large-message store;
 - :mod:`~store.messaging.dupcache` — the duplicate-id cache of an address;
 - :mod:`~store.messaging.ids` — the id generator persisted in the bindings journal;
 - :mod:`~store.messaging.records`, :mod:`~store.messaging.message_records`,

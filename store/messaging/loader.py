@@ -9,12 +9,15 @@ Thread-safety: called by ``StorageManager.load`` with the manager's lock held.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from store.messaging.manager import StoredMessage
 from store.messaging.recovery import (
+    LoadedMessage,
     MessagesState,
     PreparedState,
     Progress,
@@ -55,12 +58,18 @@ def load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
     _messages(sm, messages, cleaned, progress)
     _duplicate_ids(sm, messages, cleaned)
     held = [ack for state in messages.prepared for _, ack in state.cursor_acks]
-    paged, paging_cleaned = sm._pager.load(messages.cursor_acks, messages.completes, held)
+    pending = {tx.tx_id for tx in messages.prepared if tx.page_tx_record is not None}
+    paged, paging_cleaned = sm._pager.load(
+        messages.cursor_acks, messages.completes, held, messages.page_txs, pending
+    )
     for key, count in paging_cleaned.items():
         cleaned[key] += count
     prepared: dict[Xid, Transaction] = {}
     for state in messages.prepared:
         prepared[state.xid] = _prepared(sm, state)
+    swept = _large_bodies(sm, messages)
+    if swept:
+        cleaned["large_bodies"] = swept
 
     rec = Recovery(
         addresses={name: info for name, (_, info) in sm._addresses.items()},
@@ -95,7 +104,7 @@ def _messages(
             journal.append_delete(mid)
             cleaned["messages"] += 1
             continue
-        sm._messages[mid] = StoredMessage(loaded.message, live, loaded.size)
+        sm._messages[mid] = _stored(sm, loaded, live)
         sm._pager.hold_memory(loaded.message.address, loaded.size, 1)
     now = sm._clock()
     total = len(state.ref_order)
@@ -122,6 +131,32 @@ def _messages(
                 progress("queues", done, total)
 
 
+def _stored(sm: StorageManager, loaded: LoadedMessage, refs: set[int]) -> StoredMessage:
+    """The manager's record of a loaded message; a large one reads its body from the store."""
+    m = loaded.message
+    if loaded.large_size is not None:
+        assert m.message_id is not None
+        opener = functools.partial(sm._store.large_messages.open, m.message_id)
+        m = dataclasses.replace(m, _opener=opener)
+    return StoredMessage(m, refs, loaded.size, large_size=loaded.large_size)
+
+
+def _large_bodies(sm: StorageManager, state: MessagesState) -> int:
+    """Delete the large bodies no message refers to (a crash between a message's delete and
+    its body's, or a send that never completed); returns how many."""
+    wanted = {mid for mid, s in sm._messages.items() if s.large_size is not None}
+    wanted |= {
+        loaded.message.message_id
+        for tx in state.prepared
+        for loaded, _ in tx.sends
+        if loaded.large_size is not None and loaded.message.message_id is not None
+    }
+    wanted |= sm._pager.large_ids
+    orphans = [mid for mid in sm._store.large_messages.ids() if mid not in wanted]
+    sm._delete_bodies(orphans, flush=True)
+    return len(orphans)
+
+
 def _duplicate_ids(
     sm: StorageManager, state: MessagesState, cleaned: defaultdict[str, int]
 ) -> None:
@@ -137,12 +172,14 @@ def _duplicate_ids(
 def _prepared(sm: StorageManager, state: PreparedState) -> Transaction:
     work = TransactionWork(state.tx_id, state=PREPARED, xid=state.xid, wrote=True)
     for loaded, queue_ids in state.sends:
-        work.sends.append((StoredMessage(loaded.message, size=loaded.size), queue_ids))
+        work.sends.append((_stored(sm, loaded, set()), queue_ids))
     for mid, qid in state.acks:
         queue = sm._queues_by_id.get(qid)
         if queue is not None and mid in queue:
             queue.hold(mid, delivered_only=False)
             work.acks.append((qid, mid))
+    work.paged_sends = sm._pager.pending_sends.pop(state.tx_id, [])
+    work.page_tx_record = state.page_tx_record
     for rid, ack in state.cursor_acks:
         address = sm._queue_address(ack.queue_id)
         if address is not None:

@@ -27,9 +27,17 @@ When every queue the page routes to has completed it, the page is deleted, then 
 in ``cleaned["page_cursors"]``; pages no existing queue still needs are deleted
 (``cleaned["pages"]``).
 
-Not in this phase: paging transactional sends (they stay in memory, past the limit, with the
-policy applied at ``tx.send`` for DROP / FAIL / BLOCK) and non-durable messages (kept in
-memory: they are never written). A prepared transaction's cursor acks are held across restarts.
+**Transactions.** A transaction's paged sends are written to the pages at ``tx.send`` with its
+transaction id, invisible; at prepare or commit the pages are flushed and a PAGE_TRANSACTION
+record (35) joins the journal transaction, so the records are visible exactly when it commits
+(at load: a record whose transaction has a committed 35 record is visible, one of a prepared
+transaction is pending, any other is never visible). Queues' cursors go back to a record made
+visible behind them. A page is kept while it holds records of an undecided transaction; the 35
+record is deleted with the last page holding its records. A prepared transaction's cursor acks
+hold their messages across restarts.
+
+Non-durable messages are never paged (they are never written): they stay in memory, past the
+limit.
 
 Thread-safety: none of its own; the storage manager's lock guards every call.
 """
@@ -77,6 +85,10 @@ class PageState:
     acked: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
     ack_records: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     complete: dict[int, int] = field(default_factory=dict)
+    #: Page transactions with records on this page, and how many of its records belong to a
+    #: transaction not decided yet (the page is kept while any does).
+    tx_ids: set[int] = field(default_factory=set)
+    pending: int = 0
 
 
 @dataclass(eq=False)
@@ -86,6 +98,7 @@ class Cursor:
     position: PagePosition = field(default_factory=lambda: PagePosition(0, 0))
     remaining: int = 0  # paged refs neither in memory nor acknowledged nor held
     held: set[PagePosition] = field(default_factory=set)  # acked by a prepared transaction
+    in_memory: set[PagePosition] = field(default_factory=set)  # read back, not acknowledged
 
 
 @dataclass(eq=False)
@@ -132,6 +145,18 @@ class Pager:
         self._next_id = next_id
         self._queue_address = queue_address
         self._addresses: dict[str, AddressPaging] = {}
+        self._doomed: list[int] = []  # large bodies of deleted pages, for the manager to delete
+        #: Committed page transactions: transaction id -> its PAGE_TRANSACTION record id.
+        self._visible_txs: dict[int, int] = {}
+        #: Paged sends of prepared transactions found at load, by transaction id.
+        self.pending_sends: dict[int, list[tuple[str, PagePosition, PagedMessage]]] = {}
+        #: Ids of the large bodies the pages kept at the last load refer to.
+        self.large_ids: set[int] = set()
+
+    def take_doomed(self) -> list[int]:
+        """The ids of large bodies whose pages were deleted since the last call (cleared)."""
+        doomed, self._doomed = self._doomed, []
+        return doomed
 
     def _live_queue(self, qid: int) -> bool:
         return self._queue_address(qid) is not None
@@ -154,10 +179,12 @@ class Pager:
 
     def admit(self, address: str, *, durable: bool, transactional: bool) -> str:
         """Where a new message of ``address`` goes: MEMORY, PAGE, DROP or BLOCK (wait and ask
-        again). Raises AddressFullError under the FAIL policy."""
+        again); ``transactional`` sends page like the others (invisible until commit). Raises
+        AddressFullError under the FAIL policy."""
+        del transactional
         state = self.address(address)
         if state.policy == PAGE:
-            if durable and not transactional and (state.live > 0 or state.full()):
+            if durable and (state.live > 0 or state.full()):
                 return PAGE
             return MEMORY
         if not state.full():
@@ -182,10 +209,11 @@ class Pager:
         position = self._store(address).append(paged.encode(), sync=sync)
         page = state.pages.setdefault(position.page, PageState())
         page.size = max(page.size, position.index + 1)
-        for qid in paged.queue_ids:
-            page.routed[qid] += 1
-            self._cursor(state, qid).remaining += 1
-            state.live += 1
+        if paged.tx_id:  # invisible until its transaction commits
+            page.tx_ids.add(paged.tx_id)
+            page.pending += 1
+        else:
+            self._count_visible(state, page, position, paged)
         if position.page != state.last_page:
             closed, state.last_page = state.last_page, position.page
             if closed in state.pages:
@@ -194,6 +222,45 @@ class Pager:
         if cached is not None and len(cached) == position.index:
             cached.append(paged)
         return position
+
+    def _count_visible(
+        self, state: AddressPaging, page: PageState, position: PagePosition, paged: PagedMessage
+    ) -> None:
+        for qid in paged.queue_ids:
+            if not self._live_queue(qid):
+                continue
+            page.routed[qid] += 1
+            cursor = self._cursor(state, qid)
+            cursor.remaining += 1
+            cursor.position = min(cursor.position, position)
+            state.live += 1
+
+    def _visible(self, paged: PagedMessage) -> bool:
+        return paged.tx_id == 0 or paged.tx_id in self._visible_txs
+
+    # -- page transactions ------------------------------------------------------------------
+
+    def commit_paged(
+        self, tx_id: int, record_id: int, sends: list[tuple[str, PagePosition, PagedMessage]]
+    ) -> None:
+        """Transaction ``tx_id`` (its PAGE_TRANSACTION record ``record_id``) committed: its
+        paged ``sends`` become deliverable, in order."""
+        self._visible_txs[tx_id] = record_id
+        for address, position, paged in sends:
+            state = self.address(address)
+            page = state.pages.get(position.page)
+            if page is not None:
+                page.pending -= 1
+                self._count_visible(state, page, position, paged)
+
+    def rollback_paged(self, sends: list[tuple[str, PagePosition, PagedMessage]]) -> None:
+        """A transaction's paged ``sends`` will never be visible: their pages may go."""
+        for address, position, _ in sends:
+            state = self.address(address)
+            page = state.pages.get(position.page)
+            if page is not None:
+                page.pending -= 1
+                self._check_page(state, position.page)
 
     def _cursor(self, state: AddressPaging, qid: int) -> Cursor:
         cursor = state.cursors.get(qid)
@@ -221,12 +288,15 @@ class Pager:
             return out
         for position, paged in self._scan(state, cursor.position):
             cursor.position = PagePosition(position.page, position.index + 1)
-            if qid not in paged.queue_ids or position in cursor.held:
+            if qid not in paged.queue_ids or not self._visible(paged):
+                continue
+            if position in cursor.held or position in cursor.in_memory:
                 continue
             page = state.pages[position.page]
             if qid in page.complete or position.index in page.acked[qid]:
                 continue
             out.append((position, paged))
+            cursor.in_memory.add(position)
             cursor.remaining -= 1
             if len(out) == n or cursor.remaining == 0:
                 break
@@ -281,6 +351,7 @@ class Pager:
         cursor = state.cursors.get(qid)
         if cursor is not None:
             cursor.held.discard(position)
+            cursor.in_memory.discard(position)
         state.live -= 1
         self._check_page(state, position.page)
 
@@ -299,7 +370,7 @@ class Pager:
 
     def _check_page(self, state: AddressPaging, page_no: int) -> None:
         page = state.pages[page_no]
-        if not self._closed(state, page_no):
+        if page.pending or not self._closed(state, page_no):
             return
         for qid, routed in page.routed.items():
             if qid in page.complete or not self._live_queue(qid):
@@ -319,12 +390,19 @@ class Pager:
         page.complete[qid] = rid
 
     def _delete_page(self, state: AddressPaging, page_no: int) -> None:
+        records = self._records(state, page_no)
+        self._doomed.extend(p.message_id for p in records if p.record_type == 30)
         page = state.pages.pop(page_no)
         state.cache.pop(page_no, None)
         self._store(state.address).delete_page(page_no)
         # After the page: a crash in between leaves records of a missing page, swept at load.
         for rid in [*page.complete.values(), *(r for rs in page.ack_records.values() for r in rs)]:
             self._journal.append_delete(rid)
+        for tx_id in page.tx_ids:  # a page transaction whose last page went
+            if tx_id in self._visible_txs and not any(
+                tx_id in p.tx_ids for a in self._addresses.values() for p in a.pages.values()
+            ):
+                self._journal.append_delete(self._visible_txs.pop(tx_id))
         log.debug("page %d of %r deleted", page_no, state.address)
 
     def drop_queue(self, address: str, qid: int) -> None:
@@ -353,13 +431,19 @@ class Pager:
         acks: list[tuple[int, CursorAck]],
         completes: list[tuple[int, PageComplete]],
         held: list[CursorAck],
+        page_txs: dict[int, int],
+        pending_txs: set[int],
     ) -> tuple[int, dict[str, int]]:
         """Rebuild every address's pages and cursors from its page store and the journal's
         cursor records (``held``: cursor acks of prepared transactions); delete what is stale.
-        Returns (paged messages still to be acknowledged, cleaned counts). Raises what the page
-        stores and the journal raise."""
+        A paged record of a transaction is visible when ``page_txs`` (committed page
+        transactions: id -> PAGE_TRANSACTION record id) has it, pending (``pending_sends``)
+        when ``pending_txs`` (prepared ones) has it, and never otherwise. Returns (paged
+        messages still to be acknowledged, cleaned counts). Raises what the page stores and
+        the journal raise."""
         cleaned: dict[str, int] = defaultdict(int)
         routes: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        large: dict[tuple[str, int], list[int]] = {}
         for address in self._paging.addresses():
             state = self.address(address)
             store = self._store(address)
@@ -367,12 +451,23 @@ class Pager:
                 records = [PagedMessage.decode(b) for b in store.read_page(page_no)]
                 page = state.pages[page_no] = PageState(size=len(records))
                 routes[address, page_no] = []
-                for paged in records:
-                    live = tuple(q for q in paged.queue_ids if self._live_queue(q))
-                    routes[address, page_no].append(live)
-                    for qid in live:
-                        page.routed[qid] += 1
+                large[address, page_no] = [p.message_id for p in records if p.record_type == 30]
+                for index, paged in enumerate(records):
+                    routes[address, page_no].append(
+                        self._load_record(
+                            address, page, page_no, index, paged, page_txs, pending_txs
+                        )
+                    )
             state.last_page = store.current_page
+        self._visible_txs = {
+            tx: rid
+            for tx, rid in page_txs.items()
+            if any(tx in p.tx_ids for a in self._addresses.values() for p in a.pages.values())
+        }
+        for tx, rid in page_txs.items():
+            if tx not in self._visible_txs:
+                self._journal.append_delete(rid)
+                cleaned["page_transactions"] += 1
         for rid, complete in completes:
             target = self._page_of(complete.queue_id, complete.page)
             if target is None or complete.queue_id not in target.routed:
@@ -394,7 +489,38 @@ class Pager:
                 self._check_page(state, page_no)
                 if page_no not in state.pages:
                     cleaned["pages"] += 1
+        self.large_ids = {
+            mid
+            for (address, page_no), ids in large.items()
+            if page_no in self._addresses[address].pages
+            for mid in ids
+        }
         return messages, dict(cleaned)
+
+    def _load_record(
+        self,
+        address: str,
+        page: PageState,
+        page_no: int,
+        index: int,
+        paged: PagedMessage,
+        page_txs: dict[int, int],
+        pending_txs: set[int],
+    ) -> tuple[int, ...]:
+        """Account one record found at load; returns the live queues it counts for."""
+        if paged.tx_id:
+            page.tx_ids.add(paged.tx_id)
+            if paged.tx_id in pending_txs:
+                page.pending += 1
+                sends = self.pending_sends.setdefault(paged.tx_id, [])
+                sends.append((address, PagePosition(page_no, index), paged))
+                return ()
+            if paged.tx_id not in page_txs:
+                return ()  # rolled back, or never committed
+        live = tuple(q for q in paged.queue_ids if self._live_queue(q))
+        for qid in live:
+            page.routed[qid] += 1
+        return live
 
     def _page_of(self, qid: int, page_no: int) -> PageState | None:
         address = self._queue_address(qid)

@@ -15,9 +15,10 @@ Order of a recovery (the storage manager drives it):
    ``Recovery.cleaned["messages"]``; duplicate ids beyond a cache's size are deleted
    (``"duplicate_ids"``); id counters but the newest (``"id_counters"``).
 
-Cursor acks (39) and page completions (42) are collected for :mod:`store.messaging.paging`,
-which rebuilds the cursors from them; the other page records (35, 40, 41, 43) are not written
-by this version and are left alone, as is a record type nobody knows (logged).
+Page transactions (35, the ADD), cursor acks (39) and page completions (42) are collected for
+:mod:`store.messaging.paging`, which rebuilds the cursors from them; the other page records
+(35's UPDATE, 40, 41, 43) are not written by this version and are left alone, as is a record
+type nobody knows (logged).
 
 A record whose body does not decode is a :class:`~store.errors.CorruptionError` whose ``path``
 names the journal and whose ``offset`` is the record id.
@@ -45,6 +46,7 @@ from store.messaging.page_records import (
     PAGE_TRANSACTION,
     CursorAck,
     PageComplete,
+    PageTransaction,
     decode_page_record,
 )
 from store.messaging.values import AddressInfo, Message, QueueInfo, Xid
@@ -92,7 +94,8 @@ class Recovery:
     ``cleaned`` maps what the load swept to how many, empty when nothing was: "messages" (no
     existing queue holds them), "duplicate_ids" (past a cache's size), "id_counters" (older
     counter records), "page_cursors" (cursor records of pages or queues that are gone),
-    "pages" (pages no existing queue still needs).
+    "page_transactions" (PAGE_TRANSACTION records of pages that are gone), "pages" (pages no
+    existing queue still needs), "large_bodies" (bodies no message refers to).
     """
 
     addresses: dict[str, AddressInfo]
@@ -186,6 +189,7 @@ class PreparedState:
     acks: list[tuple[int, int]] = field(default_factory=list)  # (message id, queue id)
     dups: list[tuple[str, bytes, int]] = field(default_factory=list)  # address, dup, record id
     cursor_acks: list[tuple[int, CursorAck]] = field(default_factory=list)  # record id, ack
+    page_tx_record: int | None = None  # its PAGE_TRANSACTION record, when it paged messages
 
 
 @dataclass
@@ -198,6 +202,8 @@ class MessagesState:
     prepared: list[PreparedState] = field(default_factory=list)
     cursor_acks: list[tuple[int, CursorAck]] = field(default_factory=list)
     completes: list[tuple[int, PageComplete]] = field(default_factory=list)
+    #: Committed page transactions: transaction id -> PAGE_TRANSACTION record id.
+    page_txs: dict[int, int] = field(default_factory=dict)
     highest_id: int = 0
 
 
@@ -215,6 +221,12 @@ def _decode_cursor_ack(data: bytes) -> CursorAck:
     ack = decode_page_record(ACKNOWLEDGE_CURSOR, data)
     assert isinstance(ack, CursorAck)
     return ack
+
+
+def _decode_page_tx(data: bytes) -> PageTransaction:
+    record = decode_page_record(PAGE_TRANSACTION, data)
+    assert isinstance(record, PageTransaction)
+    return record
 
 
 def _decode_page_complete(data: bytes) -> PageComplete:
@@ -237,6 +249,9 @@ def _apply(state: MessagesState, rec: RecordInfo) -> None:
         return
     if kind == PAGE_CURSOR_COMPLETE:
         state.completes.append((rec.id, _decode("messages", rec, _decode_page_complete)))
+        return
+    if kind == PAGE_TRANSACTION and not rec.is_update:
+        state.page_txs[_decode("messages", rec, _decode_page_tx).transaction_id] = rec.id
         return
     if kind in _PAGE_TYPES:
         return
@@ -288,6 +303,9 @@ def _prepared(tx_records: list[RecordInfo], tx_id: int, xid_data: bytes) -> Prep
         elif kind == ACKNOWLEDGE_CURSOR:
             ack = _decode("messages", rec, _decode_cursor_ack)
             state.cursor_acks.append((rec.id, ack))
+        elif kind == PAGE_TRANSACTION and not rec.is_update:
+            _decode("messages", rec, _decode_page_tx)
+            state.page_tx_record = rec.id
         elif kind not in _PAGE_TYPES:
             log.warning("prepared transaction %d: record %d type %d ignored", tx_id, rec.id, kind)
     return state

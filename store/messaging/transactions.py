@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Final
 
 from store.errors import StoreError
 from store.messaging import records as r
-from store.messaging.paging import DROP
+from store.messaging.message_records import PagedMessage
+from store.messaging.page_records import PAGE_TRANSACTION, PageTransaction
+from store.messaging.paging import DROP, PAGE
 from store.messaging.values import Message, Xid, dup_bytes
 from store.paging.api import PagePosition
 
@@ -55,6 +57,10 @@ class TransactionWork:
     #: Paged messages a recovered prepared transaction acked: (address, queue id, position,
     #: cursor-ack record id); they are held by the pager, not by a queue in memory.
     held_pages: list[tuple[str, int, PagePosition, int]] = field(default_factory=list)
+    #: Messages it paged: (address, position, paged record); visible at commit.
+    paged_sends: list[tuple[str, PagePosition, PagedMessage]] = field(default_factory=list)
+    #: Its PAGE_TRANSACTION record id, once written (at prepare or commit).
+    page_tx_record: int | None = None
     #: True once a record of this transaction is in the journal.
     wrote: bool = False
 
@@ -142,26 +148,63 @@ class Transaction:
         dup = dup_bytes(dup_id)
         with sm._lock:
             self._check_state(ACTIVE)
-            targets, decision = sm._admit(message, queues, dup, transactional=True)
-            self._check_state(ACTIVE)  # a BLOCKed send may have waited
-            if not targets or decision == DROP:
-                return None
-            stored = sm._prepare_message(message)
-            mid, journal, tx = stored.message_id, sm._store.messages, self._work.tx_id
-            if message.durable:
-                journal.append_add_tx(tx, mid, r.ADD_MESSAGE_PROTOCOL, sm._encode(stored))
-                for q in targets:
-                    journal.append_update_tx(tx, mid, r.ADD_REF, r.RefRecord(q.info.id).encode())
-                self._work.wrote = True
-            if dup is not None:
-                rid = sm._dup_record_id(message)
-                if rid is not None:
-                    body = r.DuplicateIdRecord(message.address, dup).encode()
-                    journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
-                sm._dup_cache(message.address).reserve(dup)
-                self._work.dups.append((message.address, dup, rid))
-            self._work.sends.append((stored, [q.info.id for q in targets]))
-            return mid
+        stored = sm._prepare_message(message)  # the body streams without the lock
+        stored_it = False
+        try:
+            with sm._lock:
+                mid = self._send_locked(stored, queues, dup)
+                stored_it = mid is not None
+                return mid
+        finally:
+            if not stored_it:
+                sm._discard(stored, message)
+
+    def _send_locked(
+        self, stored: StoredMessage, queues: Sequence[str] | None, dup: bytes | None
+    ) -> int | None:
+        sm, message = self._manager, stored.message
+        self._check_state(ACTIVE)
+        targets, decision = sm._admit(message, queues, dup, transactional=True)
+        self._check_state(ACTIVE)  # a BLOCKed send may have waited
+        if not targets or decision == DROP:
+            return None
+        mid, journal, tx = stored.message_id, sm._store.messages, self._work.tx_id
+        qids = [q.info.id for q in targets]
+        if decision == PAGE:
+            kind, record = stored.record()
+            paged = PagedMessage(mid, tx, kind, record, tuple(qids))
+            position = sm._pager.page(message.address, paged, sync=False)
+            self._work.paged_sends.append((message.address, position, paged))
+        elif message.durable:
+            kind, record = stored.record()
+            journal.append_add_tx(tx, mid, kind, record)
+            for q in targets:
+                journal.append_update_tx(tx, mid, r.ADD_REF, r.RefRecord(q.info.id).encode())
+            self._work.wrote = True
+        if dup is not None:
+            rid = sm._dup_record_id(message)
+            if rid is not None:
+                body = r.DuplicateIdRecord(message.address, dup).encode()
+                journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
+            sm._dup_cache(message.address).reserve(dup)
+            self._work.dups.append((message.address, dup, rid))
+        if decision != PAGE:
+            self._work.sends.append((stored, qids))
+        return mid
+
+    def _write_page_tx(self) -> None:
+        """Lock held, before PREPARE or COMMIT: the paged records are made durable, then the
+        PAGE_TRANSACTION record that makes them visible joins the transaction."""
+        work, sm = self._work, self._manager
+        if not work.paged_sends or work.page_tx_record is not None:
+            return
+        for address in {a for a, _, _ in work.paged_sends}:
+            sm._store.paging.store(address).flush()
+        rid = sm._ids.next_id()
+        body = PageTransaction(work.tx_id, len(work.paged_sends)).encode()
+        sm._store.messages.append_add_tx(work.tx_id, rid, PAGE_TRANSACTION, body)
+        work.page_tx_record = rid
+        work.wrote = True
 
     def _ack(self, queue: str, message_id: int) -> None:
         sm = self._manager
@@ -190,6 +233,7 @@ class Transaction:
             self._check_state(ACTIVE)
             if xid in sm._prepared:
                 raise StoreError(f"another transaction is prepared with {xid!r}")
+            self._write_page_tx()
             sm._store.messages.append_prepare(self._work.tx_id, r.encode_xid(xid), sync=False)
             self._work.wrote = True
             self._work.xid = xid
@@ -201,10 +245,15 @@ class Transaction:
         sm = self._manager
         with sm._lock:
             self._check_state(ACTIVE, PREPARED)
+            self._write_page_tx()
             wrote = self._work.wrote
             if wrote:
                 sm._store.messages.append_commit(self._work.tx_id, sync=False)
             self._finish(COMMITTED)
+            if self._work.page_tx_record is not None:
+                sm._pager.commit_paged(
+                    self._work.tx_id, self._work.page_tx_record, self._work.paged_sends
+                )
             for address, dup, rid in self._work.dups:
                 sm._dup_cache(address).release(dup)
                 sm._add_dup(address, dup, rid)
@@ -222,6 +271,7 @@ class Transaction:
                 if sm._queue_address(qid) is not None:
                     sm._pager.acked(address, qid, position, rid)
         sm._flush_messages(wrote and sm._sync_tx)
+        sm._reap()
 
     def _rollback(self) -> None:
         sm = self._manager
@@ -233,6 +283,7 @@ class Transaction:
             self._finish(ROLLED_BACK)
             for address, dup, _ in self._work.dups:
                 sm._dup_cache(address).release(dup)
+            sm._pager.rollback_paged(self._work.paged_sends)
             now = sm._clock()
             # Each goes to the head: in reverse, so they come back in the order acknowledged.
             for qid, mid in reversed(self._work.acks):
@@ -243,7 +294,9 @@ class Transaction:
             for address, qid, position, _ in self._work.held_pages:
                 if sm._queue_address(qid) is not None:
                     sm._pager.unhold(address, qid, position)
+            sm._doomed.extend(s.message_id for s, _ in self._work.sends if s.large_size is not None)
         sm._flush_messages(wrote and sm._sync_tx)
+        sm._reap()
 
     def _finish(self, state: str) -> None:
         if self._work.xid is not None:

@@ -79,7 +79,10 @@ def dup_bytes(dup_id: bytes | str | None) -> bytes | None:
 class Message:
     """A message: an address, a body and its headers; ``message_id`` is set by ``send``.
 
-    ``body`` is bytes, or a binary stream (an object with ``read``) that ``send`` reads once.
+    ``body`` is bytes, or a binary stream (an object with ``read``) that ``send`` reads once;
+    a body over ``min-large-message-size`` is streamed to the large-message store. A received
+    message's body is read with :meth:`open_body` (for a large one, ``body`` is ``b""`` and
+    :attr:`is_large` is true); ``body`` holds it otherwise.
     Construction raises ValueError for an empty address, a priority outside 0..9, a negative
     time, or a property ``check_properties`` refuses.
     """
@@ -111,6 +114,11 @@ class Message:
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _I64_MAX:
                 raise ValueError(f"{name} is milliseconds since the epoch (>= 0), not {value!r}")
         self.properties = check_properties(self.properties)
+
+    @property
+    def is_large(self) -> bool:
+        """True for a received message whose body is in the large-message store."""
+        return self._opener is not None
 
     def open_body(self) -> BinaryIO:
         """Returns the body as a readable binary stream (close it when done).

@@ -12,7 +12,13 @@ import pytest
 
 from store.errors import AddressFullError, JournalClosedError
 from store.messaging import Xid
-from store.messaging.page_records import ACKNOWLEDGE_CURSOR, PAGE_CURSOR_COMPLETE, CursorAck
+from store.messaging.page_records import (
+    ACKNOWLEDGE_CURSOR,
+    PAGE_CURSOR_COMPLETE,
+    PAGE_TRANSACTION,
+    CursorAck,
+    PageTransaction,
+)
 from store.store import Store
 from tests.messaging.support import Harness, bodies, drain, msg
 from tests.support.backends import StoreFactory
@@ -240,11 +246,16 @@ def test_cursor_records_of_pages_that_are_gone_are_swept_at_load(h: Harness) -> 
     store.messages.load()
     store.messages.append_add(10**6, ACKNOWLEDGE_CURSOR, CursorAck(qid, 77, 0).encode())
     store.messages.append_add(10**6 + 1, ACKNOWLEDGE_CURSOR, CursorAck(999, 1, 0).encode())
+    body = PageTransaction(10**6 + 5, 3).encode()  # its records are in no page
+    store.messages.append_add_tx(10**6 + 5, 10**6 + 2, PAGE_TRANSACTION, body)
+    store.messages.append_commit(10**6 + 5)
     h.factory.close()
     h.sm = None
     h.open()
-    assert h.rec is not None and h.rec.cleaned == {"page_cursors": 2}
-    assert ACKNOWLEDGE_CURSOR not in _journal_types(h)
+    assert h.rec is not None
+    assert h.rec.cleaned == {"page_cursors": 2, "page_transactions": 1}
+    types = _journal_types(h)
+    assert ACKNOWLEDGE_CURSOR not in types and PAGE_TRANSACTION not in types
 
 
 def test_a_blocked_sender_is_released_with_an_error_when_the_manager_closes(h: Harness) -> None:
@@ -267,3 +278,104 @@ def test_a_blocked_sender_is_released_with_an_error_when_the_manager_closes(h: H
     worker.join(10)
     assert not worker.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], JournalClosedError)
+
+
+@pytest.mark.parametrize("policy", ["PAGE", "BLOCK"])
+def test_concurrent_producers_and_consumers_of_a_limited_address_lose_nothing(
+    h: Harness, policy: str
+) -> None:
+    _limit(h, max_size_messages=5, address_full_policy=policy, page_size_bytes=2048)
+    sm = h.setup("q")
+    producers, per_producer = 3, 30
+    expected = {b"%d-%d" % (p, i) for p in range(producers) for i in range(per_producer)}
+    received: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def produce(p: int) -> None:
+        try:
+            for i in range(per_producer):
+                sm.send(msg(b"%d-%d" % (p, i)), sync=i % 5 == 0)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def consume() -> None:
+        try:
+            while len(received) < len(expected) and not errors:
+                for d in sm.receive("q", 4):
+                    sm.ack("q", d.message.message_id, sync=False)  # type: ignore[arg-type]
+                    received.append(d.message.body)  # type: ignore[arg-type]
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(producers)]
+    threads.append(threading.Thread(target=consume))  # one consumer: its order is the queue's
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert sorted(received) == sorted(expected)
+    for p in range(producers):  # each producer's messages in its send order
+        mine = [b for b in received if b.startswith(b"%d-" % p)]
+        assert mine == [b"%d-%d" % (p, i) for i in range(per_producer)]
+    sm = h.restart()
+    assert sm.depth("q") == 0 and _pages(h) == []
+
+
+def test_transactional_sends_are_paged_invisibly_and_delivered_in_page_order_from_commit(
+    h: Harness,
+) -> None:
+    _limit(h, max_size_messages=1, address_full_policy="PAGE", page_size_bytes=1024)
+    sm = h.setup("q")
+    _send(h, b"m0")  # in memory: the address is now full
+    tx = sm.begin()
+    tx.send(msg(b"t1"))
+    tx.send(msg(b"t2"))
+    assert sm.depth("q") == 1 and _pages(h) != []
+    _send(h, b"m3")  # paged behind the transaction's records, visible at once
+    assert bodies(sm.receive("q", 5)) == [b"m0", b"m3"]
+    tx.commit()
+    assert sm.depth("q") == 4
+    assert bodies(sm.receive("q", 5)) == [b"t1", b"t2"]  # the cursor went back for them
+    sm = h.restart()
+    assert bodies(drain(sm, "q")) == [b"m0", b"t1", b"t2", b"m3"]
+    assert _pages(h) == []
+    assert PAGE_TRANSACTION not in _journal_types(h)
+
+
+def test_rolled_back_paged_sends_are_never_delivered_and_their_pages_go(h: Harness) -> None:
+    _limit(h, max_size_messages=1, address_full_policy="PAGE", page_size_bytes=1024)
+    sm = h.setup("q")
+    _send(h, b"m0", b"m1")
+    tx = sm.begin()
+    tx.send(msg(b"t"))
+    tx.rollback()
+    assert bodies(drain(sm, "q")) == [b"m0", b"m1"]
+    assert _pages(h) == []
+    sm = h.restart()
+    assert sm.depth("q") == 0 and h.rec is not None and h.rec.messages == 0
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+def test_paged_sends_of_a_prepared_transaction_survive_a_restart_invisible(
+    h: Harness, commit: bool
+) -> None:
+    _limit(h, max_size_messages=1, address_full_policy="PAGE", page_size_bytes=1024)
+    sm = h.setup("q")
+    _send(h, b"m0")
+    tx = sm.begin()
+    for p in PAYLOADS[:6]:
+        tx.send(msg(p))
+    tx.prepare(X1)
+    sm = h.crash_restart()
+    assert h.rec is not None and list(h.rec.prepared) == [X1] and sm.depth("q") == 1
+    assert _pages(h) != []
+    prepared = h.rec.prepared[X1]
+    prepared.commit() if commit else prepared.rollback()
+    expected = [b"m0", *PAYLOADS[:6]] if commit else [b"m0"]
+    assert sm.depth("q") == len(expected)
+    assert bodies(drain(sm, "q")) == expected
+    assert _pages(h) == []
+    sm = h.restart()
+    assert h.rec is not None and h.rec.messages == 0 and h.rec.cleaned == {}
+    assert PAGE_TRANSACTION not in _journal_types(h)

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from store.errors import CorruptionError, DuplicateIdError
-from store.messaging import Message, StorageManager
+from store.messaging import Message, StorageManager, Xid
 from store.messaging import records as r
 from store.messaging.message_records import encode_message
 from store.store import Store
@@ -117,3 +117,41 @@ def test_an_unknown_record_type_is_logged_and_left_alone(
     assert "unknown type 99" in caplog.text
     h.restart()
     assert "unknown type 99" in caplog.text
+
+
+def test_once_everything_is_consumed_the_message_journal_and_pages_are_empty(
+    h: Harness,
+) -> None:
+    h.factory.config = h.factory.config.replace(
+        min_large_message_size=1024,
+        address_settings={"orders": {"max_size_messages": 2, "address_full_policy": "PAGE"}},
+    )
+    sm = h.setup("q1", "q2")
+    for i in range(6):
+        sm.send(Message("orders", b"%d" % i * (i * 300)), dup_id=b"d%d" % i)
+    tx = sm.begin()
+    tx.send(Message("orders", b"t" * 5000))
+    tx.prepare(Xid(3, b"g", b"b"))
+    sm = h.restart()
+    assert h.rec is not None
+    h.rec.prepared[Xid(3, b"g", b"b")].commit()
+    for q in ("q1", "q2"):
+        got = drain(sm, q, ack=False)
+        assert len(got) == 7
+        for d in got[:3]:
+            sm.cancel(q, d.message.message_id)  # type: ignore[arg-type]
+        tx = sm.begin()
+        for d in drain(sm, q, ack=False) + got[3:]:
+            tx.ack(q, d.message.message_id)  # type: ignore[arg-type]
+        tx.commit()
+    sm = h.restart()
+    assert h.rec is not None and h.rec.messages == 0 and h.rec.cleaned == {}
+    store = h.factory.store
+    assert isinstance(store, Store)
+    assert store.large_messages.ids() == []
+    assert all(store.paging.store(a).pages() == [] for a in store.paging.addresses())
+    sm.close()
+    raw = h.factory.open()
+    kinds = {rec.user_record_type for rec in raw.messages.load().records}
+    raw.bindings.load()
+    assert kinds == {r.DUPLICATE_ID}  # the duplicate ids stay, as their cache says

@@ -56,7 +56,8 @@ class MRef:
 @dataclass(eq=False)
 class MTx:
     handle: Transaction
-    sends: list[tuple[int, int, bool, tuple[str, ...]]] = field(default_factory=list)
+    # (mid, priority, durable, queues, page sequence or None): see Model.tx_send
+    sends: list[tuple[int, int, bool, tuple[str, ...], int | None]] = field(default_factory=list)
     acks: list[tuple[str, int]] = field(default_factory=list)
     xid: Xid | None = None
 
@@ -71,6 +72,16 @@ class Model:
     def send(self, mid: int, priority: int, durable: bool, queues: tuple[str, ...]) -> None:
         """A non-transactional send."""
         self.enqueue(mid, priority, durable, queues)
+
+    def tx_send(
+        self, mid: int, priority: int, durable: bool, queues: tuple[str, ...]
+    ) -> tuple[int, int, bool, tuple[str, ...], int | None]:
+        """A transactional send: what the transaction keeps until commit."""
+        return (mid, priority, durable, queues, None)
+
+    def commit_send(self, send: tuple[int, int, bool, tuple[str, ...], int | None]) -> None:
+        """A transactional send becomes visible."""
+        self.enqueue(*send[:4])
 
     def ack(self, queue: str, mid: int) -> None:
         del self.queues[queue][mid]
@@ -223,7 +234,7 @@ class ManagerMachine(RuleBasedStateMachine):
         m = Message("a", b"t", priority=priority, durable=durable)
         mid = self.tx.handle.send(m, queues=list(targets))
         assert mid is not None
-        self.tx.sends.append((mid, priority, durable, targets))
+        self.tx.sends.append(self.model.tx_send(mid, priority, durable, targets))
 
     @precondition(lambda self: self.tx is not None)
     @rule(queue=st.sampled_from(QUEUES), pick=st.integers(0, 50))
@@ -257,8 +268,8 @@ class ManagerMachine(RuleBasedStateMachine):
 
     def _commit(self, tx: MTx) -> None:
         tx.handle.commit()
-        for mid, priority, durable, targets in tx.sends:
-            self.model.enqueue(mid, priority, durable, targets)
+        for send in tx.sends:
+            self.model.commit_send(send)
         for queue, mid in tx.acks:
             self.model.ack(queue, mid)
 

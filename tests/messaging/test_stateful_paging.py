@@ -2,10 +2,10 @@
 in memory and pages the rest (``address-full-policy = PAGE``), checked against a model that
 adds paging to the one of ``test_stateful``, also written from DESIGN §9:
 
-- a durable, non-transactional send goes to the pages while the address is full (3 messages
-  in memory, counted once whatever their queues; paged messages read back do not count) or
-  while any paged message is still unacknowledged; transactional sends and non-durable ones
-  stay in memory;
+- a durable send goes to the pages while the address is full (3 messages in memory, counted
+  once whatever their queues; paged messages read back do not count) or while any paged
+  message is still unacknowledged; non-durable ones stay in memory; a transactional send is
+  decided at ``tx.send`` and becomes visible at commit, a paged one at its place in the pages;
 - ``receive`` takes what is ready in memory first; if that is fewer than asked, it reads the
   next paged messages of the queue, in page order, and takes among them by priority;
 - a restart puts every unacknowledged paged message back in its page, in page order, with its
@@ -44,14 +44,33 @@ class PagingModel(Model):
     def _in_memory(self) -> int:
         return len({mid for refs in self.queues.values() for mid, r in refs.items() if not r.paged})
 
+    def _pages(self, durable: bool) -> bool:
+        return durable and (self.paged_live > 0 or self._in_memory() >= LIMIT)
+
     def send(self, mid: int, priority: int, durable: bool, queues: tuple[str, ...]) -> None:
-        if not durable or (self.paged_live == 0 and self._in_memory() < LIMIT):
+        if not self._pages(durable):
             self.enqueue(mid, priority, durable, queues)
             return
-        seq = next(self.page_seq)
+        self._page(mid, priority, queues, next(self.page_seq))
+
+    def _page(self, mid: int, priority: int, queues: tuple[str, ...], seq: int) -> None:
         for q in queues:
-            self.pending[q].append(MRef(mid, priority, durable, seq, seq, paged=True))
+            self.pending[q].append(MRef(mid, priority, True, seq, seq, paged=True))
+            self.pending[q].sort(key=lambda r: r.visible)  # page order
             self.paged_live += 1
+
+    def tx_send(
+        self, mid: int, priority: int, durable: bool, queues: tuple[str, ...]
+    ) -> tuple[int, int, bool, tuple[str, ...], int | None]:
+        seq = next(self.page_seq) if self._pages(durable) else None
+        return (mid, priority, durable, queues, seq)
+
+    def commit_send(self, send: tuple[int, int, bool, tuple[str, ...], int | None]) -> None:
+        mid, priority, durable, queues, seq = send
+        if seq is None:
+            self.enqueue(mid, priority, durable, queues)
+        else:
+            self._page(mid, priority, queues, seq)
 
     def take(self, queue: str, n: int) -> list[MRef]:
         taken = super().take(queue, n)
