@@ -224,18 +224,17 @@ class StorageManager:
         Raises what the journals raise."""
         parts = [self._store.bindings.sync_future(), self._store.messages.sync_future()]
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        settling = threading.Lock()  # both parts' callbacks may fire at once
 
         def settle(_: object) -> None:
-            if done.done() or not all(p.done() for p in parts):
-                return
-            errors = [p.exception() for p in parts if p.exception() is not None]
-            try:
+            with settling:
+                if done.done() or not all(p.done() for p in parts):
+                    return
+                errors = [p.exception() for p in parts if p.exception() is not None]
                 if errors:
                     done.set_exception(errors[0])  # type: ignore[arg-type]
                 else:
                     done.set_result(None)
-            except concurrent.futures.InvalidStateError:
-                pass  # both callbacks raced to settle it
 
         for p in parts:
             p.add_done_callback(settle)
