@@ -12,8 +12,8 @@ Modules: :mod:`~store.reporting.session` (the SparkSession), :mod:`~store.report
 :mod:`~store.reporting.sources` (tables, journal files, history, pages),
 :mod:`~store.reporting.jobs` (pure ``DataFrame -> DataFrame`` jobs),
 :mod:`~store.reporting.html` (charts and ``index.html``), :mod:`~store.reporting.report`
-(:func:`run_report`). Needs the ``store[spark]`` extra; importing this package imports
-PySpark lazily (only :func:`build_session` and :func:`run_report` start it).
+(:func:`run_report`). Needs the ``store[spark]`` extra: importing this package imports
+PySpark (the CLI imports it only when ``store report`` runs).
 """
 
 from __future__ import annotations

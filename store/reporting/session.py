@@ -42,8 +42,9 @@ __all__ = [
     "require_java",
 ]
 
-#: Where Debian's Java library packages put their jars.
-JAR_DIRECTORY: Final = "/usr/share/java"
+#: Where Debian's Java library packages put their jars; ``STORE_REPORT_JAR_DIRECTORY``
+#: overrides it (read at import).
+JAR_DIRECTORY: Final = os.environ.get("STORE_REPORT_JAR_DIRECTORY") or "/usr/share/java"
 
 
 @dataclass(frozen=True, slots=True)
