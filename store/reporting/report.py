@@ -97,8 +97,7 @@ def _records(spark: SparkSession, source: ReportSource) -> tuple[DataFrame | Non
             sources.table_journal(spark, db, j, read=source.jdbc, bounds=bounds[j])
             for j in ("bindings", "messages")
         ]
-        # Database page tables are not read yet: page_stores is empty for a database store.
-        return frames[0].unionByName(frames[1]), spark.createDataFrame([], schemas.PAGE_FILES)
+        return frames[0].unionByName(frames[1]), sources.table_pages(spark, db)
     if config is not None:
         journal, bindings, paging = (
             config.journal_directory,

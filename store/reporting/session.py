@@ -7,8 +7,10 @@
   upgrade of a driver needs no change here, and handed to Spark as ``spark.jars``;
 - the reports' data is small next to what Spark is tuned for: few shuffle partitions, adaptive
   execution on, logging at WARN;
-- Python workers get this process's ``PYTHONPATH``, so a checkout that is not installed still
-  decodes with its own codecs (``spark.executorEnv.PYTHONPATH``).
+- in local mode, Python workers run this interpreter with the folder holding this ``store``
+  package first on their ``PYTHONPATH`` (``spark.executorEnv.PYTHONPATH``), so a checkout that
+  is not installed still decodes with its own codecs; a cluster's workers use their own
+  Python and their own copy of the package.
 
 Errors: no Java or no PySpark is a :class:`~store.errors.ReportError` (the CLI prints it in one
 line); a JDBC URL whose driver jar is missing is one too (:func:`jdbc_jar_for`).
@@ -170,16 +172,21 @@ def build_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.executorEnv.PYTHONPATH", python_path)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
+    local = master.startswith("local")
+    if local:
+        # A cluster's workers have their own Python and their own copy of this package (the
+        # docker-compose worker: /opt/store on its PYTHONPATH); these paths are this host's.
+        builder = builder.config("spark.pyspark.python", sys.executable)
+        builder = builder.config("spark.executorEnv.PYTHONPATH", python_path)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     # Workers are started by the JVM and inherit its environment: PYTHONPATH reaches them in
     # local mode through the driver's environment as well.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["PYTHONPATH"] = python_path
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ["PYTHONPATH"] = python_path
     try:
         session = builder.getOrCreate()
     except Exception as exc:  # Py4J / JVM start-up failures have no common class

@@ -11,8 +11,8 @@
   sees it, :func:`store.file.survey.loaded_files`), read as binary files and decoded in
   parallel with ``mapInArrow``;
 - :func:`history_journal`: the copies in a retention history folder, the same way;
-- :func:`file_pages`: the page files of a file store's paging folder (records per page with
-  :func:`store.paging.format.decode_page`).
+- :func:`file_pages` / :func:`table_pages`: the pages of a file store's paging folder or of a
+  database store's page tables (records per page with :func:`store.paging.format.decode_page`).
 
 The SQL text Spark sends is compiled by SQLAlchemy from the schema module's ``Table`` (names
 validated and quoted there, CONVENTIONS 14), never formatted here.
@@ -32,11 +32,12 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from store.config import DatabaseStoreConfig, identifier_max_length
-from store.db.schema import TableNames, journal_table
+from store.db.schema import StoreSchema, TableNames, journal_table
 from store.file.retention import history_files
 from store.file.segments import SegmentNaming
 from store.file.survey import HEADER_BAD, list_directory, loaded_files
 from store.fs import OsFileSystem
+from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
 from store.paging.format import decode_page, page_number_of
 from store.reporting import schemas
 from store.reporting.decode import decode_file_batches, decode_table_batches
@@ -50,6 +51,7 @@ __all__ = [
     "JdbcRead",
     "file_journal",
     "file_pages",
+    "table_pages",
     "history_journal",
     "table_bounds",
     "table_journal",
@@ -245,3 +247,63 @@ def file_pages(spark: SparkSession, directory: str) -> DataFrame:
         return spark.createDataFrame([], schemas.PAGE_FILES)
     files = spark.read.format("binaryFile").load(paths).select("path", "content")
     return files.mapInArrow(_page_rows(addresses), schemas.PAGE_FILES)
+
+
+def _rows_of(spark: SparkSession, config: DatabaseStoreConfig, statement: Any) -> list[Any]:
+    query = _sql(statement, config.jdbc_connection_url)
+    return spark.read.format("jdbc").options(**_jdbc_options(config), query=query).load().collect()
+
+
+def _page_table_rows(address: str) -> Any:
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pages: dict[int, list[int]] = {}
+        for batch in batches:
+            names = batch.column("filename").to_pylist()
+            datas = batch.column("data").to_pylist()
+            for name, data in zip(names, datas, strict=True):
+                page = page_number_of(name or "")
+                if page is None:
+                    continue
+                # Every row of a page is a whole number of records (store.db.schema).
+                count = len(decode_page(data or b"", path=f"{address}/{name}", torn_tail=False))
+                totals = pages.setdefault(page, [0, 0])
+                totals[0] += count
+                totals[1] += len(data or b"")
+        rows = [
+            {"address": address, "page": page, "records": n, "bytes": size}
+            for page, (n, size) in sorted(pages.items())
+        ]
+        yield pa.RecordBatch.from_pylist(rows, schema=_ARROW_PAGES)
+
+    return decode
+
+
+def table_pages(spark: SparkSession, config: DatabaseStoreConfig) -> DataFrame:
+    """Every page of a database store's page tables as PAGE_FILES rows (one per page: its
+    rows' records and bytes summed). Returns a lazy DataFrame (empty when nothing is paged).
+    Raises ReportError (no driver), ValueError for a damaged directory row, and what Spark's
+    JDBC read raises; what it yields raises CorruptionError for a damaged page row."""
+    schema = StoreSchema(TableNames.from_config(config))
+    directory = schema.page_store
+    found = _rows_of(
+        spark, config, sa.select(directory.c.data).where(directory.c.filename == DIRECTORY_ROW)
+    )
+    frame = spark.createDataFrame([], schemas.PAGE_FILES)
+    suffixes = sorted(decode_directory(bytes(found[0][0] or b""))) if found else []
+    for suffix in suffixes:
+        t = schema.page_table(suffix)
+        named = _rows_of(spark, config, sa.select(t.c.data).where(t.c.filename == ADDRESS_ROW))
+        if not named:
+            continue
+        address = bytes(named[0][0] or b"").decode("utf-8", errors="replace")
+        pages = sa.select(t.c.filename, t.c.data).where(t.c.filename != ADDRESS_ROW)
+        rows = (
+            spark.read.format("jdbc")
+            .options(**_jdbc_options(config))
+            .option("dbtable", f"({_sql(pages, config.jdbc_connection_url)}) AS pages")
+            .load()
+            # every row of one page in one task: a page's totals are summed there
+            .repartition(1)
+        )
+        frame = frame.unionByName(rows.mapInArrow(_page_table_rows(address), schemas.PAGE_FILES))
+    return frame
