@@ -101,3 +101,12 @@ def test_missing_java_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
     assert done.stderr.strip().count("\n") == 0, done.stderr  # one line
     assert "Java is not installed" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_report_error_is_a_store_error_in_the_drawn_tree() -> None:
+    import store
+    import store.errors
+
+    assert issubclass(store.ReportError, store.errors.StoreError)
+    assert "ReportError" in store.__all__ and "ReportError" in store.errors.__all__
+    assert "── ReportError " in (store.errors.__doc__ or "")
