@@ -21,7 +21,8 @@ Every error the library raises on purpose derives from :class:`StoreError`::
     ├── DuplicateIdError            a send's duplicate id is in its address's cache (nothing stored)
     ├── AddressFullError            an address with the FAIL policy is full (nothing stored)
     ├── UnknownQueueError           a storage-manager call names a queue that does not exist
-    └── UnknownMessageError         ack/cancel of a message not delivered on that queue
+    ├── UnknownMessageError         ack/cancel of a message not delivered on that queue
+    └── ReportError                 a Spark report cannot run (no Java, PySpark or JDBC driver)
 
 Database errors are wrapped with the statement that failed (parameters redacted) and the
 original exception chained (``raise ... from exc``).
@@ -40,6 +41,7 @@ __all__ = [
     "LockLostError",
     "LostDataError",
     "RecordTooLargeError",
+    "ReportError",
     "SchemaError",
     "StoreError",
     "StoreIOError",
@@ -167,3 +169,7 @@ class UnknownQueueError(StoreError):
 
 class UnknownMessageError(StoreError):
     """Raised when an ack or cancel names a message that is not delivered on that queue."""
+
+
+class ReportError(StoreError):
+    """Raised when a Spark report cannot run: Java, PySpark or the JDBC driver is missing."""
