@@ -46,15 +46,17 @@ Thread-safety: pure functions.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
-from store.messaging.codec import Reader, Writer
+from store.messaging.codec import VERSION, Reader, Writer
 from store.messaging.values import Message, PropertyValue
 
 __all__ = [
     "PagedMessage",
     "decode_large_message",
     "decode_message",
+    "message_summary",
     "encode_large_message",
     "encode_message",
 ]
@@ -188,6 +190,51 @@ def decode_large_message(data: bytes, message_id: int) -> tuple[Message, int]:
     if size < 0:
         raise ValueError(f"{what}: body size {size} is negative")
     return _message(header, b"", what, message_id), size
+
+
+_SUMMARY_HEAD = struct.Struct(">BI")  # version, address length
+_SUMMARY_FIXED = struct.Struct(">BBqqqi")  # priority, durable, 3 times, property count
+_SUMMARY_U32 = struct.Struct(">I")
+_SUMMARY_I64 = struct.Struct(">q")
+
+
+def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str, int, int, int]:
+    """(address, timestamp, priority, body size) of an ADD_MESSAGE_PROTOCOL (45) or
+    ADD_LARGE_MESSAGE (30) record whose id is ``message_id``, without building the
+    :class:`Message` (what a report reads of every message). A record without properties whose
+    fields are valid is read with one struct unpack; any other goes through
+    :func:`decode_message` / :func:`decode_large_message`, so the result and the errors are
+    theirs. Returns the tuple. Raises ValueError for a bad body or another record type."""
+    try:
+        version, length = _SUMMARY_HEAD.unpack_from(data, 0)
+        start = _SUMMARY_HEAD.size + length
+        priority, durable, timestamp, expiration, scheduled, count = _SUMMARY_FIXED.unpack_from(
+            data, start
+        )
+        end = start + _SUMMARY_FIXED.size
+        if (
+            version == VERSION and length and count == 0 and priority <= 9 and durable <= 1
+            and timestamp >= 0 and expiration >= 0 and scheduled >= 0
+        ):  # fmt: skip
+            address = data[_SUMMARY_HEAD.size : start].decode("utf-8")
+            if record_type == 45:
+                (size,) = _SUMMARY_U32.unpack_from(data, end)
+                if end + _SUMMARY_U32.size + size == len(data):
+                    return address, timestamp, priority, size
+            elif record_type == 30:
+                (size,) = _SUMMARY_I64.unpack_from(data, end)
+                if end + _SUMMARY_I64.size == len(data) and size >= 0:
+                    return address, timestamp, priority, size
+    except (struct.error, UnicodeDecodeError):
+        pass  # the full decode below names the problem
+    if record_type == 45:
+        m = decode_message(data, message_id)
+        assert isinstance(m.body, bytes)
+        return m.address, m.timestamp, m.priority, len(m.body)
+    if record_type == 30:
+        m, size = decode_large_message(data, message_id)
+        return m.address, m.timestamp, m.priority, size
+    raise ValueError(f"user record type {record_type} is not a message record (45 or 30)")
 
 
 @dataclass(frozen=True, slots=True)

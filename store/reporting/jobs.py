@@ -11,9 +11,12 @@ name in :mod:`store.reporting.schemas`.
 2. an add or update (plain or of a committed transaction) is live unless a delete of its id
    (plain, or of a committed transaction) comes after it.
 
-That is what a load returns: the committed entries, deletes applied. Not replayed here: the
-file journal's check of a transaction's record count per file (a transaction torn by a crash
-is dropped by a load; a report of such a journal counts its records). The result keeps
+3. a file journal's prepare or commit whose stated record count (``tx_count``) differs from
+   the transaction's records in its file since the id's last end (``tx_seen``, counted by the
+   decode step as :func:`store.file.reader.replay_file` counts them) ends a transaction torn
+   by a crash: like a rollback, it contributes nothing (a table's rows have no count).
+
+That is what a load returns: the committed entries, deletes applied. The result keeps
 RECORDS' columns plus ``ord``, the entry's effective position (a struct that orders as the
 journal does).
 
@@ -21,8 +24,14 @@ The messaging jobs follow the storage manager's recovery (:mod:`store.messaging.
 a message (45, or 30 with its body in the large-message store) is on a queue while its last
 ADD_REF (32) / ACKNOWLEDGE_REF (33) for that queue is a ref; queues are the bindings
 journal's queue records (21). A message's stored bytes are its record (header, properties,
-inline body) plus, for a large message, its body. Paged messages are not counted in queue
-depths (see :func:`page_stores` for what is paged).
+inline body) plus, for a large message, its body.
+
+Paged messages (PAGED_MESSAGES rows from the page stores) follow the pager's load
+(:meth:`store.messaging.paging.Pager.load`): a paged message counts for each existing queue it
+is routed to when it is visible (no page transaction, or one whose PAGE_TRANSACTION add (35) is
+live: committed), the queue has not completed its page (42) and has no live cursor ack (39) of
+its position. :func:`queue_depths` counts them; the other per-message jobs read the journal
+only.
 
 Thread-safety: pure functions; Spark DataFrames are immutable.
 """
@@ -101,9 +110,15 @@ def replay(records: DataFrame) -> DataFrame:
         .orderBy("seq", "pos")
         .rowsBetween(Window.currentRow, Window.unboundedFollowing)
     )
+    # A torn prepare or commit (file journals only) ends its transaction as a rollback does.
+    torn = F.col("tx_count").isNotNull() & (F.col("tx_count") != F.col("tx_seen"))
     ends = F.when(
-        F.col("kind").isin(COMMIT, ROLLBACK),
-        F.struct(F.col("kind").alias("kind"), F.col("seq").alias("seq"), F.col("pos").alias("pos")),
+        F.col("kind").isin(COMMIT, ROLLBACK) | ((F.col("kind") == PREPARE) & torn),
+        F.struct(
+            F.when(torn, F.lit(ROLLBACK)).otherwise(F.col("kind")).alias("kind"),
+            F.col("seq").alias("seq"),
+            F.col("pos").alias("pos"),
+        ),
     )
     in_tx = (
         records.filter(F.col("kind").isin(*_TX_RECORDS, PREPARE, COMMIT, ROLLBACK))
@@ -169,13 +184,50 @@ def _on_queues(live: DataFrame) -> DataFrame:
     return _pending(live).join(_messages(live), "message_id").join(_queues(live), "queue_id")
 
 
-def queue_depths(live: DataFrame) -> DataFrame:
-    """QUEUE_DEPTHS of the replayed ``live`` entries: a row for every queue (empty ones with
-    0), its unacknowledged messages and their stored bytes. Returns a lazy DataFrame."""
-    counts = (
-        _on_queues(live)
-        .groupBy("queue_id")
-        .agg(F.count("*").alias("messages"), F.sum("bytes").alias("bytes"))
+def _paged_pending(live: DataFrame, paged: DataFrame) -> DataFrame:
+    """(queue_id, message_id, address, large, bytes, record_bytes) of every paged message an
+    existing queue has still to acknowledge (module docstring)."""
+    committed = live.filter(
+        (F.col("journal") == "messages")
+        & (F.col("user_record_type") == p.PAGE_TRANSACTION)
+        & F.col("page_tx_id").isNotNull()
+    ).select(F.col("page_tx_id").alias("tx_id"))
+    records = paged.filter(F.col("error").isNull())
+    visible = records.filter(F.col("tx_id") == 0).unionByName(
+        records.join(committed.distinct(), "tx_id", "left_semi")
+    )
+    routed = visible.select(
+        "page",
+        "page_index",
+        "message_id",
+        "address",
+        "large",
+        "bytes",
+        "record_bytes",
+        F.explode("queue_ids").alias("queue_id"),
+    )  # fmt: skip.join(_queues(live).select("queue_id"), "queue_id", "left_semi")
+    cursor = live.filter(F.col("journal") == "messages")
+    completes = cursor.filter(F.col("user_record_type") == p.PAGE_CURSOR_COMPLETE).select(
+        "queue_id", "page"
+    )
+    acks = cursor.filter(F.col("user_record_type") == p.ACKNOWLEDGE_CURSOR).select(
+        "queue_id", "page", "page_index"
+    )
+    return (
+        routed.join(completes, ["queue_id", "page"], "left_anti")
+        .join(acks, ["queue_id", "page", "page_index"], "left_anti")
+        .select("queue_id", "message_id", "address", "large", "bytes", "record_bytes")
+    )
+
+
+def queue_depths(live: DataFrame, paged: DataFrame) -> DataFrame:
+    """QUEUE_DEPTHS of the replayed ``live`` entries and the PAGED_MESSAGES rows ``paged``: a
+    row for every queue (empty ones with 0), its unacknowledged messages (in the journal and
+    paged) and their stored bytes. Returns a lazy DataFrame."""
+    paged_held = _paged_pending(live, paged).select("queue_id", "bytes")
+    held = _on_queues(live).select("queue_id", "bytes").unionByName(paged_held)
+    counts = held.groupBy("queue_id").agg(
+        F.count("*").alias("messages"), F.sum("bytes").alias("bytes")
     )
     return (
         _queues(live)
@@ -266,23 +318,36 @@ def dead_records(records: DataFrame, live: DataFrame) -> DataFrame:
     )
 
 
-def large_messages(live: DataFrame) -> DataFrame:
-    """LARGE_MESSAGES of ``live``: every live large message, its body size and record bytes.
-    Returns a lazy DataFrame."""
-    return (
+def large_messages(live: DataFrame, paged: DataFrame) -> DataFrame:
+    """LARGE_MESSAGES of ``live`` and the PAGED_MESSAGES rows ``paged``: every large message
+    in the journal, and every paged one some queue still has to acknowledge, with its body
+    size and record bytes. Returns a lazy DataFrame."""
+    journal = (
         _messages(live)
         .filter(F.col("large"))
         .select("message_id", "address", "body_size", "record_bytes")
     )
+    pages = (
+        _paged_pending(live, paged)
+        .filter(F.col("large"))
+        .select(
+            "message_id",
+            "address",
+            (F.col("bytes") - F.col("record_bytes")).alias("body_size"),
+            "record_bytes",
+        )
+        .dropDuplicates(["message_id"])
+    )
+    return journal.unionByName(pages)
 
 
-def page_stores(pages: DataFrame) -> DataFrame:
-    """PAGE_STORES of PAGE_FILES rows: per address, pages, paged records and bytes. Returns a
-    lazy DataFrame."""
-    return pages.groupBy("address").agg(
-        F.count("*").cast("long").alias("pages"),
-        F.sum("records").cast("long").alias("records"),
-        F.sum("bytes").cast("long").alias("bytes"),
+def page_stores(paged: DataFrame) -> DataFrame:
+    """PAGE_STORES of PAGED_MESSAGES rows: per address, pages, paged records and their bytes
+    in the pages. Returns a lazy DataFrame."""
+    return paged.groupBy("address").agg(
+        F.countDistinct("page").cast("long").alias("pages"),
+        F.count("*").cast("long").alias("records"),
+        F.sum("page_bytes").cast("long").alias("bytes"),
     )
 
 

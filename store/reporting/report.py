@@ -87,7 +87,7 @@ class ReportSummary:
 
 
 def _records(spark: SparkSession, source: ReportSource) -> tuple[DataFrame | None, DataFrame]:
-    """(journal RECORDS or None, PAGE_FILES) of ``source``."""
+    """(journal RECORDS or None, PAGED_MESSAGES) of ``source``."""
     config = source.config
     if config is not None and config.database_store is not None:
         db = config.database_store
@@ -110,7 +110,7 @@ def _records(spark: SparkSession, source: ReportSource) -> tuple[DataFrame | Non
         bindings = source.bindings or os.path.join(parent, "bindings")
         paging = source.paging or os.path.join(parent, "paging")
     else:
-        return None, spark.createDataFrame([], schemas.PAGE_FILES)
+        return None, spark.createDataFrame([], schemas.PAGED_MESSAGES)
     records = sources.file_journal(spark, journal, "messages").unionByName(
         sources.file_journal(spark, bindings, "bindings")
     )
@@ -158,14 +158,15 @@ def run_report(
     results: dict[str, Any] = {}
     if records is not None:
         records = records.cache()
+        pages = pages.cache()
         live = jobs.replay(records).cache()
         steps += [
-            ("queue_depths", lambda: jobs.queue_depths(live)),
+            ("queue_depths", lambda: jobs.queue_depths(live, pages)),
             ("record_types", lambda: jobs.record_types(live)),
             ("message_ages", lambda: jobs.message_ages(live, now_ms)),
             ("address_bytes", lambda: jobs.address_bytes(live)),
             ("dead_records", lambda: jobs.dead_records(records, live)),
-            ("large_messages", lambda: jobs.large_messages(live)),
+            ("large_messages", lambda: jobs.large_messages(live, pages)),
             ("page_stores", lambda: jobs.page_stores(pages)),
         ]
     if source.history is not None:

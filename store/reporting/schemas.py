@@ -24,7 +24,16 @@ priority            int      a message's priority
 body_size           long     a message's body size: inline body, or the large-message body
 large               boolean  a message whose body is in the large-message store (type 30)
 error               string   why the body did not decode (null when it did)
+page                long     the page of a cursor ack (39) or page completion (42)
+page_index          int      the index in its page of a cursor ack (39)
+page_tx_id          long     the transaction a PAGE_TRANSACTION add (35) makes visible
+tx_count            int      a file journal's prepare or commit: the transaction's records
+                             in this file as the record says (null on a table)
+tx_seen             int      ... and as the file holds them since the id's last end; a
+                             prepare or commit where they differ ends a torn transaction
 ==================  =======  ===============================================================
+
+:data:`PAGED_MESSAGES` is what the page sources produce: one row per paged message record.
 
 Thread-safety: immutable module constants.
 """
@@ -34,6 +43,7 @@ from __future__ import annotations
 from typing import Final
 
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     IntegerType,
     LongType,
@@ -48,7 +58,7 @@ __all__ = [
     "DEAD_RECORDS",
     "LARGE_MESSAGES",
     "MESSAGE_AGES",
-    "PAGE_FILES",
+    "PAGED_MESSAGES",
     "PAGE_STORES",
     "QUEUE_DEPTHS",
     "RECORDS",
@@ -79,6 +89,11 @@ RECORDS: Final = _schema(
     ("body_size", _L, True),
     ("large", _B, True),
     ("error", _S, True),
+    ("page", _L, True),
+    ("page_index", _I, True),
+    ("page_tx_id", _L, True),
+    ("tx_count", _I, True),
+    ("tx_seen", _I, True),
 )
 
 #: ``queue_depths/`` (DESIGN §11): a row for every queue, empty ones included.
@@ -119,7 +134,8 @@ DEAD_RECORDS: Final = _schema(
     ("dead_bytes", _L, False),
 )
 
-#: ``large_messages/``: every live large message and its body size.
+#: ``large_messages/``: every large message some queue still holds (in the journal or paged),
+#: its body size and record size.
 LARGE_MESSAGES: Final = _schema(
     ("message_id", _L, False),
     ("address", _S, True),
@@ -127,12 +143,23 @@ LARGE_MESSAGES: Final = _schema(
     ("record_bytes", _L, False),
 )
 
-#: What the page source gives: one row per page (file store: page file; database: page rows).
-PAGE_FILES: Final = _schema(
+#: What the page sources give: one row per paged message record, in its page at
+#: ``page_index``: its message, page transaction (0: none), queues, stored ``bytes`` (its 45 or
+#: 30 record plus, for a large message, the body), ``record_bytes`` (the 45 or 30 record
+#: alone), and ``page_bytes`` (the record's size in
+#: the page, framing included). ``error``: why the record did not decode (other columns null).
+PAGED_MESSAGES: Final = _schema(
     ("address", _S, False),
     ("page", _L, False),
-    ("records", _L, False),
-    ("bytes", _L, False),
+    ("page_index", _I, False),
+    ("message_id", _L, True),
+    ("tx_id", _L, True),
+    ("queue_ids", ArrayType(_L, False), True),
+    ("bytes", _L, True),
+    ("record_bytes", _L, True),
+    ("large", _B, True),
+    ("page_bytes", _L, False),
+    ("error", _S, True),
 )
 
 #: ``page_stores/``: per paging address, its pages, paged records and bytes.

@@ -11,8 +11,9 @@
   sees it, :func:`store.file.survey.loaded_files`), read as binary files and decoded in
   parallel with ``mapInArrow``;
 - :func:`history_journal`: the copies in a retention history folder, the same way;
-- :func:`file_pages` / :func:`table_pages`: the pages of a file store's paging folder or of a
-  database store's page tables (records per page with :func:`store.paging.format.decode_page`).
+- :func:`file_pages` / :func:`table_pages`: the paged message records of a file store's paging
+  folder or of a database store's page tables (:func:`store.paging.format.decode_page`, then
+  :func:`store.reporting.decode.paged_records`).
 
 The SQL text Spark sends is compiled by SQLAlchemy from the schema module's ``Table`` (names
 validated and quoted there, CONVENTIONS 14), never formatted here.
@@ -38,9 +39,9 @@ from store.file.segments import SegmentNaming
 from store.file.survey import HEADER_BAD, list_directory, loaded_files
 from store.fs import OsFileSystem
 from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
-from store.paging.format import decode_page, page_number_of
+from store.paging.format import decode_page, page_file_name, page_number_of
 from store.reporting import schemas
-from store.reporting.decode import decode_file_batches, decode_table_batches
+from store.reporting.decode import decode_file_batches, decode_table_batches, paged_records
 from store.reporting.session import jdbc_driver_for
 
 if TYPE_CHECKING:
@@ -200,7 +201,6 @@ def history_journal(spark: SparkSession, directory: str) -> DataFrame:
 def _page_rows(addresses: dict[str, str]) -> Any:
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            out = []
             paths = batch.column("path").to_pylist()
             contents = batch.column("content").to_pylist()
             for path, content in zip(paths, contents, strict=True):
@@ -210,24 +210,14 @@ def _page_rows(addresses: dict[str, str]) -> Any:
                 if page is None or folder not in addresses:
                     continue
                 records = decode_page(content, path=local, torn_tail=True)
-                out.append(
-                    {"address": addresses[folder], "page": page, "records": len(records),
-                     "bytes": len(content)}
-                )  # fmt: skip
-            yield pa.RecordBatch.from_pylist(out, schema=_ARROW_PAGES)
+                yield paged_records(addresses[folder], page, records)
 
     return decode
 
 
-_ARROW_PAGES: Final = pa.schema(
-    [("address", pa.string()), ("page", pa.int64()), ("records", pa.int64()),
-     ("bytes", pa.int64())]
-)  # fmt: skip
-
-
 def file_pages(spark: SparkSession, directory: str) -> DataFrame:
-    """Every page file under the paging folder ``directory`` as PAGE_FILES rows (one per
-    page). Returns a lazy DataFrame (empty when the folder does not exist). Raises OSError
+    """Every paged message record under the paging folder ``directory`` as PAGED_MESSAGES
+    rows. Returns a lazy DataFrame (empty when the folder does not exist). Raises OSError
     when an address file cannot be read; what it yields raises CorruptionError for a damaged
     page."""
     addresses: dict[str, str] = {}
@@ -244,9 +234,9 @@ def file_pages(spark: SparkSession, directory: str) -> DataFrame:
                 os.path.join(folder, p) for p in os.listdir(folder) if page_number_of(p) is not None
             ]
     if not paths:
-        return spark.createDataFrame([], schemas.PAGE_FILES)
+        return spark.createDataFrame([], schemas.PAGED_MESSAGES)
     files = spark.read.format("binaryFile").load(paths).select("path", "content")
-    return files.mapInArrow(_page_rows(addresses), schemas.PAGE_FILES)
+    return files.mapInArrow(_page_rows(addresses), schemas.PAGED_MESSAGES)
 
 
 def _rows_of(spark: SparkSession, config: DatabaseStoreConfig, statement: Any) -> list[Any]:
@@ -256,31 +246,28 @@ def _rows_of(spark: SparkSession, config: DatabaseStoreConfig, statement: Any) -
 
 def _page_table_rows(address: str) -> Any:
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pages: dict[int, list[int]] = {}
+        pages: dict[int, list[tuple[int, bytes]]] = {}
         for batch in batches:
+            ids = batch.column("id").to_pylist()
             names = batch.column("filename").to_pylist()
             datas = batch.column("data").to_pylist()
-            for name, data in zip(names, datas, strict=True):
+            for rid, name, data in zip(ids, names, datas, strict=True):
                 page = page_number_of(name or "")
-                if page is None:
-                    continue
-                # Every row of a page is a whole number of records (store.db.schema).
-                count = len(decode_page(data or b"", path=f"{address}/{name}", torn_tail=False))
-                totals = pages.setdefault(page, [0, 0])
-                totals[0] += count
-                totals[1] += len(data or b"")
-        rows = [
-            {"address": address, "page": page, "records": n, "bytes": size}
-            for page, (n, size) in sorted(pages.items())
-        ]
-        yield pa.RecordBatch.from_pylist(rows, schema=_ARROW_PAGES)
+                if page is not None:
+                    pages.setdefault(page, []).append((rid, data or b""))
+        for page, rows in sorted(pages.items()):
+            # A page's rows in id order (as the page store reads them), each a whole number
+            # of records (store.db.schema).
+            data = b"".join(d for _id, d in sorted(rows))
+            records = decode_page(data, path=f"{address}/{page_file_name(page)}", torn_tail=False)
+            yield paged_records(address, page, records)
 
     return decode
 
 
 def table_pages(spark: SparkSession, config: DatabaseStoreConfig) -> DataFrame:
-    """Every page of a database store's page tables as PAGE_FILES rows (one per page: its
-    rows' records and bytes summed). Returns a lazy DataFrame (empty when nothing is paged).
+    """Every paged message record of a database store's page tables as PAGED_MESSAGES rows
+    (a page's rows joined in id order). Returns a lazy DataFrame (empty when nothing is paged).
     Raises ReportError (no driver), ValueError for a damaged directory row, and what Spark's
     JDBC read raises; what it yields raises CorruptionError for a damaged page row."""
     schema = StoreSchema(TableNames.from_config(config))
@@ -288,7 +275,7 @@ def table_pages(spark: SparkSession, config: DatabaseStoreConfig) -> DataFrame:
     found = _rows_of(
         spark, config, sa.select(directory.c.data).where(directory.c.filename == DIRECTORY_ROW)
     )
-    frame = spark.createDataFrame([], schemas.PAGE_FILES)
+    frame = spark.createDataFrame([], schemas.PAGED_MESSAGES)
     suffixes = sorted(decode_directory(bytes(found[0][0] or b""))) if found else []
     for suffix in suffixes:
         t = schema.page_table(suffix)
@@ -296,14 +283,16 @@ def table_pages(spark: SparkSession, config: DatabaseStoreConfig) -> DataFrame:
         if not named:
             continue
         address = bytes(named[0][0] or b"").decode("utf-8", errors="replace")
-        pages = sa.select(t.c.filename, t.c.data).where(t.c.filename != ADDRESS_ROW)
+        pages = sa.select(t.c.id, t.c.filename, t.c.data).where(t.c.filename != ADDRESS_ROW)
         rows = (
             spark.read.format("jdbc")
             .options(**_jdbc_options(config))
             .option("dbtable", f"({_sql(pages, config.jdbc_connection_url)}) AS pages")
             .load()
-            # every row of one page in one task: a page's totals are summed there
+            # every row of one page in one task: its rows are joined there
             .repartition(1)
         )
-        frame = frame.unionByName(rows.mapInArrow(_page_table_rows(address), schemas.PAGE_FILES))
+        frame = frame.unionByName(
+            rows.mapInArrow(_page_table_rows(address), schemas.PAGED_MESSAGES)
+        )
     return frame

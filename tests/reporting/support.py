@@ -100,3 +100,82 @@ def spark_live_rows(live: Any) -> Any:
         "journal", "id", "user_record_type", "size",
         F.col("kind").isin(UPDATE, UPDATE_TX).alias("is_update"),
     )  # fmt: skip
+
+
+#: Queues of :func:`fill_paging` and what they hold.
+PAGED_QUEUES = ("paged.a", "paged.b", "big.q")
+LARGE_LIMIT = 1024
+
+
+def paging_mapping(mapping: dict[str, Any]) -> dict[str, Any]:
+    """``mapping`` with an address "paged" that pages past 2 KiB (2 KiB pages) and bodies over
+    :data:`LARGE_LIMIT` bytes in the large-message store."""
+    return {
+        **mapping,
+        "min-large-message-size": LARGE_LIMIT,
+        "address-settings": {
+            "paged": {
+                "max-size-bytes": 2048,
+                "page-size-bytes": 2048,
+                "address-full-policy": "PAGE",
+            }
+        },
+    }
+
+
+def fill_paging(sm: StorageManager) -> dict[str, int]:
+    """Paged messages (inline and large) on two queues, some acknowledged (so pages complete
+    and go, and cursor acks stay), page transactions committed, rolled back and prepared, and
+    large messages of a non-paging address, one acknowledged. Returns the depths the manager
+    sees."""
+    sm.create_address("paged", routing_types=("ANYCAST",))
+    sm.create_address("big", routing_types=("ANYCAST",))
+    for name in PAGED_QUEUES:
+        address = "big" if name == "big.q" else "paged"
+        sm.create_queue(name, address=address, routing_type="ANYCAST", filter=None)
+    for i in range(60):
+        body = bytes([i]) * (3000 if i % 10 == 7 else 200)  # every tenth a large message
+        sm.send(Message(address="paged", body=body, timestamp=i), queues=["paged.a", "paged.b"])
+    for queue, n in (("paged.a", 25), ("paged.b", 13)):
+        for d in sm.receive(queue, max_messages=n):
+            sm.ack(queue, d.message.message_id)
+    tx = sm.begin()
+    for _ in range(3):
+        tx.send(Message(address="paged", body=b"c" * 150), queues=["paged.a"])
+    tx.commit()
+    tx = sm.begin()
+    tx.send(Message(address="paged", body=b"r" * 150), queues=["paged.a", "paged.b"])
+    tx.rollback()
+    tx = sm.begin()
+    tx.send(Message(address="paged", body=b"p" * 150), queues=["paged.b"])
+    tx.prepare(Xid(2, b"gtid", b"bq"))
+    for size in (5000, 7000, 100):
+        sm.send(Message(address="big", body=b"L" * size), queues=["big.q"])
+    first = sm.receive("big.q", max_messages=1)[0]
+    sm.ack("big.q", first.message.message_id)
+    sm.flush()
+    return {q: sm.depth(q) for q in PAGED_QUEUES}
+
+
+def stored_bytes(m: Message) -> int:
+    """The stored size of a received message as the storage manager writes it: its record
+    (45, or 30 plus the body in the large-message store). Raises what reading a large body
+    raises."""
+    from store.messaging.message_records import encode_large_message, encode_message
+
+    if m.is_large:
+        with m.open_body() as f:
+            size = len(f.read())
+        return len(encode_large_message(m, size)) + size
+    assert isinstance(m.body, bytes)
+    return len(encode_message(m, m.body))
+
+
+def drained(sm: StorageManager, queues: tuple[str, ...]) -> dict[str, tuple[int, int]]:
+    """queue -> (messages, stored bytes) of everything ``receive`` gives from each queue of a
+    loaded manager (paged ones included; nothing is acknowledged)."""
+    out = {}
+    for queue in queues:
+        got = sm.receive(queue, max_messages=100_000)
+        out[queue] = (len(got), sum(stored_bytes(d.message) for d in got))
+    return out

@@ -11,7 +11,16 @@ from pyspark.testing import assertDataFrameEqual
 
 from store.reporting import jobs, schemas
 from store.reporting.report import ReportSource, _records
-from tests.reporting.support import QUEUES, filled_store, python_live, spark_live_rows
+from tests.reporting.support import (
+    PAGED_QUEUES,
+    QUEUES,
+    drained,
+    fill_paging,
+    filled_store,
+    paging_mapping,
+    python_live,
+    spark_live_rows,
+)
 from tests.support.backends import StoreFactory
 
 
@@ -19,20 +28,20 @@ def _types(schema: Any) -> list[tuple[str, Any]]:
     return [(f.name, f.dataType) for f in schema.fields]
 
 
-def _read(spark: Any, factory: StoreFactory) -> Any:
-    records, _pages = _records(spark, ReportSource(config=factory.config))
+def _read(spark: Any, factory: StoreFactory) -> tuple[Any, Any]:
+    records, pages = _records(spark, ReportSource(config=factory.config))
     assert records is not None
-    return records.cache()
+    return records.cache(), pages
 
 
 def test_replay_depths_and_record_types_match_the_python_load(
     spark: Any, report_factory: StoreFactory
 ) -> None:
     expected = filled_store(report_factory)
-    records = _read(spark, report_factory)
+    records, pages = _read(spark, report_factory)
     live = jobs.replay(records).cache()
 
-    depths = jobs.queue_depths(live)
+    depths = jobs.queue_depths(live, pages)
     assert _types(depths.schema) == _types(schemas.QUEUE_DEPTHS)
     assertDataFrameEqual(
         depths,
@@ -84,7 +93,7 @@ def test_message_ages_and_address_bytes(spark: Any, tmp_path: Any) -> None:
     factory = StoreFactory(backend_by_name("file-nio"), tmp_path, unique_prefix())
     try:
         expected = filled_store(factory, messages=12)
-        live = jobs.replay(_read(spark, factory)).cache()
+        live = jobs.replay(_read(spark, factory)[0]).cache()
     finally:
         factory.teardown()
     ages = {r["queue"]: r for r in jobs.message_ages(live, now_ms=61_000).collect()}
@@ -111,7 +120,7 @@ def test_replay_applies_commit_position_rollback_and_deletes(spark: Any) -> None
         (11, 1, 0, 11), (11, 5, 0, 12),
     ]  # fmt: skip
     records = spark.createDataFrame(
-        [("messages", seq, 0, kind, rid, tx, 45, 1) + (None,) * 8
+        [("messages", seq, 0, kind, rid, tx, 45, 1) + (None,) * 13
          for kind, rid, tx, seq in rows],
         schemas.RECORDS,
     )  # fmt: skip
@@ -121,43 +130,48 @@ def test_replay_applies_commit_position_rollback_and_deletes(spark: Any) -> None
     )
 
 
-def test_large_messages(spark: Any, tmp_path: Any) -> None:
-    # The storage manager of this version writes no large messages yet: the records are
-    # written through the journals, with the messaging codecs.
-    from store import StoreConfig, open_store
-    from store.messaging import Message
-    from store.messaging import records as r
-    from store.messaging.message_records import encode_large_message, encode_message
-    from tests.support.backends import file_config_mapping
+def test_replay_drops_transactions_torn_in_their_file_as_the_load_does(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Hand-built journal files: transaction 5's commit counts 3 records where its file has 2
+    (torn); the id used again after it and committed with the right count; transaction 6
+    prepared with a wrong count, then committed (nothing left to commit); transaction 7
+    spans two files and its commit counts its own file's records; transaction 9 spans two
+    files and its commit counts one more than its file has (torn). The Spark replay keeps
+    what ``load()`` keeps."""
+    from store.journal.api import RecordType as T
+    from store.reporting.sources import file_journal
+    from tests.file.handbuilt import A, B, Builder, load
 
-    config = StoreConfig.from_mapping(file_config_mapping(tmp_path, "NIO"))
-    with open_store(config) as s:
-        s.bindings.load()
-        s.messages.load()
-        s.bindings.append_add(1, 44, r.AddressRecord("big", ("ANYCAST",)).encode())
-        s.bindings.append_add(2, 21, r.QueueRecord("big.q", "big", "ANYCAST", None).encode())
-        large = encode_large_message(Message(address="big", body=b""), 50_000)
-        small = encode_message(Message(address="big", body=b""), b"small")
-        s.messages.append_add(10, r.ADD_LARGE_MESSAGE, large)
-        s.messages.append_update(10, r.ADD_REF, r.RefRecord(2).encode())
-        s.messages.append_add(11, r.ADD_MESSAGE_PROTOCOL, small)
-        s.messages.append_update(11, r.ADD_REF, r.RefRecord(2).encode())
-    records, _pages = _records(spark, ReportSource(config=config))
-    assert records is not None
-    live = jobs.replay(records)
-    rows = [r.asDict() for r in jobs.large_messages(live).collect()]
-    assert rows == [
-        {"message_id": 10, "address": "big", "body_size": 50_000, "record_bytes": len(large)}
-    ]
-    depths = {r["queue"]: (r["messages"], r["bytes"]) for r in jobs.queue_depths(live).collect()}
-    assert depths == {"big.q": (2, len(large) + 50_000 + len(small))}
+    b = Builder().file(A).rec(id=1)
+    b.rec(T.ADD_TX, id=2, tx_id=5).rec(T.ADD_TX, id=3, tx_id=5)
+    b.rec(T.COMMIT, tx_id=5, tx_count=3)  # torn: 2 in this file
+    b.rec(T.ADD_TX, id=4, tx_id=5).rec(T.COMMIT, tx_id=5, tx_count=1)  # the id again: good
+    b.rec(T.ADD_TX, id=6, tx_id=6).rec(T.PREPARE, tx_id=6, tx_count=2, body=b"xid")  # torn
+    b.rec(T.COMMIT, tx_id=6, tx_count=1)
+    b.rec(T.ADD_TX, id=7, tx_id=7).rec(T.ADD_TX, id=8, tx_id=9)
+    b.file(B).rec(T.ADD_TX, id=9, tx_id=7).rec(T.COMMIT, tx_id=7, tx_count=1)  # per file: good
+    b.rec(T.ADD_TX, id=10, tx_id=9).rec(T.COMMIT, tx_id=9, tx_count=2)  # torn: 1 in B
+    b.rec(T.DELETE, id=1)
+    directory = tmp_path / "journal"
+    b.write(directory)
+    expected = sorted(r.id for r in load(directory).records)
+    assert expected == [4, 7, 9]  # the case is the one named: 2, 3, 6, 8, 10 are dropped
+    live = jobs.replay(file_journal(spark, str(directory), "messages"))
+    assert sorted(r["id"] for r in live.select("id").collect()) == expected
 
 
 @pytest.mark.parametrize("which", ["file-nio", "postgresql"])
-def test_page_stores(spark: Any, tmp_path: Any, which: str) -> None:
+def test_depths_count_paged_and_large_messages_as_the_storage_manager(
+    spark: Any, tmp_path: Any, which: str
+) -> None:
+    """Paged messages (acked ones, a completed and deleted page, committed, rolled-back and
+    prepared page transactions) and large messages, all sent through the storage manager:
+    queue_depths equals sm.depth and the stored bytes of what the queues give back; the
+    large-message and page-store jobs match the stores."""
     from store import StoreConfig, open_store
     from store.db.migrate import drop_schema, upgrade
-    from store.messaging import Message, StorageManager
+    from store.messaging import StorageManager
     from tests.support.backends import file_config_mapping, unique_prefix
     from tests.support.db_backends import new_store_mapping
 
@@ -165,32 +179,51 @@ def test_page_stores(spark: Any, tmp_path: Any, which: str) -> None:
         mapping = file_config_mapping(tmp_path, "NIO")
     else:
         mapping = new_store_mapping(tmp_path, unique_prefix(), which)
-    mapping["address-settings"] = {"paged": {"max-size-bytes": 2048, "address-full-policy": "PAGE"}}
-    config = StoreConfig.from_mapping(mapping)
+    config = StoreConfig.from_mapping(paging_mapping(mapping))
     if config.database_store is not None:
         upgrade(config)
     try:
         sm = StorageManager(open_store(config))
         sm.load()
-        sm.create_address("paged", routing_types=("ANYCAST",))
-        sm.create_queue("paged.q", address="paged", routing_type="ANYCAST", filter=None)
-        for i in range(40):
-            sm.send(Message(address="paged", body=bytes(200) + bytes([i])))
-        depth = sm.depth("paged.q")
-        paged_bytes = _stored_page_bytes(sm)
+        depth = fill_paging(sm)
+        page_bytes = _stored_page_bytes(sm)
+        pages_left = sorted(sm._store.paging.store("paged").pages())
         sm.close()
         records, pages = _records(spark, ReportSource(config=config))
         assert records is not None
-        depths = {r["queue"]: r for r in jobs.queue_depths(jobs.replay(records)).collect()}
+        live = jobs.replay(records).cache()
+        depths = {
+            r["queue"]: (r["messages"], r["bytes"])
+            for r in jobs.queue_depths(live, pages).collect()
+        }
+        types = {r["name"]: r["records"] for r in jobs.record_types(live).collect()}
+        large = sorted(jobs.large_messages(live, pages).collect(), key=lambda r: r["message_id"])
         stores = jobs.page_stores(pages).collect()
+        sm = StorageManager(open_store(config))
+        sm.load()
+        try:
+            expected = drained(sm, PAGED_QUEUES)
+        finally:
+            sm.close()
     finally:
         if config.database_store is not None:
             drop_schema(config)
+    # the scenario has what it names: a deleted page, a completion, cursor acks, a page tx
+    assert pages_left[0] > 0 and len(pages_left) > 1
+    assert types["PAGE_CURSOR_COMPLETE"] > 0 and types["ACKNOWLEDGE_CURSOR"] > 0
+    assert types["PAGE_TRANSACTION"] == 1
+    assert {q: m for q, (m, _b) in expected.items()} == depth
+    assert depths == expected
+    # big.q: the 7000-byte body in the journal; paged.*: every tenth of 60 (3000 bytes)
+    assert [(r["address"], r["body_size"]) for r in large if r["address"] == "big"] == [
+        ("big", 7000)
+    ]
+    paged_large = [r for r in large if r["address"] == "paged"]
+    assert paged_large and {r["body_size"] for r in paged_large} == {3000}
+    assert all(r["record_bytes"] > 0 for r in large)
     assert [r["address"] for r in stores] == ["paged"]
-    assert stores[0]["records"] > 0 and stores[0]["pages"] >= 1
-    # queue_depths counts the messages in the journal; the rest of the 40 are paged
-    assert stores[0]["records"] + depths["paged.q"]["messages"] == depth == 40
-    assert stores[0]["bytes"] == paged_bytes
+    assert stores[0]["pages"] == len(pages_left)
+    assert stores[0]["bytes"] == page_bytes
 
 
 def _stored_page_bytes(sm: Any) -> int:
