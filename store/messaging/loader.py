@@ -123,7 +123,7 @@ def _messages(
             cleaned["messages"] += 1
             continue
         kept[mid] = _stored(sm, loaded, live)
-        held = memory[loaded.address]
+        held = memory[(loaded.header or loaded.message).address]  # type: ignore[union-attr]
         held[0] += loaded.size
         held[1] += 1
     for address, (size, count) in memory.items():
@@ -140,8 +140,10 @@ def _messages(
             continue
         if owner.refs.get(qid) is not ref:
             continue  # acknowledged (or routed again later)
-        scheduled = owner.scheduled_delivery if ref.scheduled is None else ref.scheduled
-        entries[qid].append((mid, owner.priority, next(order), ref.delivery_count, scheduled))
+        # header or message: both have the fields (the properties of LoadedMessage, inline)
+        m = owner.header or owner.message
+        scheduled = m.scheduled_delivery if ref.scheduled is None else ref.scheduled  # type: ignore[union-attr]
+        entries[qid].append((mid, m.priority, next(order), ref.delivery_count, scheduled))  # type: ignore[union-attr]
         if done % 100_000 == 0 or done == total:
             log.info("messaging load: phase=queues done=%d total=%d", done, total)
             if progress is not None:
