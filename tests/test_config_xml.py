@@ -67,6 +67,7 @@ def test_realistic_broker_xml_reads_only_the_persistence_settings():
             },
             masked_properties=frozenset({"password"}),
         ),
+        ha_role="primary",  # its <ha-policy><shared-store><primary/>
     )
     assert cfg == expected
     # Address settings hold page-size-bytes 10M; the database page size stays its own 100K.
