@@ -52,7 +52,7 @@ from store.paging.api import PagingManager
 from store.parts import StoreParts
 
 if TYPE_CHECKING:
-    from store.config import StoreConfig
+    from store.config import DatabaseStoreConfig, StoreConfig
 
 __all__ = [
     "BacklogLimits",
@@ -81,7 +81,7 @@ class DatabaseJournals:
         bindings: DatabaseJournal,
         messages: DatabaseJournal,
         engine: Engine,
-        lock: StoreLock,
+        lock: StoreLock | None,
         schema: StoreSchema,
         target: DatabaseTarget,
     ) -> None:
@@ -105,7 +105,8 @@ class DatabaseJournals:
                 journal.close()
             except StoreError as exc:
                 errors.append(exc)
-        self._lock.release()
+        if self._lock is not None:
+            self._lock.release()
         dispose_store_engine(self.engine)
         if errors:
             raise errors[0]
@@ -115,7 +116,11 @@ class DatabaseJournals:
 
 
 def open_database_journals(
-    config: StoreConfig, *, fence: Fence | None = None, backlog: BacklogLimits | None = None
+    config: StoreConfig,
+    *,
+    fence: Fence | None = None,
+    backlog: BacklogLimits | None = None,
+    store_lock: bool = True,
 ) -> DatabaseJournals:
     """Open the database store ``config`` describes: lock it, check its schema (creating it
     when none of the store's tables exist, as Artemis does at start-up; see
@@ -124,7 +129,10 @@ def open_database_journals(
 
     ``fence`` runs inside every batch's transaction (the HA lease check); ``backlog`` bounds
     each journal's appended, not yet committed operations (default: :class:`BacklogLimits`'s
-    defaults; see :mod:`store.db.writer`, "Back-pressure"). Returns the
+    defaults; see :mod:`store.db.writer`, "Back-pressure"). ``store_lock=False`` (a store opened
+    with an HA node manager, whose live lock replaces it) skips the store lock; with it, a
+    live HA lease held by another process (unexpired by the database clock) is refused too.
+    Returns the
     :class:`DatabaseJournals`. Raises ConfigError for a configuration without a database store
     or with an unusable URL or driver, StoreLockedError when another process holds the store,
     SchemaError when the schema is old (naming ``store db upgrade``), partial, or cannot be
@@ -143,7 +151,8 @@ def open_database_journals(
     engine, target = create_store_engine(db)
     lock: StoreLock | None = None
     try:
-        lock = acquire_store_lock(engine, target, names)
+        if store_lock:
+            lock = acquire_store_lock(engine, target, names)
         ensure_schema(
             engine,
             names,
@@ -152,6 +161,8 @@ def open_database_journals(
             where=target.display,
         )
         schema = StoreSchema(names)
+        if store_lock:
+            _refuse_live_lease(engine, schema, db)
         journals = _journals(config, engine, schema, fence, backlog or BacklogLimits())
     except StoreError:
         _abandon(engine, lock)
@@ -182,13 +193,16 @@ def open_database_journals(
     )
 
 
-def open_database_store(config: StoreConfig, *, fence: Fence | None = None) -> StoreParts:
+def open_database_store(
+    config: StoreConfig, *, fence: Fence | None = None, store_lock: bool = True
+) -> StoreParts:
     """The database store's one opener (what :func:`store.open_store` calls): opens it as
-    :func:`open_database_journals` does and returns its :class:`~store.parts.StoreParts`.
+    :func:`open_database_journals` does and returns its :class:`~store.parts.StoreParts`;
+    ``fence`` guards the journals' batches and the page stores' writes alike.
     Raises what :func:`open_database_journals` raises."""
-    journals = open_database_journals(config, fence=fence)
+    journals = open_database_journals(config, fence=fence, store_lock=store_lock)
     try:
-        paging = _paging(config, journals)
+        paging = _paging(config, journals, fence)
     except BaseException:
         journals.close()
         raise
@@ -208,7 +222,7 @@ def open_database_store(config: StoreConfig, *, fence: Fence | None = None) -> S
     )
 
 
-def _paging(config: StoreConfig, journals: DatabaseJournals) -> PagingManager:
+def _paging(config: StoreConfig, journals: DatabaseJournals, fence: Fence | None) -> PagingManager:
     """The page stores in the store's page tables. Raises StoreUnavailableError."""
     from store.paging.database import DatabasePagingManager  # imports store.db itself
 
@@ -221,7 +235,30 @@ def _paging(config: StoreConfig, journals: DatabaseJournals) -> PagingManager:
         sync_timeout_ns=config.page_sync_timeout,
         max_page_size=db.jdbc_max_page_size_bytes,
         where=journals.target.display,
+        fence=fence,
     )
+
+
+def _refuse_live_lease(engine: Engine, schema: StoreSchema, db: DatabaseStoreConfig) -> None:
+    """Raise StoreLockedError naming the holder when an HA node holds an unexpired live
+    lease on this store (DESIGN §8): a plain open must not write under a live primary."""
+    from store.ha.lease import PRIMARY_ROW, LeaseTable
+
+    table = LeaseTable(
+        engine,
+        schema.node_manager,
+        expiration_ms=db.jdbc_lock_expiration,
+        allowed_diff_ms=db.jdbc_allowed_time_diff,
+    )
+    row = table.read(PRIMARY_ROW)
+    if row.held:
+        raise StoreLockedError(
+            f"store (tables {schema.names.bindings}, {schema.names.messages}) is live in an HA "
+            f"pair: the live lock is held by {row.holder} (generation {row.generation}, "
+            f"expires at {row.expires_at_ms} ms by the database clock)",
+            holder=row.holder,
+            hint="open it through the HA node manager (store ha run), or stop that node",
+        )
 
 
 def _abandon(engine: Engine, lock: StoreLock | None) -> None:

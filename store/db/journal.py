@@ -61,6 +61,7 @@ from store.db.writer import (
     Fence,
     GroupCommitWriter,
     commit_batch,
+    refusal,
 )
 from store.errors import (
     CorruptionError,
@@ -595,7 +596,7 @@ class DatabaseJournal(Journal):
             except Exception:
                 _log.debug("closing the writer's connection failed", exc_info=True)
         if w.failed is not None and failed_before is None:
-            raise StoreUnavailableError(str(w.failed), hint=w.failed.hint) from w.failed
+            raise refusal(w.failed) from w.failed
 
     def __repr__(self) -> str:
         return f"DatabaseJournal(name={self.name!r}, table={self.table_name!r})"
