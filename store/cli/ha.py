@@ -106,8 +106,17 @@ def run_node(args: argparse.Namespace) -> int:
         def acknowledged(record_id: int) -> None:
             print(record_id, flush=True)
 
+        # Each record names the node and its generation: what a node wrote can be told apart.
+        payload = f"{role} generation {lease.generation} {lease.holder}".encode()
         try:
-            steady_writer(config, nm, acknowledged=acknowledged, stop=stop, pause=args.pause)
+            steady_writer(
+                config,
+                nm,
+                acknowledged=acknowledged,
+                stop=stop,
+                pause=args.pause,
+                payload=payload,
+            )
         except KeyboardInterrupt:
             pass
         except LockLostError as exc:

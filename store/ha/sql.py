@@ -123,10 +123,12 @@ class FenceSQL:
             stmt = stmt.with_for_update(read=True)
         compiled = stmt.compile(dialect=dialect)
         self.sql: str = compiled.string
-        self._order: tuple[str, ...] = tuple(getattr(compiled, "positiontup", None) or ())
-        self._values = {"row": 1, "idle": str(int(expiration_ms))}
+        order = tuple(getattr(compiled, "positiontup", None) or ())
+        values = compiled.construct_params()
+        # Every parameter is fixed (the row, the timeout, set_config's own arguments).
+        self._params: tuple[Any, ...] = tuple(values[name] for name in order)
         self.session = mariadb_session_setup(dialect, expiration_ms)
 
     def params(self) -> tuple[Any, ...]:
         """The statement's parameters, in placement order."""
-        return tuple(self._values[name] for name in self._order)
+        return self._params
