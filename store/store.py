@@ -116,4 +116,23 @@ def open_store(
         return Store(config, open_database_store(config, fence=fence, store_lock=False))
     from store.file import open_file_store
 
+    if node_manager is None:
+        _refuse_live_file_node(config)
     return Store(config, open_file_store(config, fs=fs, lock=node_manager is None))
+
+
+def _refuse_live_file_node(config: StoreConfig) -> None:
+    """A file store opened with a node manager holds the live lock instead of the journals'
+    directory locks, so a plain open checks that lock. Raises StoreLockedError naming the
+    holder when an HA node is live on this store."""
+    from store.errors import StoreLockedError
+    from store.ha.files import live_holder
+
+    holder = live_holder(config.node_manager_lock_directory)
+    if holder is not None:
+        raise StoreLockedError(
+            f"the file store is live in an HA pair: the live lock in "
+            f"{config.node_manager_lock_directory} is held by {holder}",
+            holder=holder,
+            hint="open it through the HA node manager (store ha run), or stop that node",
+        )

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from store.config import load_config
-from store.errors import ConfigError, LockLostError
+from store.errors import ConfigError, LockLostError, StoreLockedError
 
 __all__ = ["register"]
 
@@ -73,7 +73,8 @@ def _config_arg(parser: argparse.ArgumentParser) -> None:
 def run_node(args: argparse.Namespace) -> int:
     """Go live in the role, then append until interrupted (0) or the lock is lost (3).
 
-    Raises ConfigError without a role, LockLostError (exit 3) when the live lock is lost,
+    Raises ConfigError without a role, StoreLockedError (exit 3) when ``--timeout`` passes
+    before this node goes live, LockLostError (exit 3) when the live lock is lost,
     and what the store raises (mapped to exit codes by ``store``).
     """
     from store.ha import open_node_manager
@@ -94,7 +95,14 @@ def run_node(args: argparse.Namespace) -> int:
     try:
         print(f"waiting to go live as {role} (node {nm.node_id})", file=sys.stderr, flush=True)
         started = time.monotonic()
-        go_live(nm, role, timeout=args.timeout)
+        try:
+            go_live(nm, role, timeout=args.timeout)
+        except TimeoutError as exc:
+            holder = nm.lease.holder
+            raise StoreLockedError(
+                f"{exc} after {args.timeout} s (live lock held by {holder or 'nobody'})",
+                holder=holder,
+            ) from exc
         lease = nm.lease
         print(
             f"live as {role} after {time.monotonic() - started:.1f} s: generation "

@@ -91,6 +91,7 @@ __all__ = [
     "Fence",
     "GroupCommitWriter",
     "commit_batch",
+    "fenced_failure",
     "refusal",
 ]
 
@@ -98,8 +99,26 @@ _log = logging.getLogger(__name__)
 
 #: A check run inside every batch's transaction before its statements, given the driver
 #: connection; it raises (e.g. LockLostError) to abort the batch. The HA node manager
-#: installs one (fencing, :mod:`store.ha.database`).
+#: installs one (fencing, :mod:`store.ha.database`). A fence may also have an
+#: ``after_failure()`` attribute returning the error a failed batch should raise instead of
+#: StoreUnavailableError (see :func:`fenced_failure`).
 Fence = Callable[[Any], None]
+
+
+def fenced_failure(fence: Fence | None) -> StoreError | None:
+    """After a batch failed with a database error: the fence's verdict (LockLostError when
+    the live lock turns out to be lost, e.g. a node frozen mid-batch whose session was ended
+    while the backup took over), or None. Raises nothing."""
+    verdict = getattr(fence, "after_failure", None)
+    if verdict is None:
+        return None
+    try:
+        result: StoreError | None = verdict()
+    except Exception:
+        _log.debug("the fence's after-failure check failed", exc_info=True)
+        return None
+    return result
+
 
 # Weight of the newest batch in the smoothed commit rate (the rest is the history's).
 _RATE_WEIGHT = 0.3
@@ -270,6 +289,9 @@ def commit_batch(
         raise
     except Exception as exc:
         _rollback_quietly(sql, conn)
+        lost = fenced_failure(fence)
+        if lost is not None:
+            raise lost from exc
         raise StoreUnavailableError(
             f"database write to table {table} failed at {step[0]!r}: {type(exc).__name__}: "
             f"{_first_line(exc)}",

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from store.errors import LockLostError
+from store.errors import LockLostError, StoreIOError, StoreUnavailableError
 
 __all__ = [
     "ACTIVE",
@@ -188,15 +188,16 @@ class NodeManager(ABC):
         (trying every poll interval), start renewing it, write ACTIVE.
 
         ``timeout`` in seconds (None: the configured acquisition timeout, forever by default).
-        Returns when live. Raises TimeoutError when the timeout passes, LockLostError after
-        :meth:`close`, StoreUnavailableError / StoreIOError when the store cannot be reached.
+        A store that does not answer is waited for like a held lock (logged). Returns when
+        live. Raises TimeoutError when the timeout passes, LockLostError after :meth:`close`.
         """
         self._check_open()
         if self._live:
             return
-        self._set_state(FAILING_BACK)
         deadline = Deadline(self._timeout(timeout))
-        while not self._try_live():
+        while not self._attempt(self._announce_start):
+            self._wait_poll(deadline, "the store to answer")
+        while not self._attempt(self._try_live):
             self._wait_poll(deadline, "the live lock")
         self._went_live()
         self._set_state(ACTIVE)
@@ -208,7 +209,7 @@ class NodeManager(ABC):
         if self._backup:
             return
         deadline = Deadline(self._timeout(timeout))
-        while not self._try_backup():
+        while not self._attempt(self._try_backup):
             self._wait_poll(deadline, "the backup lock")
         with self._mutex:
             self._backup = True
@@ -228,11 +229,7 @@ class NodeManager(ABC):
         if self._live:
             return
         deadline = Deadline(self._timeout(timeout))
-        while True:
-            if self.state == ACTIVE and self._try_live():
-                if self.state == ACTIVE:
-                    break
-                self._release_live()
+        while not self._attempt(self._take_over):
             self._wait_poll(deadline, "the live node to go away")
         self._went_live()
         self._set_state(ACTIVE)
@@ -240,6 +237,30 @@ class NodeManager(ABC):
             with self._mutex:
                 self._backup = False
             self._release_backup()
+
+    def _announce_start(self) -> bool:
+        """A starting primary's first step: FAILING_BACK, so backups wait. Returns True."""
+        self._set_state(FAILING_BACK)
+        return True
+
+    def _take_over(self) -> bool:
+        """One try of a waiting backup (see :meth:`await_live`); True when live."""
+        if self.state != ACTIVE or not self._try_live():
+            return False
+        if self.state == ACTIVE:
+            return True
+        self._release_live()
+        return False
+
+    def _attempt(self, step: Callable[[], bool]) -> bool:
+        """Run one try of a waiting loop; a store that does not answer (StoreUnavailableError,
+        StoreIOError) counts as "not yet" and is logged: a waiting node outlives an outage
+        and goes live when the store answers again. Returns what ``step`` returned."""
+        try:
+            return step()
+        except (StoreUnavailableError, StoreIOError) as exc:
+            _log.warning("HA: the store does not answer; still waiting: %s", exc)
+            return False
 
     def on_lock_lost(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once per loss of the live lock, on the node manager's thread

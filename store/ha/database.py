@@ -25,7 +25,10 @@ statements, one ``SELECT`` of the live-lock row with a share lock (:class:`store
 checks that it still holds this node's holder id and generation and that it has not expired
 by the database clock. Otherwise it marks the lock lost (the callbacks then run on the node
 manager's thread) and raises LockLostError: the batch commits nothing. Once lost, every fence
-raises LockLostError without asking the database. A backup's acquiring ``UPDATE`` of the row
+raises LockLostError without asking the database. A batch that fails with a database error
+after its fence passed (a node frozen mid-batch, whose session the server ended while the
+backup took over) asks the fence's ``after_failure``: when the row is no longer this node's,
+the batch raises LockLostError too, never another error. A backup's acquiring ``UPDATE`` of the row
 waits for a batch that holds the share lock, so a batch either commits before the takeover or
 sees it.
 
@@ -331,6 +334,26 @@ class DatabaseNodeManager(NodeManager):
                     hint="the backup has taken over; restart this node as a backup",
                 )
 
+        def after_failure() -> LockLostError | None:
+            # A batch failed with a database error: was it because this node lost the lock
+            # (frozen mid-batch, its session ended, the backup took over)? Then the error is
+            # LockLostError, as for every write after a loss.
+            problem: str | None = None
+            if not self._live or self._generation_token() != expected:
+                problem = self._loss_reason or "no longer held"
+            else:
+                row = self.table.read(PRIMARY_ROW)
+                if row.raw != expected or not row.held:
+                    problem = f"the live lock held as {row.raw!r}, not {expected!r}"
+                    self._lock_lost(f"a failed write found {problem}")
+            if problem is None:
+                return None
+            return LockLostError(
+                f"the live lock was lost ({problem}): this write was not committed",
+                hint="the backup has taken over; restart this node as a backup",
+            )
+
+        check.after_failure = after_failure  # type: ignore[attr-defined]
         return check
 
     def _generation_token(self) -> str:

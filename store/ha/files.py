@@ -55,7 +55,7 @@ from store.ha.api import STATE_LETTERS, Lease, NodeManager, state_of_letter
 if TYPE_CHECKING:
     from store.config import StoreConfig
 
-__all__ = ["BACKUP_LOCK", "PRIMARY_LOCK", "SERVER_LOCK", "FileNodeManager"]
+__all__ = ["BACKUP_LOCK", "PRIMARY_LOCK", "SERVER_LOCK", "FileNodeManager", "live_holder"]
 
 _log = logging.getLogger(__name__)
 
@@ -112,6 +112,29 @@ def _read_generation(fd: int) -> tuple[int, str | None]:
     if not head.isdigit():
         return 0, None
     return int(head), rest.strip() or None
+
+
+def live_holder(directory: str) -> str | None:
+    """Who holds the live lock in the lock directory ``directory`` (None: nobody, or no
+    node manager ever ran there). A plain open of a file store refuses to write under a live
+    HA node with it. Returns the holder text; raises nothing (unreadable means unknown)."""
+    try:
+        fd = os.open(os.path.join(directory, PRIMARY_LOCK), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not _OFD:
+            return None  # flock cannot be probed without taking it on a read-only file
+        answer = fcntl.fcntl(
+            fd, fcntl.F_OFD_GETLK, _FLOCK.pack(fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0)
+        )
+        if _FLOCK.unpack(answer)[0] == fcntl.F_UNLCK:
+            return None
+        return _read_generation(fd)[1] or "another process"
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class FileNodeManager(NodeManager):

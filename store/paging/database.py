@@ -39,7 +39,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from store.db.dialects import SQLITE_WRITE_LOCK_OPTION
 from store.db.schema import StoreSchema
-from store.db.writer import Fence
+from store.db.writer import Fence, fenced_failure
 from store.errors import StoreError, StoreUnavailableError
 from store.paging.base import GroupCommitPagingManager, PageBackend
 from store.paging.flusher import WriteBatch
@@ -129,6 +129,9 @@ class DatabasePageBackend(PageBackend):
         except StoreError:
             raise
         except (sa.exc.SQLAlchemyError, OSError) as exc:
+            lost = fenced_failure(self.fence)
+            if lost is not None:
+                raise lost from exc
             text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             raise StoreUnavailableError(
                 f"paging: {what} on table {table} of {self.where} failed: "

@@ -166,6 +166,10 @@ def _mapping_of(config: StoreConfig) -> dict[str, object]:
     }
     if db.jdbc_user:
         section["jdbc-user"] = db.jdbc_user
+    if db.jdbc_driver_class_name_given:
+        section["jdbc-driver-class-name"] = db.jdbc_driver_class_name
+    if db.jdbc_driver_classpath:
+        section["jdbc-driver-classpath"] = db.jdbc_driver_classpath
     return {"database-store": section}
 
 
@@ -317,3 +321,137 @@ def test_a_failed_renew_is_retried_while_the_lease_lasts(which: str, tmp_path: P
         nm.close()
         admin.dispose()
         drop_schema(config)
+
+
+def test_a_database_outage_loses_the_lock_once_after_retrying(tmp_path: Path) -> None:
+    """PostgreSQL, a dedicated user (so only this test's sessions are touched): the node
+    manager's user may no longer log in and its sessions are terminated. Renews fail and are
+    retried while the lease leaves a renew period, so the loss comes late in the lease,
+    not at the first error; callbacks run once. When the database answers again, a node
+    with another user takes over after the expiry."""
+    from store.db.migrate import drop_schema
+
+    role = f"ha_out_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(
+        "postgresql+psycopg://postgres@127.0.0.1:5432/test", isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+        conn.exec_driver_sql(f"GRANT USAGE, CREATE ON SCHEMA public TO {role}")
+    mapping = ha_mapping(tmp_path, unique_prefix(), "postgresql")
+    config = StoreConfig.from_mapping(mapping)
+    mapping["database-store"]["jdbc-user"] = role
+    as_role = StoreConfig.from_mapping(mapping)
+    nm = _nm(as_role)
+    other: DatabaseNodeManager | None = None
+    calls: list[float] = []
+    try:
+        nm.start_primary(timeout=10)
+        nm.on_lock_lost(lambda: calls.append(time.monotonic()))
+        time.sleep(0.3)
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER ROLE {role} NOLOGIN")
+            started = time.monotonic()
+            conn.exec_driver_sql(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+            )
+        deadline = started + EXPIRATION_MS / 1000 + 2
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.4)
+        assert len(calls) == 1 and not nm.is_live
+        lost_after = calls[0] - started
+        assert 0.5 * EXPIRATION_MS / 1000 <= lost_after <= EXPIRATION_MS / 1000 + 0.3, lost_after
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER ROLE {role} LOGIN")
+        other = _nm(config)
+        other.start_primary(timeout=EXPIRATION_MS / 1000 + 3)
+        assert other.lease.holder == other.holder and other.lease.generation == 2
+    finally:
+        nm.close()
+        if other is not None:
+            other.close()
+        drop_schema(config)
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER ROLE {role} LOGIN")
+            conn.exec_driver_sql(f"DROP OWNED BY {role}")
+            conn.exec_driver_sql(f"DROP ROLE {role}")
+        admin.dispose()
+
+
+def test_a_clock_difference_beyond_the_allowed_one_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HA-24: the lease is timed by the database clock; a local clock differing by more
+    than jdbc-allowed-time-diff only logs a warning (0 ms allowed: any difference warns;
+    the default 250 ms: the same machine's clocks do not)."""
+    for allowed, warned in ((0, True), (250, False)):
+        caplog.clear()
+        mapping = ha_mapping(
+            tmp_path, unique_prefix(), "sqlite", **{"jdbc-allowed-time-diff": allowed}
+        )
+        nm = _nm(StoreConfig.from_mapping(mapping))
+        with caplog.at_level("WARNING", logger="store.ha.lease"):
+            for _ in range(20):
+                nm.table.read(PRIMARY_ROW)
+                time.sleep(0.001)
+        nm.close()
+        found = any("jdbc-allowed-time-diff" in r.getMessage() for r in caplog.records)
+        assert found is warned, allowed
+
+
+def test_a_waiting_backup_outlives_a_database_outage(tmp_path: Path) -> None:
+    """PostgreSQL, a dedicated user for the backup: while it cannot log in, the backup's
+    await_live keeps waiting (no error); once the database answers it goes live, after
+    the primary let go."""
+    from store.db.migrate import drop_schema
+
+    role = f"ha_wait_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(
+        "postgresql+psycopg://postgres@127.0.0.1:5432/test", isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+        conn.exec_driver_sql(f"GRANT USAGE, CREATE ON SCHEMA public TO {role}")
+    mapping = ha_mapping(tmp_path, unique_prefix(), "postgresql")
+    config = StoreConfig.from_mapping(mapping)
+    primary = _nm(config)  # creates the tables as postgres
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+    mapping["database-store"]["jdbc-user"] = role
+    backup = _nm(StoreConfig.from_mapping(mapping))
+    outcome: list[object] = []
+    try:
+        primary.start_primary(timeout=10)
+        backup.start_backup(timeout=10)
+
+        def wait() -> None:
+            try:
+                backup.await_live(timeout=30)
+                outcome.append("live")
+            except BaseException as exc:  # reported below
+                outcome.append(exc)
+
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER ROLE {role} NOLOGIN")
+            conn.exec_driver_sql(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+            )
+        primary.close()  # state stays ACTIVE: a backup may take over
+        time.sleep(1.0)
+        assert outcome == [] and not backup.is_live
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER ROLE {role} LOGIN")
+        waiter.join(5)
+        assert outcome == ["live"] and backup.is_live
+    finally:
+        primary.close()
+        backup.close()
+        drop_schema(config)
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER ROLE {role} LOGIN")
+            conn.exec_driver_sql(f"DROP OWNED BY {role}")
+            conn.exec_driver_sql(f"DROP ROLE {role}")
+        admin.dispose()

@@ -28,6 +28,8 @@ from tests.support.backends import unique_prefix
 
 @pytest.fixture(params=HA_DATABASES)
 def slow_renew(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreConfig]:
+    if request.param == "h2":
+        request.getfixturevalue("h2_server")
     mapping = ha_mapping(
         tmp_path,
         unique_prefix(),
