@@ -7,8 +7,9 @@
     store ha status --config etc/broker.xml [--json]      # holder, generation, expiry, state
 
 ``run`` waits to go live (a status line on stderr), then appends durable records and prints
-each acknowledged id on stdout, one per line, until interrupted (exit 0) or until the live
-lock is lost (a message on stderr, exit 3). ``status`` prints the live lock's holder,
+each acknowledged id on stdout, one per line, until interrupted or sent SIGTERM (exit 0; a
+node still waiting stops waiting) or until the live lock is lost (a message on stderr,
+exit 3). ``status`` prints the live lock's holder,
 generation, expiry by the database clock, the node id and the state. Each is one call of
 :mod:`store.ha.run` / :mod:`store.ha.status`.
 
@@ -90,13 +91,23 @@ def run_node(args: argparse.Namespace) -> int:
             allowed="primary or backup",
         )
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     nm = open_node_manager(config)
+
+    def on_sigterm(*_: object) -> None:
+        # Writing: finish the current append and stop. Still waiting: stop waiting now.
+        stop.set()
+        if not nm.is_live:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         print(f"waiting to go live as {role} (node {nm.node_id})", file=sys.stderr, flush=True)
         started = time.monotonic()
         try:
             go_live(nm, role, timeout=args.timeout)
+        except KeyboardInterrupt:
+            print(f"stopped before going live as {role}", file=sys.stderr, flush=True)
+            return 0
         except TimeoutError as exc:
             holder = nm.lease.holder
             raise StoreLockedError(

@@ -4,12 +4,14 @@ failovers of `store ha run` are in tests/ha)."""
 from __future__ import annotations
 
 import json
+import signal
+import time
 from pathlib import Path
 
 from store import StoreConfig
 from store.cli.main import main
 from store.ha import open_node_manager
-from tests.ha.nodes import write_toml
+from tests.ha.nodes import Node, write_toml
 
 
 def _sqlite(tmp_path: Path) -> tuple[Path, StoreConfig]:
@@ -68,5 +70,28 @@ def test_run_times_out_while_another_node_is_live(tmp_path, capsys) -> None:
         code = main(["ha", "run", "--config", str(path), "--role", "primary", "--timeout", "0.5"])
         assert code == 3
         assert f"live lock held by {nm.lease.holder}" in capsys.readouterr().err
+    finally:
+        nm.close()
+
+
+def test_sigterm_stops_a_waiting_backup_cleanly(tmp_path) -> None:
+    """A backup still waiting to go live stops at SIGTERM with exit 0, and says so."""
+    path, config = _sqlite(tmp_path)
+    nm = open_node_manager(config)
+    try:
+        nm.start_primary(timeout=5)
+        backup = Node(path, "backup")
+        try:
+            deadline = time.monotonic() + 30
+            while not any(e.startswith("waiting to go live") for e in backup.errors):
+                assert time.monotonic() < deadline, backup.stderr()
+                time.sleep(0.05)
+            time.sleep(0.3)
+            backup.signal(signal.SIGTERM)
+            assert backup.finish(10) == 0
+            assert "stopped before going live as backup" in backup.stderr()
+            assert nm.is_live and backup.acks == []
+        finally:
+            backup.kill()
     finally:
         nm.close()
