@@ -126,9 +126,12 @@ def test_mutual_exclusion_across_processes(tmp_path: Path) -> None:
     nm.close()
 
 
-def test_the_monitor_reports_a_deleted_lock_file_once(file_config: StoreConfig) -> None:
-    """The live lock file deleted under the holder: the monitor reports the loss once, on
-    the node manager's thread."""
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_the_monitor_reports_a_deleted_or_replaced_lock_file_once(
+    file_config: StoreConfig, how: str
+) -> None:
+    """The live lock file deleted, or replaced by another file, under the holder: the
+    monitor reports the loss once, on the node manager's thread."""
     nm = open_node_manager(file_config)
     calls: list[str] = []
     try:
@@ -136,7 +139,13 @@ def test_the_monitor_reports_a_deleted_lock_file_once(file_config: StoreConfig) 
         nm.on_lock_lost(lambda: calls.append(threading.current_thread().name))
         time.sleep(0.6)
         assert calls == [] and nm.is_live
-        os.unlink(Path(file_config.node_manager_lock_directory) / PRIMARY_LOCK)
+        path = Path(file_config.node_manager_lock_directory) / PRIMARY_LOCK
+        if how == "deleted":
+            path.unlink()
+        else:
+            fresh = path.with_suffix(".new")
+            fresh.write_text("1 someone else\n")
+            fresh.replace(path)
         deadline = time.monotonic() + 3
         while not calls and time.monotonic() < deadline:
             time.sleep(0.02)
