@@ -113,7 +113,9 @@ def open_store(
         if node_manager is None:
             return Store(config, open_database_store(config))
         fence = node_manager.fence()
-        return Store(config, open_database_store(config, fence=fence, store_lock=False))
+        floor = node_manager.seq_floor()
+        parts = open_database_store(config, fence=fence, store_lock=False, seq_floor=floor)
+        return Store(config, parts)
     from store.file import open_file_store
 
     if node_manager is None:

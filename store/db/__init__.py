@@ -121,6 +121,7 @@ def open_database_journals(
     fence: Fence | None = None,
     backlog: BacklogLimits | None = None,
     store_lock: bool = True,
+    seq_floor: int = 0,
 ) -> DatabaseJournals:
     """Open the database store ``config`` describes: lock it, check its schema (creating it
     when none of the store's tables exist, as Artemis does at start-up; see
@@ -132,9 +133,10 @@ def open_database_journals(
     defaults; see :mod:`store.db.writer`, "Back-pressure"). ``store_lock=False`` (a store opened
     with an HA node manager, whose live lock replaces it) skips the store lock; with it, a
     live HA lease held by another process (unexpired by the database clock) is refused too.
-    Returns the
-    :class:`DatabaseJournals`. Raises ConfigError for a configuration without a database store
-    or with an unusable URL or driver, StoreLockedError when another process holds the store,
+    ``seq_floor``: the least ``seq`` of this open's appends (see
+    :class:`~store.db.journal.JournalOptions`). Returns the :class:`DatabaseJournals`.
+    Raises ConfigError for a configuration without a database store or with an unusable URL
+    or driver, StoreLockedError when another process holds the store,
     SchemaError when the schema is old (naming ``store db upgrade``), partial, or cannot be
     created by this user (naming ``store db sql``), StoreUnavailableError when the database
     cannot be reached.
@@ -163,7 +165,7 @@ def open_database_journals(
         schema = StoreSchema(names)
         if store_lock:
             _refuse_live_lease(engine, schema, db)
-        journals = _journals(config, engine, schema, fence, backlog or BacklogLimits())
+        journals = _journals(config, engine, schema, fence, backlog or BacklogLimits(), seq_floor)
     except StoreError:
         _abandon(engine, lock)
         raise
@@ -194,13 +196,19 @@ def open_database_journals(
 
 
 def open_database_store(
-    config: StoreConfig, *, fence: Fence | None = None, store_lock: bool = True
+    config: StoreConfig,
+    *,
+    fence: Fence | None = None,
+    store_lock: bool = True,
+    seq_floor: int = 0,
 ) -> StoreParts:
     """The database store's one opener (what :func:`store.open_store` calls): opens it as
     :func:`open_database_journals` does and returns its :class:`~store.parts.StoreParts`;
     ``fence`` guards the journals' batches and the page stores' writes alike.
     Raises what :func:`open_database_journals` raises."""
-    journals = open_database_journals(config, fence=fence, store_lock=store_lock)
+    journals = open_database_journals(
+        config, fence=fence, store_lock=store_lock, seq_floor=seq_floor
+    )
     try:
         paging = _paging(config, journals, fence)
     except BaseException:
@@ -273,6 +281,7 @@ def _journals(
     schema: StoreSchema,
     fence: Fence | None,
     backlog: BacklogLimits,
+    seq_floor: int,
 ) -> tuple[DatabaseJournal, DatabaseJournal]:
     db = config.database_store
     assert db is not None
@@ -287,6 +296,7 @@ def _journals(
                 sync_non_transactional=config.journal_sync_non_transactional,
                 max_record_size=sql.max_record_size(conn.driver_connection),
                 fence=fence,
+                seq_floor=seq_floor,
                 backlog=backlog,
             )
             out.append(DatabaseJournal(name=name, engine=engine, sql=sql, options=options))

@@ -110,6 +110,10 @@ class JournalOptions:
     False makes the corresponding appends return without waiting for the commit.
     ``max_record_size``: the largest body accepted, in bytes (the database's blob limit).
     ``fence``: run in every batch's transaction before commit (the HA lease check).
+    ``seq_floor``: the least ``seq`` of this open's appends (default 0: right after the
+    largest loaded); the HA node manager sets it from its generation, so that a new live
+    node's rows never share a key with the uncommitted rows of a frozen predecessor (an
+    insert of the same key would wait for that predecessor's transaction).
     ``backlog``: bounds of what may be appended and not yet committed (default
     :class:`~store.db.writer.BacklogLimits`: 1,024 to 65,536 operations, adapted so the backlog
     commits in one sync period, and 8 MiB); an append beyond them waits (back-pressure).
@@ -123,6 +127,7 @@ class JournalOptions:
     sync_non_transactional: bool = True
     max_record_size: int = 2**31 - 1
     fence: Fence | None = None
+    seq_floor: int = 0
     backlog: BacklogLimits = field(default_factory=BacklogLimits)
 
 
@@ -181,7 +186,7 @@ class DatabaseJournal(Journal):
             if gc_was_enabled:
                 gc.enable()
         self._index.fail_open(last, first)
-        self._seq = last
+        self._seq = max(last, self._options.seq_floor)
         writer = GroupCommitWriter(
             name=self.name,
             period=self._options.sync_period,

@@ -13,7 +13,8 @@ Policy (the same as the file journal's TimedBuffer):
   first append at the latest, and at once when it is full (see "Back-pressure" below).
 
 A batch is one transaction: the fence (the HA lease check, when there is one), then inserts,
-then the deletes of records, then the deletes of transactions' rows, then commit. If any
+then the deletes of records, then the deletes of transactions' rows, then the fence's last
+check (share-locking the lease row, where the fence has one), then commit. If any
 step fails the transaction is rolled back, every waiter of the batch and of the batch pending
 behind it gets :class:`~store.errors.StoreUnavailableError`, and so does every later append:
 the journal must be reopened (a fresh load tells what the database holds). Nothing is retried,
@@ -91,6 +92,7 @@ __all__ = [
     "Fence",
     "GroupCommitWriter",
     "commit_batch",
+    "fence_before_commit",
     "fenced_failure",
     "refusal",
 ]
@@ -99,10 +101,19 @@ _log = logging.getLogger(__name__)
 
 #: A check run inside every batch's transaction before its statements, given the driver
 #: connection; it raises (e.g. LockLostError) to abort the batch. The HA node manager
-#: installs one (fencing, :mod:`store.ha.database`). A fence may also have an
-#: ``after_failure()`` attribute returning the error a failed batch should raise instead of
-#: StoreUnavailableError (see :func:`fenced_failure`).
+#: installs one (fencing, :mod:`store.ha.database`). A fence may also have a
+#: ``before_commit(connection)`` attribute, run as the transaction's last statement (see
+#: :func:`fence_before_commit`), and an ``after_failure()`` attribute returning the error a
+#: failed batch should raise instead of StoreUnavailableError (see :func:`fenced_failure`).
 Fence = Callable[[Any], None]
+
+
+def fence_before_commit(fence: Fence | None, conn: Any) -> None:
+    """Run the fence's last check, just before the commit, when it has one. Raises what it
+    raises (LockLostError); returns None."""
+    last = getattr(fence, "before_commit", None)
+    if last is not None:
+        last(conn)
 
 
 def fenced_failure(fence: Fence | None) -> StoreError | None:
@@ -280,6 +291,9 @@ def commit_batch(
             step[0] = "fence"
             fence(conn)
         _with_cursor(conn, lambda c: _statements(c, sql, batch, step))
+        if fence is not None:
+            step[0] = "fence"
+            fence_before_commit(fence, conn)
         step[0] = "commit"
         if sent is not None:
             sent()

@@ -169,6 +169,11 @@ class NodeManager(ABC):
     def _dispose(self) -> None:
         """Release resources (connections, files) after the locks were released."""
 
+    def seq_floor(self) -> int:
+        """The least journal ``seq`` a database store opened now through this node manager
+        uses (0: no floor). Returns it; raises nothing."""
+        return 0
+
     def fence(self) -> Callable[[Any], None] | None:
         """The check a database store opened with this node manager runs in every write
         batch's transaction (None: this back-end cannot fence writes). Returns the callable;

@@ -21,9 +21,11 @@ Validated at start (:func:`validate`): renew period < expiration, and ``jdbc-net
 keys.
 
 **The fence** (:meth:`DatabaseNodeManager.fence`): inside each batch's transaction, before its
-statements, one ``SELECT`` of the live-lock row with a share lock (:class:`store.ha.sql.FenceSQL`)
-checks that it still holds this node's holder id and generation and that it has not expired
-by the database clock. Otherwise it marks the lock lost (the callbacks then run on the node
+statements, one ``SELECT`` of the live-lock row (:class:`store.ha.sql.FenceSQL`) checks that it
+still holds this node's holder id and generation and that it has not expired by the database
+clock; on PostgreSQL and MariaDB the same ``SELECT`` with a share lock runs again as the last
+statement before the commit (``before_commit``), so that a takeover and a commit cannot
+interleave. Otherwise it marks the lock lost (the callbacks then run on the node
 manager's thread) and raises LockLostError: the batch commits nothing. Once lost, every fence
 raises LockLostError without asking the database. A batch that fails with a database error
 after its fence passed (a node frozen mid-batch, whose session the server ended while the
@@ -69,6 +71,12 @@ __all__ = ["DatabaseNodeManager", "validate"]
 
 _log = logging.getLogger(__name__)
 
+#: The journal rows a store writes under generation g have ``seq`` from ``g << 40``: a new
+#: live node never inserts a key that a frozen predecessor's uncommitted batch holds (its
+#: insert would wait for that transaction, which a client stopped in the middle of a
+#: PostgreSQL COPY keeps open however long the timeouts). 2**40 rows per generation and
+#: 2**23 generations fit a BIGINT.
+GENERATION_SEQ_SHIFT = 40
 #: A waiting node tries at least this often (seconds), whatever the renew period.
 MAX_POLL_SECONDS = 2.0
 _LATE_MS = 100
@@ -292,6 +300,10 @@ class DatabaseNodeManager(NodeManager):
 
     # -- fencing ---------------------------------------------------------------------------
 
+    def seq_floor(self) -> int:
+        """``generation << GENERATION_SEQ_SHIFT`` of the held live lock (0 when not live)."""
+        return self._generation << GENERATION_SEQ_SHIFT if self._live else 0
+
     def fence(self) -> Callable[[Any], None]:
         """The fence of a store opened now (module docstring): it checks this node's current
         generation. Returns ``fence(driver_connection)``, which returns None or raises
@@ -306,33 +318,39 @@ class DatabaseNodeManager(NodeManager):
         sql = self._fence_sql
         lock = threading.Lock()
 
-        def check(conn: Any) -> None:
+        def lost_error(problem: str) -> LockLostError:
+            return LockLostError(
+                f"the live lock was lost ({problem}): this write was not committed",
+                hint="the backup has taken over; restart this node as a backup",
+            )
+
+        def verify(conn: Any, statement: Any) -> None:
             if not self._live or self._generation_token() != expected:
-                raise LockLostError(
-                    f"the live lock was lost ({self._loss_reason or 'no longer held'}): "
-                    "this node must stop writing",
-                    hint="the backup has taken over; restart this node as a backup",
-                )
+                raise lost_error(self._loss_reason or "no longer held")
             cursor = conn.cursor()
             try:
                 with lock:
                     fresh = conn not in self._prepared
                 if fresh and sql.session:
-                    for statement in sql.session:
-                        cursor.execute(statement)
+                    for setup in sql.session:
+                        cursor.execute(setup)
                     with lock:
                         self._prepared[conn] = True
-                cursor.execute(sql.sql, sql.params())
+                cursor.execute(statement.sql, statement.params)
                 row = cursor.fetchone()
             finally:
                 cursor.close()
             problem = _fence_problem(row, expected, sql.clock.decode)
             if problem is not None:
                 self._lock_lost(f"a write's fence found {problem}")
-                raise LockLostError(
-                    f"the live lock was lost ({problem}): this write was not committed",
-                    hint="the backup has taken over; restart this node as a backup",
-                )
+                raise lost_error(problem)
+
+        def check(conn: Any) -> None:
+            verify(conn, sql.check)
+
+        def before_commit(conn: Any) -> None:
+            if sql.lock is not None:
+                verify(conn, sql.lock)
 
         def after_failure() -> LockLostError | None:
             # A batch failed with a database error: was it because this node lost the lock
@@ -354,6 +372,7 @@ class DatabaseNodeManager(NodeManager):
             )
 
         check.after_failure = after_failure  # type: ignore[attr-defined]
+        check.before_commit = before_commit  # type: ignore[attr-defined]
         return check
 
     def _generation_token(self) -> str:

@@ -16,15 +16,16 @@ H2, …)          runs in this process's time zone)
 ==============  ============================================================================
 
 What keeps a frozen holder's locks from blocking a takeover past ``jdbc-lock-expiration``:
-the fence reads the lock row with a share lock (``FOR SHARE`` / ``LOCK IN SHARE MODE``) so
-that a takeover waits for a batch in flight instead of racing it; a process stopped while such
-a transaction is open would hold that lock forever, so the transaction carries an idle
-timeout of at most the expiration: PostgreSQL ``idle_in_transaction_session_timeout`` set
-with ``set_config(…, true)`` in the fence's own statement (transaction-local: nothing else
-on the pooled connection is affected), MariaDB ``idle_transaction_timeout`` (whole seconds,
-session-wide, set once per connection). SQLite has no such timeout: a frozen writer's
-transaction holds the database's write lock, and the takeover waits for it (DESIGN §8).
-JDBC databases get the check without the share lock.
+the fence checks the lock row first (no lock) and re-reads it with a share lock (``FOR
+SHARE`` / ``LOCK IN SHARE MODE``) only as the batch's last statement before ``COMMIT``, so
+that a takeover waits for a commit in flight instead of racing it (see :class:`FenceSQL`); a
+process stopped between that statement and its commit would hold the lock, so the
+transaction carries an idle timeout of at most the expiration: PostgreSQL
+``idle_in_transaction_session_timeout`` set with ``set_config(…, true)`` in the fence's first
+statement (transaction-local: nothing else on the pooled connection is affected), MariaDB
+``idle_transaction_timeout`` (whole seconds, session-wide, set once per connection). SQLite
+has no such timeout: a frozen writer's transaction holds the database's write lock, and the
+takeover waits for it (DESIGN §8). JDBC databases get the check without the share lock.
 
 Thread-safety: pure functions and immutable values.
 """
@@ -95,18 +96,44 @@ def session_setup(dialect: Dialect, expiration_ms: int) -> list[str]:
 
 
 def mariadb_session_setup(dialect: Dialect, expiration_ms: int) -> list[str]:
-    """MariaDB's idle-transaction bound (whole seconds, at least 1); MySQL has none."""
+    """MariaDB's bounds on a frozen client (whole seconds, at least 1): an idle transaction
+    (``idle_transaction_timeout``) and a half-sent or unread packet (``net_read_timeout``,
+    ``net_write_timeout``, 30 and 60 s by default); MySQL has no idle-transaction bound."""
+    seconds = max(1, int(expiration_ms) // 1000)
     if dialect.name in ("mysql", "mariadb") and getattr(dialect, "is_mariadb", False):
-        return [f"SET SESSION idle_transaction_timeout = {max(1, int(expiration_ms) // 1000)}"]
+        return [
+            f"SET SESSION idle_transaction_timeout = {seconds}, net_read_timeout = {seconds}, "
+            f"net_write_timeout = {seconds}"
+        ]
     return []
 
 
-class FenceSQL:
-    """The fence's one statement for a dialect: the live-lock row (share-locked where the
-    database can), the database's now, and on PostgreSQL the transaction's idle bound.
+class _Statement:
+    """A statement compiled for the driver's positional style, with fixed parameters."""
 
-    ``sql`` is compiled for the driver's positional parameter style; :meth:`params` gives its
-    parameters. Thread-safety: immutable.
+    __slots__ = ("params", "sql")
+
+    def __init__(self, stmt: Any, dialect: Dialect) -> None:
+        compiled = stmt.compile(dialect=dialect)
+        self.sql: str = compiled.string
+        order = tuple(getattr(compiled, "positiontup", None) or ())
+        values = compiled.construct_params()
+        # Every parameter is fixed (the row, the timeout, set_config's own arguments).
+        self.params: tuple[Any, ...] = tuple(values[name] for name in order)
+
+
+class FenceSQL:
+    """The fence's statements for a dialect (module docstring):
+
+    - ``check``, run first in a batch, before its statements: the live-lock row and the
+      database's now, without a lock (and on PostgreSQL the transaction's idle bound);
+    - ``lock`` (PostgreSQL, MySQL/MariaDB; None elsewhere), run last, just before the commit:
+      the same row share-locked, so a takeover waits for this commit or this commit sees
+      the takeover. Taken last on purpose: a client frozen in the middle of its statements
+      (PostgreSQL does not time out a ``COPY`` waiting for client data, MariaDB waits for a
+      half-sent packet ``net_read_timeout``) then holds no lock a takeover needs.
+
+    Thread-safety: immutable.
     """
 
     def __init__(self, table: sa.Table, dialect: Dialect, expiration_ms: int) -> None:
@@ -115,20 +142,15 @@ class FenceSQL:
         clock = clock_for(dialect.name)
         self.clock = clock
         columns: list[Any] = [table.c.holder_id, table.c.holder_expiration_time, clock.expr]
+        where = table.c.id == sa.bindparam("row", 1, type_=sa.Integer)
+        locked = sa.select(*columns).where(where).with_for_update(read=True)
         if dialect.name == "postgresql":
             timeout = sa.bindparam("idle", str(int(expiration_ms)), type_=sa.String)
             columns.append(sa.func.set_config("idle_in_transaction_session_timeout", timeout, True))
-        stmt = sa.select(*columns).where(table.c.id == sa.bindparam("row", 1, type_=sa.Integer))
-        if dialect.name in ("postgresql", "mysql", "mariadb"):
-            stmt = stmt.with_for_update(read=True)
-        compiled = stmt.compile(dialect=dialect)
-        self.sql: str = compiled.string
-        order = tuple(getattr(compiled, "positiontup", None) or ())
-        values = compiled.construct_params()
-        # Every parameter is fixed (the row, the timeout, set_config's own arguments).
-        self._params: tuple[Any, ...] = tuple(values[name] for name in order)
+        self.check = _Statement(sa.select(*columns).where(where), dialect)
+        self.lock = (
+            _Statement(locked, dialect)
+            if dialect.name in ("postgresql", "mysql", "mariadb")
+            else None
+        )
         self.session = mariadb_session_setup(dialect, expiration_ms)
-
-    def params(self) -> tuple[Any, ...]:
-        """The statement's parameters, in placement order."""
-        return self._params

@@ -39,7 +39,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from store.db.dialects import SQLITE_WRITE_LOCK_OPTION
 from store.db.schema import StoreSchema
-from store.db.writer import Fence, fenced_failure
+from store.db.writer import Fence, fence_before_commit, fenced_failure
 from store.errors import StoreError, StoreUnavailableError
 from store.paging.base import GroupCommitPagingManager, PageBackend
 from store.paging.flusher import WriteBatch
@@ -143,7 +143,8 @@ class DatabasePageBackend(PageBackend):
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
         """A connection in a write transaction, committed when the block exits normally; the
-        fence (HA) runs first in it, before any of the block's statements."""
+        fence (HA) runs first in it, before any of the block's statements, and its last check
+        just before the commit."""
         with self.engine.connect() as conn:
             if conn.dialect.name == "sqlite":
                 conn.execution_options(**{SQLITE_WRITE_LOCK_OPTION: True})
@@ -151,6 +152,8 @@ class DatabasePageBackend(PageBackend):
                 if self.fence is not None:
                     self.fence(conn.connection.driver_connection)
                 yield conn
+                if self.fence is not None:
+                    fence_before_commit(self.fence, conn.connection.driver_connection)
 
     # -- the directory -----------------------------------------------------------------------
 
