@@ -13,19 +13,24 @@ contract, configured with Artemis's own keys. Start with :func:`open_store`::
 from store.address_settings import AddressSettings
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
 from store.errors import (
+    AddressFullError,
     ChecksumError,
     ConfigError,
     CorruptionError,
+    DuplicateIdError,
     JournalClosedError,
     JournalStateError,
     LockLostError,
     RecordTooLargeError,
+    ReportError,
     SchemaError,
     StoreError,
     StoreIOError,
     StoreLockedError,
     StoreUnavailableError,
     TornTailError,
+    UnknownMessageError,
+    UnknownQueueError,
     UnknownRecordError,
     UnknownTransactionError,
 )
@@ -37,19 +42,24 @@ from store.journal.api import (
     RecordInfo,
     RecordType,
 )
+from store.large.api import LargeMessageStore, LargeMessageWriter
 from store.paging.api import PagePosition, PageStore, PagingManager
 from store.store import Store, open_store
 
 __all__ = [
+    "AddressFullError",
     "AddressSettings",
     "ChecksumError",
     "ConfigError",
     "CorruptionError",
     "DatabaseStoreConfig",
+    "DuplicateIdError",
     "Journal",
     "JournalClosedError",
     "JournalStateError",
     "JournalStats",
+    "LargeMessageStore",
+    "LargeMessageWriter",
     "LoadResult",
     "LockLostError",
     "PagePosition",
@@ -59,6 +69,7 @@ __all__ = [
     "RecordInfo",
     "RecordTooLargeError",
     "RecordType",
+    "ReportError",
     "RetentionConfig",
     "SchemaError",
     "Store",
@@ -68,6 +79,8 @@ __all__ = [
     "StoreLockedError",
     "StoreUnavailableError",
     "TornTailError",
+    "UnknownMessageError",
+    "UnknownQueueError",
     "UnknownRecordError",
     "UnknownTransactionError",
     "load_config",

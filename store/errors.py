@@ -17,7 +17,12 @@ Every error the library raises on purpose derives from :class:`StoreError`::
     ├── StoreUnavailableError       the database cannot be reached or went away
     ├── StoreLockedError            another process holds this store
     ├── LockLostError               this process no longer holds the live lock
-    └── SchemaError                 database schema behind, partial or not creatable (names the fix)
+    ├── SchemaError                 database schema behind, partial or not creatable (names the fix)
+    ├── DuplicateIdError            a send's duplicate id is in its address's cache (nothing stored)
+    ├── AddressFullError            an address with the FAIL policy is full (nothing stored)
+    ├── UnknownQueueError           a storage-manager call names a queue that does not exist
+    ├── UnknownMessageError         ack/cancel of a message not delivered on that queue
+    └── ReportError                 a Spark report cannot run (no Java, PySpark or JDBC driver)
 
 Database errors are wrapped with the statement that failed (parameters redacted) and the
 original exception chained (``raise ... from exc``).
@@ -27,19 +32,24 @@ from __future__ import annotations
 
 __all__ = [
     "ChecksumError",
+    "AddressFullError",
     "ConfigError",
     "CorruptionError",
+    "DuplicateIdError",
     "JournalClosedError",
     "JournalStateError",
     "LockLostError",
     "LostDataError",
     "RecordTooLargeError",
+    "ReportError",
     "SchemaError",
     "StoreError",
     "StoreIOError",
     "StoreLockedError",
     "StoreUnavailableError",
     "TornTailError",
+    "UnknownMessageError",
+    "UnknownQueueError",
     "UnknownRecordError",
     "UnknownTransactionError",
 ]
@@ -143,3 +153,23 @@ class LockLostError(StoreError):
 class SchemaError(StoreError):
     """Raised when the database schema is older than this version of store, incomplete, or
     missing and not creatable by the configured user."""
+
+
+class DuplicateIdError(StoreError):
+    """Raised when a send's duplicate id is already in its address's duplicate-id cache."""
+
+
+class AddressFullError(StoreError):
+    """Raised when a send to an address whose full policy is FAIL finds it full."""
+
+
+class UnknownQueueError(StoreError):
+    """Raised when a storage-manager call names a queue that does not exist."""
+
+
+class UnknownMessageError(StoreError):
+    """Raised when an ack or cancel names a message that is not delivered on that queue."""
+
+
+class ReportError(StoreError):
+    """Raised when a Spark report cannot run: Java, PySpark or the JDBC driver is missing."""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from store.journal.api import Journal
+from store.large.api import LargeMessageStore
 from store.paging.api import PagingManager
 
 __all__ = ["StoreParts"]
@@ -29,9 +30,11 @@ class StoreParts:
     kind: str
     bindings: Journal
     messages: Journal
+    #: Bodies of large messages (DESIGN §7.1); closed by ``close`` before the journals.
+    large_messages: LargeMessageStore
     #: Every address's page store (DESIGN §7.2), usable without the journals' ``load()``.
     paging: PagingManager
-    #: Closes every part (making what was appended durable; page stores before the journals)
-    #: and releases the store's lock.
+    #: Closes every part (making what was appended durable; page stores and large messages
+    #: before the journals) and releases the store's lock.
     #: Raises the first StoreError met, after releasing everything it could.
     close: Callable[[], None]

@@ -23,6 +23,7 @@ from store.config import StoreConfig
 from store.errors import LockLostError
 from store.fs import FileSystem
 from store.journal.api import Journal
+from store.large.api import LargeMessageStore
 from store.paging.api import PagingManager
 from store.parts import StoreParts
 
@@ -33,8 +34,8 @@ __all__ = ["Store", "open_store"]
 
 
 class Store:
-    """The parts of one open store (its two journals); close it (or use ``with``) to release
-    it."""
+    """The parts of one open store (its two journals, large messages, page stores); close it
+    (or use ``with``) to release it."""
 
     def __init__(self, config: StoreConfig, parts: StoreParts) -> None:
         self.config = config
@@ -57,8 +58,15 @@ class Store:
         return self._parts.paging
 
     @property
+    def large_messages(self) -> LargeMessageStore:
+        """Bodies of large messages, streamed in and out (DESIGN §7.1): files in
+        ``large-messages-directory`` or rows of ``large-message-table-name``. Usable right
+        after :func:`open_store`, without the journals' ``load()``."""
+        return self._parts.large_messages
+
+    @property
     def kind(self) -> str:
-        """ "file", "database" or "none" (zero persistence)."""
+        """Which back-end holds the store: "file", "database" or "none" (zero persistence)."""
         return self._parts.kind
 
     def close(self) -> None:

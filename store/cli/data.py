@@ -81,8 +81,13 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--max-records", type=int, metavar="N", help="print at most N records per journal"
     )
-    p.add_argument("--body-bytes", type=int, default=32, metavar="N",
-                   help="bytes of each body printed as hex (default 32; 0 prints whole bodies)")
+    p.add_argument(
+        "--body-bytes",
+        type=int,
+        default=32,
+        metavar="N",
+        help="bytes of each body printed as hex (default 32; 0 prints whole bodies)",
+    )
     p.add_argument("--force", action="store_true", help=_FORCE_READ)
     p.set_defaults(func=run_print)
 
@@ -108,11 +113,17 @@ def register(subparsers: Any) -> None:
     )
     _journal_options(r)
     how = r.add_mutually_exclusive_group()
-    how.add_argument("--force", action="store_true",
-                     help="also cut at a checksum failure, moving later files into repair-<time>/")
-    how.add_argument("--salvage", action="store_true",
-                     help="rewrite the journal keeping every valid record: drop only damaged "
-                     "records, report their lsns and ids, keep the originals in repair-<time>/")
+    how.add_argument(
+        "--force",
+        action="store_true",
+        help="also cut at a checksum failure, moving later files into repair-<time>/",
+    )
+    how.add_argument(
+        "--salvage",
+        action="store_true",
+        help="rewrite the journal keeping every valid record: drop only damaged "
+        "records, report their lsns and ids, keep the originals in repair-<time>/",
+    )
     r.set_defaults(func=run_repair)
 
     c = sub.add_parser(
@@ -136,8 +147,11 @@ def register(subparsers: Any) -> None:
     )
     rc.add_argument("--config", metavar="PATH", help="store configuration (TOML or broker.xml)")
     rc.add_argument("--journal", metavar="DIR", help="current message journal directory")
-    rc.add_argument("--history", metavar="DIR",
-                    help="retention folder (default: journal-retention directory of --config)")
+    rc.add_argument(
+        "--history",
+        metavar="DIR",
+        help="retention folder (default: journal-retention directory of --config)",
+    )
     rc.add_argument("--target", metavar="DIR", required=True, help="new, empty directory")
     rc.add_argument("--undelete", action="store_true", help="also write records that were deleted")
     rc.add_argument("--events", action="store_true", help="also write event records as adds")
@@ -213,8 +227,12 @@ def run_print(args: argparse.Namespace) -> int:
     for name, opts in _journals(args):
         survey.ensure_unlocked(opts.directory, force=args.force)
         js = survey.scan_journal(
-            opts.directory, prefix=opts.prefix, keep_records=True,
-            max_records=args.max_records, replay=True, kind=opts.kind,
+            opts.directory,
+            prefix=opts.prefix,
+            keep_records=True,
+            max_records=args.max_records,
+            replay=True,
+            kind=opts.kind,
         )
         print(f"{name} journal {opts.directory} (prefix {opts.prefix})")
         scans = {id(s.file): s for s in js.scans}
@@ -228,22 +246,23 @@ def run_print(args: argparse.Namespace) -> int:
         if js.records_kept < js.records_total:
             print(f"  ... {js.records_total - js.records_kept} more records not printed")
         for f in js.retired:
-            print(f"  file {f.name} retired by an interrupted compaction (the next open "
-                  "removes it)")
+            print(
+                f"  file {f.name} retired by an interrupted compaction (the next open removes it)"
+            )
         for item in js.listing.leftovers:
             print(f"  {item.kind}: {item.name}")
         assert js.replay is not None
-        counts = ", ".join(
-            f"{RecordType(t).name} {n}" for t, n in sorted(js.replay.counts.items())
-        )
+        counts = ", ".join(f"{RecordType(t).name} {n}" for t, n in sorted(js.replay.counts.items()))
         head = f"  summary: {js.records_total} records in {len(js.scans)} files"
         head += f" ({counts})" if counts else ""
         if js.problems:
             # The same judgement as the load: never claim what a load of this journal returns.
             for problem in js.problems:
                 print(f"  DAMAGED: {problem.kind}: {problem.error}")
-            print(f"{head}; a load refuses this journal ({len(js.problems)} problem(s): "
-                  "see `store data verify`)")
+            print(
+                f"{head}; a load refuses this journal ({len(js.problems)} problem(s): "
+                "see `store data verify`)"
+            )
             worst = EXIT_CORRUPT
             continue
         loaded = js.replay.result()
@@ -274,8 +293,12 @@ def _marker_line(view: survey.MarkerView) -> str:
         what = "FILES list left out"
     else:
         files = ", ".join(f"{e.file_id} lsns {e.first_lsn}..{e.last_lsn}" for e in m.files)
-        what = f"FILES [{files}]" if m.kind == fmt.MARKER_FILES else (
-            f"CHANGE retired [{', '.join(str(e.file_id) for e in m.retired)}] added [{files}]"
+        what = (
+            f"FILES [{files}]"
+            if m.kind == fmt.MARKER_FILES
+            else (
+                f"CHANGE retired [{', '.join(str(e.file_id) for e in m.retired)}] added [{files}]"
+            )
         )
     return f"    marker @{view.offset} lsn={view.lsn} {what}"
 
@@ -336,8 +359,14 @@ def _files_table(report: verify.VerifyReport) -> Table:
         else:
             tail = "clean" if f.end is not None else "-"
         table.add_row(
-            f.name, _text(f.file_id), f.header, str(f.records), _text(f.end), str(f.last_lsn),
-            tail, str(f.stale_bytes),
+            f.name,
+            _text(f.file_id),
+            f.header,
+            str(f.records),
+            _text(f.end),
+            str(f.last_lsn),
+            tail,
+            str(f.stale_bytes),
         )
     return table
 
@@ -348,9 +377,7 @@ def _findings_table(report: verify.VerifyReport) -> Table:
         where = finding.path
         if where.startswith(report.directory):
             where = where[len(report.directory) :].lstrip("/") or "."
-        table.add_row(
-            finding.severity, finding.kind, where, _text(finding.offset), finding.message
-        )
+        table.add_row(finding.severity, finding.kind, where, _text(finding.offset), finding.message)
     return table
 
 
@@ -405,8 +432,11 @@ def _run_salvage(args: argparse.Namespace) -> int:
             f"{name}: salvaged {opts.directory}: {report.kept} valid records read and replayed; "
             f"a load now returns {report.records} records and {report.prepared} prepared "
             "transactions"
-            + (f" (left out as incomplete: {', '.join(map(str, report.failed))})"
-               if report.failed else "")
+            + (
+                f" (left out as incomplete: {', '.join(map(str, report.failed))})"
+                if report.failed
+                else ""
+            )
         )
         console.print(f"{name}: the original files are in {report.backup_dir}")
         if report.dropped:
@@ -488,13 +518,20 @@ def run_recover(args: argparse.Namespace) -> int:
     if history_dir is None:
         raise ConfigError(
             "store data recover needs --history (or a journal-retention directory in --config)",
-            key="history", allowed="the retention folder to recover from",
+            key="history",
+            allowed="the retention folder to recover from",
         )
     _bindings, messages = file_journal_options(config, lock=False)
     report = history.recover_from_history(
-        history_dir, args.target, journal=messages.directory, prefix=messages.prefix,
-        kind=messages.kind, file_size=config.journal_file_size if args.config else None,
-        undelete=args.undelete, events=args.events, force=args.force,
+        history_dir,
+        args.target,
+        journal=messages.directory,
+        prefix=messages.prefix,
+        kind=messages.kind,
+        file_size=config.journal_file_size if args.config else None,
+        undelete=args.undelete,
+        events=args.events,
+        force=args.force,
     )
     console = _console()
     from_history = sum(1 for s in report.sources if s.origin == "history")

@@ -2,15 +2,18 @@
 
 ::
 
-    store perf                                  # 10 s, 8 writers, file store under ./data
-    store perf --seconds 3 --threads 16 --sizes 100,1K,10K --tx-ratio 0.3
-    store perf --config etc/store.toml --records 100000 --json
+    store perf                                  # messaging, 10 s, file store under ./data
+    store perf --seconds 3 --producers 8 --consumers 8 --size 4K --large-ratio 0.05
+    store perf --journal --seconds 3 --threads 16 --sizes 100,1K,10K --tx-ratio 0.3
+    store perf --journal --config etc/store.toml --records 100000 --json
     store perf-journal --journal-type NIO --writes 250 --tries 5
 
-``store perf`` runs :func:`store.perf.run_perf` and prints a results table (or JSON with
-``--json``); while it runs, a progress bar (or, when stderr is not a terminal, one line per
-phase) goes to stderr. Exit code 0 when the reopened store held exactly what was
-acknowledged, 1 when anything was missing, changed or came back; the usual codes of
+``store perf`` runs the messaging workload (:mod:`store.cli.perf_messaging`, over
+:func:`store.perf_messaging.run_messaging_perf`); ``store perf --journal`` runs
+:func:`store.perf.run_perf` and prints a results table (or JSON with ``--json``); while it
+runs, a progress bar (or, when stderr is not a terminal, one line per phase) goes to stderr.
+Exit code 0 when the reopened store held exactly what was acknowledged, 1 when anything was
+missing, changed or came back; the usual codes of
 :mod:`store.cli.main` for errors. ``--data-dir`` places the embedded default store; it cannot be
 combined with ``--config``, whose own folders or tables are used.
 
@@ -28,7 +31,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,6 +48,7 @@ from rich.table import Table
 
 from store.cli.main import silence_stdout
 from store.cli.output import StdoutConsole
+from store.cli.perf_messaging import MESSAGING_ONLY, messaging_command, only_options
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
 from store.perf import (
@@ -58,6 +62,7 @@ from store.perf import (
     run_perf,
     run_perf_journal,
 )
+from store.perf_workload import Ledger
 from store.sizes import invalid, parse_size
 
 __all__ = ["perf_command", "perf_journal_command", "register"]
@@ -87,6 +92,13 @@ def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
+def _size(text: str) -> int:
+    try:
+        return parse_size(text.strip(), key="--size")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _sizes(text: str) -> tuple[int, ...]:
     try:
         return tuple(parse_size(part.strip(), key="--sizes") for part in text.split(","))
@@ -99,46 +111,74 @@ def register(subparsers: Any) -> None:
     nothing."""
     p = subparsers.add_parser(
         "perf",
-        help="the main job: a journal workload on the configured store, verified after reopening",
+        help="the main job: a messaging workload on the configured store, verified after kill -9",
         description=(
-            "Run concurrent writers (adds, updates, deletes, transactions committed, rolled "
-            "back or prepared) on a store, print throughput and latency, then reopen the store "
-            "and verify that every acknowledged record came back. Without --config: the file "
-            "store under ./data."
+            "Run producers and consumers on several queues through the storage manager "
+            "(transactions, large messages, an address that pages), print messages/s and "
+            "latency, then run the workload in a worker process, kill it with kill -9 at a "
+            "random moment, recover and verify that every acknowledged send is delivered "
+            "exactly once and every acknowledged ack stays acked. --journal runs the "
+            "journal-level workload instead. Without --config: the file store under ./data."
         ),
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--config", help="a store configuration (.toml or broker.xml)")
     where.add_argument("--data-dir", help="folder of the embedded default store (default ./data)")
+    p.add_argument(
+        "--journal",
+        action="store_true",
+        help="the journal-level workload (records, not messages) with its own options below",
+    )
     length = p.add_mutually_exclusive_group()
     length.add_argument(
-        "--seconds", type=_positive(float), default=10.0, help="how long to write (default 10)"
+        "--seconds", type=_positive(float), default=10.0, help="how long to run (default 10)"
     )
     length.add_argument(
-        "--records", type=_positive(int), help="stop after about N journal records instead"
-    )
-    p.add_argument("--threads", type=_positive(int), default=8, help="writers (default 8)")
-    p.add_argument(
-        "--sizes",
-        type=_sizes,
-        default=(100, 1024, 10240),
-        help="record sizes, mixed at random (default 100,1024,10240; 1K, 10K accepted)",
+        "--records", type=_positive(int), help="--journal: stop after about N journal records"
     )
     p.add_argument(
         "--tx-ratio", type=float, default=0.2, help="share of transactions, 0..1 (default 0.2)"
     )
-    p.add_argument(
+    p.add_argument("--seed", type=int, help="fix the workload (default: random)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    m = p.add_argument_group("messaging workload (the default)")
+    m.add_argument("--producers", type=_positive(int), help="producer threads (default 4)")
+    m.add_argument("--consumers", type=_positive(int), help="consumer threads (default 4)")
+    m.add_argument("--queues", type=_positive(int), help="queues, one pages (default 4)")
+    m.add_argument("--size", type=_size, help="message body size (default 1K)")
+    m.add_argument("--large-ratio", type=float, help="share of large messages, 0..1 (default 0.02)")
+    m.add_argument(
+        "--crash",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the kill -9 and recovery check after the measured run (default --crash)",
+    )
+    m.add_argument(
+        "--crash-seconds",
+        type=_positive(float),
+        help="kill the worker within this many seconds (default min(--seconds, 5))",
+    )
+    jw = p.add_argument_group("journal workload (--journal)")
+    jw.add_argument("--threads", type=_positive(int), help="writers (default 8)")
+    jw.add_argument(
+        "--sizes",
+        type=_sizes,
+        help="record sizes, mixed at random (default 100,1024,10240; 1K, 10K accepted)",
+    )
+    jw.add_argument(
         "--sync",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,
         help="appends wait until durable (default --sync)",
     )
-    p.add_argument("--seed", type=int, help="fix operations and payloads (default: random)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--keep", action="store_true", help="leave perf's records in the store")
-    p.add_argument(
+    # store_true options default to None here, so that "not given" is told apart everywhere.
+    jw.add_argument(
+        "--keep", action="store_true", default=None, help="leave perf's records in the store"
+    )
+    jw.add_argument(
         "--clean",
         action="store_true",
+        default=None,
         help="only remove the records earlier runs left (interrupted, or --keep), then exit",
     )
     p.set_defaults(func=perf_command)
@@ -179,15 +219,18 @@ def register(subparsers: Any) -> None:
 
 
 @contextmanager
-def _status(err: Console) -> Iterator[Callable[[PerfProgress], None]]:
-    """A progress callback: a live bar on a terminal, one line per phase otherwise."""
+def _status(
+    err: Console, *, unit: str = "records", phases: Mapping[str, str] = _PHASES
+) -> Iterator[Callable[[PerfProgress], None]]:
+    """A progress callback: a live bar on a terminal, one line per phase otherwise; ``unit``
+    names what ``PerfProgress.records`` counts, ``phases`` describes each phase."""
     if not err.is_terminal:
         seen: set[str] = set()
 
         def line(p: PerfProgress) -> None:
             if p.phase not in seen:
                 seen.add(p.phase)
-                err.print(f"store perf: {_PHASES.get(p.phase, p.phase)}", highlight=False)
+                err.print(f"store perf: {phases.get(p.phase, p.phase)}", highlight=False)
 
         yield line
         return
@@ -202,13 +245,13 @@ def _status(err: Console) -> Iterator[Callable[[PerfProgress], None]]:
         task: TaskID = bar.add_task("", total=None, status="")
 
         def update(p: PerfProgress) -> None:
-            status = f"{p.records:,} records"
-            if p.phase == "write" and p.elapsed > 0:
+            status = f"{p.records:,} {unit}"
+            if p.phase in ("write", "run") and p.elapsed > 0:
                 status += f"  {p.records / p.elapsed:,.0f}/s"
             total = None if p.fraction is None else 1.0
             bar.update(
                 task,
-                description=_PHASES.get(p.phase, p.phase),
+                description=phases.get(p.phase, p.phase),
                 total=total,
                 completed=p.fraction or 0.0,
                 status=status,
@@ -218,15 +261,24 @@ def _status(err: Console) -> Iterator[Callable[[PerfProgress], None]]:
 
 
 def perf_command(
-    args: argparse.Namespace, *, between_runs: Callable[[StoreConfig], None] | None = None
+    args: argparse.Namespace,
+    *,
+    between_runs: Callable[[StoreConfig], None] | None = None,
+    before_check: Callable[[Ledger], None] | None = None,
 ) -> int:
-    """Run ``store perf`` for parsed ``args``; ``between_runs`` is passed to PerfOptions (tests
-    damage the store with it).
+    """Run ``store perf`` for parsed ``args``: the messaging workload
+    (:func:`store.cli.perf_messaging.messaging_command`), or with ``--journal`` the journal
+    workload; ``between_runs`` is passed to PerfOptions (tests damage the store with it),
+    ``before_check`` to MessagingPerfOptions (tests feed the check a fake acknowledgement).
 
-    Returns 0 when verified, 1 when the reopened store lacked or had extra records. Raises
-    ConfigError for bad options or configuration, and any StoreError of the store.
+    Returns 0 when verified, 1 when the reopened store lacked or had extra records (or
+    messages). Raises ConfigError for bad options (one of the other workload's included) or
+    configuration, and any StoreError of the store.
     """
     config = load_config(args.config) if args.config else default_config(args.data_dir or "data")
+    if not args.journal:
+        return messaging_command(args, config, status=_status, before_check=before_check)
+    only_options(args, MESSAGING_ONLY, "--journal")
     if args.clean:
         removed = remove_perf_records(config)
         print(f"store perf: removed {removed:,} records left by earlier runs")
@@ -234,11 +286,11 @@ def perf_command(
     options = PerfOptions(
         seconds=args.seconds,
         records=args.records,
-        threads=args.threads,
-        sizes=args.sizes,
+        threads=8 if args.threads is None else args.threads,
+        sizes=(100, 1024, 10240) if args.sizes is None else args.sizes,
         tx_ratio=args.tx_ratio,
-        sync=args.sync,
-        keep=args.keep,
+        sync=True if args.sync is None else args.sync,
+        keep=bool(args.keep),
         seed=args.seed,
         between_runs=between_runs,
     )

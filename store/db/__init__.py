@@ -203,21 +203,37 @@ def open_database_store(
     seq_floor: int = 0,
 ) -> StoreParts:
     """The database store's one opener (what :func:`store.open_store` calls): opens it as
-    :func:`open_database_journals` does and returns its :class:`~store.parts.StoreParts`;
-    ``fence`` guards the journals' batches and the page stores' writes alike.
-    Raises what :func:`open_database_journals` raises."""
+    :func:`open_database_journals` does, plus its large messages and page stores on the same
+    engine (removing the rows of bodies a dead process left incomplete,
+    :mod:`store.large.database`), and returns its :class:`~store.parts.StoreParts`; ``fence``
+    guards the journals' batches, the large messages' writes and the page stores' writes
+    alike. Raises what :func:`open_database_journals` raises, and StoreUnavailableError when
+    the large-message or page tables cannot be read."""
+    # Imported here: store.large.database builds on this package's modules.
+    from store.large.database import DatabaseLargeMessages
+
     journals = open_database_journals(
         config, fence=fence, store_lock=store_lock, seq_floor=seq_floor
     )
     try:
-        paging = _paging(config, journals, fence)
+        large_messages = DatabaseLargeMessages(
+            journals.engine, journals.schema.large_messages, fence=fence
+        )
+        try:
+            paging = _paging(config, journals, fence)
+        except BaseException:
+            large_messages.close()
+            raise
     except BaseException:
         journals.close()
         raise
 
     def close() -> None:
         try:
-            paging.close()
+            try:
+                paging.close()
+            finally:
+                large_messages.close()
         finally:
             journals.close()
 
@@ -225,6 +241,7 @@ def open_database_store(
         kind="database",
         bindings=journals.bindings,
         messages=journals.messages,
+        large_messages=large_messages,
         paging=paging,
         close=close,
     )

@@ -87,6 +87,9 @@ SQLITE_WRITE_LOCK_OPTION: Final = "store_sqlite_write_lock"
 #: MySQL: an idle session lives a year (the store lock's connection must not be dropped).
 MYSQL_LONG_SESSION: Final = "SET SESSION wait_timeout = 31536000"
 _COMMIT: Final = "COMMIT"
+#: PostgreSQL: this transaction's commit does not wait for its WAL flush (large-message chunks,
+#: made durable by the body's final, synchronous commit; see store.large.database).
+PG_ASYNC_COMMIT: Final = "SET LOCAL synchronous_commit TO OFF"
 _ROLLBACK: Final = "ROLLBACK"
 
 # PostgreSQL binary COPY framing (https://www.postgresql.org/docs/current/sql-copy.html).

@@ -32,10 +32,6 @@ tables ``<page-store-table-name><suffix>``): ``id`` (BIGINT, generated primary k
 ``filename`` (ARTEMIS-3830). Unlike Artemis on PostgreSQL, ``data`` is ``BYTEA``, not a large
 object ``OID``: a deleted row can never leave an orphaned large object behind.
 
-Page tables (:mod:`store.paging.database`): the rows of ``page-store-table-name`` (the
-directory) and of each address's ``<page-store-table-name><suffix>``:
-
-=================  ================  =========  ===============================================
 table              filename          extension  data
 =================  ================  =========  ===============================================
 directory          ``directory.txt`` ``txt``    the suffixes of every address table, each in
@@ -53,7 +49,48 @@ directory          ``directory.txt`` ``txt``    the suffixes of every address ta
 Artemis keeps one growing blob per page instead; ours differs in that a page is several rows,
 each a whole number of records. ``<n>`` is a positive integer, the next after the largest in
 use, and ``<prefix><n>`` must fit the identifier limit.
+=======
+Large-message rows (``large-message-table-name``; written and read by
+:mod:`store.large.database`). A body is never one growing blob: it is cut into chunks
+(:mod:`store.large.chunks`, 1 MiB by default, recorded per body) and each chunk is one row,
+inserted once; a descriptor row, inserted last in the same transaction as the last chunk,
+makes the body complete. Artemis's ``<id>.msg`` / ``msg`` name is the descriptor's, so
+``select filename from large_messages where extension = 'msg'`` lists complete bodies:
 
+=========================  =========  ========================================================
+filename                   extension  data
+=========================  =========  ========================================================
+``<id>.<k:09d>.chunk``     ``chunk``  chunk ``k`` (0-based) as a frame: CRC-32 (zlib, 4 bytes
+                                      little-endian) of the chunk's bytes, then the bytes
+``<id>.msg``               ``msg``    the descriptor below; present if and only if the body is
+                                      complete (chunk rows without it are a body whose writer
+                                      died; they are removed when the store opens)
+=========================  =========  ========================================================
+
+``<id>`` is the message id in decimal (``-`` for negative ids). Reading chunk ``k`` is one
+select by ``filename`` (indexed); deleting a body deletes its descriptor and its chunk rows,
+by name, in one transaction.
+
+Large-message descriptor (40 bytes, little-endian)
+==================================================
+
+======  ====  ==============  ==============================================================
+Offset  Size  Field           Description
+======  ====  ==============  ==============================================================
+0       4     magic           ``b"SLMD"``
+4       2     version         descriptor version, ``1``
+6       2     reserved        zero
+8       4     chunk_size      bytes per chunk (every chunk but the last is full)
+12      8     body_size       the body's length in bytes
+20      8     message_id      signed; the id in the row's filename
+28      8     chunk_count     ``ceil(body_size / chunk_size)``: chunk rows ``0..count-1``
+36      4     crc             CRC-32 (zlib) of bytes 0..35
+======  ====  ==============  ==============================================================
+
+Page tables (:mod:`store.paging.database`): the rows of ``page-store-table-name`` (the
+directory) and of each address's ``<page-store-table-name><suffix>``:
+
+=================  ================  =========  ========================================
 Node-manager table (``node-manager-store-table-name``): ``id`` INT primary key, ``holder_id``
 VARCHAR(128), ``holder_expiration_time`` BIGINT (epoch ms, database clock), ``node_id``
 CHAR(36), ``state`` CHAR(1); rows 0 (state), 1 (primary lock), 2 (backup lock), 3 (node id).

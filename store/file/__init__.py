@@ -33,6 +33,7 @@ from store.errors import StoreError
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.fs import FileSystem, OsFileSystem
+from store.large.files import FileLargeMessages
 from store.paging.files import FilePagingManager
 from store.parts import StoreParts
 
@@ -91,9 +92,10 @@ def open_file_store(
     ``lock=False`` skips the journals' directory locks (a store opened with the HA node
     manager: its live lock replaces them, DESIGN §8).
 
-    Returns its :class:`~store.parts.StoreParts`. Raises StoreLockedError when another process
-    holds a journal directory, ConfigError for a directory that may not be created,
-    StoreIOError when a directory cannot be used.
+    The large-message directory is created when missing and cleared of bodies a dead process
+    left incomplete (:mod:`store.large.files`). Returns its :class:`~store.parts.StoreParts`.
+    Raises StoreLockedError when another process holds a journal directory, ConfigError for a
+    directory that may not be created, StoreIOError when a directory cannot be used.
     """
     bindings_opts, messages_opts = file_journal_options(config, fs=fs, lock=lock)
     bindings = FileJournal(bindings_opts)
@@ -103,7 +105,12 @@ def open_file_store(
         bindings.close()
         raise
     try:
-        paging = _paging(config, fs)
+        large_messages = FileLargeMessages(config.large_messages_directory, fs=bindings_opts.fs)
+        try:
+            paging = _paging(config, fs)
+        except BaseException:
+            large_messages.close()
+            raise
     except BaseException:
         messages.close()
         bindings.close()
@@ -111,7 +118,7 @@ def open_file_store(
 
     def close() -> None:
         errors: list[StoreError] = []
-        for part in (paging, messages, bindings):
+        for part in (paging, large_messages, messages, bindings):
             try:
                 part.close()
             except StoreError as exc:
@@ -119,7 +126,14 @@ def open_file_store(
         if errors:
             raise errors[0]
 
-    return StoreParts(kind="file", bindings=bindings, messages=messages, paging=paging, close=close)
+    return StoreParts(
+        kind="file",
+        bindings=bindings,
+        messages=messages,
+        large_messages=large_messages,
+        paging=paging,
+        close=close,
+    )
 
 
 def _paging(config: StoreConfig, fs: FileSystem | None) -> FilePagingManager:

@@ -110,6 +110,10 @@ class FileJournal(Journal):
                     allowed="true, or create the directory first",
                 )
             self._fs.makedirs(directory)
+        if options.retention is not None:
+            # The history folder exists from the start, not from the first finished file's
+            # background copy: `store data recover` can be pointed at it at once.
+            self._fs.makedirs(options.retention.directory)
         self._naming = SegmentNaming(directory, options.prefix)
         self._lock_file: DirectoryLock | None = None
         if options.lock and self._fs.native:

@@ -327,6 +327,9 @@ class DatabaseNodeManager(NodeManager):
         def verify(conn: Any, statement: Any) -> None:
             if not self._live or self._generation_token() != expected:
                 raise lost_error(self._loss_reason or "no longer held")
+            # A pooled proxy (large messages) or the driver's own connection (journals, pages):
+            # the driver's is the one that lives as long as its session settings.
+            conn = getattr(conn, "driver_connection", conn)
             cursor = conn.cursor()
             try:
                 with lock:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from store.errors import JournalClosedError, JournalStateError
 from store.journal.api import Journal, JournalStats, LoadResult
+from store.large.memory import MemoryLargeMessages
 from store.parts import StoreParts
 
 __all__ = ["ZeroJournal", "open_zero_store"]
@@ -29,13 +30,22 @@ def open_zero_store(*, page_size_of: Callable[[str], int] | None = None) -> Stor
 
     bindings, messages = ZeroJournal("bindings"), ZeroJournal("messages")
     paging = MemoryPagingManager(page_size_of or (lambda address: DEFAULT_PAGE_SIZE))
+    large_messages = MemoryLargeMessages()
 
     def close() -> None:
         paging.close()
+        large_messages.close()
         messages.close()
         bindings.close()
 
-    return StoreParts(kind="none", bindings=bindings, messages=messages, paging=paging, close=close)
+    return StoreParts(
+        kind="none",
+        bindings=bindings,
+        messages=messages,
+        large_messages=large_messages,
+        paging=paging,
+        close=close,
+    )
 
 
 class ZeroJournal(Journal):

@@ -1,10 +1,36 @@
 """The storage manager's layer (DESIGN §9): messaging records over the journals, the
 large-message store and the page stores.
 
-:mod:`store.messaging.page_records` holds the codecs of the message-journal records that tie
-paged messages to queues (page transactions, cursor acks, page completion, page counters).
+Usage::
+
+    from store import StoreConfig, open_store
+    from store.messaging import Message, StorageManager, Xid
+
+    sm = StorageManager(open_store(config))     # closing sm closes the store
+    rec = sm.load()                             # once, before anything else
+    sm.create_address("orders", routing_types=("ANYCAST",))
+    sm.create_queue("orders.eu", address="orders", routing_type="ANYCAST")
+    mid = sm.send(Message("orders", b"..."))
+    for d in sm.receive("orders.eu", max_messages=10):
+        sm.ack("orders.eu", d.message.message_id)
+
+Modules, one concern each:
+
+- :mod:`~store.messaging.values` — Message, Delivery, Xid, AddressInfo, QueueInfo;
+- :mod:`~store.messaging.manager` — the StorageManager (live operations);
+- :mod:`~store.messaging.transactions` — Transaction (local and XA);
+- :mod:`~store.messaging.loader` and :mod:`~store.messaging.recovery` — ``load()``: replay,
+  rebuild, sweep; the Recovery it returns;
+- :mod:`~store.messaging.queues` — one queue in memory (order, schedule, deliveries);
+- :mod:`~store.messaging.paging` — address limits, full policies, paged messages, cursors;
+- :mod:`~store.messaging.bodies` — bodies inline or streamed to the large-message store;
+- :mod:`~store.messaging.dupcache` — the duplicate-id cache of an address;
+- :mod:`~store.messaging.ids` — the id generator persisted in the bindings journal;
+- :mod:`~store.messaging.records`, :mod:`~store.messaging.message_records`,
+  :mod:`~store.messaging.page_records`, :mod:`~store.messaging.codec` — record bodies.
 """
 
+from store.messaging.manager import StorageManager
 from store.messaging.page_records import (
     CursorAck,
     PageComplete,
@@ -15,14 +41,25 @@ from store.messaging.page_records import (
     PageTransactionUpdate,
     decode_page_record,
 )
+from store.messaging.recovery import Recovery
+from store.messaging.transactions import Transaction
+from store.messaging.values import AddressInfo, Delivery, Message, QueueInfo, Xid
 
 __all__ = [
+    "AddressInfo",
     "CursorAck",
+    "Delivery",
+    "Message",
     "PageComplete",
     "PageCounterIncrement",
     "PageCounterPending",
     "PageCounterValue",
     "PageTransaction",
     "PageTransactionUpdate",
+    "QueueInfo",
+    "Recovery",
+    "StorageManager",
+    "Transaction",
+    "Xid",
     "decode_page_record",
 ]

@@ -214,7 +214,7 @@ def test_a_full_disk_is_one_error_line_plus_hint(tmp_path: Path, show_traceback:
         'journal-directory = "journal"\nbindings-directory = "bindings"\n'
         'journal-file-size = "64K"\njournal-type = "NIO"\n'
     )
-    argv = ["perf", "--config", str(config), "--records", "50"]
+    argv = ["perf", "--journal", "--config", str(config), "--records", "50"]
     result = _run_with_a_full_disk(*argv, *(["--traceback"] if show_traceback else []))
     err = result.stderr
     assert result.returncode == 4, err

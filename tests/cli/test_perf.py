@@ -16,6 +16,7 @@ from store import StoreConfig, load_config, open_store
 from store.cli.main import build_parser, main
 from store.cli.perf import perf_command
 from store.perf import PERF_ADD_TYPE
+from store.perf_workload import PAGED_ADDRESS, Ledger
 
 CONFIG = """\
 journal-type = "NIO"
@@ -34,7 +35,9 @@ def config_file(tmp_path: Path) -> Path:
 
 
 def test_perf_prints_the_results_table_and_exits_0(config_file, capsys):
-    code = main(["perf", "--config", str(config_file), "--records", "800", "--threads", "3"])
+    code = main(
+        ["perf", "--journal", "--config", str(config_file), "--records", "800", "--threads", "3"]
+    )
 
     out, err = capsys.readouterr()
     assert code == 0
@@ -47,7 +50,7 @@ def test_perf_prints_the_results_table_and_exits_0(config_file, capsys):
 
 
 def test_perf_json_output_parses_with_every_figure(config_file, capsys):
-    code = main(["perf", "--config", str(config_file), "--records", "500", "--json"])
+    code = main(["perf", "--journal", "--config", str(config_file), "--records", "500", "--json"])
 
     data = json.loads(capsys.readouterr().out)
     assert code == 0
@@ -60,7 +63,7 @@ def test_perf_json_output_parses_with_every_figure(config_file, capsys):
 def test_perf_without_config_runs_on_the_file_store_under_data(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
 
-    code = main(["perf", "--records", "300", "--threads", "2", "--keep"])
+    code = main(["perf", "--journal", "--records", "300", "--threads", "2", "--keep"])
 
     out = capsys.readouterr().out
     assert code == 0 and "VERIFIED" in out
@@ -69,7 +72,9 @@ def test_perf_without_config_runs_on_the_file_store_under_data(tmp_path, monkeyp
 
 
 def test_perf_data_dir_places_the_default_store(tmp_path, capsys):
-    code = main(["perf", "--data-dir", str(tmp_path / "elsewhere"), "--records", "200"])
+    code = main(
+        ["perf", "--journal", "--data-dir", str(tmp_path / "elsewhere"), "--records", "200"]
+    )
 
     assert code == 0
     assert str(tmp_path / "elsewhere" / "journal") in capsys.readouterr().out
@@ -83,7 +88,9 @@ def test_perf_exits_1_when_a_record_is_missing_after_reopening(config_file, caps
             victim = next(r.id for r in records if r.user_record_type == PERF_ADD_TYPE)
             store.messages.append_delete(victim, sync=True)
 
-    args = build_parser().parse_args(["perf", "--config", str(config_file), "--records", "400"])
+    args = build_parser().parse_args(
+        ["perf", "--journal", "--config", str(config_file), "--records", "400"]
+    )
     code = perf_command(args, between_runs=delete_one)
 
     out = capsys.readouterr().out
@@ -95,7 +102,7 @@ def test_perf_zero_persistence_config_verifies(tmp_path, capsys):
     path = tmp_path / "zero.toml"
     path.write_text("persistence-enabled = false\n")
 
-    code = main(["perf", "--config", str(path), "--records", "300", "--json"])
+    code = main(["perf", "--journal", "--config", str(path), "--records", "300", "--json"])
 
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["store"] == "none" and data["verification"]["durable"] is False
@@ -117,14 +124,16 @@ def test_perf_usage_errors_exit_2(argv, capsys):
 
 
 def test_perf_bad_tx_ratio_is_a_config_error_exit_2(tmp_path, capsys):
-    code = main(["perf", "--data-dir", str(tmp_path), "--tx-ratio", "2"])
+    code = main(["perf", "--journal", "--data-dir", str(tmp_path), "--tx-ratio", "2"])
 
     assert code == 2
     assert "--tx-ratio" in capsys.readouterr().err
 
 
 def test_perf_accepts_sizes_in_artemis_notation(config_file, capsys):
-    code = main(["perf", "--config", str(config_file), "--records", "200", "--sizes", "1K,2K"])
+    code = main(
+        ["perf", "--journal", "--config", str(config_file), "--records", "200", "--sizes", "1K,2K"]
+    )
 
     assert code == 0 and "sizes 1024/2048 B" in capsys.readouterr().out
 
@@ -132,14 +141,27 @@ def test_perf_accepts_sizes_in_artemis_notation(config_file, capsys):
 def test_perf_no_sync_reports_the_rate_until_durable_and_appends_only(config_file, capsys):
     """Without sync the throughput counts until everything was durable; the rate until the
     last append returned is its own, labelled row (and JSON figure)."""
-    code = main(["perf", "--config", str(config_file), "--records", "600", "--no-sync"])
+    code = main(
+        ["perf", "--journal", "--config", str(config_file), "--records", "600", "--no-sync"]
+    )
 
     out = capsys.readouterr().out
     assert code == 0 and "no-sync" in out
     assert "throughput" in out and "appends only" in out
     assert "everything was durable after" in out
 
-    code = main(["perf", "--config", str(config_file), "--records", "600", "--no-sync", "--json"])
+    code = main(
+        [
+            "perf",
+            "--journal",
+            "--config",
+            str(config_file),
+            "--records",
+            "600",
+            "--no-sync",
+            "--json",
+        ]
+    )
 
     data = json.loads(capsys.readouterr().out)
     assert code == 0
@@ -148,7 +170,7 @@ def test_perf_no_sync_reports_the_rate_until_durable_and_appends_only(config_fil
 
 
 def test_perf_with_sync_shows_no_appends_only_row(config_file, capsys):
-    code = main(["perf", "--config", str(config_file), "--records", "300"])
+    code = main(["perf", "--journal", "--config", str(config_file), "--records", "300"])
 
     assert code == 0 and "appends only" not in capsys.readouterr().out
 
@@ -206,7 +228,7 @@ def test_perf_journal_unknown_type_exits_2(capsys):
 
 def _store_perf(*args: str, cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "store.cli.main", "perf", *args],
+        [sys.executable, "-m", "store.cli.main", "perf", "--journal", *args],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -223,7 +245,7 @@ def _perf_records(config_file: Path) -> int:
 
 
 def test_perf_sizes_too_large_names_the_size_not_a_tuple(config_file, capsys):
-    code = main(["perf", "--config", str(config_file), "--sizes", "100,3G"])
+    code = main(["perf", "--journal", "--config", str(config_file), "--sizes", "100,3G"])
 
     err = capsys.readouterr().err
     assert code == 2
@@ -231,13 +253,13 @@ def test_perf_sizes_too_large_names_the_size_not_a_tuple(config_file, capsys):
 
 
 def test_perf_keep_does_not_say_it_removes_records(config_file, capsys):
-    code = main(["perf", "--config", str(config_file), "--records", "300", "--keep"])
+    code = main(["perf", "--journal", "--config", str(config_file), "--records", "300", "--keep"])
 
     out, err = capsys.readouterr()
     assert code == 0
     assert "removing" not in err and "kept (--keep)" in out
     assert _perf_records(config_file) > 0
-    assert main(["perf", "--config", str(config_file), "--clean"]) == 0
+    assert main(["perf", "--journal", "--config", str(config_file), "--clean"]) == 0
     assert "removed" in capsys.readouterr().out
     assert _perf_records(config_file) == 0
 
@@ -271,3 +293,73 @@ def test_perf_piped_into_head_exits_0_quietly(config_file):
 
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+# -- the messaging workload (the default) ------------------------------------------------------
+
+MESSAGING = ["--seconds", "1", "--crash-seconds", "0.5", "--seed", "5"]
+
+
+def test_perf_messaging_prints_rates_latency_and_both_checks(config_file, capsys):
+    code = main(["perf", "--config", str(config_file), *MESSAGING])
+
+    out, err = capsys.readouterr()
+    assert code == 0, out
+    assert "journal-type NIO" in out
+    for text in ("messages/s sent", "messages/s acked", "latency (ms)", "p50", "p99", "max"):
+        assert text in out
+    for call in ("send", "ack", "commit"):
+        assert f"│ {call} " in out
+    assert "clean restart" in out and "worker killed with kill -9" in out
+    assert out.count("VERIFIED") == 2 and "FAILED" not in out
+    assert "worker running until kill -9" in err, "progress goes to stderr"
+
+
+def test_perf_messaging_json_has_every_figure(config_file, capsys):
+    code = main(["perf", "--config", str(config_file), *MESSAGING, "--json"])
+
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["verified"] is True and data["store"] == "file"
+    assert data["sends_per_second"] > 0 and data["acks_per_second"] > 0
+    assert set(data["latency"]["send"]) == {"count", "p50", "p90", "p99", "p999", "max"}
+    assert data["crash"]["killed"] is True and data["crash"]["check"]["sends"] > 0
+
+
+def test_perf_messaging_without_config_runs_under_data(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+
+    code = main(["perf", "--seconds", "0.5", "--no-crash"])
+
+    assert code == 0 and "VERIFIED" in capsys.readouterr().out
+    assert (tmp_path / "data" / "journal").is_dir() and (tmp_path / "data" / "paging").is_dir()
+
+
+def test_perf_messaging_exits_1_with_a_report_when_an_acknowledged_send_is_lost(
+    config_file, capsys
+):
+    def lose_one(ledger: Ledger) -> None:
+        ledger.record("send", PAGED_ADDRESS, 1 << 60)
+
+    args = build_parser().parse_args(["perf", "--config", str(config_file), *MESSAGING])
+    code = perf_command(args, before_check=lose_one)
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAILED" in out and "lost 1," in out
+    assert f"problem: {PAGED_ADDRESS}: message {1 << 60} lost" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        pytest.param(["--threads", "3"], "--threads", id="threads-without-journal"),
+        pytest.param(["--records", "30"], "--records", id="records-without-journal"),
+        pytest.param(["--journal", "--producers", "2"], "--producers", id="producers-journal"),
+        pytest.param(["--journal", "--no-crash"], "--crash", id="crash-with-journal"),
+    ],
+)
+def test_perf_options_of_the_other_workload_exit_2(tmp_path, argv, option, capsys):
+    code = main(["perf", "--data-dir", str(tmp_path), *argv])
+
+    assert code == 2
+    assert f"{option} is not an option of store perf" in capsys.readouterr().err

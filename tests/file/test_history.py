@@ -132,3 +132,17 @@ def test_recover_reads_around_damage_and_reports_it(
     assert [s.file_id for s in damaged] == [A]
     assert ids(load(tmp_path / "t")) == [1, 2, 6, 7, 8, 9, 10]
 
+
+
+def test_the_history_folder_exists_as_soon_as_a_journal_with_retention_opens(
+    tmp_path: Path,
+) -> None:
+    # Not only once the first finished file has been copied in the background: a recovery
+    # pointed at it before any file finished reads it (empty) and the journal.
+    opts, history = _retained(tmp_path)
+    with FileJournal(opts) as j:
+        assert history.is_dir()
+        j.load()
+        j.append_add(1, 45, b"one", sync=True)
+    report = recover_from_history(str(history), str(tmp_path / "t"), journal=opts.directory)
+    assert report.records == 1

@@ -1,8 +1,9 @@
-"""Fencing (DESIGN §8) on PostgreSQL, MariaDB and SQLite, in one process: a store opened with
-a live node manager checks, in each write batch's own transaction and before its statements,
-that the live-lock row still holds this node's holder and generation. After a takeover the
-next write (journal or page) raises LockLostError and commits nothing, every later write
-raises LockLostError too, and the loss reaches ``on_lock_lost`` once.
+"""Fencing (DESIGN §8) on PostgreSQL, MariaDB, SQLite and H2, in one process: a store opened
+with a live node manager checks, in each write batch's own transaction and before its
+statements, that the live-lock row still holds this node's holder and generation. After a
+takeover the next write raises LockLostError and commits nothing, every later write (journal,
+page store, large message) raises LockLostError too, and the loss reaches ``on_lock_lost``
+once.
 
 The renew period here is long (10 s) so the node manager's thread does not notice the
 takeover first: the fence is what must."""
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from store import StoreConfig, open_store
+from store import Store, StoreConfig, open_store
 from store.db.migrate import drop_schema
 from store.errors import LockLostError, StoreLockedError
 from store.ha import open_node_manager
@@ -39,6 +40,11 @@ def slow_renew(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
     config = StoreConfig.from_mapping(mapping)
     yield config
     drop_schema(config)
+
+
+def _write_large(store: Store, message_id: int) -> None:
+    with store.large_messages.create(message_id) as body:
+        body.write(b"large-after" * 1000)
 
 
 def _take_over(nm: DatabaseNodeManager) -> None:
@@ -66,6 +72,8 @@ def test_a_write_after_a_takeover_raises_lock_lost_and_commits_nothing(
             store.messages.append_add(1, 7, b"before", sync=True)
             pages = store.paging.store("orders")
             pages.append(b"page-before", sync=True)
+            with store.large_messages.create(100) as body:
+                body.write(b"large-before")
             _take_over(nm)
             assert nm.is_live  # nobody told it yet: the renew thread sleeps for 10 s
             with pytest.raises(LockLostError):
@@ -76,6 +84,8 @@ def test_a_write_after_a_takeover_raises_lock_lost_and_commits_nothing(
                 lambda: store.bindings.append_add(4, 7, b"after", sync=True),
                 lambda: pages.append(b"page-after", sync=True),
                 lambda: store.paging.store("other").append(b"x", sync=True),
+                lambda: _write_large(store, 101),
+                lambda: store.large_messages.delete(100),
             ):
                 with pytest.raises(LockLostError):
                     write()
@@ -101,6 +111,9 @@ def test_a_write_after_a_takeover_raises_lock_lost_and_commits_nothing(
         page = plain.paging.store("orders")
         records = [r for n in page.pages() for r in page.read_page(n)]
         assert records == [b"page-before"]
+        assert plain.large_messages.ids() == [100]
+        with plain.large_messages.open(100) as body:
+            assert body.read() == b"large-before"
 
 
 def test_open_store_needs_a_live_node_manager_and_a_plain_open_is_refused(

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from store.journal.api import Journal
+from store.large.api import LargeMessageStore
+from store.paging.api import PagingManager
 
 if TYPE_CHECKING:
     from store import StoreConfig
@@ -80,6 +82,12 @@ class StoreHandle(Protocol):
 
     @property
     def messages(self) -> Journal: ...
+
+    @property
+    def large_messages(self) -> LargeMessageStore: ...
+
+    @property
+    def paging(self) -> PagingManager: ...
 
     def close(self) -> None: ...
 

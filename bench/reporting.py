@@ -1,0 +1,127 @@
+"""Reporting on Spark: rows/s of the JDBC journal read + decode on PostgreSQL with 1, 2 and 4
+partitions, the file-journal decode of the same records, and the Python loader's replay of
+both, in the same run, at growing sizes.
+
+    python -m bench.reporting --rows 250000,1000000
+
+The message journal is filled with ADD_MESSAGE_PROTOCOL records (a 64-byte body each, the
+codec's real encoding) through the journals' own appends, in steps up to each size; at each
+size every figure is measured once (Spark's first read of a size is also its warm-up for
+nothing: the session is warmed on a tiny read before the first size). A Spark figure is the
+time of ``count`` and ``sum(size)`` over the decoded frame: the decode runs in full
+(``mapInArrow`` is opaque to the optimiser). The loader figure is ``open_store`` + the
+message journal's ``load()``.
+
+Benchmarks print figures; they never assert. PostgreSQL tables get a unique prefix and are
+dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from store import StoreConfig, open_store
+from store.db.migrate import drop_schema, upgrade
+from store.messaging import Message
+from store.messaging.message_records import encode_message
+from tests.support.backends import file_config_mapping
+from tests.support.db_backends import new_store_mapping
+
+_BATCH = 5_000
+
+
+def _fill(config: StoreConfig, start: int, stop: int, record: bytes) -> None:
+    with open_store(config) as s:
+        s.bindings.load()
+        s.messages.load()
+        for i in range(start, stop):
+            s.messages.append_add(i, 45, record)
+        s.messages.flush()
+
+
+def _timed(action: Any) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def _spark_figure(frame: Any) -> tuple[int, float]:
+    from pyspark.sql import functions as F
+
+    result: list[Any] = []
+    seconds = _timed(lambda: result.append(frame.agg(F.count("*"), F.sum("size")).first()))
+    return int(result[0][0]), seconds
+
+
+def _len_after(load: Any, count: list[int]) -> tuple[int, float]:
+    seconds = _timed(load)
+    return count[0], seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="250000,1000000", help="sizes, comma-separated")
+    parser.add_argument("--partitions", default="1,2,4", help="JDBC partitions to measure")
+    parser.add_argument("--master", default="local[*]")
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.rows.split(",")]
+    partitions = [int(n) for n in args.partitions.split(",")]
+
+    from store.reporting import sources
+    from store.reporting.session import build_session
+
+    spark = build_session(master=args.master)
+    record = encode_message(Message(address="bench", body=b""), bytes(64))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-reporting-"))
+    pg = StoreConfig.from_mapping(new_store_mapping(tmp, f"b{uuid.uuid4().hex[:8]}_", "postgresql"))
+    fs = StoreConfig.from_mapping(file_config_mapping(tmp, "NIO") | {"journal-file-size": 10 << 20})
+    upgrade(pg)
+    print(f"record: {len(record)} bytes; master {args.master}; partitions {partitions}")
+    print("| rows | source | seconds | rows/s |")
+    print("| ---: | --- | ---: | ---: |")
+    try:
+        assert pg.database_store is not None
+        _fill(pg, 0, 1_000, record)
+        sources.table_journal(spark, pg.database_store, "messages").count()  # warm-up
+        done = 1_000
+        _fill(fs, 0, 1_000, record)
+        for size in sizes:
+            for i in range(done, size, _BATCH * 20):
+                end = min(size, i + _BATCH * 20)
+                _fill(pg, i, end, record)
+                _fill(fs, i, end, record)
+            done = size
+            figures: list[tuple[str, int, float]] = []
+            for n in partitions:
+                read = sources.JdbcRead(partitions=n, fetchsize=10_000)
+                frame = sources.table_journal(spark, pg.database_store, "messages", read=read)
+                rows, seconds = _spark_figure(frame)
+                figures.append((f"JDBC read + decode, {n} partition(s)", rows, seconds))
+            rows, seconds = _spark_figure(
+                sources.file_journal(spark, fs.journal_directory, "messages")
+            )
+            figures.append(("file journal decode (Spark)", rows, seconds))
+            for name, config in (("PostgreSQL", pg), ("file", fs)):
+                rows, seconds = _len_after(lambda c=config: _load(c, out), out := [])
+                figures.append((f"Python loader replay, {name}", rows, seconds))
+            for source, rows, seconds in figures:
+                print(
+                    f"| {size:,} | {source} | {seconds:.2f} | {rows / seconds:,.0f} |", flush=True
+                )
+    finally:
+        drop_schema(pg)
+        spark.stop()
+
+
+def _load(config: StoreConfig, out: list[int]) -> None:
+    with open_store(config) as s:
+        out.append(len(s.messages.load().records))
+
+
+if __name__ == "__main__":
+    main()

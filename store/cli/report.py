@@ -1,0 +1,104 @@
+"""``store report``: a Spark report of a store (DESIGN §11).
+
+::
+
+    store report --config etc/store.toml --out report/            # file or database store
+    store report --jdbc-url jdbc:postgresql://db/broker --jdbc-user app --out report/
+    store report --journal data/journal --out report/             # a file journal, offline
+    store report --history data/history --address orders --out audit/
+    store report --config etc/store.toml --out report/ --master spark://127.0.0.1:7077
+
+One call of :func:`store.reporting.run_report`; progress on stderr while Spark runs, a short
+summary on stdout. No Java, no PySpark or no JDBC driver is a ``ReportError``: one line, exit 6.
+
+Thread-safety: a command runs once per process; nothing is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from store.config import load_config
+
+__all__ = ["register", "run_report_command"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``report`` to the ``store`` parser. Returns nothing."""
+    parser = subparsers.add_parser(
+        "report",
+        help="a Spark report of a store: Parquet datasets, charts, index.html",
+        description="Read a store with Spark and write a report (Parquet, PNG, index.html).",
+    )
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--config", metavar="PATH", help="store configuration (.toml, broker.xml)")
+    src.add_argument("--jdbc-url", metavar="URL", help="a database store's JDBC URL")
+    src.add_argument("--journal", metavar="DIR", help="a file store's message journal folder")
+    parser.add_argument("--history", metavar="DIR", help="a retention history folder (audit)")
+    parser.add_argument("--jdbc-user", metavar="USER", help="database user (with --jdbc-url)")
+    parser.add_argument("--jdbc-password", metavar="PW", help="database password")
+    parser.add_argument("--bindings", metavar="DIR", help="bindings folder (with --journal)")
+    parser.add_argument("--address", help="the audit's address (default: every address)")
+    parser.add_argument("--since", type=int, metavar="MS", help="audit window start, epoch ms")
+    parser.add_argument("--until", type=int, metavar="MS", help="audit window end, epoch ms")
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder the report goes to")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    parser.add_argument(
+        "--partitions", type=int, default=4, help="parallel JDBC reads per table (default: 4)"
+    )
+    parser.set_defaults(func=run_report_command)
+
+
+def _source(args: argparse.Namespace) -> Any:
+    from store.config import StoreConfig
+    from store.reporting.report import ReportSource
+    from store.reporting.sources import JdbcRead
+
+    jdbc = JdbcRead(partitions=args.partitions)
+    if args.config is not None:
+        return ReportSource(config=load_config(args.config), history=args.history, jdbc=jdbc)
+    if args.jdbc_url is not None:
+        section: dict[str, Any] = {"jdbc-connection-url": args.jdbc_url}
+        if args.jdbc_user is not None:
+            section["jdbc-user"] = args.jdbc_user
+        if args.jdbc_password is not None:
+            section["jdbc-password"] = args.jdbc_password
+        config = StoreConfig.from_mapping({"database-store": section})
+        return ReportSource(config=config, history=args.history, jdbc=jdbc)
+    return ReportSource(journal=args.journal, bindings=args.bindings, history=args.history)
+
+
+def run_report_command(args: argparse.Namespace) -> int:
+    """Run the report and print its summary. Returns 0.
+
+    Raises ReportError (no Java, PySpark or driver), ConfigError, and what the report raises
+    (mapped to exit codes by ``store``).
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from store.reporting.report import AuditWindow, run_report
+    from store.reporting.session import build_session, jdbc_driver_for
+
+    source = _source(args)
+    database = source.config.database_store if source.config is not None else None
+    if database is not None:
+        jdbc_driver_for(database.jdbc_connection_url)  # before Spark starts: fail fast
+    window = AuditWindow(address=args.address, start_ms=args.since, end_ms=args.until)
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True
+    ) as bar:
+        task = bar.add_task("starting Spark", total=None)
+        spark = build_session(master=args.master)
+
+        def progress(step: str, done: int, total: int) -> None:
+            bar.update(task, description=step, completed=done, total=total)
+
+        summary = run_report(spark, source, args.out, window=window, progress=progress)
+    print(f"report of {summary.source} in {summary.out} ({summary.seconds:.1f} s)")
+    print(
+        f"queues {summary.queues}, messages {summary.messages}, bytes {summary.bytes}; "
+        f"records read {summary.records_read}, live {summary.live_records}"
+    )
+    print("datasets: " + ", ".join(f"{n} ({rows})" for n, rows in summary.datasets.items()))
+    return 0

@@ -1,0 +1,268 @@
+"""Chunked, checksummed bodies: the part of large messages every persistent back-end shares.
+
+A body is stored as a sequence of *chunks*: chunk ``k`` holds body bytes
+``[k * chunk_size, min((k + 1) * chunk_size, size))``, so every chunk but the last is full and
+an empty body has no chunk at all. Each chunk is stored as a *frame*:
+
+Frame (``CRC`` 4 bytes, then the payload)
+=========================================
+
+======  ====  ==============  ==============================================================
+Offset  Size  Field           Description
+======  ====  ==============  ==============================================================
+0       4     crc             CRC-32 (zlib) of ``payload``, unsigned little-endian
+4       n     payload         the chunk's body bytes (``n`` = ``chunk_size``, less for the
+                              last chunk)
+======  ====  ==============  ==============================================================
+
+Where a frame lives is the back-end's business (:mod:`store.large.files`: at a computed
+offset of one file; :mod:`store.large.database`: one row per chunk). The chunk size is
+recorded with every body (file header, database descriptor), so it may change between bodies
+and versions without making old bodies unreadable.
+
+A frame of chunk ``k`` is **valid** if and only if its length is ``4 + chunk_length(k)`` and
+its ``crc`` matches its payload. A reader checks every frame before it hands out one byte of
+it, so a damaged chunk raises :class:`~store.errors.CorruptionError` and never yields wrong
+bytes; the error's ``path`` names the body, its ``offset`` is the body offset of the chunk's
+first byte.
+
+:class:`ChunkBuffer` cuts what a writer writes into frames; :class:`ChunkedBody` is the raw
+reader a back-end wraps with :func:`open_body`. Memory: a writer holds one frame, a reader one
+frame plus the ``io.BufferedReader`` buffer.
+
+Why 1 MiB (:data:`CHUNK_SIZE`): large enough that the per-chunk cost (a database round trip
+and commit, a ``pwrite`` and CRC call) is small beside moving the bytes (measured in
+``bench/large_messages.py``), small enough that "memory bounded by a chunk" stays well
+inside what a broker spends per message in flight, and below every database's default packet
+limit (MariaDB's ``max_allowed_packet`` is 16 MiB).
+
+Thread-safety: a :class:`ChunkBuffer` or :class:`ChunkedBody` belongs to one thread at a time.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from collections.abc import Callable
+from typing import BinaryIO, Final
+
+from store.errors import CorruptionError
+
+__all__ = [
+    "CHUNK_SIZE",
+    "CRC",
+    "ChunkBuffer",
+    "ChunkedBody",
+    "Frame",
+    "chunk_count",
+    "chunk_length",
+    "open_body",
+]
+
+#: The chunk size new bodies are written with (bytes).
+CHUNK_SIZE: Final = 1 << 20
+#: The frame's checksum field.
+CRC: Final = struct.Struct("<I")
+#: The BufferedReader's buffer of an opened body: small reads are served from it, reads at
+#: least this large go straight into the caller's buffer.
+READ_BUFFER: Final = 64 * 1024
+
+#: What a back-end returns for a chunk: the stored frame (crc + payload).
+Frame = bytes | bytearray | memoryview
+
+
+def chunk_count(size: int, chunk_size: int) -> int:
+    """Returns how many chunks a body of ``size`` bytes has (0 for an empty body)."""
+    return -(-size // chunk_size)
+
+
+def chunk_length(index: int, size: int, chunk_size: int) -> int:
+    """Returns how many body bytes chunk ``index`` holds; raises nothing (0 past the end)."""
+    return max(0, min(chunk_size, size - index * chunk_size))
+
+
+class ChunkBuffer:
+    """Cuts a stream of writes into frames and hands each full one to ``emit(index, frame)``.
+
+    A full frame is handed over only once a later byte arrives (or by :meth:`finish`), so the
+    last frame of a body (full or not) is always the one :meth:`finish` returns: a back-end
+    can store it together with what completes the body. ``frame`` is a view of this buffer's
+    own memory: with ``buffers=1`` it is valid only during the call; with ``buffers=2`` the
+    frames alternate between two buffers, so a frame stays valid until the next ``emit`` call
+    returns (a back-end may write it in the background while the next frame fills, as long as
+    each ``emit`` first waits for the write of the frame before). Memory: ``buffers`` frames.
+
+    Thread-safety: one thread at a time.
+    """
+
+    def __init__(
+        self, chunk_size: int, emit: Callable[[int, memoryview], None], *, buffers: int = 1
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk size must be at least 1 byte, not {chunk_size}")
+        if buffers not in (1, 2):
+            raise ValueError(f"buffers must be 1 or 2, not {buffers}")
+        self.chunk_size = chunk_size
+        self._emit = emit
+        self._frame = bytearray(CRC.size + chunk_size)
+        # The other buffer (buffers=2), allocated when the first frame is emitted.
+        self._spare: bytearray | None = None
+        self._double = buffers == 2
+        self._fill = 0
+        #: Index of the chunk being filled (= chunks handed to ``emit`` so far).
+        self.index = 0
+        #: Body bytes written so far.
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Append ``data``; returns its length. Raises what ``emit`` raises (the bytes of the
+        frame being emitted are then lost: the writer must abort)."""
+        view = memoryview(data).cast("B")
+        total = len(view)
+        while view:
+            if self._fill == self.chunk_size:
+                self._emit(self.index, self._sealed())
+                self.index += 1
+                self._fill = 0
+                if self._double:
+                    spare = self._spare or bytearray(len(self._frame))
+                    self._spare, self._frame = self._frame, spare
+            take = min(self.chunk_size - self._fill, len(view))
+            start = CRC.size + self._fill
+            self._frame[start : start + take] = view[:take]
+            self._fill += take
+            self.size += take
+            view = view[take:]
+        return total
+
+    def _sealed(self) -> memoryview:
+        end = CRC.size + self._fill
+        CRC.pack_into(self._frame, 0, zlib.crc32(memoryview(self._frame)[CRC.size : end]))
+        return memoryview(self._frame)[:end]
+
+    def finish(self) -> memoryview | None:
+        """Returns the last frame (chunk :attr:`index`), or None for an empty body."""
+        if self._fill == 0:
+            return None
+        return self._sealed()
+
+
+class ChunkedBody(io.RawIOBase):
+    """A complete body as a seekable raw binary stream; chunk ``k``'s frame comes from
+    ``fetch(k)`` and is verified before any of it is returned.
+
+    ``path`` names the body in errors; ``on_close`` releases what the back-end holds for
+    this reader (a file handle). Reads raise CorruptionError for an invalid frame (see the
+    module docstring) and what ``fetch`` raises. Memory: the current chunk's frame.
+
+    Thread-safety: one thread at a time.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        size: int,
+        chunk_size: int,
+        fetch: Callable[[int], Frame],
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.path = path
+        self.size = size
+        self.chunk_size = chunk_size
+        self._fetch = fetch
+        self._on_close = on_close
+        self._pos = 0
+        self._index = -1
+        self._payload = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        self._check_closed()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move to ``offset`` (``whence`` as for files); returns the new position. Raises
+        ValueError for a negative position or an unknown ``whence``."""
+        self._check_closed()
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self.size + offset
+        else:
+            raise ValueError(f"invalid whence {whence!r}")
+        if pos < 0:
+            raise ValueError(f"negative seek position {pos}")
+        self._pos = pos
+        return pos
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        """Copy body bytes at the current position into ``buffer``, at most up to the end of
+        the current chunk; returns how many (0 at the end of the body). Raises CorruptionError
+        for a damaged chunk and what ``fetch`` raises."""
+        self._check_closed()
+        out = memoryview(buffer).cast("B")
+        if not out or self._pos >= self.size:
+            return 0
+        index, within = divmod(self._pos, self.chunk_size)
+        if index != self._index:
+            self._load(index)
+        n = min(len(out), len(self._payload) - within)
+        out[:n] = self._payload[within : within + n]
+        self._pos += n
+        return n
+
+    def _load(self, index: int) -> None:
+        self._payload = memoryview(b"")
+        self._index = -1
+        frame = memoryview(self._fetch(index)).cast("B")
+        offset = index * self.chunk_size
+        expected = chunk_length(index, self.size, self.chunk_size)
+        if len(frame) != CRC.size + expected:
+            raise CorruptionError(
+                self.path,
+                offset,
+                f"chunk {index} holds {len(frame) - CRC.size} bytes, expected {expected}",
+            )
+        (stored,) = CRC.unpack_from(frame)
+        payload = frame[CRC.size :]
+        actual = zlib.crc32(payload)
+        if stored != actual:
+            raise CorruptionError(
+                self.path,
+                offset,
+                f"chunk {index} fails its checksum (stored {stored:#010x}, computed "
+                f"{actual:#010x})",
+                hint="the body is damaged; delete it or restore it from a backup",
+            )
+        self._payload = payload
+        self._index = index
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._payload = memoryview(b"")
+        try:
+            if self._on_close is not None:
+                self._on_close()
+        finally:
+            super().close()
+
+    def _check_closed(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on a closed large-message body")
+
+
+def open_body(raw: ChunkedBody) -> BinaryIO:
+    """Returns ``raw`` wrapped in an ``io.BufferedReader`` (``read(n)`` returns ``n`` bytes
+    until the end of the body). Raises nothing."""
+    return io.BufferedReader(raw, buffer_size=READ_BUFFER)

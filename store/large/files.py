@@ -1,0 +1,398 @@
+"""Large messages of the file store: one file per body in ``large-messages-directory``,
+format version 1. No other module reads or writes these files.
+
+All integers are little-endian. A body being written is ``<id>.tmp``; a complete one is
+``<id>.msg`` (Artemis's name, the id in plain decimal, ``-`` for negative ids: unlike the
+journal's zero-padded names these do not sort as text, and ``ids()`` sorts them as numbers).
+
+File header (``HEADER``, 32 bytes)
+==================================
+
+======  ====  ==============  ==============================================================
+Offset  Size  Field           Description
+======  ====  ==============  ==============================================================
+0       4     magic           ``b"SLMB"``
+4       2     version         format version, ``1``
+6       2     reserved        zero
+8       4     chunk_size      bytes per chunk (every chunk but the last is full)
+12      8     body_size       the body's length in bytes, written when the body completes
+20      8     message_id      signed; the id in the file's name
+28      4     header_crc      CRC-32 (zlib) of bytes 0..27
+======  ====  ==============  ==============================================================
+
+Chunk ``k`` follows at offset ``32 + k * (4 + chunk_size)`` as a frame of
+:mod:`store.large.chunks` (``crc32 | bytes``); the file ends right after the last frame.
+
+A ``.msg`` file of size ``S`` named ``<id>.msg`` is **valid** if and only if:
+
+1. ``S >= 32``, ``magic`` and ``version`` are as above and ``header_crc`` matches;
+2. ``message_id`` is ``id`` and ``chunk_size >= 1``;
+3. ``S == 32 + 4 * ceil(body_size / chunk_size) + body_size`` (a shorter file was truncated:
+   a body is never silently short);
+4. and each of its frames is valid (checked as it is read).
+
+A file that breaks 1-3 raises :class:`~store.errors.CorruptionError` from ``open`` and
+``size`` (``offset`` 0 for the header, else the body offset of the first chunk the file does
+not hold whole); a damaged frame raises it from the read (``offset``: the chunk's body offset).
+
+Writing and crashes: frames are ``pwrite`` n at their offsets as the writer fills them (the
+header's place stays a hole); completing writes the header, ``fdatasync``\\ s the file,
+renames ``<id>.tmp`` to ``<id>.msg`` and syncs the directory, so a ``.msg`` file is always
+complete and durable. Every ``.tmp`` file left by a process that died mid-write is deleted
+when the store opens (as Artemis does). An aborted body's ``.tmp`` is deleted at once.
+
+Versioning: a reader refuses a version it does not know (CorruptionError naming it); a new
+version gets a new number and this module keeps reading the old ones.
+
+All I/O goes through the :mod:`store.fs` seam the file store was opened with; a reader of a
+real file (``fs.native``) reads chunks with ``preadv`` on its descriptor into one reused buffer.
+
+Thread-safety: :class:`FileLargeMessages` may be shared between threads (one lock guards the
+set of bodies being written); a writer or a reader belongs to one thread at a time.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import os
+import struct
+import threading
+import zlib
+from typing import BinaryIO, Final
+
+from store.errors import (
+    CorruptionError,
+    JournalClosedError,
+    StoreError,
+    StoreIOError,
+    UnknownRecordError,
+)
+from store.fs import FileHandle, FileSystem
+from store.large.api import LargeMessageStore, LargeMessageWriter
+from store.large.chunks import (
+    CHUNK_SIZE,
+    CRC,
+    ChunkBuffer,
+    ChunkedBody,
+    chunk_count,
+    chunk_length,
+    open_body,
+)
+from store.large.memory import check_message_id
+
+__all__ = ["HEADER", "HEADER_CRC", "HEADER_SIZE", "MAGIC", "FileLargeMessages", "encode_header"]
+
+_log = logging.getLogger(__name__)
+
+MAGIC: Final = b"SLMB"
+VERSION: Final = 1
+#: magic, version, reserved, chunk_size, body_size, message_id
+HEADER: Final = struct.Struct("<4sHHIQq")
+HEADER_CRC: Final = struct.Struct("<I")
+HEADER_SIZE: Final = HEADER.size + HEADER_CRC.size
+MSG: Final = ".msg"
+TMP: Final = ".tmp"
+
+
+def encode_header(message_id: int, chunk_size: int, body_size: int) -> bytes:
+    """Returns the 32-byte header of a complete body. Raises struct.error for a bad field."""
+    head = HEADER.pack(MAGIC, VERSION, 0, chunk_size, body_size, message_id)
+    return head + HEADER_CRC.pack(zlib.crc32(head))
+
+
+def frame_offset(index: int, chunk_size: int) -> int:
+    """Returns the file offset of chunk ``index``'s frame. Raises nothing."""
+    return HEADER_SIZE + index * (CRC.size + chunk_size)
+
+
+def _check_header(path: str, message_id: int, data: bytes, file_size: int) -> tuple[int, int]:
+    """Returns (chunk_size, body_size) of a valid file (rules 1-3). Raises CorruptionError."""
+    if len(data) < HEADER_SIZE:
+        raise CorruptionError(path, 0, f"file of {file_size} bytes has no complete header")
+    magic, version, _reserved, chunk_size, body_size, stored_id = HEADER.unpack_from(data)
+    (crc,) = HEADER_CRC.unpack_from(data, HEADER.size)
+    if magic != MAGIC:
+        raise CorruptionError(path, 0, f"not a large-message file (magic {magic!r})")
+    if crc != zlib.crc32(data[: HEADER.size]):
+        raise CorruptionError(path, 0, "header fails its checksum")
+    if version != VERSION:
+        raise CorruptionError(path, 0, f"unknown format version {version}")
+    if stored_id != message_id or chunk_size < 1:
+        raise CorruptionError(path, 0, f"header names message {stored_id}, chunk {chunk_size}")
+    chunks = chunk_count(body_size, chunk_size)
+    expected = HEADER_SIZE + chunks * CRC.size + body_size
+    if file_size != expected:
+        # The first chunk the file does not hold whole (or the end, for a file too long).
+        index = 0
+        while index < chunks and file_size >= frame_offset(index, chunk_size) + CRC.size + (
+            chunk_length(index, body_size, chunk_size)
+        ):
+            index += 1
+        raise CorruptionError(
+            path,
+            min(index * chunk_size, body_size),
+            f"file holds {file_size} bytes, a body of {body_size} needs {expected}"
+            + (" (truncated)" if file_size < expected else ""),
+        )
+    return chunk_size, body_size
+
+
+def _pread_into(fd: int, path: str, view: memoryview, offset: int) -> memoryview:
+    """Fill ``view`` from ``offset`` of ``fd``; returns the part filled (shorter at the end of
+    the file). Raises StoreIOError."""
+    done = 0
+    try:
+        while done < len(view):
+            n = os.preadv(fd, [view[done:]], offset + done)
+            if n == 0:
+                break
+            done += n
+    except OSError as exc:
+        raise StoreIOError(f"cannot read {path}: {exc.strerror or exc}", path=path) from exc
+    return view[:done]
+
+
+_pool_lock = threading.Lock()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _background() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that write writers' frames in the background (shared, made on first use;
+    each writer has at most one write in flight). Raises nothing."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=4, thread_name_prefix="store-large-write"
+            )
+        return _pool
+
+
+class _FileWriter(LargeMessageWriter):
+    """Writes ``<id>.tmp``; see the module docstring. One thread at a time; ``abort`` may come
+    from :meth:`FileLargeMessages.close` on another thread (a lock orders them)."""
+
+    def __init__(
+        self, owner: FileLargeMessages, message_id: int, handle: FileHandle, chunk_size: int
+    ) -> None:
+        self.message_id = message_id
+        self._owner = owner
+        self._handle: FileHandle | None = handle
+        self._lock = threading.Lock()
+        self._chunks = ChunkBuffer(chunk_size, self._emit, buffers=2)
+        # The pwrite of the frame emitted last, running while the next frame fills.
+        self._writing: concurrent.futures.Future[None] | None = None
+        self._done = False
+        self._renamed = False
+
+    def _emit(self, index: int, frame: memoryview) -> None:
+        # One frame is written in the background while the caller fills (and the CRC runs
+        # over) the next: both release the GIL. The frame before must be on its way out
+        # first, since its buffer is the one the next frame fills (ChunkBuffer buffers=2).
+        handle = self._handle
+        assert handle is not None
+        self._wait_written()
+        offset = frame_offset(index, self._chunks.chunk_size)
+        self._writing = _background().submit(handle.pwrite, frame, offset)
+
+    def _wait_written(self) -> None:
+        """Wait for the background pwrite; raises what it raised (StoreIOError)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        with self._lock:
+            self._owner.check_open()
+            if self._done:
+                raise StoreError(f"large message {self.message_id}: writer already finished")
+            return self._chunks.write(data)
+
+    @property
+    def size(self) -> int:
+        return self._chunks.size
+
+    def complete(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._owner.check_open()
+            handle = self._handle
+            assert handle is not None
+            last = self._chunks.finish()
+            self._wait_written()
+            if last is not None:
+                handle.pwrite(last, frame_offset(self._chunks.index, self._chunks.chunk_size))
+            size = self._chunks.size
+            handle.pwrite(encode_header(self.message_id, self._chunks.chunk_size, size), 0)
+            handle.datasync()
+            self._handle = None
+            handle.close()
+            tmp, msg = self._owner.paths(self.message_id)
+            self._owner.fs.rename(tmp, msg)
+            self._renamed = True
+            self._owner.fs.fsync_dir(self._owner.directory)
+            self._done = True
+            self._owner.finished(self.message_id, self)
+
+    def abort(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            tmp, msg = self._owner.paths(self.message_id)
+            try:
+                with contextlib.suppress(StoreError):
+                    self._wait_written()  # never close a handle a pwrite still uses
+                if self._handle is not None:
+                    self._handle.close()
+                    self._handle = None
+                self._owner.fs.remove(msg if self._renamed else tmp)
+                self._owner.fs.fsync_dir(self._owner.directory)
+            except StoreError as exc:  # the file is removed at the next open
+                _log.warning("large message %d: abort left %s: %s", self.message_id, tmp, exc)
+            finally:
+                self._owner.finished(self.message_id, self)
+
+
+class FileLargeMessages(LargeMessageStore):
+    """Bodies as files in ``directory`` (see module docstring); created if missing.
+
+    ``chunk_size`` is what new bodies are written with. Opening deletes every ``.tmp`` file.
+    Raises StoreIOError when the directory cannot be created, listed or cleaned.
+    """
+
+    def __init__(self, directory: str, *, fs: FileSystem, chunk_size: int = CHUNK_SIZE) -> None:
+        self.directory = directory
+        self.fs = fs
+        self.chunk_size = chunk_size
+        self._lock = threading.Lock()
+        self._writers: dict[int, _FileWriter] = {}
+        self._closed = False
+        fs.makedirs(directory)
+        stale = [n for n in fs.listdir(directory) if n.endswith(TMP)]
+        for name in stale:
+            fs.remove(os.path.join(directory, name))
+        if stale:
+            fs.fsync_dir(directory)
+            _log.info("large messages: removed %d incomplete bodies from %s", len(stale), directory)
+
+    def paths(self, message_id: int) -> tuple[str, str]:
+        """Returns (``<id>.tmp``, ``<id>.msg``) paths of ``message_id``. Raises nothing."""
+        base = os.path.join(self.directory, str(message_id))
+        return base + TMP, base + MSG
+
+    def check_open(self) -> None:
+        """Raises JournalClosedError after close; returns None otherwise."""
+        if self._closed:
+            raise JournalClosedError("the large-message store is closed")
+
+    def finished(self, message_id: int, writer: _FileWriter) -> None:
+        """Forget the writer of ``message_id`` (completed or aborted). Raises nothing."""
+        with self._lock:
+            if self._writers.get(message_id) is writer:
+                del self._writers[message_id]
+
+    def create(self, message_id: int) -> LargeMessageWriter:
+        check_message_id(message_id)
+        tmp, msg = self.paths(message_id)
+        with self._lock:
+            self.check_open()
+            if message_id in self._writers or self.fs.exists(msg):
+                raise StoreError(f"large message {message_id} already has a body")
+            handle = self.fs.open(tmp, create=True)
+            try:
+                handle.truncate(0)
+            except BaseException:
+                handle.close()
+                raise
+            writer = _FileWriter(self, message_id, handle, self.chunk_size)
+            self._writers[message_id] = writer
+        return writer
+
+    def _open(self, message_id: int) -> tuple[FileHandle, int, int]:
+        """Returns (handle, chunk_size, body_size) of a valid complete body. Raises
+        UnknownRecordError, CorruptionError, StoreIOError."""
+        check_message_id(message_id)
+        self.check_open()
+        _tmp, msg = self.paths(message_id)
+        try:
+            handle = self.fs.open(msg, read_only=True)
+        except StoreIOError:
+            if not self.fs.exists(msg):
+                raise UnknownRecordError(
+                    f"large message {message_id} has no complete body"
+                ) from None
+            raise
+        try:
+            size = handle.size()
+            chunk_size, body_size = _check_header(
+                msg, message_id, handle.pread(HEADER_SIZE, 0), size
+            )
+        except BaseException:
+            handle.close()
+            raise
+        return handle, chunk_size, body_size
+
+    def open(self, message_id: int) -> BinaryIO:
+        handle, chunk_size, body_size = self._open(message_id)
+        fd = getattr(handle, "fd", None) if self.fs.native else None
+        # A real file is read into one frame buffer reused for every chunk (the reader holds
+        # one chunk at a time): a fresh 1 MiB object per chunk cost page faults and a copy.
+        frame = bytearray(CRC.size + min(chunk_size, body_size)) if fd is not None else None
+
+        def fetch(index: int) -> bytes | memoryview:
+            self.check_open()
+            length = CRC.size + chunk_length(index, body_size, chunk_size)
+            offset = frame_offset(index, chunk_size)
+            if fd is None or frame is None:
+                return handle.pread(length, offset)
+            return _pread_into(fd, handle.path, memoryview(frame)[:length], offset)
+
+        raw = ChunkedBody(
+            path=handle.path,
+            size=body_size,
+            chunk_size=chunk_size,
+            fetch=fetch,
+            on_close=handle.close,
+        )
+        return open_body(raw)
+
+    def size(self, message_id: int) -> int:
+        handle, _chunk_size, body_size = self._open(message_id)
+        handle.close()
+        return body_size
+
+    def delete(self, message_id: int) -> None:
+        check_message_id(message_id)
+        self.check_open()
+        _tmp, msg = self.paths(message_id)
+        if not self.fs.exists(msg):
+            raise UnknownRecordError(f"large message {message_id} has no complete body")
+        self.fs.remove(msg)
+        self.fs.fsync_dir(self.directory)
+
+    def ids(self) -> list[int]:
+        self.check_open()
+        out = []
+        for name in self.fs.listdir(self.directory):
+            if name.endswith(MSG):
+                try:
+                    out.append(int(name[: -len(MSG)]))
+                except ValueError:
+                    continue  # not one of ours
+        return sorted(out)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            writers = list(self._writers.values())
+        for writer in writers:
+            writer.abort()
+
+    def __repr__(self) -> str:
+        return f"FileLargeMessages({self.directory!r}, closed={self._closed})"

@@ -1,0 +1,193 @@
+"""``StorageManager.load()``: the journals' loads replayed (:mod:`store.messaging.recovery`) and
+applied to a fresh manager, with the sweep of what nothing refers to.
+
+Kept apart from :mod:`store.messaging.manager` to keep that module about the live operations;
+it is the manager's friend and fills its private state directly.
+
+Thread-safety: called by ``StorageManager.load`` with the manager's lock held.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from store.messaging.manager import StoredMessage
+from store.messaging.recovery import (
+    LoadedMessage,
+    MessagesState,
+    PreparedState,
+    Progress,
+    Recovery,
+    replay_bindings,
+    replay_messages,
+)
+from store.messaging.transactions import PREPARED, Transaction, TransactionWork
+from store.messaging.values import Xid
+
+if TYPE_CHECKING:
+    from store.messaging.manager import StorageManager
+
+__all__ = ["load_into"]
+
+log = logging.getLogger(__name__)
+
+
+def load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
+    """Load both journals of ``sm``'s store into ``sm``; returns the Recovery. Raises
+    CorruptionError for a record that does not decode, and what the journals raise."""
+    store = sm._store
+    bindings = replay_bindings(store.bindings.load(), progress)
+    messages = replay_messages(store.messages.load(), progress)
+    cleaned: defaultdict[str, int] = defaultdict(int)
+
+    stale_counters = sm._ids.recover(
+        bindings.counters, max(bindings.highest_id, messages.highest_id)
+    )
+    if stale_counters:
+        cleaned["id_counters"] = stale_counters
+    sm._addresses = dict(bindings.addresses)
+    for info in bindings.queues.values():
+        if info.address not in sm._addresses:
+            log.warning("queue %r is bound to a missing address %r", info.name, info.address)
+        sm._add_queue(info)
+
+    _messages(sm, messages, cleaned, progress)
+    _duplicate_ids(sm, messages, cleaned)
+    held = [ack for state in messages.prepared for _, ack in state.cursor_acks]
+    pending = {tx.tx_id for tx in messages.prepared if tx.page_tx_record is not None}
+    paged, paging_cleaned = sm._pager.load(
+        messages.cursor_acks, messages.completes, held, messages.page_txs, pending
+    )
+    for key, count in paging_cleaned.items():
+        cleaned[key] += count
+    prepared: dict[Xid, Transaction] = {}
+    for state in messages.prepared:
+        prepared[state.xid] = _prepared(sm, state)
+    swept = _large_bodies(sm, messages)
+    if swept:
+        cleaned["large_bodies"] = swept
+
+    rec = Recovery(
+        addresses={name: info for name, (_, info) in sm._addresses.items()},
+        queues={q.info.name: q.info for q in sm._queues.values()},
+        prepared=prepared,
+        messages=len(sm._messages) + paged,
+        cleaned=dict(cleaned),
+    )
+    log.info(
+        "messaging load: addresses=%d queues=%d messages=%d prepared=%d cleaned=%s",
+        len(rec.addresses),
+        len(rec.queues),
+        rec.messages,
+        len(rec.prepared),
+        rec.cleaned,
+    )
+    return rec
+
+
+def _messages(
+    sm: StorageManager,
+    state: MessagesState,
+    cleaned: defaultdict[str, int],
+    progress: Progress | None,
+) -> None:
+    """Keep the messages some existing queue holds, delete the others, and fill the queues
+    in the order the refs were written."""
+    journal = sm._store.messages
+    for mid, loaded in state.messages.items():
+        live = {qid for qid in loaded.refs if qid in sm._queues_by_id}
+        if not live:
+            journal.append_delete(mid)
+            cleaned["messages"] += 1
+            continue
+        sm._messages[mid] = _stored(sm, loaded, live)
+        sm._pager.hold_memory(loaded.message.address, loaded.size, 1)
+    now = sm._clock()
+    total = len(state.ref_order)
+    for done, ref in enumerate(state.ref_order, 1):
+        stored = sm._messages.get(ref.message_id)
+        queue = sm._queues_by_id.get(ref.queue_id)
+        owner = state.messages.get(ref.message_id)
+        if stored is None or queue is None or owner is None:
+            continue
+        if owner.refs.get(ref.queue_id) is not ref:
+            continue  # acknowledged (or routed again later)
+        m = stored.message
+        queue.add(
+            ref.message_id,
+            priority=m.priority,
+            order=next(sm._order),
+            now=now,
+            delivery_count=ref.delivery_count,
+            scheduled=m.scheduled_delivery if ref.scheduled is None else ref.scheduled,
+        )
+        if done % 100_000 == 0 or done == total:
+            log.info("messaging load: phase=queues done=%d total=%d", done, total)
+            if progress is not None:
+                progress("queues", done, total)
+
+
+def _stored(sm: StorageManager, loaded: LoadedMessage, refs: set[int]) -> StoredMessage:
+    """The manager's record of a loaded message; a large one reads its body from the store."""
+    m = loaded.message
+    if loaded.large_size is not None:
+        assert m.message_id is not None
+        opener = functools.partial(sm._store.large_messages.open, m.message_id)
+        m = dataclasses.replace(m, _opener=opener)
+    return StoredMessage(m, refs, loaded.size, large_size=loaded.large_size)
+
+
+def _large_bodies(sm: StorageManager, state: MessagesState) -> int:
+    """Delete the large bodies no message refers to (a crash between a message's delete and
+    its body's, or a send that never completed); returns how many."""
+    wanted = {mid for mid, s in sm._messages.items() if s.large_size is not None}
+    wanted |= {
+        loaded.message.message_id
+        for tx in state.prepared
+        for loaded, _ in tx.sends
+        if loaded.large_size is not None and loaded.message.message_id is not None
+    }
+    wanted |= sm._pager.large_ids
+    orphans = [mid for mid in sm._store.large_messages.ids() if mid not in wanted]
+    sm._delete_bodies(orphans, flush=True)
+    return len(orphans)
+
+
+def _duplicate_ids(
+    sm: StorageManager, state: MessagesState, cleaned: defaultdict[str, int]
+) -> None:
+    by_address: dict[str, list[tuple[bytes, int]]] = defaultdict(list)
+    for rid, record in state.dups:
+        by_address[record.address].append((record.dup_id, rid))
+    for address, entries in by_address.items():
+        for rid in sm._dup_cache(address).load(entries):
+            sm._store.messages.append_delete(rid)
+            cleaned["duplicate_ids"] += 1
+
+
+def _prepared(sm: StorageManager, state: PreparedState) -> Transaction:
+    work = TransactionWork(state.tx_id, state=PREPARED, xid=state.xid, wrote=True)
+    for loaded, queue_ids in state.sends:
+        work.sends.append((_stored(sm, loaded, set()), queue_ids))
+    for mid, qid in state.acks:
+        queue = sm._queues_by_id.get(qid)
+        if queue is not None and mid in queue:
+            queue.hold(mid, delivered_only=False)
+            work.acks.append((qid, mid))
+    work.paged_sends = sm._pager.pending_sends.pop(state.tx_id, [])
+    work.page_tx_record = state.page_tx_record
+    for rid, ack in state.cursor_acks:
+        address = sm._queue_address(ack.queue_id)
+        if address is not None:
+            work.held_pages.append((address, ack.queue_id, ack.position, rid))
+    for address, dup, rid in state.dups:
+        sm._dup_cache(address).reserve(dup)
+        work.dups.append((address, dup, rid))
+    if state.xid in sm._prepared:
+        log.warning("two prepared transactions have %r; the later one wins", state.xid)
+    sm._prepared[state.xid] = work
+    return Transaction(sm, work)

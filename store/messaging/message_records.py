@@ -1,0 +1,282 @@
+"""Codecs of the message records: ADD_MESSAGE_PROTOCOL (45, body inline) and ADD_LARGE_MESSAGE
+(30, body in the large-message store). Both are journal ADDs whose record id is the message id.
+
+The user record types are Artemis's; the bodies are ours (DESIGN §9), big-endian, strings and
+byte strings as :mod:`store.messaging.codec` documents:
+
+===============================  ==========================================================
+field                            encoding
+===============================  ==========================================================
+version                          u8, 1
+address                          str
+priority                         u8, 0..9
+durable                          u8, 0 or 1
+timestamp                        i64, ms since the epoch (UTC)
+expiration                       i64, ms since the epoch, 0 = never
+scheduled_delivery               i64, ms since the epoch, 0 = at once
+property count                   i32, >= 0
+  x count: name                  str
+  x count: tag, value            u8 tag, then: 0 None (nothing) · 1 False (nothing) ·
+                                 2 True (nothing) · 3 int i64 · 4 float f64 · 5 str · 6 bytes
+then, type 45: body              bytes (u32 length + the body)
+then, type 30: body_size         i64, the size of the body in the large-message store
+===============================  ==========================================================
+
+A **paged message** (a record of an address's page store, :mod:`store.paging`, not of the
+journal) wraps one of those bodies:
+
+===============================  ==========================================================
+field                            encoding
+===============================  ==========================================================
+version                          u8, 1
+message_id                       i64
+tx_id                            i64, the transaction that paged it, 0 for none
+record_type                      u8, 45 or 30: how ``record`` reads
+record                           bytes, the body of a 45 or 30 record as above
+queue count                      i32, >= 0
+  x count: queue_id              i64, the queues it is routed to
+===============================  ==========================================================
+
+Decoding checks the version, every tag, every length, and that nothing follows; it raises
+``ValueError`` naming the record type otherwise. Versioning: a change bumps the version byte;
+readers keep decoding every older version (none yet).
+
+Thread-safety: pure functions.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from store.messaging.codec import VERSION, Reader, Writer
+from store.messaging.values import Message, PropertyValue
+
+__all__ = [
+    "PagedMessage",
+    "decode_large_message",
+    "decode_message",
+    "message_summary",
+    "encode_large_message",
+    "encode_message",
+]
+
+_NONE, _FALSE, _TRUE, _INT, _FLOAT, _STR, _BYTES = range(7)
+
+
+def _write_header(w: Writer, message: Message) -> None:
+    w.text(message.address, "address")
+    w.u8(message.priority, "priority")
+    w.u8(1 if message.durable else 0, "durable")
+    w.i64(message.timestamp, "timestamp")
+    w.i64(message.expiration, "expiration")
+    w.i64(message.scheduled_delivery, "scheduled_delivery")
+    w.i32(len(message.properties), "property count")
+    for name, value in message.properties.items():
+        w.text(name, "property name")
+        _write_property(w, name, value)
+
+
+def _write_property(w: Writer, name: str, value: PropertyValue) -> None:
+    field = f"property {name!r}"
+    if value is None:
+        w.u8(_NONE, field)
+    elif value is True:
+        w.u8(_TRUE, field)
+    elif value is False:
+        w.u8(_FALSE, field)
+    elif isinstance(value, int):
+        w.u8(_INT, field).i64(value, field)
+    elif isinstance(value, float):
+        w.u8(_FLOAT, field).f64(value, field)
+    elif isinstance(value, str):
+        w.u8(_STR, field).text(value, field)
+    elif isinstance(value, bytes):
+        w.u8(_BYTES, field).raw(value, field)
+    else:
+        raise ValueError(f"{field}: {type(value).__name__} cannot be stored")
+
+
+def _read_property(r: Reader, what: str, name: str) -> PropertyValue:
+    field = f"property {name!r}"
+    tag = r.u8(field)
+    if tag == _NONE:
+        return None
+    if tag == _FALSE:
+        return False
+    if tag == _TRUE:
+        return True
+    if tag == _INT:
+        return r.i64(field)
+    if tag == _FLOAT:
+        return r.f64(field)
+    if tag == _STR:
+        return r.text(field)
+    if tag == _BYTES:
+        return r.raw(field)
+    raise ValueError(f"{what}: {field} has unknown type tag {tag}")
+
+
+def _read_header(r: Reader, what: str) -> dict[str, object]:
+    address = r.text("address")
+    priority = r.u8("priority")
+    durable = r.u8("durable")
+    if priority > 9:
+        raise ValueError(f"{what}: priority {priority} is not 0..9")
+    if durable not in (0, 1):
+        raise ValueError(f"{what}: durable flag {durable} is not 0 or 1")
+    header: dict[str, object] = {
+        "address": address,
+        "priority": priority,
+        "durable": durable == 1,
+        "timestamp": r.i64("timestamp"),
+        "expiration": r.i64("expiration"),
+        "scheduled_delivery": r.i64("scheduled_delivery"),
+    }
+    count = r.i32("property count")
+    if count < 0:
+        raise ValueError(f"{what}: property count {count} is negative")
+    properties: dict[str, PropertyValue] = {}
+    for _ in range(count):
+        name = r.text("property name")
+        properties[name] = _read_property(r, what, name)
+    header["properties"] = properties
+    return header
+
+
+def _message(header: dict[str, object], body: bytes, what: str, message_id: int) -> Message:
+    try:
+        return Message(body=body, message_id=message_id, **header)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from exc
+
+
+def encode_message(message: Message, body: bytes) -> bytes:
+    """The ADD_MESSAGE_PROTOCOL (45) body of ``message`` with ``body`` inline. Raises
+    ValueError when a field does not fit its slot."""
+    w = Writer("ADD_MESSAGE_PROTOCOL")
+    _write_header(w, message)
+    return w.raw(body, "body").body()
+
+
+def decode_message(data: bytes, message_id: int) -> Message:
+    """The message of an ADD_MESSAGE_PROTOCOL (45) record whose id is ``message_id``. Raises
+    ValueError for a bad body."""
+    what = "ADD_MESSAGE_PROTOCOL"
+    r = Reader(data, what)
+    header = _read_header(r, what)
+    body = r.raw("body")
+    r.done()
+    return _message(header, body, what, message_id)
+
+
+def encode_large_message(message: Message, body_size: int) -> bytes:
+    """The ADD_LARGE_MESSAGE (30) body of ``message`` whose body (``body_size`` bytes) is in
+    the large-message store. Raises ValueError when a field does not fit its slot."""
+    w = Writer("ADD_LARGE_MESSAGE")
+    _write_header(w, message)
+    return w.i64(body_size, "body_size").body()
+
+
+def decode_large_message(data: bytes, message_id: int) -> tuple[Message, int]:
+    """The message (with an empty inline body) and the stored body size of an
+    ADD_LARGE_MESSAGE (30) record whose id is ``message_id``. Raises ValueError for a bad
+    body."""
+    what = "ADD_LARGE_MESSAGE"
+    r = Reader(data, what)
+    header = _read_header(r, what)
+    size = r.i64("body_size")
+    r.done()
+    if size < 0:
+        raise ValueError(f"{what}: body size {size} is negative")
+    return _message(header, b"", what, message_id), size
+
+
+_SUMMARY_HEAD = struct.Struct(">BI")  # version, address length
+_SUMMARY_FIXED = struct.Struct(">BBqqqi")  # priority, durable, 3 times, property count
+_SUMMARY_U32 = struct.Struct(">I")
+_SUMMARY_I64 = struct.Struct(">q")
+
+
+def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str, int, int, int]:
+    """(address, timestamp, priority, body size) of an ADD_MESSAGE_PROTOCOL (45) or
+    ADD_LARGE_MESSAGE (30) record whose id is ``message_id``, without building the
+    :class:`Message` (what a report reads of every message). A record without properties whose
+    fields are valid is read with one struct unpack; any other goes through
+    :func:`decode_message` / :func:`decode_large_message`, so the result and the errors are
+    theirs. Returns the tuple. Raises ValueError for a bad body or another record type."""
+    try:
+        version, length = _SUMMARY_HEAD.unpack_from(data, 0)
+        start = _SUMMARY_HEAD.size + length
+        priority, durable, timestamp, expiration, scheduled, count = _SUMMARY_FIXED.unpack_from(
+            data, start
+        )
+        end = start + _SUMMARY_FIXED.size
+        if (
+            version == VERSION and length and count == 0 and priority <= 9 and durable <= 1
+            and timestamp >= 0 and expiration >= 0 and scheduled >= 0
+        ):  # fmt: skip
+            address = data[_SUMMARY_HEAD.size : start].decode("utf-8")
+            if record_type == 45:
+                (size,) = _SUMMARY_U32.unpack_from(data, end)
+                if end + _SUMMARY_U32.size + size == len(data):
+                    return address, timestamp, priority, size
+            elif record_type == 30:
+                (size,) = _SUMMARY_I64.unpack_from(data, end)
+                if end + _SUMMARY_I64.size == len(data) and size >= 0:
+                    return address, timestamp, priority, size
+    except (struct.error, UnicodeDecodeError):
+        pass  # the full decode below names the problem
+    if record_type == 45:
+        m = decode_message(data, message_id)
+        assert isinstance(m.body, bytes)
+        return m.address, m.timestamp, m.priority, len(m.body)
+    if record_type == 30:
+        m, size = decode_large_message(data, message_id)
+        return m.address, m.timestamp, m.priority, size
+    raise ValueError(f"user record type {record_type} is not a message record (45 or 30)")
+
+
+@dataclass(frozen=True, slots=True)
+class PagedMessage:
+    """A message as a page record: its id, paging transaction (0: none), the type (45 or 30)
+    and body of its message record, and the queues it is routed to."""
+
+    message_id: int
+    tx_id: int
+    record_type: int
+    record: bytes
+    queue_ids: tuple[int, ...]
+
+    def encode(self) -> bytes:
+        """The page record. Raises ValueError when a field does not fit its slot."""
+        if self.record_type not in (30, 45):
+            raise ValueError(f"a paged message wraps a 45 or 30 record, not {self.record_type}")
+        w = Writer("PAGED_MESSAGE").i64(self.message_id, "message_id").i64(self.tx_id, "tx_id")
+        w.u8(self.record_type, "record_type").raw(self.record, "record")
+        w.i32(len(self.queue_ids), "queue count")
+        for qid in self.queue_ids:
+            w.i64(qid, "queue_id")
+        return w.body()
+
+    @classmethod
+    def decode(cls, data: bytes) -> PagedMessage:
+        """The paged message of a page record. Raises ValueError for a bad record."""
+        r = Reader(data, "PAGED_MESSAGE")
+        mid, tx_id, kind = r.i64("message_id"), r.i64("tx_id"), r.u8("record_type")
+        if kind not in (30, 45):
+            raise ValueError(f"PAGED_MESSAGE: record type {kind} is not 45 or 30")
+        record = r.raw("record")
+        count = r.i32("queue count")
+        if count < 0:
+            raise ValueError(f"PAGED_MESSAGE: queue count {count} is negative")
+        queue_ids = tuple(r.i64("queue_id") for _ in range(count))
+        r.done()
+        return cls(mid, tx_id, kind, record, queue_ids)
+
+    def message(self) -> Message:
+        """The wrapped message (an empty body for a 30 record). Raises ValueError for a bad
+        body."""
+        if self.record_type == 45:
+            return decode_message(self.record, self.message_id)
+        return decode_large_message(self.record, self.message_id)[0]

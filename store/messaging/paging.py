@@ -1,0 +1,554 @@
+"""Paging for the storage manager (DESIGN §9, reference §3.5): address limits, the full
+policies, paged messages in the address's page store, per-queue cursors, cursor acks in the
+message journal, and page deletion.
+
+**Limits.** Every address counts the messages it holds in memory and their encoded bytes
+(counted once per message, whatever its queues; a message stops counting when no queue holds
+it any more). The address is *full* when ``max-size-bytes`` (≥ 0) is reached or
+``max-size-messages`` (≥ 0) messages are held. Then a send, by ``address-full-policy``:
+
+- ``PAGE``: a durable message goes to the address's page store (:class:`PagedMessage`) and
+  stays out of memory; the address keeps paging until every paged message is acknowledged, so
+  paged messages are delivered after those in memory, in page order;
+- ``DROP``: nothing is stored, ``send`` returns None;
+- ``FAIL``: :class:`~store.errors.AddressFullError`, nothing stored;
+- ``BLOCK``: the sender waits until an ack (from any thread) makes room.
+
+**Cursors.** Each queue reads the pages of its address from its cursor, taking the records
+routed to it that it has not acknowledged, only when ``receive`` has nothing ready in memory
+(*depaging*; pages are read on the caller's thread, never by a background reader). The ack of a
+paged message is an ACKNOWLEDGE_CURSOR record (39, new id). When a queue has acknowledged every
+message of a page routed to it, and the page is no longer written to, one journal
+transaction adds PAGE_CURSOR_COMPLETE (42) and deletes that page's cursor acks of the queue.
+When every queue the page routes to has completed it, the page is deleted, then its 42 records.
+
+**Load.** Every page of every address is read once (the counters are rebuilt, as Artemis's
+``rebuildCounters``); cursor records of pages or queues that are gone are deleted and counted
+in ``cleaned["page_cursors"]``; pages no existing queue still needs are deleted
+(``cleaned["pages"]``).
+
+**Transactions.** A transaction's paged sends are written to the pages at ``tx.send`` with its
+transaction id, invisible; at prepare or commit the pages are flushed and a PAGE_TRANSACTION
+record (35) joins the journal transaction, so the records are visible exactly when it commits
+(at load: a record whose transaction has a committed 35 record is visible, one of a prepared
+transaction is pending, any other is never visible). Queues' cursors go back to a record made
+visible behind them. A page is kept while it holds records of an undecided transaction; the 35
+record is deleted with the last page holding its records. A prepared transaction's cursor acks
+hold their messages across restarts.
+
+Non-durable messages are never paged (they are never written): they stay in memory, past the
+limit.
+
+Thread-safety: none of its own; the storage manager's lock guards every call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from store.errors import AddressFullError
+from store.journal.api import Journal
+from store.messaging.message_records import PagedMessage
+from store.messaging.page_records import (
+    ACKNOWLEDGE_CURSOR,
+    PAGE_CURSOR_COMPLETE,
+    CursorAck,
+    PageComplete,
+)
+from store.paging.api import PagePosition, PageStore, PagingManager
+
+if TYPE_CHECKING:
+    from store.config import StoreConfig
+
+__all__ = ["BLOCK", "DROP", "MEMORY", "PAGE", "AddressPaging", "Pager"]
+
+log = logging.getLogger(__name__)
+
+MEMORY: Final = "MEMORY"
+PAGE: Final = "PAGE"
+DROP: Final = "DROP"
+BLOCK: Final = "BLOCK"
+
+
+@dataclass(eq=False)
+class PageState:
+    """What the manager knows of one page: per queue id, how many of its records are routed
+    there, which indexes are acknowledged (and by which cursor-ack records), and the
+    PAGE_CURSOR_COMPLETE record of queues that completed it."""
+
+    size: int = 0
+    routed: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    acked: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
+    ack_records: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    complete: dict[int, int] = field(default_factory=dict)
+    #: Page transactions with records on this page, and how many of its records belong to a
+    #: transaction not decided yet (the page is kept while any does).
+    tx_ids: set[int] = field(default_factory=set)
+    pending: int = 0
+
+
+@dataclass(eq=False)
+class Cursor:
+    """One queue's reading of its address's pages."""
+
+    position: PagePosition = field(default_factory=lambda: PagePosition(0, 0))
+    remaining: int = 0  # paged refs neither in memory nor acknowledged nor held
+    held: set[PagePosition] = field(default_factory=set)  # acked by a prepared transaction
+    in_memory: set[PagePosition] = field(default_factory=set)  # read back, not acknowledged
+
+
+@dataclass(eq=False)
+class AddressPaging:
+    """One address: its limits, what it holds in memory, its pages and its queues' cursors."""
+
+    address: str
+    policy: str
+    max_bytes: int
+    max_messages: int
+    memory_bytes: int = 0
+    memory_messages: int = 0
+    pages: dict[int, PageState] = field(default_factory=dict)
+    cursors: dict[int, Cursor] = field(default_factory=dict)
+    live: int = 0  # paged refs not yet acknowledged (depaged and held ones included)
+    cache: dict[int, list[PagedMessage]] = field(default_factory=dict)
+    last_page: int = 0
+
+    def full(self) -> bool:
+        """True when the address's memory limit is reached. Raises nothing."""
+        return (0 <= self.max_bytes <= self.memory_bytes) or (
+            0 <= self.max_messages <= self.memory_messages
+        )
+
+
+class Pager:
+    """The paging state of every address of one storage manager (see the module docstring).
+
+    ``journal`` is the message journal, ``next_id`` the id generator, ``paging`` the store's
+    page stores, ``queue_address`` the address of an existing queue id (None: no such queue).
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        journal: Journal,
+        paging: PagingManager,
+        next_id: Callable[[], int],
+        queue_address: Callable[[int], str | None],
+    ) -> None:
+        self._config = config
+        self._journal = journal
+        self._paging = paging
+        self._next_id = next_id
+        self._queue_address = queue_address
+        self._addresses: dict[str, AddressPaging] = {}
+        self._doomed: list[int] = []  # large bodies of deleted pages, for the manager to delete
+        #: Committed page transactions: transaction id -> its PAGE_TRANSACTION record id.
+        self._visible_txs: dict[int, int] = {}
+        #: Paged sends of prepared transactions found at load, by transaction id.
+        self.pending_sends: dict[int, list[tuple[str, PagePosition, PagedMessage]]] = {}
+        #: Ids of the large bodies the pages kept at the last load refer to.
+        self.large_ids: set[int] = set()
+
+    def take_doomed(self) -> list[int]:
+        """The ids of large bodies whose pages were deleted since the last call (cleared)."""
+        doomed, self._doomed = self._doomed, []
+        return doomed
+
+    def _live_queue(self, qid: int) -> bool:
+        return self._queue_address(qid) is not None
+
+    def address(self, name: str) -> AddressPaging:
+        """The paging state of ``name``, made from its address settings on first use."""
+        state = self._addresses.get(name)
+        if state is None:
+            s = self._config.address_settings_for(name)
+            state = AddressPaging(
+                name, s.address_full_policy.upper(), s.max_size_bytes, s.max_size_messages
+            )
+            self._addresses[name] = state
+        return state
+
+    def _store(self, address: str) -> PageStore:
+        return self._paging.store(address)
+
+    # -- sends ------------------------------------------------------------------------------
+
+    def admit(self, address: str, *, durable: bool, transactional: bool) -> str:
+        """Where a new message of ``address`` goes: MEMORY, PAGE, DROP or BLOCK (wait and ask
+        again); ``transactional`` sends page like the others (invisible until commit). Raises
+        AddressFullError under the FAIL policy."""
+        del transactional
+        state = self.address(address)
+        if state.policy == PAGE:
+            if durable and (state.live > 0 or state.full()):
+                return PAGE
+            return MEMORY
+        if not state.full():
+            return MEMORY
+        if state.policy == "FAIL":
+            raise AddressFullError(
+                f"address {address!r} is full ({state.memory_messages} messages,"
+                f" {state.memory_bytes} bytes) and its address-full-policy is FAIL"
+            )
+        return DROP if state.policy == DROP else BLOCK
+
+    def hold_memory(self, address: str, size: int, delta: int) -> None:
+        """Count (``delta`` 1) or uncount (-1) a message of ``size`` bytes in memory."""
+        state = self.address(address)
+        state.memory_bytes += size * delta
+        state.memory_messages += delta
+
+    def page(self, address: str, paged: PagedMessage, *, sync: bool) -> PagePosition:
+        """Append ``paged`` to the address's pages; returns its position. Raises what the page
+        store raises."""
+        state = self.address(address)
+        position = self._store(address).append(paged.encode(), sync=sync)
+        page = state.pages.setdefault(position.page, PageState())
+        page.size = max(page.size, position.index + 1)
+        if paged.tx_id:  # invisible until its transaction commits
+            page.tx_ids.add(paged.tx_id)
+            page.pending += 1
+        else:
+            self._count_visible(state, page, position, paged)
+        if position.page != state.last_page:
+            closed, state.last_page = state.last_page, position.page
+            if closed in state.pages:
+                self._check_page(state, closed)
+        cached = state.cache.get(position.page)
+        if cached is not None and len(cached) == position.index:
+            cached.append(paged)
+        return position
+
+    def _count_visible(
+        self, state: AddressPaging, page: PageState, position: PagePosition, paged: PagedMessage
+    ) -> None:
+        for qid in paged.queue_ids:
+            if not self._live_queue(qid):
+                continue
+            page.routed[qid] += 1
+            cursor = self._cursor(state, qid)
+            cursor.remaining += 1
+            cursor.position = min(cursor.position, position)
+            state.live += 1
+
+    def _visible(self, paged: PagedMessage) -> bool:
+        return paged.tx_id == 0 or paged.tx_id in self._visible_txs
+
+    # -- page transactions ------------------------------------------------------------------
+
+    def commit_paged(
+        self, tx_id: int, record_id: int, sends: list[tuple[str, PagePosition, PagedMessage]]
+    ) -> None:
+        """Transaction ``tx_id`` (its PAGE_TRANSACTION record ``record_id``) committed: its
+        paged ``sends`` become deliverable, in order."""
+        self._visible_txs[tx_id] = record_id
+        for address, position, paged in sends:
+            state = self.address(address)
+            page = state.pages.get(position.page)
+            if page is not None:
+                page.pending -= 1
+                self._count_visible(state, page, position, paged)
+
+    def rollback_paged(self, sends: list[tuple[str, PagePosition, PagedMessage]]) -> None:
+        """A transaction's paged ``sends`` will never be visible: their pages may go."""
+        for address, position, _ in sends:
+            state = self.address(address)
+            page = state.pages.get(position.page)
+            if page is not None:
+                page.pending -= 1
+                self._check_page(state, position.page)
+
+    def _cursor(self, state: AddressPaging, qid: int) -> Cursor:
+        cursor = state.cursors.get(qid)
+        if cursor is None:
+            first = min(state.pages, default=0)
+            cursor = state.cursors[qid] = Cursor(PagePosition(first, 0))
+        return cursor
+
+    # -- receiving --------------------------------------------------------------------------
+
+    def remaining(self, address: str, qid: int) -> int:
+        """Paged messages of queue ``qid`` not in memory, acknowledged or held."""
+        state = self._addresses.get(address)
+        cursor = None if state is None else state.cursors.get(qid)
+        return 0 if cursor is None else cursor.remaining + len(cursor.held)
+
+    def depage(self, address: str, qid: int, n: int) -> list[tuple[PagePosition, PagedMessage]]:
+        """The next ``n`` (at most) paged messages of queue ``qid`` in page order, now counted
+        as in memory. Raises what the page store raises (CorruptionError for a damaged
+        record)."""
+        state = self.address(address)
+        cursor = state.cursors.get(qid)
+        out: list[tuple[PagePosition, PagedMessage]] = []
+        if cursor is None or cursor.remaining == 0:
+            return out
+        for position, paged in self._scan(state, cursor.position):
+            cursor.position = PagePosition(position.page, position.index + 1)
+            if qid not in paged.queue_ids or not self._visible(paged):
+                continue
+            if position in cursor.held or position in cursor.in_memory:
+                continue
+            page = state.pages[position.page]
+            if qid in page.complete or position.index in page.acked[qid]:
+                continue
+            out.append((position, paged))
+            cursor.in_memory.add(position)
+            cursor.remaining -= 1
+            if len(out) == n or cursor.remaining == 0:
+                break
+        self._evict(state)
+        return out
+
+    def _records(self, state: AddressPaging, page: int) -> list[PagedMessage]:
+        cached = state.cache.get(page)
+        if cached is None or len(cached) < state.pages[page].size:
+            raw = self._store(state.address).read_page(page)
+            cached = state.cache[page] = [PagedMessage.decode(b) for b in raw]
+        return cached
+
+    def _scan(
+        self, state: AddressPaging, start: PagePosition
+    ) -> Iterator[tuple[PagePosition, PagedMessage]]:
+        for page in sorted(p for p in state.pages if p >= start.page):
+            first = start.index if page == start.page else 0
+            records = self._records(state, page)
+            for index in range(first, len(records)):
+                yield PagePosition(page, index), records[index]
+
+    def _evict(self, state: AddressPaging) -> None:
+        lowest = min((c.position.page for c in state.cursors.values()), default=0)
+        for page in [p for p in state.cache if p < lowest]:
+            del state.cache[page]
+
+    # -- acknowledgements -------------------------------------------------------------------
+
+    def ack(self, address: str, qid: int, position: PagePosition) -> None:
+        """Queue ``qid`` acknowledged the paged message at ``position``: a cursor-ack record,
+        then the page's completion and deletion when due. Raises what the journal raises."""
+        rid = self._next_id()
+        self._journal.append_add(rid, ACKNOWLEDGE_CURSOR, CursorAck.at(qid, position).encode())
+        self.acked(address, qid, position, rid)
+
+    def cursor_ack_tx(self, tx_id: int, qid: int, position: PagePosition) -> int:
+        """Write the cursor ack of a transaction; returns its record id (for ``acked``)."""
+        rid = self._next_id()
+        body = CursorAck.at(qid, position).encode()
+        self._journal.append_add_tx(tx_id, rid, ACKNOWLEDGE_CURSOR, body)
+        return rid
+
+    def acked(self, address: str, qid: int, position: PagePosition, rid: int) -> None:
+        """Record that cursor-ack record ``rid`` acknowledged ``position`` for ``qid``."""
+        state = self.address(address)
+        page = state.pages.get(position.page)
+        if page is None:
+            return
+        page.acked[qid].add(position.index)
+        page.ack_records[qid].append(rid)
+        cursor = state.cursors.get(qid)
+        if cursor is not None:
+            cursor.held.discard(position)
+            cursor.in_memory.discard(position)
+        state.live -= 1
+        self._check_page(state, position.page)
+
+    def unhold(self, address: str, qid: int, position: PagePosition) -> None:
+        """A held paged message (a prepared transaction's ack, rolled back) is deliverable
+        again: the queue's cursor goes back to it."""
+        state = self.address(address)
+        cursor = self._cursor(state, qid)
+        if position in cursor.held:
+            cursor.held.discard(position)
+            cursor.remaining += 1
+            cursor.position = min(cursor.position, position)
+
+    def _closed(self, state: AddressPaging, page: int) -> bool:
+        return page != state.last_page or state.live == 0
+
+    def _check_page(self, state: AddressPaging, page_no: int) -> None:
+        page = state.pages[page_no]
+        if page.pending or not self._closed(state, page_no):
+            return
+        for qid, routed in page.routed.items():
+            if qid in page.complete or not self._live_queue(qid):
+                continue
+            if len(page.acked[qid]) < routed:
+                return
+            self._complete(page, page_no, qid, routed)
+        self._delete_page(state, page_no)
+
+    def _complete(self, page: PageState, page_no: int, qid: int, routed: int) -> None:
+        tx, rid = self._next_id(), self._next_id()
+        body = PageComplete(qid, page_no, routed).encode()
+        self._journal.append_add_tx(tx, rid, PAGE_CURSOR_COMPLETE, body)
+        for ack in page.ack_records.pop(qid, []):
+            self._journal.append_delete_tx(tx, ack)
+        self._journal.append_commit(tx, sync=False)
+        page.complete[qid] = rid
+
+    def _delete_page(self, state: AddressPaging, page_no: int) -> None:
+        records = self._records(state, page_no)
+        self._doomed.extend(p.message_id for p in records if p.record_type == 30)
+        page = state.pages.pop(page_no)
+        state.cache.pop(page_no, None)
+        self._store(state.address).delete_page(page_no)
+        # After the page: a crash in between leaves records of a missing page, swept at load.
+        for rid in [*page.complete.values(), *(r for rs in page.ack_records.values() for r in rs)]:
+            self._journal.append_delete(rid)
+        for tx_id in page.tx_ids:  # a page transaction whose last page went
+            if tx_id in self._visible_txs and not any(
+                tx_id in p.tx_ids for a in self._addresses.values() for p in a.pages.values()
+            ):
+                self._journal.append_delete(self._visible_txs.pop(tx_id))
+        log.debug("page %d of %r deleted", page_no, state.address)
+
+    def drop_queue(self, address: str, qid: int) -> None:
+        """Queue ``qid`` was deleted: its paged refs no longer count; pages only it needed go."""
+        state = self._addresses.get(address)
+        if state is None:
+            return
+        for page_no in sorted(state.pages):
+            page = state.pages[page_no]
+            if qid in page.routed and qid not in page.complete:
+                state.live -= page.routed[qid] - len(page.acked[qid])
+            for rid in page.ack_records.pop(qid, []):
+                self._journal.append_delete(rid)
+            page.acked.pop(qid, None)
+            if qid in page.complete:
+                self._journal.append_delete(page.complete.pop(qid))
+            page.routed.pop(qid, None)
+        state.cursors.pop(qid, None)
+        for page_no in sorted(state.pages):
+            self._check_page(state, page_no)
+
+    # -- load -------------------------------------------------------------------------------
+
+    def load(
+        self,
+        acks: list[tuple[int, CursorAck]],
+        completes: list[tuple[int, PageComplete]],
+        held: list[CursorAck],
+        page_txs: dict[int, int],
+        pending_txs: set[int],
+    ) -> tuple[int, dict[str, int]]:
+        """Rebuild every address's pages and cursors from its page store and the journal's
+        cursor records (``held``: cursor acks of prepared transactions); delete what is stale.
+        A paged record of a transaction is visible when ``page_txs`` (committed page
+        transactions: id -> PAGE_TRANSACTION record id) has it, pending (``pending_sends``)
+        when ``pending_txs`` (prepared ones) has it, and never otherwise. Returns (paged
+        messages still to be acknowledged, cleaned counts). Raises what the page stores and
+        the journal raise."""
+        cleaned: dict[str, int] = defaultdict(int)
+        routes: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        large: dict[tuple[str, int], list[int]] = {}
+        for address in self._paging.addresses():
+            state = self.address(address)
+            store = self._store(address)
+            for page_no in store.pages():
+                records = [PagedMessage.decode(b) for b in store.read_page(page_no)]
+                page = state.pages[page_no] = PageState(size=len(records))
+                routes[address, page_no] = []
+                large[address, page_no] = [p.message_id for p in records if p.record_type == 30]
+                for index, paged in enumerate(records):
+                    routes[address, page_no].append(
+                        self._load_record(
+                            address, page, page_no, index, paged, page_txs, pending_txs
+                        )
+                    )
+            state.last_page = store.current_page
+        self._visible_txs = {
+            tx: rid
+            for tx, rid in page_txs.items()
+            if any(tx in p.tx_ids for a in self._addresses.values() for p in a.pages.values())
+        }
+        for tx, rid in page_txs.items():
+            if tx not in self._visible_txs:
+                self._journal.append_delete(rid)
+                cleaned["page_transactions"] += 1
+        for rid, complete in completes:
+            target = self._page_of(complete.queue_id, complete.page)
+            if target is None or complete.queue_id not in target.routed:
+                self._journal.append_delete(rid)
+                cleaned["page_cursors"] += 1
+            else:
+                target.complete[complete.queue_id] = rid
+        for rid, ack in acks:
+            target = self._page_of(ack.queue_id, ack.page)
+            if target is None or ack.queue_id in target.complete or ack.index >= target.size:
+                self._journal.append_delete(rid)
+                cleaned["page_cursors"] += 1
+            else:
+                target.acked[ack.queue_id].add(ack.index)
+                target.ack_records[ack.queue_id].append(rid)
+        messages = self._rebuild_cursors(routes, held)
+        for state in self._addresses.values():
+            for page_no in sorted(state.pages):
+                self._check_page(state, page_no)
+                if page_no not in state.pages:
+                    cleaned["pages"] += 1
+        self.large_ids = {
+            mid
+            for (address, page_no), ids in large.items()
+            if page_no in self._addresses[address].pages
+            for mid in ids
+        }
+        return messages, dict(cleaned)
+
+    def _load_record(
+        self,
+        address: str,
+        page: PageState,
+        page_no: int,
+        index: int,
+        paged: PagedMessage,
+        page_txs: dict[int, int],
+        pending_txs: set[int],
+    ) -> tuple[int, ...]:
+        """Account one record found at load; returns the live queues it counts for."""
+        if paged.tx_id:
+            page.tx_ids.add(paged.tx_id)
+            if paged.tx_id in pending_txs:
+                page.pending += 1
+                sends = self.pending_sends.setdefault(paged.tx_id, [])
+                sends.append((address, PagePosition(page_no, index), paged))
+                return ()
+            if paged.tx_id not in page_txs:
+                return ()  # rolled back, or never committed
+        live = tuple(q for q in paged.queue_ids if self._live_queue(q))
+        for qid in live:
+            page.routed[qid] += 1
+        return live
+
+    def _page_of(self, qid: int, page_no: int) -> PageState | None:
+        address = self._queue_address(qid)
+        state = None if address is None else self._addresses.get(address)
+        return None if state is None else state.pages.get(page_no)
+
+    def _rebuild_cursors(
+        self, routes: dict[tuple[str, int], list[tuple[int, ...]]], held: list[CursorAck]
+    ) -> int:
+        messages = 0
+        for (address, page_no), per_index in routes.items():
+            state = self._addresses[address]
+            page = state.pages[page_no]
+            for qid, routed in page.routed.items():
+                cursor = self._cursor(state, qid)
+                if qid not in page.complete:
+                    unacked = routed - len(page.acked[qid])
+                    cursor.remaining += unacked
+                    state.live += unacked
+            for index, qids in enumerate(per_index):
+                if any(q not in page.complete and index not in page.acked[q] for q in qids):
+                    messages += 1
+        for ack in held:
+            target = self._page_of(ack.queue_id, ack.page)
+            owner = self._queue_address(ack.queue_id)
+            if target is None or owner is None or ack.index in target.acked[ack.queue_id]:
+                continue
+            cursor = self._cursor(self._addresses[owner], ack.queue_id)
+            cursor.held.add(ack.position)
+            cursor.remaining -= 1
+        return messages

@@ -1,0 +1,182 @@
+"""One queue's messages in memory: delivery order, scheduling, deliveries in flight.
+
+Each message on a queue is a :class:`QueueEntry` in one of four states:
+
+- ``READY``: deliverable now; ``take`` hands out the highest priority first and, within a
+  priority, the lowest ``order`` (send order; a cancelled message gets an order below every
+  other, which puts it back at the head);
+- ``SCHEDULED``: held until its ``scheduled`` time (ms since the epoch), then ``READY`` again in
+  its send-order place;
+- ``DELIVERED``: handed out by ``take``, waiting for an ack or a cancel; never handed out again
+  (until a restart rebuilds the queue);
+- ``HELD``: acknowledged inside a transaction that has not completed; a rollback puts it back
+  at the head, a commit removes it.
+
+Every state counts in :meth:`MessageQueue.depth`. The ready and scheduled sets are heaps with
+lazy deletion: an entry that left the state it was pushed in is skipped when popped.
+
+Thread-safety: none; the storage manager's lock guards every queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Final
+
+from store.errors import UnknownMessageError
+from store.messaging.values import QueueInfo
+
+__all__ = ["DELIVERED", "HELD", "READY", "SCHEDULED", "MessageQueue", "QueueEntry"]
+
+READY: Final = 0
+SCHEDULED: Final = 1
+DELIVERED: Final = 2
+HELD: Final = 3
+
+
+@dataclass(slots=True, eq=False)
+class QueueEntry:
+    """One message on one queue."""
+
+    message_id: int
+    priority: int
+    order: int
+    delivery_count: int
+    scheduled: int
+    state: int
+
+
+class MessageQueue:
+    """The messages of one queue (see the module docstring)."""
+
+    def __init__(self, info: QueueInfo) -> None:
+        self.info = info
+        self._entries: dict[int, QueueEntry] = {}
+        self._ready: list[tuple[int, int, int]] = []  # (-priority, order, message id)
+        self._scheduled: list[tuple[int, int, int]] = []  # (time, order, message id)
+        self._head = 0  # orders given to cancelled messages: below every send order
+
+    def __contains__(self, message_id: int) -> bool:
+        return message_id in self._entries
+
+    def depth(self) -> int:
+        """Messages on the queue not yet acknowledged (every state). Raises nothing."""
+        return len(self._entries)
+
+    def message_ids(self) -> list[int]:
+        """Ids of every message on the queue. Raises nothing."""
+        return list(self._entries)
+
+    def add(
+        self,
+        message_id: int,
+        *,
+        priority: int,
+        order: int,
+        now: int,
+        delivery_count: int = 0,
+        scheduled: int = 0,
+    ) -> QueueEntry:
+        """Put a message on the queue (ready, or scheduled when ``scheduled`` > ``now``);
+        returns its entry. Raises nothing."""
+        entry = QueueEntry(message_id, priority, order, delivery_count, scheduled, READY)
+        self._entries[message_id] = entry
+        self._make_ready_or_scheduled(entry, now)
+        return entry
+
+    def _make_ready_or_scheduled(self, entry: QueueEntry, now: int) -> None:
+        if entry.scheduled > now:
+            entry.state = SCHEDULED
+            heapq.heappush(self._scheduled, (entry.scheduled, entry.order, entry.message_id))
+        else:
+            entry.state = READY
+            heapq.heappush(self._ready, (-entry.priority, entry.order, entry.message_id))
+
+    def _promote_due(self, now: int) -> None:
+        while self._scheduled and self._scheduled[0][0] <= now:
+            _, order, mid = heapq.heappop(self._scheduled)
+            entry = self._entries.get(mid)
+            if entry is not None and entry.state == SCHEDULED and entry.order == order:
+                entry.state = READY
+                heapq.heappush(self._ready, (-entry.priority, entry.order, mid))
+
+    def take(self, max_messages: int, now: int) -> list[QueueEntry]:
+        """Hand out up to ``max_messages`` ready messages in delivery order, marking them
+        delivered; returns their entries. Raises nothing."""
+        self._promote_due(now)
+        taken: list[QueueEntry] = []
+        while self._ready and len(taken) < max_messages:
+            _, order, mid = heapq.heappop(self._ready)
+            entry = self._entries.get(mid)
+            if entry is None or entry.state != READY or entry.order != order:
+                continue  # stale heap item
+            entry.state = DELIVERED
+            taken.append(entry)
+        return taken
+
+    def _entry(self, message_id: int, state: int, action: str) -> QueueEntry:
+        entry = self._entries.get(message_id)
+        if entry is None or entry.state != state:
+            what = "delivered" if state == DELIVERED else "held by a transaction"
+            raise UnknownMessageError(
+                f"cannot {action} message {message_id}: it is not {what} on queue"
+                f" {self.info.name!r}"
+            )
+        return entry
+
+    def _to_head(self, entry: QueueEntry, now: int) -> None:
+        self._head -= 1
+        entry.order = self._head
+        entry.delivery_count += 1
+        self._make_ready_or_scheduled(entry, now)
+
+    def cancel(self, message_id: int, now: int) -> QueueEntry:
+        """Put a delivered message back at the head with its delivery count + 1; returns its
+        entry. Raises UnknownMessageError when it is not delivered on this queue."""
+        entry = self._entry(message_id, DELIVERED, "cancel")
+        self._to_head(entry, now)
+        return entry
+
+    def acknowledge(self, message_id: int) -> QueueEntry:
+        """Remove a delivered message; returns its entry. Raises UnknownMessageError when it is
+        not delivered on this queue."""
+        entry = self._entry(message_id, DELIVERED, "acknowledge")
+        del self._entries[message_id]
+        return entry
+
+    def hold(self, message_id: int, *, delivered_only: bool = True) -> QueueEntry:
+        """Mark a message acknowledged by a pending transaction; returns its entry. A recovered
+        prepared transaction holds messages that are not delivered (``delivered_only=False``).
+        Raises UnknownMessageError when it is not delivered (or, with ``delivered_only=False``,
+        not on this queue or already held)."""
+        if delivered_only:
+            entry = self._entry(message_id, DELIVERED, "acknowledge")
+        else:
+            found = self._entries.get(message_id)
+            if found is None or found.state == HELD:
+                raise UnknownMessageError(
+                    f"message {message_id} is not on queue {self.info.name!r} or already held"
+                )
+            entry = found
+        entry.state = HELD
+        return entry
+
+    def unhold(self, message_id: int, now: int) -> QueueEntry:
+        """A rolled-back acknowledgement: back at the head with the delivery count + 1; returns
+        the entry. Raises UnknownMessageError when it is not held."""
+        entry = self._entry(message_id, HELD, "roll back the acknowledgement of")
+        self._to_head(entry, now)
+        return entry
+
+    def remove_held(self, message_id: int) -> QueueEntry:
+        """A committed acknowledgement: the message leaves the queue; returns its entry.
+        Raises UnknownMessageError when it is not held."""
+        entry = self._entry(message_id, HELD, "commit the acknowledgement of")
+        del self._entries[message_id]
+        return entry
+
+    def remove(self, message_id: int) -> QueueEntry | None:
+        """Drop a message whatever its state (the queue is being deleted); returns its entry,
+        None when it is not here. Raises nothing."""
+        return self._entries.pop(message_id, None)

@@ -1,0 +1,328 @@
+"""Replaying the two journals' loads into what the storage manager rebuilds (reference §3.2,
+§3.7), and the :class:`Recovery` a ``load()`` returns.
+
+Order of a recovery (the storage manager drives it):
+
+1. bindings journal (:func:`replay_bindings`): addresses (44), queues (21), id counters (24);
+2. the id generator, past every id either journal holds;
+3. message journal (:func:`replay_messages`), record by record in journal order: a message
+   (45) starts with no queue; ADD_REF (32) routes it to a queue, in the order the refs were
+   written (a transaction's at its commit), which is the order the queue delivers them again;
+   ACKNOWLEDGE_REF (33) removes that ref; UPDATE_DELIVERY_COUNT (34) and
+   SET_SCHEDULED_DELIVERY_TIME (36) patch it; DUPLICATE_ID (37) feeds the address's cache;
+4. prepared transactions: their sends stay invisible, their acks hold the messages;
+5. the sweep: a message none of whose refs names an existing queue is deleted and counted in
+   ``Recovery.cleaned["messages"]``; duplicate ids beyond a cache's size are deleted
+   (``"duplicate_ids"``); id counters but the newest (``"id_counters"``).
+
+Page transactions (35, the ADD), cursor acks (39) and page completions (42) are collected for
+:mod:`store.messaging.paging`, which rebuilds the cursors from them; the other page records
+(35's UPDATE, 40, 41, 43) are not written by this version and are left alone, as is a record
+type nobody knows (logged).
+
+A record whose body does not decode is a :class:`~store.errors.CorruptionError` whose ``path``
+names the journal and whose ``offset`` is the record id.
+
+Thread-safety: pure functions over load results; :class:`Recovery` is a plain value.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from store.errors import CorruptionError
+from store.journal.api import LoadResult, RecordInfo
+from store.messaging import records as r
+from store.messaging.message_records import decode_large_message, decode_message
+from store.messaging.page_records import (
+    ACKNOWLEDGE_CURSOR,
+    PAGE_CURSOR_COMPLETE,
+    PAGE_CURSOR_COUNTER_INC,
+    PAGE_CURSOR_COUNTER_VALUE,
+    PAGE_CURSOR_PENDING_COUNTER,
+    PAGE_TRANSACTION,
+    CursorAck,
+    PageComplete,
+    PageTransaction,
+    decode_page_record,
+)
+from store.messaging.values import AddressInfo, Message, QueueInfo, Xid
+
+if TYPE_CHECKING:
+    from store.messaging.transactions import Transaction
+
+__all__ = [
+    "BindingsState",
+    "LoadedMessage",
+    "LoadedRef",
+    "MessagesState",
+    "PreparedState",
+    "Progress",
+    "Recovery",
+    "replay_bindings",
+    "replay_messages",
+]
+
+log = logging.getLogger(__name__)
+
+#: A progress callback: ``(phase, done, total)``; phases "bindings", "messages", "queues".
+Progress = Callable[[str, int, int], None]
+
+_PROGRESS_EVERY = 100_000
+_PAGE_TYPES = frozenset(
+    {
+        PAGE_TRANSACTION,
+        ACKNOWLEDGE_CURSOR,
+        PAGE_CURSOR_COUNTER_VALUE,
+        PAGE_CURSOR_COUNTER_INC,
+        PAGE_CURSOR_COMPLETE,
+        PAGE_CURSOR_PENDING_COUNTER,
+    }
+)
+T = TypeVar("T")
+
+
+@dataclass
+class Recovery:
+    """What ``StorageManager.load()`` rebuilt.
+
+    ``prepared`` maps each XID prepared before the stop to its transaction, to be committed or
+    rolled back; ``messages`` counts the messages recovered (paged ones included);
+    ``cleaned`` maps what the load swept to how many, empty when nothing was: "messages" (no
+    existing queue holds them), "duplicate_ids" (past a cache's size), "id_counters" (older
+    counter records), "page_cursors" (cursor records of pages or queues that are gone),
+    "page_transactions" (PAGE_TRANSACTION records of pages that are gone), "pages" (pages no
+    existing queue still needs), "large_bodies" (bodies no message refers to).
+    """
+
+    addresses: dict[str, AddressInfo]
+    queues: dict[str, QueueInfo]
+    prepared: dict[Xid, Transaction]
+    messages: int
+    cleaned: dict[str, int] = field(default_factory=dict)
+
+
+def _decode(journal: str, rec: RecordInfo, decode: Callable[[bytes], T]) -> T:
+    try:
+        return decode(rec.data)
+    except ValueError as exc:
+        raise CorruptionError(
+            f"{journal} journal",
+            rec.id,
+            f"record {rec.id} (type {rec.user_record_type}): {exc}",
+            hint="the offset is the record id; `store data print` shows the record",
+        ) from exc
+
+
+def _report(progress: Progress | None, phase: str, done: int, total: int) -> None:
+    if done % _PROGRESS_EVERY == 0 or done == total:
+        log.info("messaging load: phase=%s done=%d total=%d", phase, done, total)
+        if progress is not None:
+            progress(phase, done, total)
+
+
+@dataclass
+class BindingsState:
+    """The replayed bindings journal."""
+
+    addresses: dict[str, tuple[int, AddressInfo]] = field(default_factory=dict)
+    queues: dict[str, QueueInfo] = field(default_factory=dict)
+    counters: list[tuple[int, r.IdCounterRecord]] = field(default_factory=list)
+    highest_id: int = 0
+
+
+def replay_bindings(load: LoadResult, progress: Progress | None = None) -> BindingsState:
+    """Replay the bindings journal's load; returns its addresses, queues and counters.
+    Raises CorruptionError for a record that does not decode."""
+    state = BindingsState()
+    total = len(load.records)
+    for done, rec in enumerate(load.records, 1):
+        state.highest_id = max(state.highest_id, rec.id)
+        kind = rec.user_record_type
+        if kind == r.ADDRESS_BINDING_RECORD:
+            a = _decode("bindings", rec, r.AddressRecord.decode)
+            state.addresses[a.name] = (rec.id, AddressInfo(a.name, a.routing_types))
+        elif kind == r.QUEUE_BINDING_RECORD:
+            q = _decode("bindings", rec, r.QueueRecord.decode)
+            state.queues[q.name] = QueueInfo(rec.id, q.name, q.address, q.routing_type, q.filter)
+        elif kind == r.ID_COUNTER_RECORD:
+            state.counters.append((rec.id, _decode("bindings", rec, r.IdCounterRecord.decode)))
+        else:
+            log.warning("bindings journal: record %d has unknown type %d, kept", rec.id, kind)
+        _report(progress, "bindings", done, total)
+    for tx in load.prepared:
+        state.highest_id = max(state.highest_id, tx.tx_id, *(x.id for x in tx.records))
+    state.highest_id = max(state.highest_id, *load.failed, 0)
+    return state
+
+
+@dataclass(slots=True, eq=False)
+class LoadedRef:
+    """A message's ref to a queue, as the journal left it."""
+
+    message_id: int
+    queue_id: int
+    delivery_count: int = 0
+    scheduled: int | None = None  # None: the message's own scheduled_delivery
+
+
+@dataclass(slots=True, eq=False)
+class LoadedMessage:
+    """A message and its refs (queue id -> ref), as the journal left them."""
+
+    message: Message
+    large_size: int | None  # None: body inline
+    size: int = 0  # the record's size: what the message counts against its address's limit
+    refs: dict[int, LoadedRef] = field(default_factory=dict)
+
+
+@dataclass
+class PreparedState:
+    """A prepared transaction's contents."""
+
+    tx_id: int
+    xid: Xid
+    sends: list[tuple[LoadedMessage, list[int]]] = field(default_factory=list)
+    acks: list[tuple[int, int]] = field(default_factory=list)  # (message id, queue id)
+    dups: list[tuple[str, bytes, int]] = field(default_factory=list)  # address, dup, record id
+    cursor_acks: list[tuple[int, CursorAck]] = field(default_factory=list)  # record id, ack
+    page_tx_record: int | None = None  # its PAGE_TRANSACTION record, when it paged messages
+
+
+@dataclass
+class MessagesState:
+    """The replayed message journal."""
+
+    messages: dict[int, LoadedMessage] = field(default_factory=dict)
+    ref_order: list[LoadedRef] = field(default_factory=list)  # in ADD_REF order
+    dups: list[tuple[int, r.DuplicateIdRecord]] = field(default_factory=list)
+    prepared: list[PreparedState] = field(default_factory=list)
+    cursor_acks: list[tuple[int, CursorAck]] = field(default_factory=list)
+    completes: list[tuple[int, PageComplete]] = field(default_factory=list)
+    #: Committed page transactions: transaction id -> PAGE_TRANSACTION record id.
+    page_txs: dict[int, int] = field(default_factory=dict)
+    highest_id: int = 0
+
+
+def _message_of(rec: RecordInfo) -> LoadedMessage | None:
+    if rec.user_record_type == r.ADD_MESSAGE_PROTOCOL:
+        m = _decode("messages", rec, lambda d: decode_message(d, rec.id))
+        return LoadedMessage(m, None, len(rec.data))
+    if rec.user_record_type == r.ADD_LARGE_MESSAGE:
+        m, size = _decode("messages", rec, lambda d: decode_large_message(d, rec.id))
+        return LoadedMessage(m, size, len(rec.data))
+    return None
+
+
+def _decode_cursor_ack(data: bytes) -> CursorAck:
+    ack = decode_page_record(ACKNOWLEDGE_CURSOR, data)
+    assert isinstance(ack, CursorAck)
+    return ack
+
+
+def _decode_page_tx(data: bytes) -> PageTransaction:
+    record = decode_page_record(PAGE_TRANSACTION, data)
+    assert isinstance(record, PageTransaction)
+    return record
+
+
+def _decode_page_complete(data: bytes) -> PageComplete:
+    done = decode_page_record(PAGE_CURSOR_COMPLETE, data)
+    assert isinstance(done, PageComplete)
+    return done
+
+
+def _apply(state: MessagesState, rec: RecordInfo) -> None:
+    kind = rec.user_record_type
+    loaded = _message_of(rec)
+    if loaded is not None:
+        state.messages[rec.id] = loaded
+        return
+    if kind == r.DUPLICATE_ID:
+        state.dups.append((rec.id, _decode("messages", rec, r.DuplicateIdRecord.decode)))
+        return
+    if kind == ACKNOWLEDGE_CURSOR:
+        state.cursor_acks.append((rec.id, _decode("messages", rec, _decode_cursor_ack)))
+        return
+    if kind == PAGE_CURSOR_COMPLETE:
+        state.completes.append((rec.id, _decode("messages", rec, _decode_page_complete)))
+        return
+    if kind == PAGE_TRANSACTION and not rec.is_update:
+        state.page_txs[_decode("messages", rec, _decode_page_tx).transaction_id] = rec.id
+        return
+    if kind in _PAGE_TYPES:
+        return
+    target = state.messages.get(rec.id)
+    if kind == r.ADD_REF:
+        qid = _decode("messages", rec, r.RefRecord.decode).queue_id
+        if target is not None:
+            ref = LoadedRef(rec.id, qid)
+            target.refs[qid] = ref
+            state.ref_order.append(ref)
+    elif kind == r.ACKNOWLEDGE_REF:
+        qid = _decode("messages", rec, r.AckRecord.decode).queue_id
+        if target is not None:
+            target.refs.pop(qid, None)
+    elif kind == r.UPDATE_DELIVERY_COUNT:
+        dc = _decode("messages", rec, r.DeliveryCountRecord.decode)
+        if target is not None and dc.queue_id in target.refs:
+            target.refs[dc.queue_id].delivery_count = dc.count
+    elif kind == r.SET_SCHEDULED_DELIVERY_TIME:
+        st = _decode("messages", rec, r.ScheduledTimeRecord.decode)
+        if target is not None and st.queue_id in target.refs:
+            target.refs[st.queue_id].scheduled = st.time
+    else:
+        log.warning("messages journal: record %d has unknown type %d, kept", rec.id, kind)
+
+
+def _prepared(tx_records: list[RecordInfo], tx_id: int, xid_data: bytes) -> PreparedState:
+    try:
+        xid = r.decode_xid(xid_data)
+    except ValueError as exc:
+        raise CorruptionError(
+            "messages journal", tx_id, f"prepared transaction {tx_id}: {exc}"
+        ) from exc
+    state = PreparedState(tx_id, xid)
+    sends: dict[int, tuple[LoadedMessage, list[int]]] = {}
+    for rec in tx_records:
+        kind = rec.user_record_type
+        loaded = _message_of(rec)
+        if loaded is not None:
+            sends[rec.id] = (loaded, [])
+            state.sends.append(sends[rec.id])
+        elif kind == r.ADD_REF and rec.id in sends:
+            sends[rec.id][1].append(_decode("messages", rec, r.RefRecord.decode).queue_id)
+        elif kind == r.ACKNOWLEDGE_REF:
+            state.acks.append((rec.id, _decode("messages", rec, r.AckRecord.decode).queue_id))
+        elif kind == r.DUPLICATE_ID:
+            d = _decode("messages", rec, r.DuplicateIdRecord.decode)
+            state.dups.append((d.address, d.dup_id, rec.id))
+        elif kind == ACKNOWLEDGE_CURSOR:
+            ack = _decode("messages", rec, _decode_cursor_ack)
+            state.cursor_acks.append((rec.id, ack))
+        elif kind == PAGE_TRANSACTION and not rec.is_update:
+            _decode("messages", rec, _decode_page_tx)
+            state.page_tx_record = rec.id
+        elif kind not in _PAGE_TYPES:
+            log.warning("prepared transaction %d: record %d type %d ignored", tx_id, rec.id, kind)
+    return state
+
+
+def replay_messages(load: LoadResult, progress: Progress | None = None) -> MessagesState:
+    """Replay the message journal's load; returns messages with their refs, duplicate ids and
+    prepared transactions. Raises CorruptionError for a record that does not decode."""
+    state = MessagesState()
+    total = len(load.records)
+    highest = 0
+    for done, rec in enumerate(load.records, 1):
+        highest = max(highest, rec.id)
+        _apply(state, rec)
+        _report(progress, "messages", done, total)
+    for tx in load.prepared:
+        state.prepared.append(_prepared(tx.records, tx.tx_id, tx.xid))
+        highest = max(highest, tx.tx_id, *(x.id for x in tx.records))
+    state.highest_id = max(highest, *load.failed, 0)
+    return state

@@ -1,0 +1,304 @@
+"""Transactions of the storage manager: local (``begin`` … ``commit`` / ``rollback``) and XA
+(``prepare(xid)`` first; a prepared transaction survives restarts as ``Recovery.prepared``).
+
+A transaction's sends are journal ``ADD``-tx / ``UPDATE``-tx records and its acks
+``UPDATE``-tx records of one journal transaction whose id comes from the id generator; nothing
+of it is visible until ``commit``: its messages become deliverable then, in the order they were
+sent, and the messages it acknowledged leave their queues. Until then, a message it
+acknowledged is *held*: it counts in ``depth`` and is not delivered; ``rollback`` puts it back at
+the head of its queue with its delivery count + 1. Duplicate ids sent in a transaction are
+reserved at ``send`` and enter the address's cache at ``commit``. A transaction that wrote
+nothing durable writes nothing to the journal at commit or rollback (unless it was prepared).
+
+Thread-safety: a transaction may be used from any thread (the storage manager's lock guards
+it), but its operations are meant to come from one caller in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from store.errors import StoreError
+from store.messaging import records as r
+from store.messaging.message_records import PagedMessage
+from store.messaging.page_records import PAGE_TRANSACTION, PageTransaction
+from store.messaging.paging import DROP, PAGE
+from store.messaging.values import Message, Xid, dup_bytes
+from store.paging.api import PagePosition
+
+if TYPE_CHECKING:
+    from store.messaging.manager import StorageManager, StoredMessage
+
+__all__ = ["ACTIVE", "COMMITTED", "PREPARED", "ROLLED_BACK", "Transaction", "TransactionWork"]
+
+ACTIVE: Final = "active"
+PREPARED: Final = "prepared"
+COMMITTED: Final = "committed"
+ROLLED_BACK: Final = "rolled back"
+
+
+@dataclass(eq=False)
+class TransactionWork:
+    """What a transaction did so far: the manager's bookkeeping, not a public API."""
+
+    tx_id: int
+    state: str = ACTIVE
+    xid: Xid | None = None
+    #: Messages sent, each with the ids of the queues it goes to.
+    sends: list[tuple[StoredMessage, list[int]]] = field(default_factory=list)
+    #: (queue id, message id) acknowledged.
+    acks: list[tuple[int, int]] = field(default_factory=list)
+    #: (address, dup id, record id or None when not persisted).
+    dups: list[tuple[str, bytes, int | None]] = field(default_factory=list)
+    #: (queue id, message id) -> (position, cursor-ack record id), for paged messages acked.
+    cursor_acks: dict[tuple[int, int], tuple[PagePosition, int]] = field(default_factory=dict)
+    #: Paged messages a recovered prepared transaction acked: (address, queue id, position,
+    #: cursor-ack record id); they are held by the pager, not by a queue in memory.
+    held_pages: list[tuple[str, int, PagePosition, int]] = field(default_factory=list)
+    #: Messages it paged: (address, position, paged record); visible at commit.
+    paged_sends: list[tuple[str, PagePosition, PagedMessage]] = field(default_factory=list)
+    #: Its PAGE_TRANSACTION record id, once written (at prepare or commit).
+    page_tx_record: int | None = None
+    #: True once a record of this transaction is in the journal.
+    wrote: bool = False
+
+
+class Transaction:
+    """A transaction of a :class:`~store.messaging.manager.StorageManager` (see the module
+    docstring). Obtain one with ``sm.begin()`` or from ``Recovery.prepared``."""
+
+    def __init__(self, manager: StorageManager, work: TransactionWork) -> None:
+        self._manager = manager
+        self._work = work
+
+    @property
+    def tx_id(self) -> int:
+        """The journal transaction id."""
+        return self._work.tx_id
+
+    @property
+    def xid(self) -> Xid | None:
+        """The XID it was prepared with, None before ``prepare``."""
+        return self._work.xid
+
+    @property
+    def state(self) -> str:
+        """ "active", "prepared", "committed" or "rolled back"."""
+        return self._work.state
+
+    def send(
+        self,
+        message: Message,
+        queues: list[str] | tuple[str, ...] | None = None,
+        dup_id: bytes | str | None = None,
+        sync: bool = True,
+    ) -> int | None:
+        """Send ``message`` in this transaction, as ``StorageManager.send`` does; returns the
+        message id it sets (None when routed to no queue). ``sync`` is accepted for symmetry
+        with ``send`` and has no effect: a transaction is durable at ``commit``/``prepare``.
+        Raises StoreError when the transaction is not active, DuplicateIdError,
+        UnknownQueueError, ValueError, and what the journal raises."""
+        del sync
+        return self._send(message, queues, dup_id)
+
+    def ack(self, queue: str, message_id: int) -> None:
+        """Acknowledge a delivered message in this transaction (held until commit). Returns
+        None. Raises StoreError when the transaction is not active, UnknownQueueError,
+        UnknownMessageError when the message is not delivered on that queue."""
+        self._ack(queue, message_id)
+
+    def prepare(self, xid: Xid) -> None:
+        """Prepare with ``xid``: durable once it returns (unless
+        ``journal-sync-transactional`` is false). Raises StoreError when not active or when
+        another prepared transaction has the same XID, and what the journal raises."""
+        self._prepare(xid)
+
+    def commit(self) -> None:
+        """Commit: durable once it returns (unless ``journal-sync-transactional`` is false);
+        its sends become deliverable in order, its acks final. Raises StoreError when already
+        completed, and what the journal raises."""
+        self._commit()
+
+    def rollback(self) -> None:
+        """Roll back: its sends are gone, the messages it acknowledged are back at the head of
+        their queues with the delivery count + 1. Raises StoreError when already completed,
+        and what the journal raises."""
+        self._rollback()
+
+    def __repr__(self) -> str:
+        return f"Transaction(tx_id={self.tx_id}, state={self.state!r}, xid={self.xid!r})"
+
+    # The operations, with the manager's lock held; they use the manager's private helpers
+    # (this class is its friend, as the loader is).
+
+    def _check_state(self, *allowed: str) -> None:
+        self._manager._check_ready()
+        if self._work.state not in allowed:
+            raise StoreError(f"transaction {self._work.tx_id} is {self._work.state}")
+
+    def _send(
+        self,
+        message: Message,
+        queues: Sequence[str] | None,
+        dup_id: bytes | str | None,
+    ) -> int | None:
+        sm = self._manager
+        dup = dup_bytes(dup_id)
+        with sm._lock:
+            self._check_state(ACTIVE)
+        stored = sm._prepare_message(message)  # the body streams without the lock
+        stored_it = False
+        try:
+            with sm._lock:
+                mid = self._send_locked(stored, queues, dup)
+                stored_it = mid is not None
+                return mid
+        finally:
+            if not stored_it:
+                sm._discard(stored, message)
+
+    def _send_locked(
+        self, stored: StoredMessage, queues: Sequence[str] | None, dup: bytes | None
+    ) -> int | None:
+        sm, message = self._manager, stored.message
+        self._check_state(ACTIVE)
+        targets, decision = sm._admit(message, queues, dup, transactional=True)
+        self._check_state(ACTIVE)  # a BLOCKed send may have waited
+        if not targets or decision == DROP:
+            return None
+        mid, journal, tx = stored.message_id, sm._store.messages, self._work.tx_id
+        qids = [q.info.id for q in targets]
+        if decision == PAGE:
+            kind, record = stored.record()
+            paged = PagedMessage(mid, tx, kind, record, tuple(qids))
+            position = sm._pager.page(message.address, paged, sync=False)
+            self._work.paged_sends.append((message.address, position, paged))
+        elif message.durable:
+            kind, record = stored.record()
+            journal.append_add_tx(tx, mid, kind, record)
+            for q in targets:
+                journal.append_update_tx(tx, mid, r.ADD_REF, r.RefRecord(q.info.id).encode())
+            self._work.wrote = True
+        if dup is not None:
+            rid = sm._dup_record_id(message)
+            if rid is not None:
+                body = r.DuplicateIdRecord(message.address, dup).encode()
+                journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
+            sm._dup_cache(message.address).reserve(dup)
+            self._work.dups.append((message.address, dup, rid))
+        if decision != PAGE:
+            self._work.sends.append((stored, qids))
+        return mid
+
+    def _write_page_tx(self) -> None:
+        """Lock held, before PREPARE or COMMIT: the paged records are made durable, then the
+        PAGE_TRANSACTION record that makes them visible joins the transaction."""
+        work, sm = self._work, self._manager
+        if not work.paged_sends or work.page_tx_record is not None:
+            return
+        for address in {a for a, _, _ in work.paged_sends}:
+            sm._store.paging.store(address).flush()
+        rid = sm._ids.next_id()
+        body = PageTransaction(work.tx_id, len(work.paged_sends)).encode()
+        sm._store.messages.append_add_tx(work.tx_id, rid, PAGE_TRANSACTION, body)
+        work.page_tx_record = rid
+        work.wrote = True
+
+    def _ack(self, queue: str, message_id: int) -> None:
+        sm = self._manager
+        with sm._lock:
+            self._check_state(ACTIVE)
+            q = sm._queue(queue)
+            q.hold(message_id)
+            stored = sm._messages[message_id]
+            if stored.position is not None:
+                rid = sm._pager.cursor_ack_tx(self._work.tx_id, q.info.id, stored.position)
+                self._work.cursor_acks[q.info.id, message_id] = (stored.position, rid)
+                self._work.wrote = True
+            elif stored.message.durable:
+                body = r.AckRecord(q.info.id).encode()
+                sm._store.messages.append_update_tx(
+                    self._work.tx_id, message_id, r.ACKNOWLEDGE_REF, body
+                )
+                self._work.wrote = True
+            self._work.acks.append((q.info.id, message_id))
+
+    def _prepare(self, xid: Xid) -> None:
+        sm = self._manager
+        if not isinstance(xid, Xid):
+            raise ValueError(f"prepare takes an Xid, not {xid!r}")
+        with sm._lock:
+            self._check_state(ACTIVE)
+            if xid in sm._prepared:
+                raise StoreError(f"another transaction is prepared with {xid!r}")
+            self._write_page_tx()
+            sm._store.messages.append_prepare(self._work.tx_id, r.encode_xid(xid), sync=False)
+            self._work.wrote = True
+            self._work.xid = xid
+            self._work.state = PREPARED
+            sm._prepared[xid] = self._work
+        sm._flush_messages(sm._sync_tx)
+
+    def _commit(self) -> None:
+        sm = self._manager
+        with sm._lock:
+            self._check_state(ACTIVE, PREPARED)
+            self._write_page_tx()
+            wrote = self._work.wrote
+            if wrote:
+                sm._store.messages.append_commit(self._work.tx_id, sync=False)
+            self._finish(COMMITTED)
+            if self._work.page_tx_record is not None:
+                sm._pager.commit_paged(
+                    self._work.tx_id, self._work.page_tx_record, self._work.paged_sends
+                )
+            for address, dup, rid in self._work.dups:
+                sm._dup_cache(address).release(dup)
+                sm._add_dup(address, dup, rid)
+            for stored, queue_ids in self._work.sends:
+                sm._enqueue(stored, queue_ids)
+            for qid, mid in self._work.acks:
+                queue = sm._queues_by_id.get(qid)
+                if queue is not None and mid in queue:
+                    queue.remove_held(mid)
+                    if (qid, mid) in self._work.cursor_acks:
+                        position, rid = self._work.cursor_acks[qid, mid]
+                        sm._pager.acked(queue.info.address, qid, position, rid)
+                    sm._drop_ref(mid, qid, write_ack=False)
+            for address, qid, position, rid in self._work.held_pages:
+                if sm._queue_address(qid) is not None:
+                    sm._pager.acked(address, qid, position, rid)
+        sm._flush_messages(wrote and sm._sync_tx)
+        sm._reap()
+
+    def _rollback(self) -> None:
+        sm = self._manager
+        with sm._lock:
+            self._check_state(ACTIVE, PREPARED)
+            wrote = self._work.wrote
+            if wrote:
+                sm._store.messages.append_rollback(self._work.tx_id, sync=False)
+            self._finish(ROLLED_BACK)
+            for address, dup, _ in self._work.dups:
+                sm._dup_cache(address).release(dup)
+            sm._pager.rollback_paged(self._work.paged_sends)
+            now = sm._clock()
+            # Each goes to the head: in reverse, so they come back in the order acknowledged.
+            for qid, mid in reversed(self._work.acks):
+                queue = sm._queues_by_id.get(qid)
+                if queue is not None and mid in queue:
+                    entry = queue.unhold(mid, now)
+                    sm._write_delivery_count(mid, qid, entry.delivery_count)
+            for address, qid, position, _ in self._work.held_pages:
+                if sm._queue_address(qid) is not None:
+                    sm._pager.unhold(address, qid, position)
+            sm._doomed.extend(s.message_id for s, _ in self._work.sends if s.large_size is not None)
+        sm._flush_messages(wrote and sm._sync_tx)
+        sm._reap()
+
+    def _finish(self, state: str) -> None:
+        if self._work.xid is not None:
+            self._manager._prepared.pop(self._work.xid, None)
+        self._work.state = state

@@ -1,0 +1,374 @@
+"""The report's jobs: pure ``DataFrame -> DataFrame`` functions (CONVENTIONS 15), each over
+:data:`~store.reporting.schemas.RECORDS` rows from any source, returning the schema of the same
+name in :mod:`store.reporting.schemas`.
+
+:func:`replay` is the journal's load rules (DESIGN §4, :mod:`store.journal.replay`) in Spark:
+
+1. a transaction's records take effect at the position of the transaction's next commit
+   (its records at ``(commit position, own position)``, so they keep their written order);
+   a transaction whose next end is a rollback, or that has no end (failed, or only prepared),
+   contributes nothing;
+2. an add or update (plain or of a committed transaction) is live unless a delete of its id
+   (plain, or of a committed transaction) comes after it.
+
+3. a file journal's prepare or commit whose stated record count (``tx_count``) differs from
+   the transaction's records in its file since the id's last end (``tx_seen``, counted by the
+   decode step as :func:`store.file.reader.replay_file` counts them) ends a transaction torn
+   by a crash: like a rollback, it contributes nothing (a table's rows have no count).
+
+That is what a load returns: the committed entries, deletes applied. The result keeps
+RECORDS' columns plus ``ord``, the entry's effective position (a struct that orders as the
+journal does).
+
+The messaging jobs follow the storage manager's recovery (:mod:`store.messaging.recovery`):
+a message (45, or 30 with its body in the large-message store) is on a queue while its last
+ADD_REF (32) / ACKNOWLEDGE_REF (33) for that queue is a ref; queues are the bindings
+journal's queue records (21). A message's stored bytes are its record (header, properties,
+inline body) plus, for a large message, its body.
+
+Paged messages (PAGED_MESSAGES rows from the page stores) follow the pager's load
+(:meth:`store.messaging.paging.Pager.load`): a paged message counts for each existing queue it
+is routed to when it is visible (no page transaction, or one whose PAGE_TRANSACTION add (35) is
+live: committed), the queue has not completed its page (42) and has no live cursor ack (39) of
+its position. :func:`queue_depths` counts them; the other per-message jobs read the journal
+only.
+
+Thread-safety: pure functions; Spark DataFrames are immutable.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from store.journal.api import (
+    ADD,
+    ADD_TX,
+    COMMIT,
+    DELETE,
+    DELETE_TX,
+    PREPARE,
+    ROLLBACK,
+    UPDATE,
+    UPDATE_TX,
+)
+from store.messaging import page_records as p
+from store.messaging import records as r
+
+__all__ = [
+    "RECORD_TYPE_NAMES",
+    "address_bytes",
+    "audit",
+    "dead_records",
+    "large_messages",
+    "message_ages",
+    "page_stores",
+    "queue_depths",
+    "record_types",
+    "replay",
+]
+
+#: (journal, user record type) -> the name a report shows (Artemis's names, reference §3.1).
+RECORD_TYPE_NAMES: Final = {
+    ("bindings", r.QUEUE_BINDING_RECORD): "QUEUE_BINDING_RECORD",
+    ("bindings", r.ID_COUNTER_RECORD): "ID_COUNTER_RECORD",
+    ("bindings", r.ADDRESS_BINDING_RECORD): "ADDRESS_BINDING_RECORD",
+    ("messages", r.ADD_LARGE_MESSAGE): "ADD_LARGE_MESSAGE",
+    ("messages", r.ADD_REF): "ADD_REF",
+    ("messages", r.ACKNOWLEDGE_REF): "ACKNOWLEDGE_REF",
+    ("messages", r.UPDATE_DELIVERY_COUNT): "UPDATE_DELIVERY_COUNT",
+    ("messages", r.SET_SCHEDULED_DELIVERY_TIME): "SET_SCHEDULED_DELIVERY_TIME",
+    ("messages", r.DUPLICATE_ID): "DUPLICATE_ID",
+    ("messages", r.ADD_MESSAGE_PROTOCOL): "ADD_MESSAGE_PROTOCOL",
+    ("messages", p.PAGE_TRANSACTION): "PAGE_TRANSACTION",
+    ("messages", p.ACKNOWLEDGE_CURSOR): "ACKNOWLEDGE_CURSOR",
+    ("messages", p.PAGE_CURSOR_COUNTER_VALUE): "PAGE_CURSOR_COUNTER_VALUE",
+    ("messages", p.PAGE_CURSOR_COUNTER_INC): "PAGE_CURSOR_COUNTER_INC",
+    ("messages", p.PAGE_CURSOR_COMPLETE): "PAGE_CURSOR_COMPLETE",
+    ("messages", p.PAGE_CURSOR_PENDING_COUNTER): "PAGE_CURSOR_PENDING_COUNTER",
+}
+
+_TX_RECORDS = (ADD_TX, UPDATE_TX, DELETE_TX)
+_MESSAGE_TYPES = (r.ADD_MESSAGE_PROTOCOL, r.ADD_LARGE_MESSAGE)
+
+
+def _position(seq: Column, pos: Column) -> Column:
+    return F.struct(seq.alias("seq"), pos.alias("pos"))
+
+
+def replay(records: DataFrame) -> DataFrame:
+    """The live entries of ``records`` after the load rules (module docstring): RECORDS'
+    columns plus ``ord``. Returns a lazy DataFrame. Raises nothing until an action runs."""
+    own = _position(F.col("seq"), F.col("pos"))
+    plain = records.filter(F.col("kind").isin(ADD, UPDATE, DELETE)).withColumn(
+        "ord", F.struct(own.alias("major"), own.alias("minor"))
+    )
+    window = (
+        Window.partitionBy("journal", "tx_id")
+        .orderBy("seq", "pos")
+        .rowsBetween(Window.currentRow, Window.unboundedFollowing)
+    )
+    # A torn prepare or commit (file journals only) ends its transaction as a rollback does.
+    torn = F.col("tx_count").isNotNull() & (F.col("tx_count") != F.col("tx_seen"))
+    ends = F.when(
+        F.col("kind").isin(COMMIT, ROLLBACK) | ((F.col("kind") == PREPARE) & torn),
+        F.struct(
+            F.when(torn, F.lit(ROLLBACK)).otherwise(F.col("kind")).alias("kind"),
+            F.col("seq").alias("seq"),
+            F.col("pos").alias("pos"),
+        ),
+    )
+    in_tx = (
+        records.filter(F.col("kind").isin(*_TX_RECORDS, PREPARE, COMMIT, ROLLBACK))
+        .withColumn("end", F.first(ends, ignorenulls=True).over(window))
+        .filter(F.col("kind").isin(*_TX_RECORDS) & (F.col("end.kind") == COMMIT))
+        .withColumn(
+            "ord",
+            F.struct(
+                _position(F.col("end.seq"), F.col("end.pos")).alias("major"), own.alias("minor")
+            ),
+        )
+        .drop("end")
+    )
+    effective = plain.unionByName(in_tx)
+    deletes = (
+        effective.filter(F.col("kind").isin(DELETE, DELETE_TX))
+        .groupBy("journal", "id")
+        .agg(F.max("ord").alias("deleted_at"))
+    )
+    entries = effective.filter(F.col("kind").isin(ADD, UPDATE, ADD_TX, UPDATE_TX))
+    return (
+        entries.join(deletes, ["journal", "id"], "left")
+        .filter(F.col("deleted_at").isNull() | (F.col("ord") > F.col("deleted_at")))
+        .drop("deleted_at")
+    )
+
+
+def _messages(live: DataFrame) -> DataFrame:
+    stored = F.col("size") + F.when(F.col("large"), F.col("body_size")).otherwise(F.lit(0))
+    return live.filter(
+        (F.col("journal") == "messages") & F.col("user_record_type").isin(*_MESSAGE_TYPES)
+    ).select(
+        F.col("id").alias("message_id"),
+        "address",
+        "timestamp",
+        "large",
+        "body_size",
+        F.col("size").alias("record_bytes"),
+        stored.alias("bytes"),
+    )
+
+
+def _queues(live: DataFrame) -> DataFrame:
+    return live.filter(
+        (F.col("journal") == "bindings") & (F.col("user_record_type") == r.QUEUE_BINDING_RECORD)
+    ).select(F.col("id").alias("queue_id"), F.col("name").alias("queue"))
+
+
+def _pending(live: DataFrame) -> DataFrame:
+    """(message_id, queue_id) of every ref whose last ref/ack record is a ref."""
+    refs = live.filter(
+        (F.col("journal") == "messages")
+        & F.col("user_record_type").isin(r.ADD_REF, r.ACKNOWLEDGE_REF)
+    )
+    last = refs.groupBy(F.col("id").alias("message_id"), "queue_id").agg(
+        F.max_by(F.col("user_record_type"), F.col("ord")).alias("last")
+    )
+    return last.filter(F.col("last") == r.ADD_REF).drop("last")
+
+
+def _on_queues(live: DataFrame) -> DataFrame:
+    """Messages on existing queues: queue_id, queue, message columns."""
+    return _pending(live).join(_messages(live), "message_id").join(_queues(live), "queue_id")
+
+
+def _paged_pending(live: DataFrame, paged: DataFrame) -> DataFrame:
+    """(queue_id, message_id, address, large, bytes, record_bytes) of every paged message an
+    existing queue has still to acknowledge (module docstring)."""
+    committed = live.filter(
+        (F.col("journal") == "messages")
+        & (F.col("user_record_type") == p.PAGE_TRANSACTION)
+        & F.col("page_tx_id").isNotNull()
+    ).select(F.col("page_tx_id").alias("tx_id"))
+    records = paged.filter(F.col("error").isNull())
+    visible = records.filter(F.col("tx_id") == 0).unionByName(
+        records.join(committed.distinct(), "tx_id", "left_semi")
+    )
+    routed = visible.select(
+        "page",
+        "page_index",
+        "message_id",
+        "address",
+        "large",
+        "bytes",
+        "record_bytes",
+        F.explode("queue_ids").alias("queue_id"),
+    )  # fmt: skip.join(_queues(live).select("queue_id"), "queue_id", "left_semi")
+    cursor = live.filter(F.col("journal") == "messages")
+    completes = cursor.filter(F.col("user_record_type") == p.PAGE_CURSOR_COMPLETE).select(
+        "queue_id", "page"
+    )
+    acks = cursor.filter(F.col("user_record_type") == p.ACKNOWLEDGE_CURSOR).select(
+        "queue_id", "page", "page_index"
+    )
+    return (
+        routed.join(completes, ["queue_id", "page"], "left_anti")
+        .join(acks, ["queue_id", "page", "page_index"], "left_anti")
+        .select("queue_id", "message_id", "address", "large", "bytes", "record_bytes")
+    )
+
+
+def queue_depths(live: DataFrame, paged: DataFrame) -> DataFrame:
+    """QUEUE_DEPTHS of the replayed ``live`` entries and the PAGED_MESSAGES rows ``paged``: a
+    row for every queue (empty ones with 0), its unacknowledged messages (in the journal and
+    paged) and their stored bytes. Returns a lazy DataFrame."""
+    paged_held = _paged_pending(live, paged).select("queue_id", "bytes")
+    held = _on_queues(live).select("queue_id", "bytes").unionByName(paged_held)
+    counts = held.groupBy("queue_id").agg(
+        F.count("*").alias("messages"), F.sum("bytes").alias("bytes")
+    )
+    return (
+        _queues(live)
+        .join(counts, "queue_id", "left")
+        .select(
+            "queue",
+            F.coalesce("messages", F.lit(0)).cast("long").alias("messages"),
+            F.coalesce("bytes", F.lit(0)).cast("long").alias("bytes"),
+        )
+    )
+
+
+def message_ages(live: DataFrame, now_ms: int) -> DataFrame:
+    """MESSAGE_AGES of ``live`` at ``now_ms`` (ms since the epoch, UTC): per queue, oldest and
+    newest message timestamps and the oldest's age in seconds. Returns a lazy DataFrame."""
+    ages = (
+        _on_queues(live)
+        .groupBy("queue_id")
+        .agg(
+            F.count("*").alias("messages"),
+            F.min("timestamp").alias("oldest_timestamp"),
+            F.max("timestamp").alias("newest_timestamp"),
+        )
+    )
+    return (
+        _queues(live)
+        .join(ages, "queue_id", "left")
+        .select(
+            "queue",
+            F.coalesce("messages", F.lit(0)).cast("long").alias("messages"),
+            "oldest_timestamp",
+            "newest_timestamp",
+            ((F.lit(now_ms) - F.col("oldest_timestamp")) / 1000)
+            .cast("long")
+            .alias("oldest_age_seconds"),
+        )
+    )
+
+
+def address_bytes(live: DataFrame) -> DataFrame:
+    """ADDRESS_BYTES of ``live``: per address, the messages some existing queue still holds
+    and their stored bytes (a message on several queues counts once). Returns a lazy
+    DataFrame."""
+    held = _on_queues(live).select("message_id", "address", "bytes").dropDuplicates(["message_id"])
+    return held.groupBy("address").agg(
+        F.count("*").cast("long").alias("messages"), F.sum("bytes").cast("long").alias("bytes")
+    )
+
+
+def _type_name() -> Column:
+    name = F.lit(None).cast("string")
+    for (journal, urt), text in RECORD_TYPE_NAMES.items():
+        name = F.when(
+            (F.col("journal") == journal) & (F.col("user_record_type") == urt), F.lit(text)
+        ).otherwise(name)
+    fallback = F.concat(F.lit("UNKNOWN_"), F.col("user_record_type").cast("string"))
+    return F.coalesce(name, fallback)
+
+
+def record_types(live: DataFrame) -> DataFrame:
+    """RECORD_TYPES of ``live``: live entries and their body bytes per journal and user
+    record type, with the type's name. Returns a lazy DataFrame."""
+    return (
+        live.groupBy("journal", "user_record_type")
+        .agg(F.count("*").cast("long").alias("records"), F.sum("size").cast("long").alias("bytes"))
+        .select("journal", "user_record_type", _type_name().alias("name"), "records", "bytes")
+    )
+
+
+def dead_records(records: DataFrame, live: DataFrame) -> DataFrame:
+    """DEAD_RECORDS: per journal, records read and their body bytes, what ``live`` keeps, and
+    the difference (what a cleanup or compaction reclaims). Returns a lazy DataFrame."""
+    total = records.groupBy("journal").agg(
+        F.count("*").alias("records"), F.sum("size").alias("bytes")
+    )
+    kept = live.groupBy("journal").agg(
+        F.count("*").alias("live_records"), F.sum("size").alias("live_bytes")
+    )
+    both = total.join(kept, "journal", "left").fillna(0, ["live_records", "live_bytes"])
+    return both.select(
+        "journal",
+        F.col("records").cast("long").alias("records"),
+        F.col("live_records").cast("long").alias("live_records"),
+        (F.col("records") - F.col("live_records")).cast("long").alias("dead_records"),
+        F.col("bytes").cast("long").alias("bytes"),
+        F.col("live_bytes").cast("long").alias("live_bytes"),
+        (F.col("bytes") - F.col("live_bytes")).cast("long").alias("dead_bytes"),
+    )
+
+
+def large_messages(live: DataFrame, paged: DataFrame) -> DataFrame:
+    """LARGE_MESSAGES of ``live`` and the PAGED_MESSAGES rows ``paged``: every large message
+    in the journal, and every paged one some queue still has to acknowledge, with its body
+    size and record bytes. Returns a lazy DataFrame."""
+    journal = (
+        _messages(live)
+        .filter(F.col("large"))
+        .select("message_id", "address", "body_size", "record_bytes")
+    )
+    pages = (
+        _paged_pending(live, paged)
+        .filter(F.col("large"))
+        .select(
+            "message_id",
+            "address",
+            (F.col("bytes") - F.col("record_bytes")).alias("body_size"),
+            "record_bytes",
+        )
+        .dropDuplicates(["message_id"])
+    )
+    return journal.unionByName(pages)
+
+
+def page_stores(paged: DataFrame) -> DataFrame:
+    """PAGE_STORES of PAGED_MESSAGES rows: per address, pages, paged records and their bytes
+    in the pages. Returns a lazy DataFrame."""
+    return paged.groupBy("address").agg(
+        F.countDistinct("page").cast("long").alias("pages"),
+        F.count("*").cast("long").alias("records"),
+        F.sum("page_bytes").cast("long").alias("bytes"),
+    )
+
+
+def audit(
+    records: DataFrame, *, address: str | None, start_ms: int | None, end_ms: int | None
+) -> DataFrame:
+    """AUDIT of RECORDS (a retention history, or a journal): every message ever written to
+    ``address`` (None: any) with ``start_ms <= timestamp < end_ms`` (None: unbounded), once
+    each, whatever happened to it later. Returns a lazy DataFrame."""
+    sent = records.filter(
+        (F.col("journal") == "messages")
+        & F.col("kind").isin(ADD, ADD_TX)
+        & F.col("user_record_type").isin(*_MESSAGE_TYPES)
+        & F.col("error").isNull()
+    )
+    if address is not None:
+        sent = sent.filter(F.col("address") == address)
+    if start_ms is not None:
+        sent = sent.filter(F.col("timestamp") >= start_ms)
+    if end_ms is not None:
+        sent = sent.filter(F.col("timestamp") < end_ms)
+    return sent.select(
+        F.col("id").alias("message_id"), "address", "timestamp", "priority", "body_size", "large"
+    ).dropDuplicates(["message_id"])

@@ -1,0 +1,181 @@
+"""Every explicit schema of the reports (CONVENTIONS 15): what the sources produce and what each
+job returns. The Parquet datasets a report writes have exactly these columns.
+
+:data:`RECORDS` is the one decoded schema every journal source produces (database table over
+JDBC, journal files, a retention history), one row per journal record:
+
+==================  =======  ===============================================================
+column              type     meaning
+==================  =======  ===============================================================
+journal             string   "bindings" or "messages"
+seq                 long     order, major: the row's ``seq`` (table) or the file id (files)
+pos                 long     order, minor: 0 (table) or the record's offset in its file
+kind                int      journal record type, 10..19 (11 add, 12 update, 13 add-tx, ...)
+id                  long     record id (-1 on a table's transaction bookkeeping rows)
+tx_id               long     transaction id, 0 outside a transaction
+user_record_type    int      0..255 (-1 on bookkeeping rows)
+size                long     bytes of the record's body
+address             string   a message's or duplicate id's address; a queue's address; an
+                             address record's name
+name                string   a queue record's name (21)
+queue_id            long     the queue of a ref, ack, delivery count, schedule, cursor record
+timestamp           long     a message's timestamp, ms since the epoch (UTC)
+priority            int      a message's priority
+body_size           long     a message's body size: inline body, or the large-message body
+large               boolean  a message whose body is in the large-message store (type 30)
+error               string   why the body did not decode (null when it did)
+page                long     the page of a cursor ack (39) or page completion (42)
+page_index          int      the index in its page of a cursor ack (39)
+page_tx_id          long     the transaction a PAGE_TRANSACTION add (35) makes visible
+tx_count            int      a file journal's prepare or commit: the transaction's records
+                             in this file as the record says (null on a table)
+tx_seen             int      ... and as the file holds them since the id's last end; a
+                             prepare or commit where they differ ends a torn transaction
+==================  =======  ===============================================================
+
+:data:`PAGED_MESSAGES` is what the page sources produce: one row per paged message record.
+
+Thread-safety: immutable module constants.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+__all__ = [
+    "ADDRESS_BYTES",
+    "AUDIT",
+    "DEAD_RECORDS",
+    "LARGE_MESSAGES",
+    "MESSAGE_AGES",
+    "PAGED_MESSAGES",
+    "PAGE_STORES",
+    "QUEUE_DEPTHS",
+    "RECORDS",
+    "RECORD_TYPES",
+]
+
+
+def _schema(*fields: tuple[str, object, bool]) -> StructType:
+    return StructType([StructField(n, t, nullable) for n, t, nullable in fields])  # type: ignore[arg-type]
+
+
+_L, _I, _S, _B = LongType(), IntegerType(), StringType(), BooleanType()
+
+RECORDS: Final = _schema(
+    ("journal", _S, False),
+    ("seq", _L, False),
+    ("pos", _L, False),
+    ("kind", _I, False),
+    ("id", _L, False),
+    ("tx_id", _L, False),
+    ("user_record_type", _I, False),
+    ("size", _L, False),
+    ("address", _S, True),
+    ("name", _S, True),
+    ("queue_id", _L, True),
+    ("timestamp", _L, True),
+    ("priority", _I, True),
+    ("body_size", _L, True),
+    ("large", _B, True),
+    ("error", _S, True),
+    ("page", _L, True),
+    ("page_index", _I, True),
+    ("page_tx_id", _L, True),
+    ("tx_count", _I, True),
+    ("tx_seen", _I, True),
+)
+
+#: ``queue_depths/`` (DESIGN §11): a row for every queue, empty ones included.
+QUEUE_DEPTHS: Final = _schema(("queue", _S, False), ("messages", _L, False), ("bytes", _L, False))
+
+#: ``record_types/`` (DESIGN §11): live records after replay, per journal and user record type.
+RECORD_TYPES: Final = _schema(
+    ("journal", _S, False),
+    ("user_record_type", _I, False),
+    ("name", _S, False),
+    ("records", _L, False),
+    ("bytes", _L, False),
+)
+
+#: ``message_ages/``: per queue, the timestamps of its oldest and newest unacknowledged
+#: message and the age of the oldest at report time (seconds; null for an empty queue).
+MESSAGE_AGES: Final = _schema(
+    ("queue", _S, False),
+    ("messages", _L, False),
+    ("oldest_timestamp", _L, True),
+    ("newest_timestamp", _L, True),
+    ("oldest_age_seconds", _L, True),
+)
+
+#: ``address_bytes/``: live messages and their stored bytes per address.
+ADDRESS_BYTES: Final = _schema(
+    ("address", _S, False), ("messages", _L, False), ("bytes", _L, False)
+)
+
+#: ``dead_records/``: per journal, what a replay keeps and what awaits cleanup or compaction.
+DEAD_RECORDS: Final = _schema(
+    ("journal", _S, False),
+    ("records", _L, False),
+    ("live_records", _L, False),
+    ("dead_records", _L, False),
+    ("bytes", _L, False),
+    ("live_bytes", _L, False),
+    ("dead_bytes", _L, False),
+)
+
+#: ``large_messages/``: every large message some queue still holds (in the journal or paged),
+#: its body size and record size.
+LARGE_MESSAGES: Final = _schema(
+    ("message_id", _L, False),
+    ("address", _S, True),
+    ("body_size", _L, False),
+    ("record_bytes", _L, False),
+)
+
+#: What the page sources give: one row per paged message record, in its page at
+#: ``page_index``: its message, page transaction (0: none), queues, stored ``bytes`` (its 45 or
+#: 30 record plus, for a large message, the body), ``record_bytes`` (the 45 or 30 record
+#: alone), and ``page_bytes`` (the record's size in
+#: the page, framing included). ``error``: why the record did not decode (other columns null).
+PAGED_MESSAGES: Final = _schema(
+    ("address", _S, False),
+    ("page", _L, False),
+    ("page_index", _I, False),
+    ("message_id", _L, True),
+    ("tx_id", _L, True),
+    ("queue_ids", ArrayType(_L, False), True),
+    ("bytes", _L, True),
+    ("record_bytes", _L, True),
+    ("large", _B, True),
+    ("page_bytes", _L, False),
+    ("error", _S, True),
+)
+
+#: ``page_stores/``: per paging address, its pages, paged records and bytes.
+PAGE_STORES: Final = _schema(
+    ("address", _S, False),
+    ("pages", _L, False),
+    ("records", _L, False),
+    ("bytes", _L, False),
+)
+
+#: ``audit/``: every message that passed through an address in a time window (history).
+AUDIT: Final = _schema(
+    ("message_id", _L, False),
+    ("address", _S, False),
+    ("timestamp", _L, False),
+    ("priority", _I, True),
+    ("body_size", _L, True),
+    ("large", _B, True),
+)

@@ -1,0 +1,195 @@
+"""The one place that builds the reports' :class:`~pyspark.sql.SparkSession` (CONVENTIONS 15).
+
+- master ``local[*]`` by default; ``spark://host:7077`` runs on a cluster (the
+  ``docker-compose.yml`` master and worker);
+- the JDBC drivers are Debian's jars under ``/usr/share/java`` (``libpostgresql-jdbc-java``,
+  ``libmariadb-java``, ``libxerial-sqlite-jdbc-java``), found by name pattern so a Debian
+  upgrade of a driver needs no change here, and handed to Spark as ``spark.jars``;
+- the reports' data is small next to what Spark is tuned for: few shuffle partitions, adaptive
+  execution on, logging at WARN;
+- in local mode, Python workers run this interpreter with the folder holding this ``store``
+  package first on their ``PYTHONPATH`` (``spark.executorEnv.PYTHONPATH``), so a checkout that
+  is not installed still decodes with its own codecs; a cluster's workers use their own
+  Python and their own copy of the package.
+
+Errors: no Java or no PySpark is a :class:`~store.errors.ReportError` (the CLI prints it in one
+line); a JDBC URL whose driver jar is missing is one too (:func:`jdbc_jar_for`).
+
+Thread-safety: :func:`build_session` returns Spark's process-wide session (``getOrCreate``);
+call it from one thread.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from store.errors import ReportError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "JAR_DIRECTORY",
+    "JDBC_DRIVERS",
+    "JdbcDriver",
+    "build_session",
+    "find_jdbc_jars",
+    "jdbc_driver_for",
+    "require_java",
+]
+
+#: Where Debian's Java library packages put their jars; ``STORE_REPORT_JAR_DIRECTORY``
+#: overrides it (read at import).
+JAR_DIRECTORY: Final = os.environ.get("STORE_REPORT_JAR_DIRECTORY") or "/usr/share/java"
+
+
+@dataclass(frozen=True, slots=True)
+class JdbcDriver:
+    """A JDBC driver: the URL scheme it serves, its class, its jar's name pattern and the
+    Debian package that ships it."""
+
+    scheme: str
+    class_name: str
+    jar_pattern: str
+    package: str
+
+
+JDBC_DRIVERS: Final = (
+    JdbcDriver(
+        "jdbc:postgresql:",
+        "org.postgresql.Driver",
+        "postgresql-[0-9]*.jar",
+        "libpostgresql-jdbc-java",
+    ),
+    JdbcDriver(
+        "jdbc:mariadb:",
+        "org.mariadb.jdbc.Driver",
+        "mariadb-java-client-[0-9]*.jar",
+        "libmariadb-java",
+    ),
+    JdbcDriver(
+        "jdbc:mysql:",
+        "org.mariadb.jdbc.Driver",
+        "mariadb-java-client-[0-9]*.jar",
+        "libmariadb-java",
+    ),
+    JdbcDriver(
+        "jdbc:sqlite:", "org.sqlite.JDBC", "sqlite-jdbc-[0-9]*.jar", "libxerial-sqlite-jdbc-java"
+    ),
+)
+
+
+def _newest(paths: Iterable[str]) -> str | None:
+    def version(path: str) -> tuple[int, ...]:
+        digits = os.path.basename(path).rsplit("-", 1)[-1].removesuffix(".jar")
+        return tuple(int(p) for p in digits.split(".") if p.isdigit())
+
+    found = sorted(paths, key=version)
+    return found[-1] if found else None
+
+
+def find_jdbc_jars(directory: str = JAR_DIRECTORY) -> dict[str, str]:
+    """The newest jar of each known driver found in ``directory``: driver class -> path.
+    Returns an empty mapping when there is none. Raises nothing."""
+    jars: dict[str, str] = {}
+    for driver in JDBC_DRIVERS:
+        jar = _newest(glob.glob(os.path.join(directory, driver.jar_pattern)))
+        if jar is not None:
+            jars[driver.class_name] = jar
+    return jars
+
+
+def jdbc_driver_for(url: str, directory: str = JAR_DIRECTORY) -> tuple[JdbcDriver, str]:
+    """The driver serving the JDBC ``url`` and its jar. Raises ReportError when the URL's
+    database is not one a report reads or its driver's jar is not installed."""
+    for driver in JDBC_DRIVERS:
+        if url.lower().startswith(driver.scheme):
+            jar = find_jdbc_jars(directory).get(driver.class_name)
+            if jar is None:
+                raise ReportError(
+                    f"no JDBC driver for {driver.scheme} in {directory}: "
+                    f"install the Debian package {driver.package}"
+                )
+            return driver, jar
+    schemes = ", ".join(d.scheme for d in JDBC_DRIVERS)
+    raise ReportError(f"a report reads {schemes} URLs, not {url.split('//')[0]}")
+
+
+def require_java() -> str:
+    """The ``java`` executable Spark will start. Raises ReportError when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    found = shutil.which("java")
+    if found is None:
+        raise ReportError(
+            "Java is not installed: Spark needs a JRE (Debian: openjdk-17-jre-headless)"
+        )
+    return found
+
+
+def _python_path() -> str:
+    """This process's PYTHONPATH with the folder holding this ``store`` package first."""
+    import store
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(store.__file__)))
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    return os.pathsep.join([root, *rest])
+
+
+def build_session(
+    *,
+    master: str = "local[*]",
+    app_name: str = "store report",
+    shuffle_partitions: int = 4,
+    jar_directory: str = JAR_DIRECTORY,
+) -> SparkSession:
+    """Start (or return the running) SparkSession for reports.
+
+    ``master``: ``local[*]`` (default) or a cluster URL; ``shuffle_partitions``: partitions of
+    every shuffle (default 4: report data is small; raise it for stores of tens of millions
+    of records). Returns the session. Raises ReportError when PySpark or Java is missing.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise ReportError("PySpark is not installed: pip install 'store[spark]'") from exc
+    require_java()
+    jars = sorted(find_jdbc_jars(jar_directory).values())
+    python_path = _python_path()
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.default.parallelism", str(shuffle_partitions))
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    local = master.startswith("local")
+    if local:
+        # A cluster's workers have their own Python and their own copy of this package (the
+        # docker-compose worker: /opt/store on its PYTHONPATH); these paths are this host's.
+        builder = builder.config("spark.pyspark.python", sys.executable)
+        builder = builder.config("spark.executorEnv.PYTHONPATH", python_path)
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    # Workers are started by the JVM and inherit its environment: PYTHONPATH reaches them in
+    # local mode through the driver's environment as well.
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ["PYTHONPATH"] = python_path
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # Py4J / JVM start-up failures have no common class
+        raise ReportError(f"Spark did not start: {type(exc).__name__}: {exc}") from exc
+    session.sparkContext.setLogLevel("WARN")
+    return session

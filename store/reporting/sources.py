@@ -1,0 +1,298 @@
+"""Where a report's rows come from. Every journal source gives
+:data:`~store.reporting.schemas.RECORDS` (decoded with the project's codecs,
+:mod:`store.reporting.decode`), so the jobs never know which back-end they read:
+
+- :func:`table_journal`: a database journal table over JDBC, partitioned on ``seq``
+  (``numPartitions`` range reads, ``fetchsize`` rows per round trip) and **bounded by the
+  largest ``seq`` read when the job starts**: rows a writer appends during the report are left
+  out, so the report is a consistent cut of the table (a ``seq`` is assigned once, in append
+  order, and a row is never rewritten in place);
+- :func:`file_journal`: the files a load reads (an interrupted compaction is seen as the load
+  sees it, :func:`store.file.survey.loaded_files`), read as binary files and decoded in
+  parallel with ``mapInArrow``;
+- :func:`history_journal`: the copies in a retention history folder, the same way;
+- :func:`file_pages` / :func:`table_pages`: the paged message records of a file store's paging
+  folder or of a database store's page tables (:func:`store.paging.format.decode_page`, then
+  :func:`store.reporting.decode.paged_records`).
+
+The SQL text Spark sends is compiled by SQLAlchemy from the schema module's ``Table`` (names
+validated and quoted there, CONVENTIONS 14), never formatted here.
+
+Thread-safety: functions called from the driver's one thread.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+from store.config import DatabaseStoreConfig, identifier_max_length
+from store.db.schema import StoreSchema, TableNames, journal_table
+from store.file.retention import history_files
+from store.file.segments import SegmentNaming
+from store.file.survey import HEADER_BAD, list_directory, loaded_files
+from store.fs import OsFileSystem
+from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
+from store.paging.format import decode_page, page_file_name, page_number_of
+from store.reporting import schemas
+from store.reporting.decode import decode_file_batches, decode_table_batches, paged_records
+from store.reporting.session import jdbc_driver_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "JOURNAL_PREFIXES",
+    "JdbcRead",
+    "file_journal",
+    "file_pages",
+    "table_pages",
+    "history_journal",
+    "table_bounds",
+    "table_journal",
+]
+
+#: File-name prefix of each journal's files (``store.file.options``).
+JOURNAL_PREFIXES: Final = {"bindings": "bindings", "messages": "data"}
+_COLUMNS: Final = ("id", "recordtype", "txid", "userrecordtype", "record", "seq")
+_ADDRESS_FILE: Final = "address.txt"
+
+
+@dataclass(frozen=True, kw_only=True)
+class JdbcRead:
+    """How a journal table is read.
+
+    ``partitions``: parallel range reads on ``seq`` (default 4; more only helps with as many
+    cores on the database and the cluster). ``fetchsize``: rows per round trip (default 10,000;
+    larger uses more memory per task for fewer round trips).
+
+    Thread-safety: immutable.
+    """
+
+    partitions: int = 4
+    fetchsize: int = 10_000
+
+
+def _dialect(url: str) -> sa.engine.Dialect:
+    low = url.lower()
+    if low.startswith("jdbc:postgresql:"):
+        return postgresql.dialect()  # type: ignore[no-untyped-call]
+    if low.startswith(("jdbc:mysql:", "jdbc:mariadb:")):
+        return mysql.dialect()  # type: ignore[no-untyped-call]
+    return sqlite.dialect()  # type: ignore[no-untyped-call]
+
+
+def _sql(statement: Any, url: str) -> str:
+    compiled = statement.compile(dialect=_dialect(url), compile_kwargs={"literal_binds": True})
+    return str(compiled)
+
+
+def _table(config: DatabaseStoreConfig, journal: str) -> sa.Table:
+    names = TableNames.from_config(config)
+    name = names.bindings if journal == "bindings" else names.messages
+    return journal_table(sa.MetaData(), name, identifier_max_length(config.dialect))
+
+
+def _spark_url(url: str) -> str:
+    """``url`` as Spark should see it: a MariaDB URL with the ``jdbc:mysql:`` scheme (and
+    ``permitMysqlScheme``, which Connector/J 3 requires), so Spark applies its MySQL dialect
+    (backtick quoting); under ``jdbc:mariadb:`` it would quote the partition column with
+    double quotes, a string literal to MariaDB, and silently read the wrong rows."""
+    if not url.lower().startswith("jdbc:mariadb:"):
+        return url
+    rest = url[len("jdbc:mariadb:") :]
+    return f"jdbc:mysql:{rest}{'&' if '?' in rest else '?'}permitMysqlScheme"
+
+
+def _jdbc_options(config: DatabaseStoreConfig) -> dict[str, str]:
+    driver, _jar = jdbc_driver_for(config.jdbc_connection_url)
+    url = _spark_url(config.jdbc_connection_url)
+    options = {"url": url, "driver": driver.class_name}
+    if config.jdbc_user is not None:
+        options["user"] = config.jdbc_user
+    if config.jdbc_password is not None:
+        options["password"] = config.jdbc_password
+    return options
+
+
+def table_bounds(
+    spark: SparkSession, config: DatabaseStoreConfig, journal: str
+) -> tuple[int, int] | None:
+    """The smallest and largest ``seq`` of ``journal``'s table now, or None when it is empty.
+    Raises ReportError (no driver) and what Spark's JDBC read raises."""
+    t = _table(config, journal)
+    query = _sql(sa.select(sa.func.min(t.c.seq), sa.func.max(t.c.seq)), config.jdbc_connection_url)
+    row = spark.read.format("jdbc").options(**_jdbc_options(config), query=query).load().first()
+    if row is None or row[1] is None:
+        return None
+    return int(row[0]), int(row[1])
+
+
+def table_journal(
+    spark: SparkSession,
+    config: DatabaseStoreConfig,
+    journal: str,
+    *,
+    read: JdbcRead | None = None,
+    bounds: tuple[int, int] | None = None,
+) -> DataFrame:
+    """``journal``'s table ("bindings" or "messages") as RECORDS rows, up to the largest
+    ``seq`` at the call (or ``bounds``, from :func:`table_bounds`, when given). Returns a lazy
+    DataFrame with ``read.partitions`` partitions. Raises ReportError (no driver) and what
+    Spark's JDBC read raises."""
+    read = read or JdbcRead()
+    if bounds is None:
+        bounds = table_bounds(spark, config, journal)
+    if bounds is None:
+        return spark.createDataFrame([], schemas.RECORDS)
+    low, high = bounds
+    t = _table(config, journal)
+    cut = sa.select(*(t.c[n] for n in _COLUMNS)).where(t.c.seq <= high)
+    frame = (
+        spark.read.format("jdbc")
+        .options(**_jdbc_options(config))
+        # Spark wants a table expression: the compiled SELECT in parentheses, aliased.
+        .option("dbtable", f"({_sql(cut, config.jdbc_connection_url)}) AS cut")
+        .option("partitionColumn", "seq")
+        .option("lowerBound", str(low))
+        .option("upperBound", str(high + 1))
+        .option("numPartitions", str(read.partitions))
+        .option("fetchsize", str(read.fetchsize))
+        .load()
+    )
+    return frame.mapInArrow(decode_table_batches(journal), schemas.RECORDS)
+
+
+def _binary_files(spark: SparkSession, paths: list[str], journal: str) -> DataFrame:
+    if not paths:
+        return spark.createDataFrame([], schemas.RECORDS)
+    files = spark.read.format("binaryFile").load(paths).select("path", "content")
+    # One file per partition: a journal file is decoded by one task, files in parallel.
+    files = files.repartition(min(len(paths), 64))
+    return files.mapInArrow(decode_file_batches(journal), schemas.RECORDS)
+
+
+def file_journal(spark: SparkSession, directory: str, journal: str) -> DataFrame:
+    """The journal files of ``journal`` in ``directory`` that a load reads, as RECORDS rows.
+    Returns a lazy DataFrame. Raises ConfigError when the directory holds no journal,
+    StoreIOError when a file cannot be read."""
+    fs = OsFileSystem()
+    listing = list_directory(directory, prefix=JOURNAL_PREFIXES[journal], fs=fs)
+    files, _retired = loaded_files(fs, listing)
+    paths = [os.path.abspath(f.path) for f in files if f.status != HEADER_BAD]
+    return _binary_files(spark, paths, journal)
+
+
+def history_journal(spark: SparkSession, directory: str) -> DataFrame:
+    """Every message-journal copy in the retention history folder ``directory`` as RECORDS
+    rows of journal "messages" (a file id may appear in several copies). Returns a lazy
+    DataFrame. Raises StoreIOError when the folder cannot be listed."""
+    naming = SegmentNaming(directory, JOURNAL_PREFIXES["messages"])
+    found = history_files(OsFileSystem(), naming, directory)
+    return _binary_files(spark, [os.path.abspath(p) for _fid, p in found], "messages")
+
+
+def _page_rows(addresses: dict[str, str]) -> Any:
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            paths = batch.column("path").to_pylist()
+            contents = batch.column("content").to_pylist()
+            for path, content in zip(paths, contents, strict=True):
+                local = path.removeprefix("file:")
+                folder, name = os.path.split(local)
+                page = page_number_of(name)
+                if page is None or folder not in addresses:
+                    continue
+                records = decode_page(content, path=local, torn_tail=True)
+                yield paged_records(addresses[folder], page, records)
+
+    return decode
+
+
+def file_pages(spark: SparkSession, directory: str) -> DataFrame:
+    """Every paged message record under the paging folder ``directory`` as PAGED_MESSAGES
+    rows. Returns a lazy DataFrame (empty when the folder does not exist). Raises OSError
+    when an address file cannot be read; what it yields raises CorruptionError for a damaged
+    page."""
+    addresses: dict[str, str] = {}
+    paths: list[str] = []
+    if os.path.isdir(directory):
+        for name in sorted(os.listdir(directory)):
+            folder = os.path.abspath(os.path.join(directory, name))
+            marker = os.path.join(folder, _ADDRESS_FILE)
+            if not os.path.isfile(marker):
+                continue
+            with open(marker, "rb") as f:
+                addresses[folder] = f.read().decode("utf-8", errors="replace").removesuffix("\n")
+            paths += [
+                os.path.join(folder, p) for p in os.listdir(folder) if page_number_of(p) is not None
+            ]
+    if not paths:
+        return spark.createDataFrame([], schemas.PAGED_MESSAGES)
+    files = spark.read.format("binaryFile").load(paths).select("path", "content")
+    return files.mapInArrow(_page_rows(addresses), schemas.PAGED_MESSAGES)
+
+
+def _rows_of(spark: SparkSession, config: DatabaseStoreConfig, statement: Any) -> list[Any]:
+    query = _sql(statement, config.jdbc_connection_url)
+    return spark.read.format("jdbc").options(**_jdbc_options(config), query=query).load().collect()
+
+
+def _page_table_rows(address: str) -> Any:
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pages: dict[int, list[tuple[int, bytes]]] = {}
+        for batch in batches:
+            ids = batch.column("id").to_pylist()
+            names = batch.column("filename").to_pylist()
+            datas = batch.column("data").to_pylist()
+            for rid, name, data in zip(ids, names, datas, strict=True):
+                page = page_number_of(name or "")
+                if page is not None:
+                    pages.setdefault(page, []).append((rid, data or b""))
+        for page, rows in sorted(pages.items()):
+            # A page's rows in id order (as the page store reads them), each a whole number
+            # of records (store.db.schema).
+            data = b"".join(d for _id, d in sorted(rows))
+            records = decode_page(data, path=f"{address}/{page_file_name(page)}", torn_tail=False)
+            yield paged_records(address, page, records)
+
+    return decode
+
+
+def table_pages(spark: SparkSession, config: DatabaseStoreConfig) -> DataFrame:
+    """Every paged message record of a database store's page tables as PAGED_MESSAGES rows
+    (a page's rows joined in id order). Returns a lazy DataFrame (empty when nothing is paged).
+    Raises ReportError (no driver), ValueError for a damaged directory row, and what Spark's
+    JDBC read raises; what it yields raises CorruptionError for a damaged page row."""
+    schema = StoreSchema(TableNames.from_config(config))
+    directory = schema.page_store
+    found = _rows_of(
+        spark, config, sa.select(directory.c.data).where(directory.c.filename == DIRECTORY_ROW)
+    )
+    frame = spark.createDataFrame([], schemas.PAGED_MESSAGES)
+    suffixes = sorted(decode_directory(bytes(found[0][0] or b""))) if found else []
+    for suffix in suffixes:
+        t = schema.page_table(suffix)
+        named = _rows_of(spark, config, sa.select(t.c.data).where(t.c.filename == ADDRESS_ROW))
+        if not named:
+            continue
+        address = bytes(named[0][0] or b"").decode("utf-8", errors="replace")
+        pages = sa.select(t.c.id, t.c.filename, t.c.data).where(t.c.filename != ADDRESS_ROW)
+        rows = (
+            spark.read.format("jdbc")
+            .options(**_jdbc_options(config))
+            .option("dbtable", f"({_sql(pages, config.jdbc_connection_url)}) AS pages")
+            .load()
+            # every row of one page in one task: its rows are joined there
+            .repartition(1)
+        )
+        frame = frame.unionByName(
+            rows.mapInArrow(_page_table_rows(address), schemas.PAGED_MESSAGES)
+        )
+    return frame

@@ -1,0 +1,112 @@
+"""``store report`` end to end, as a user runs it (a subprocess), on PostgreSQL and on the
+file store: the files exist and their numbers are the store's; a missing driver or Java is
+one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.reporting.support import filled_store, python_live
+from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _store(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "store.cli.main", *args],
+        capture_output=True, text=True, env=environment, timeout=240, check=False,
+    )  # fmt: skip
+
+
+def _toml(path: Path, mapping: dict[str, Any]) -> Path:
+    lines = []
+    for section, values in mapping.items():
+        if isinstance(values, dict):
+            lines.append(f"[{section}]")
+            lines += [f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"'
+                      for k, v in values.items()]  # fmt: skip
+        else:
+            lines.insert(0, f'{section} = "{values}"' if isinstance(values, str) else
+                         f"{section} = {values!r}")  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _rows(out: Path, name: str) -> list[dict[str, Any]]:
+    return pq.read_table(out / name).to_pylist()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("which", ["postgresql", "file-nio"])
+def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> None:
+    from tests.support.backends import file_config_mapping
+    from tests.support.db_backends import new_store_mapping
+
+    factory = StoreFactory(backend_by_name(which), tmp_path, unique_prefix())
+    try:
+        expected = filled_store(factory)
+        if which == "postgresql":
+            mapping: dict[str, Any] = new_store_mapping(tmp_path, factory.prefix, which)
+        else:
+            mapping = file_config_mapping(tmp_path, "NIO")
+        config = _toml(tmp_path / "store.toml", mapping)
+        out = tmp_path / "report"
+        done = _store("report", "--config", str(config), "--out", str(out), "--master", "local[2]")
+        assert done.returncode == 0, done.stderr[-3000:]
+        live = python_live(factory)
+    finally:
+        factory.teardown()
+    assert "queues 4" in done.stdout
+    total = sum(m for m, _b in expected.depths.values())
+    assert f"messages {total}," in done.stdout
+    for name in ("index.html", "queue_depths.png", "record_types.png"):
+        assert (out / name).stat().st_size > 500
+    depths = {r["queue"]: (r["messages"], r["bytes"]) for r in _rows(out, "queue_depths")}
+    assert depths == expected.depths
+    types = _rows(out, "record_types")
+    assert sum(r["records"] for r in types) == len(live)
+    assert sum(r["bytes"] for r in types) == sum(size for *_x, size, _u in live)
+    assert {r["name"] for r in types} >= {"QUEUE_BINDING_RECORD", "ADD_MESSAGE_PROTOCOL"}
+    html = (out / "index.html").read_text()
+    assert 'data-dataset="queue_depths"' in html and "orders.eu" in html
+
+
+def test_missing_jdbc_driver_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
+    done = _store(
+        "report", "--jdbc-url", "jdbc:postgresql://127.0.0.1:5432/test", "--out",
+        str(tmp_path / "r"),
+        env={"STORE_REPORT_JAR_DIRECTORY": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 6
+    assert done.stderr.strip().count("\n") == 0, done.stderr  # one line
+    assert "no JDBC driver for jdbc:postgresql:" in done.stderr
+    assert "libpostgresql-jdbc-java" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_java_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
+    done = _store(
+        "report", "--journal", str(tmp_path), "--out", str(tmp_path / "r"),
+        env={"PATH": "/nonexistent", "JAVA_HOME": ""},
+    )  # fmt: skip
+    assert done.returncode == 6
+    assert done.stderr.strip().count("\n") == 0, done.stderr  # one line
+    assert "Java is not installed" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_report_error_is_a_store_error_in_the_drawn_tree() -> None:
+    import store
+    import store.errors
+
+    assert issubclass(store.ReportError, store.errors.StoreError)
+    assert "ReportError" in store.__all__ and "ReportError" in store.errors.__all__
+    assert "── ReportError " in (store.errors.__doc__ or "")

@@ -1,0 +1,239 @@
+"""Every job on small stores written by the storage manager (file store, PostgreSQL,
+MariaDB), compared with what the journals' own load and the storage manager say."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from store.reporting import jobs, schemas
+from store.reporting.report import ReportSource, _records
+from tests.reporting.support import (
+    PAGED_QUEUES,
+    QUEUES,
+    drained,
+    fill_paging,
+    filled_store,
+    paging_mapping,
+    python_live,
+    spark_live_rows,
+)
+from tests.support.backends import StoreFactory
+
+
+def _types(schema: Any) -> list[tuple[str, Any]]:
+    return [(f.name, f.dataType) for f in schema.fields]
+
+
+def _read(spark: Any, factory: StoreFactory) -> tuple[Any, Any]:
+    records, pages = _records(spark, ReportSource(config=factory.config))
+    assert records is not None
+    return records.cache(), pages
+
+
+def test_replay_depths_and_record_types_match_the_python_load(
+    spark: Any, report_factory: StoreFactory
+) -> None:
+    expected = filled_store(report_factory)
+    records, pages = _read(spark, report_factory)
+    live = jobs.replay(records).cache()
+
+    depths = jobs.queue_depths(live, pages)
+    assert _types(depths.schema) == _types(schemas.QUEUE_DEPTHS)
+    assertDataFrameEqual(
+        depths,
+        spark.createDataFrame(
+            [(q, m, b) for q, (m, b) in expected.depths.items()], schemas.QUEUE_DEPTHS
+        ),
+    )
+    assert set(expected.depths) == set(QUEUES)  # the empty queue is a row too
+    assert expected.depths["empty"] == (0, 0)
+
+    python = python_live(report_factory)  # after the Spark read: a load may clean rows
+    assertDataFrameEqual(
+        spark_live_rows(live),
+        spark.createDataFrame(python, "journal string, id long, user_record_type int, "
+                              "size long, is_update boolean"),
+    )  # fmt: skip
+
+    counts: Counter[tuple[str, int]] = Counter()
+    sizes: Counter[tuple[str, int]] = Counter()
+    for journal, _id, urt, size, _upd in python:
+        counts[journal, urt] += 1
+        sizes[journal, urt] += size
+    types = jobs.record_types(live)
+    assert _types(types.schema) == _types(schemas.RECORD_TYPES)
+    assertDataFrameEqual(
+        types,
+        spark.createDataFrame(
+            [(j, u, jobs.RECORD_TYPE_NAMES[j, u], n, sizes[j, u]) for (j, u), n in counts.items()],
+            schemas.RECORD_TYPES,
+        ),
+    )
+
+    dead = {r["journal"]: r for r in jobs.dead_records(records, live).collect()}
+    for journal in ("bindings", "messages"):
+        assert dead[journal]["live_records"] == counts_total(counts, journal)
+        assert dead[journal]["dead_records"] == dead[journal]["records"] - counts_total(
+            counts, journal
+        )
+    assert dead["messages"]["dead_records"] > 0  # the acks, the deleted queue's refs, ...
+
+
+def counts_total(counts: Counter[tuple[str, int]], journal: str) -> int:
+    return sum(n for (j, _u), n in counts.items() if j == journal)
+
+
+def test_message_ages_and_address_bytes(spark: Any, tmp_path: Any) -> None:
+    from tests.support.backends import backend_by_name, unique_prefix
+
+    factory = StoreFactory(backend_by_name("file-nio"), tmp_path, unique_prefix())
+    try:
+        expected = filled_store(factory, messages=12)
+        live = jobs.replay(_read(spark, factory)[0]).cache()
+    finally:
+        factory.teardown()
+    ages = {r["queue"]: r for r in jobs.message_ages(live, now_ms=61_000).collect()}
+    assert ages["empty"]["messages"] == 0 and ages["empty"]["oldest_timestamp"] is None
+    assert ages["orders.us"]["oldest_timestamp"] == 1_000  # message 0 went to orders.us
+    assert ages["orders.us"]["oldest_age_seconds"] == 60
+    assert ages["audit.all"]["newest_timestamp"] == 2_011
+    assert {q: r["messages"] for q, r in ages.items()} == {
+        q: m for q, (m, _b) in expected.depths.items()
+    }
+    by_address = {r["address"]: r for r in jobs.address_bytes(live).collect()}
+    assert by_address["audit"]["bytes"] == expected.depths["audit.all"][1]
+    orders = expected.depths["orders.eu"][1] + expected.depths["orders.us"][1]
+    assert by_address["orders"]["bytes"] == orders
+
+
+def test_replay_applies_commit_position_rollback_and_deletes(spark: Any) -> None:
+    # journal order: add 1, tx 7 updates 1 and deletes 2, add 2, commit 7 (deletes the add
+    # of 2 written before the commit), tx 8 adds 3 then rolls back, tx 9 prepared only,
+    # delete 1 then add 1 again.
+    rows = [
+        (11, 1, 0, 1), (14, 1, 7, 2), (15, 2, 7, 3), (11, 2, 0, 4), (18, -1, 7, 5),
+        (13, 3, 8, 6), (19, -1, 8, 7), (13, 4, 9, 8), (17, -1, 9, 9), (16, 1, 0, 10),
+        (11, 1, 0, 11), (11, 5, 0, 12),
+    ]  # fmt: skip
+    records = spark.createDataFrame(
+        [("messages", seq, 0, kind, rid, tx, 45, 1) + (None,) * 13
+         for kind, rid, tx, seq in rows],
+        schemas.RECORDS,
+    )  # fmt: skip
+    live = jobs.replay(records).select("id", "kind", "seq")
+    assertDataFrameEqual(
+        live, spark.createDataFrame([(1, 11, 11), (5, 11, 12)], "id long, kind int, seq long")
+    )
+
+
+def test_replay_drops_transactions_torn_in_their_file_as_the_load_does(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Hand-built journal files: transaction 5's commit counts 3 records where its file has 2
+    (torn); the id used again after it and committed with the right count; transaction 6
+    prepared with a wrong count, then committed (nothing left to commit); transaction 7
+    spans two files and its commit counts its own file's records; transaction 9 spans two
+    files and its commit counts one more than its file has (torn). The Spark replay keeps
+    what ``load()`` keeps."""
+    from store.journal.api import RecordType as T
+    from store.reporting.sources import file_journal
+    from tests.file.handbuilt import A, B, Builder, load
+
+    b = Builder().file(A).rec(id=1)
+    b.rec(T.ADD_TX, id=2, tx_id=5).rec(T.ADD_TX, id=3, tx_id=5)
+    b.rec(T.COMMIT, tx_id=5, tx_count=3)  # torn: 2 in this file
+    b.rec(T.ADD_TX, id=4, tx_id=5).rec(T.COMMIT, tx_id=5, tx_count=1)  # the id again: good
+    b.rec(T.ADD_TX, id=6, tx_id=6).rec(T.PREPARE, tx_id=6, tx_count=2, body=b"xid")  # torn
+    b.rec(T.COMMIT, tx_id=6, tx_count=1)
+    b.rec(T.ADD_TX, id=7, tx_id=7).rec(T.ADD_TX, id=8, tx_id=9)
+    b.file(B).rec(T.ADD_TX, id=9, tx_id=7).rec(T.COMMIT, tx_id=7, tx_count=1)  # per file: good
+    b.rec(T.ADD_TX, id=10, tx_id=9).rec(T.COMMIT, tx_id=9, tx_count=2)  # torn: 1 in B
+    b.rec(T.DELETE, id=1)
+    directory = tmp_path / "journal"
+    b.write(directory)
+    expected = sorted(r.id for r in load(directory).records)
+    assert expected == [4, 7, 9]  # the case is the one named: 2, 3, 6, 8, 10 are dropped
+    live = jobs.replay(file_journal(spark, str(directory), "messages"))
+    assert sorted(r["id"] for r in live.select("id").collect()) == expected
+
+
+@pytest.mark.parametrize("which", ["file-nio", "postgresql"])
+def test_depths_count_paged_and_large_messages_as_the_storage_manager(
+    spark: Any, tmp_path: Any, which: str
+) -> None:
+    """Paged messages (acked ones, a completed and deleted page, committed, rolled-back and
+    prepared page transactions) and large messages, all sent through the storage manager:
+    queue_depths equals sm.depth and the stored bytes of what the queues give back; the
+    large-message and page-store jobs match the stores."""
+    from store import StoreConfig, open_store
+    from store.db.migrate import drop_schema, upgrade
+    from store.messaging import StorageManager
+    from tests.support.backends import file_config_mapping, unique_prefix
+    from tests.support.db_backends import new_store_mapping
+
+    if which == "file-nio":
+        mapping = file_config_mapping(tmp_path, "NIO")
+    else:
+        mapping = new_store_mapping(tmp_path, unique_prefix(), which)
+    config = StoreConfig.from_mapping(paging_mapping(mapping))
+    if config.database_store is not None:
+        upgrade(config)
+    try:
+        sm = StorageManager(open_store(config))
+        sm.load()
+        depth = fill_paging(sm)
+        page_bytes = _stored_page_bytes(sm)
+        pages_left = sorted(sm._store.paging.store("paged").pages())
+        sm.close()
+        records, pages = _records(spark, ReportSource(config=config))
+        assert records is not None
+        live = jobs.replay(records).cache()
+        depths = {
+            r["queue"]: (r["messages"], r["bytes"])
+            for r in jobs.queue_depths(live, pages).collect()
+        }
+        types = {r["name"]: r["records"] for r in jobs.record_types(live).collect()}
+        large = sorted(jobs.large_messages(live, pages).collect(), key=lambda r: r["message_id"])
+        stores = jobs.page_stores(pages).collect()
+        sm = StorageManager(open_store(config))
+        sm.load()
+        try:
+            expected = drained(sm, PAGED_QUEUES)
+        finally:
+            sm.close()
+    finally:
+        if config.database_store is not None:
+            drop_schema(config)
+    # the scenario has what it names: a deleted page, a completion, cursor acks, a page tx
+    assert pages_left[0] > 0 and len(pages_left) > 1
+    assert types["PAGE_CURSOR_COMPLETE"] > 0 and types["ACKNOWLEDGE_CURSOR"] > 0
+    assert types["PAGE_TRANSACTION"] == 1
+    assert {q: m for q, (m, _b) in expected.items()} == depth
+    assert depths == expected
+    # big.q: the 7000-byte body in the journal; paged.*: every tenth of 60 (3000 bytes)
+    assert [(r["address"], r["body_size"]) for r in large if r["address"] == "big"] == [
+        ("big", 7000)
+    ]
+    paged_large = [r for r in large if r["address"] == "paged"]
+    assert paged_large and {r["body_size"] for r in paged_large} == {3000}
+    assert all(r["record_bytes"] > 0 for r in large)
+    assert [r["address"] for r in stores] == ["paged"]
+    assert stores[0]["pages"] == len(pages_left)
+    assert stores[0]["bytes"] == page_bytes
+
+
+def _stored_page_bytes(sm: Any) -> int:
+    """Bytes of every page the paging store holds, as its own reads give them."""
+    from store.paging.format import encoded_size
+
+    total = 0
+    paging = sm._store.paging
+    for address in paging.addresses():
+        store = paging.store(address)
+        for page in store.pages():
+            total += sum(encoded_size(len(rec)) for rec in store.read_page(page))
+    return total
