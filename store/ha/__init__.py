@@ -15,7 +15,8 @@ Modules: :mod:`~store.ha.api` (the contract, states, :class:`Lease`), :mod:`~sto
 (leases in ``node-manager-store-table-name``, and the write fence), :mod:`~store.ha.lease` (the
 conditional ``UPDATE`` s), :mod:`~store.ha.sql` (per-database statements),
 :mod:`~store.ha.files` (``server.lock`` and lock files in ``node-manager-lock-directory``),
-:mod:`~store.ha.status` (what ``store ha status`` shows).
+:mod:`~store.ha.status` (what ``store ha status`` shows), :mod:`~store.ha.run` (what ``store ha
+run`` does).
 
 Thread-safety: see each class; :func:`open_node_manager` may be called from any thread.
 """

@@ -67,7 +67,7 @@ from store.ha.sql import FenceSQL, session_setup
 if TYPE_CHECKING:
     from store.config import DatabaseStoreConfig, StoreConfig
 
-__all__ = ["DatabaseNodeManager", "validate"]
+__all__ = ["GENERATION_SEQ_SHIFT", "DatabaseNodeManager", "LeaseFence", "validate"]
 
 _log = logging.getLogger(__name__)
 
@@ -138,7 +138,6 @@ class DatabaseNodeManager(NodeManager):
         self._backup_generation = 0
         self._local_deadline = 0.0
         self._last_renew = 0.0
-        self._prepared: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
         names = TableNames.from_config(db)
         engine, target = create_store_engine(db)
         self.engine = engine
@@ -158,7 +157,7 @@ class DatabaseNodeManager(NodeManager):
                 )
                 self.table.ensure_rows()
                 self._node_id = self.table.setup_node_id(str(uuid.uuid4()))
-            self._fence_sql = FenceSQL(table, engine.dialect, db.jdbc_lock_expiration)
+            self.fence_sql = FenceSQL(table, engine.dialect, db.jdbc_lock_expiration)
         except BaseException:
             dispose_store_engine(engine)
             raise
@@ -304,82 +303,109 @@ class DatabaseNodeManager(NodeManager):
         """``generation << GENERATION_SEQ_SHIFT`` of the held live lock (0 when not live)."""
         return self._generation << GENERATION_SEQ_SHIFT if self._live else 0
 
-    def fence(self) -> Callable[[Any], None]:
-        """The fence of a store opened now (module docstring): it checks this node's current
-        generation. Returns ``fence(driver_connection)``, which returns None or raises
-        LockLostError (and StoreUnavailableError-worthy driver errors as they come).
-        Raises LockLostError when not live."""
+    def fence(self) -> LeaseFence:
+        """The fence of a store opened now (module docstring, :class:`LeaseFence`): it checks
+        this node's current holder id and generation. Returns it. Raises LockLostError when
+        not live."""
         if not self._live:
             raise LockLostError(
                 "this node does not hold the live lock",
                 hint="start_primary() or await_live() first",
             )
-        expected = token(self._generation, self.holder)
-        sql = self._fence_sql
-        lock = threading.Lock()
+        return LeaseFence(self, token(self._generation, self.holder))
 
-        def lost_error(problem: str) -> LockLostError:
-            return LockLostError(
-                f"the live lock was lost ({problem}): this write was not committed",
-                hint="the backup has taken over; restart this node as a backup",
-            )
+    def holds(self, expected: str) -> bool:
+        """Whether this node still believes it holds the live lock as ``expected`` (the
+        ``holder_id`` of its generation). Raises nothing."""
+        return self._live and token(self._generation, self.holder) == expected
 
-        def verify(conn: Any, statement: Any) -> None:
-            if not self._live or self._generation_token() != expected:
-                raise lost_error(self._loss_reason or "no longer held")
-            # A pooled proxy (large messages) or the driver's own connection (journals, pages):
-            # the driver's is the one that lives as long as its session settings.
-            conn = getattr(conn, "driver_connection", conn)
-            cursor = conn.cursor()
-            try:
-                with lock:
-                    fresh = conn not in self._prepared
-                if fresh and sql.session:
-                    for setup in sql.session:
-                        cursor.execute(setup)
-                    with lock:
-                        self._prepared[conn] = True
-                cursor.execute(statement.sql, statement.params)
-                row = cursor.fetchone()
-            finally:
-                cursor.close()
-            problem = _fence_problem(row, expected, sql.clock.decode)
-            if problem is not None:
-                self._lock_lost(f"a write's fence found {problem}")
-                raise lost_error(problem)
+    @property
+    def loss_reason(self) -> str:
+        """Why the live lock was last lost ("" if never)."""
+        return self._loss_reason
 
-        def check(conn: Any) -> None:
-            verify(conn, sql.check)
+    def lock_lost(self, reason: str) -> None:
+        """Record a loss a write noticed: callbacks run once on the node manager's thread.
+        Returns None; raises nothing."""
+        self._lock_lost(reason)
 
-        def before_commit(conn: Any) -> None:
-            if sql.lock is not None:
-                verify(conn, sql.lock)
 
-        def after_failure() -> LockLostError | None:
-            # A batch failed with a database error: was it because this node lost the lock
-            # (frozen mid-batch, its session ended, the backup took over)? Then the error is
-            # LockLostError, as for every write after a loss.
-            problem: str | None = None
-            if not self._live or self._generation_token() != expected:
-                problem = self._loss_reason or "no longer held"
-            else:
-                row = self.table.read(PRIMARY_ROW)
-                if row.raw != expected or not row.held:
-                    problem = f"the live lock held as {row.raw!r}, not {expected!r}"
-                    self._lock_lost(f"a failed write found {problem}")
-            if problem is None:
-                return None
-            return LockLostError(
-                f"the live lock was lost ({problem}): this write was not committed",
-                hint="the backup has taken over; restart this node as a backup",
-            )
+class LeaseFence:
+    """What a database store opened with a node manager runs in its write transactions
+    (module docstring): called with a connection before a batch's statements (the check
+    without lock), :meth:`before_commit` just before its commit (the share-locked re-check,
+    PostgreSQL and MariaDB), :meth:`after_failure` when a batch failed with a database error.
 
-        check.after_failure = after_failure  # type: ignore[attr-defined]
-        check.before_commit = before_commit  # type: ignore[attr-defined]
-        return check
+    Each raises (or returns) LockLostError once the live-lock row no longer holds
+    ``expected`` (this node's ``holder_id`` at its generation) or its lease has expired by
+    the database clock, and then marks the node manager's lock lost.
 
-    def _generation_token(self) -> str:
-        return token(self._generation, self.holder)
+    Thread-safety: shared by the store's writer threads; each call uses the connection it is
+    given; the set of connections whose session was prepared is guarded by a lock.
+    """
+
+    def __init__(self, nm: DatabaseNodeManager, expected: str) -> None:
+        self._nm = nm
+        self._expected = expected
+        self._sql = nm.fence_sql
+        self._prepared: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+        self._guard = threading.Lock()
+
+    def __call__(self, conn: Any) -> None:
+        """The check before a batch's statements. Returns None; raises LockLostError, and
+        the driver's errors as they come."""
+        self._verify(conn, self._sql.check)
+
+    def before_commit(self, conn: Any) -> None:
+        """The share-locked re-check just before the commit (where the database has one).
+        Returns None; raises as :meth:`__call__`."""
+        if self._sql.lock is not None:
+            self._verify(conn, self._sql.lock)
+
+    def after_failure(self) -> LockLostError | None:
+        """After a batch failed with a database error: LockLostError when that was because
+        this node lost the lock (frozen mid-batch, its session ended, the backup took over),
+        else None. Raises the database's errors (the caller keeps its own error then)."""
+        problem: str | None = None
+        if not self._nm.holds(self._expected):
+            problem = self._nm.loss_reason or "no longer held"
+        else:
+            row = self._nm.table.read(PRIMARY_ROW)
+            if row.raw != self._expected or not row.held:
+                problem = f"the live lock held as {row.raw!r}, not {self._expected!r}"
+                self._nm.lock_lost(f"a failed write found {problem}")
+        return None if problem is None else _lost(problem)
+
+    def _verify(self, conn: Any, statement: Any) -> None:
+        if not self._nm.holds(self._expected):
+            raise _lost(self._nm.loss_reason or "no longer held")
+        # A pooled proxy (large messages) or the driver's own connection (journals, pages):
+        # the driver's is the one that lives as long as its session settings.
+        conn = getattr(conn, "driver_connection", conn)
+        cursor = conn.cursor()
+        try:
+            with self._guard:
+                fresh = conn not in self._prepared
+            if fresh and self._sql.session:
+                for setup in self._sql.session:
+                    cursor.execute(setup)
+                with self._guard:
+                    self._prepared[conn] = True
+            cursor.execute(statement.sql, statement.params)
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        problem = _fence_problem(row, self._expected, self._sql.clock.decode)
+        if problem is not None:
+            self._nm.lock_lost(f"a write's fence found {problem}")
+            raise _lost(problem)
+
+
+def _lost(problem: str) -> LockLostError:
+    return LockLostError(
+        f"the live lock was lost ({problem}): this write was not committed",
+        hint="the backup has taken over; restart this node as a backup",
+    )
 
 
 def _fence_problem(row: Any, expected: str, decode: Callable[[Any], int]) -> str | None:

@@ -149,8 +149,6 @@ def test_a_database_outage_of_the_primary_fails_it_fast_and_the_backup_takes_ove
     expiration; the backup goes live once the lease expires; nothing acknowledged is lost."""
     app = f"ha-out-{uuid.uuid4().hex[:8]}"
     p = Pair(tmp_path, "postgresql", app=app)
-    plain = write_toml(ha_mapping(tmp_path, "unused_", "postgresql"), tmp_path / "x.toml")
-    del plain
     admin = sa.create_engine("postgresql+psycopg://postgres@127.0.0.1:5432/test")
     backup_path = tmp_path / "backup.toml"
     backup_path.write_text(p.path.read_text().replace(f"?ApplicationName={app}", ""))
