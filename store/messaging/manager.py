@@ -46,7 +46,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from store.errors import (
@@ -62,6 +61,7 @@ from store.messaging.dupcache import DuplicateIdCache
 from store.messaging.ids import DEFAULT_BATCH, IdGenerator
 from store.messaging.message_records import (
     PagedMessage,
+    decode_message,
     encode_large_message,
     encode_message,
 )
@@ -92,24 +92,59 @@ __all__ = ["StorageManager", "StoredMessage"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(eq=False)
 class StoredMessage:
     """A message the manager holds, and the ids of the queues still holding it.
 
     ``size`` is what it counts against its address's limit (its record's size);
     ``position`` is set for a message read back from a page (it has no journal record).
+    A recovered message may be held as its encoded ADD_MESSAGE_PROTOCOL body only
+    (``encoded``, with ``message_id``; ``message`` None): it is decoded when first used
+    (:attr:`message`), and the encoded body released then, so one form is held at a time.
     """
 
-    message: Message
-    refs: set[int] = field(default_factory=set)
-    size: int = 0
-    position: PagePosition | None = None
-    #: The size of a body kept in the large-message store; None for an inline body.
-    large_size: int | None = None
+    __slots__ = ("_encoded", "_message", "_message_id", "large_size", "position", "refs", "size")
+
+    def __init__(
+        self,
+        message: Message | None,
+        refs: set[int] | None = None,
+        size: int = 0,
+        position: PagePosition | None = None,
+        large_size: int | None = None,
+        *,
+        encoded: bytes | None = None,
+        message_id: int | None = None,
+    ) -> None:
+        """``message``, or ``encoded`` (a body :func:`peek_message` accepted) and its
+        ``message_id``; ``large_size`` is the size of a body kept in the large-message store,
+        None for an inline body. Raises ValueError when neither form is given."""
+        if message is None and (encoded is None or message_id is None):
+            raise ValueError("a stored message needs its message, or its encoded body and id")
+        self._message = message
+        self._encoded = encoded
+        self._message_id = message.message_id if message is not None else message_id
+        self.refs: set[int] = set() if refs is None else refs
+        self.size = size
+        self.position = position
+        #: The size of a body kept in the large-message store; None for an inline body.
+        self.large_size = large_size
+
+    @property
+    def message(self) -> Message:
+        """The message, decoded from its encoded body on first use. Raises nothing (the body
+        was checked when it was loaded)."""
+        m = self._message
+        if m is None:
+            assert self._encoded is not None and self._message_id is not None
+            m = self._message = decode_message(self._encoded, self._message_id)
+            self._encoded = None
+        return m
 
     def record(self) -> tuple[int, bytes]:
         """The user record type (45 or 30) and body of this message's journal record. Raises
         ValueError when a field does not fit its slot."""
+        if self._encoded is not None:
+            return r.ADD_MESSAGE_PROTOCOL, self._encoded
         m = self.message
         if self.large_size is not None:
             return r.ADD_LARGE_MESSAGE, encode_large_message(m, self.large_size)
@@ -119,8 +154,9 @@ class StoredMessage:
     @property
     def message_id(self) -> int:
         """The message id (set by send or load)."""
-        assert self.message.message_id is not None
-        return self.message.message_id
+        mid = self._message_id if self._message is None else self._message.message_id
+        assert mid is not None
+        return mid
 
 
 def _now_ms() -> int:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from store.messaging.codec import VERSION, Reader, Writer
 from store.messaging.values import Message, PropertyValue
@@ -55,10 +56,12 @@ from store.messaging.values import Message, PropertyValue
 __all__ = [
     "PagedMessage",
     "decode_large_message",
+    "MessageHeader",
     "decode_message",
     "message_summary",
     "encode_large_message",
     "encode_message",
+    "peek_message",
 ]
 
 _NONE, _FALSE, _TRUE, _INT, _FLOAT, _STR, _BYTES = range(7)
@@ -168,6 +171,58 @@ def decode_message(data: bytes, message_id: int) -> Message:
     body = r.raw("body")
     r.done()
     return _message(header, body, what, message_id)
+
+
+class MessageHeader(NamedTuple):
+    """What a load needs of an ADD_MESSAGE_PROTOCOL record before its message is decoded."""
+
+    address: str
+    priority: int
+    durable: bool
+    scheduled_delivery: int
+
+
+_U32 = struct.Struct(">I")
+#: priority u8, durable u8, timestamp, expiration, scheduled_delivery i64, property count i32
+_FIXED = struct.Struct(">BBqqqi")
+
+
+def peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHeader | None:
+    """The header of an ADD_MESSAGE_PROTOCOL (45) body that has no properties, once checked
+    that :func:`decode_message` decodes the whole body into a valid :class:`Message` (so it
+    can be decoded later, when the message is first used, without an error). ``addresses``
+    caches decoded address names (one str per address, not per message). Returns None for a
+    body with properties or with anything :func:`decode_message` would refuse: then it
+    decides, and names the fault. Raises nothing."""
+    n = len(data)
+    if n < 5 or data[0] != VERSION:
+        return None
+    end = 5 + _U32.unpack_from(data, 1)[0]
+    if end + _FIXED.size + 4 > n:
+        return None
+    raw_address = data[5:end]
+    address = addresses.get(raw_address)
+    if address is None:
+        try:
+            address = raw_address.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if not address:
+            return None
+        addresses[raw_address] = address
+    priority, durable, timestamp, expiration, scheduled, count = _FIXED.unpack_from(data, end)
+    body_at = end + _FIXED.size
+    if (
+        priority > 9
+        or durable > 1
+        or count != 0
+        or timestamp < 0
+        or expiration < 0
+        or scheduled < 0
+        or body_at + 4 + _U32.unpack_from(data, body_at)[0] != n
+    ):
+        return None
+    return MessageHeader(address, priority, durable == 1, scheduled)
 
 
 def encode_large_message(message: Message, body_size: int) -> bytes:

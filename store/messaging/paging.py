@@ -202,6 +202,13 @@ class Pager:
         state.memory_bytes += size * delta
         state.memory_messages += delta
 
+    def hold_memory_total(self, address: str, size: int, count: int) -> None:
+        """Count ``count`` messages of ``size`` bytes in all in memory (a load's messages of
+        one address at once). Returns None. Raises nothing."""
+        state = self.address(address)
+        state.memory_bytes += size
+        state.memory_messages += count
+
     def page(self, address: str, paged: PagedMessage, *, sync: bool) -> PagePosition:
         """Append ``paged`` to the address's pages; returns its position. Raises what the page
         store raises."""

@@ -85,6 +85,22 @@ class MessageQueue:
         self._make_ready_or_scheduled(entry, now)
         return entry
 
+    def add_all(self, items: list[tuple[int, int, int, int, int]], now: int) -> None:
+        """Put many messages on the queue at once, as :meth:`add` each would (a load knows a
+        queue's whole contents): ``items`` are ``(message id, priority, order, delivery count,
+        scheduled)``. Returns None. Raises nothing."""
+        entries = self._entries
+        ready, scheduled = self._ready, self._scheduled
+        for mid, priority, order, delivery_count, at in items:
+            if at > now:
+                entries[mid] = QueueEntry(mid, priority, order, delivery_count, at, SCHEDULED)
+                scheduled.append((at, order, mid))
+            else:
+                entries[mid] = QueueEntry(mid, priority, order, delivery_count, at, READY)
+                ready.append((-priority, order, mid))
+        heapq.heapify(ready)
+        heapq.heapify(scheduled)
+
     def _make_ready_or_scheduled(self, entry: QueueEntry, now: int) -> None:
         if entry.scheduled > now:
             entry.state = SCHEDULED

@@ -29,6 +29,7 @@ Thread-safety: pure functions over load results; :class:`Recovery` is a plain va
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
@@ -36,7 +37,13 @@ from typing import TYPE_CHECKING, TypeVar
 from store.errors import CorruptionError
 from store.journal.api import LoadResult, RecordInfo
 from store.messaging import records as r
-from store.messaging.message_records import decode_large_message, decode_message
+from store.messaging.codec import VERSION
+from store.messaging.message_records import (
+    MessageHeader,
+    decode_large_message,
+    decode_message,
+    peek_message,
+)
 from store.messaging.page_records import (
     ACKNOWLEDGE_CURSOR,
     PAGE_CURSOR_COMPLETE,
@@ -171,12 +178,37 @@ class LoadedRef:
 
 @dataclass(slots=True, eq=False)
 class LoadedMessage:
-    """A message and its refs (queue id -> ref), as the journal left them."""
+    """A message and its refs (queue id -> ref), as the journal left them.
 
-    message: Message
+    An ADD_MESSAGE_PROTOCOL record without properties is not decoded at load: ``message`` is
+    None, ``header`` holds what the load needs and ``encoded`` the checked record body
+    (:func:`~store.messaging.message_records.peek_message`), decoded when first used.
+    """
+
+    message: Message | None
     large_size: int | None  # None: body inline
     size: int = 0  # the record's size: what the message counts against its address's limit
     refs: dict[int, LoadedRef] = field(default_factory=dict)
+    message_id: int = 0
+    header: MessageHeader | None = None
+    encoded: bytes | None = None
+
+    @property
+    def address(self) -> str:
+        """The message's address. Raises nothing."""
+        return self.header.address if self.message is None else self.message.address  # type: ignore[union-attr]
+
+    @property
+    def priority(self) -> int:
+        """The message's priority. Raises nothing."""
+        return self.header.priority if self.message is None else self.message.priority  # type: ignore[union-attr]
+
+    @property
+    def scheduled_delivery(self) -> int:
+        """The message's scheduled delivery time (0: at once). Raises nothing."""
+        if self.message is None:
+            return self.header.scheduled_delivery  # type: ignore[union-attr]
+        return self.message.scheduled_delivery
 
 
 @dataclass
@@ -207,14 +239,30 @@ class MessagesState:
     highest_id: int = 0
 
 
-def _message_of(rec: RecordInfo) -> LoadedMessage | None:
+def _message_of(rec: RecordInfo, addresses: dict[bytes, str]) -> LoadedMessage | None:
     if rec.user_record_type == r.ADD_MESSAGE_PROTOCOL:
+        header = peek_message(rec.data, addresses)
+        if header is not None:
+            return LoadedMessage(None, None, len(rec.data), {}, rec.id, header, rec.data)
         m = _decode("messages", rec, lambda d: decode_message(d, rec.id))
-        return LoadedMessage(m, None, len(rec.data))
+        return LoadedMessage(m, None, len(rec.data), {}, rec.id)
     if rec.user_record_type == r.ADD_LARGE_MESSAGE:
         m, size = _decode("messages", rec, lambda d: decode_large_message(d, rec.id))
-        return LoadedMessage(m, size, len(rec.data))
+        return LoadedMessage(m, size, len(rec.data), {}, rec.id)
     return None
+
+
+_I64 = struct.Struct(">q")
+
+
+def _ref_queue_id(rec: RecordInfo) -> int:
+    """The queue id of an ADD_REF record (as RefRecord.decode, without its objects). Raises
+    CorruptionError for a bad body."""
+    data = rec.data
+    if len(data) == 9 and data[0] == VERSION:
+        qid: int = _I64.unpack_from(data, 1)[0]
+        return qid
+    return _decode("messages", rec, r.RefRecord.decode).queue_id
 
 
 def _decode_cursor_ack(data: bytes) -> CursorAck:
@@ -235,9 +283,17 @@ def _decode_page_complete(data: bytes) -> PageComplete:
     return done
 
 
-def _apply(state: MessagesState, rec: RecordInfo) -> None:
+def _apply(state: MessagesState, rec: RecordInfo, addresses: dict[bytes, str]) -> None:
     kind = rec.user_record_type
-    loaded = _message_of(rec)
+    if kind == r.ADD_REF:  # the most frequent record: first
+        qid = _ref_queue_id(rec)
+        target = state.messages.get(rec.id)
+        if target is not None:
+            ref = LoadedRef(rec.id, qid)
+            target.refs[qid] = ref
+            state.ref_order.append(ref)
+        return
+    loaded = _message_of(rec, addresses)
     if loaded is not None:
         state.messages[rec.id] = loaded
         return
@@ -256,13 +312,7 @@ def _apply(state: MessagesState, rec: RecordInfo) -> None:
     if kind in _PAGE_TYPES:
         return
     target = state.messages.get(rec.id)
-    if kind == r.ADD_REF:
-        qid = _decode("messages", rec, r.RefRecord.decode).queue_id
-        if target is not None:
-            ref = LoadedRef(rec.id, qid)
-            target.refs[qid] = ref
-            state.ref_order.append(ref)
-    elif kind == r.ACKNOWLEDGE_REF:
+    if kind == r.ACKNOWLEDGE_REF:
         qid = _decode("messages", rec, r.AckRecord.decode).queue_id
         if target is not None:
             target.refs.pop(qid, None)
@@ -278,7 +328,9 @@ def _apply(state: MessagesState, rec: RecordInfo) -> None:
         log.warning("messages journal: record %d has unknown type %d, kept", rec.id, kind)
 
 
-def _prepared(tx_records: list[RecordInfo], tx_id: int, xid_data: bytes) -> PreparedState:
+def _prepared(
+    tx_records: list[RecordInfo], tx_id: int, xid_data: bytes, addresses: dict[bytes, str]
+) -> PreparedState:
     try:
         xid = r.decode_xid(xid_data)
     except ValueError as exc:
@@ -289,7 +341,7 @@ def _prepared(tx_records: list[RecordInfo], tx_id: int, xid_data: bytes) -> Prep
     sends: dict[int, tuple[LoadedMessage, list[int]]] = {}
     for rec in tx_records:
         kind = rec.user_record_type
-        loaded = _message_of(rec)
+        loaded = _message_of(rec, addresses)
         if loaded is not None:
             sends[rec.id] = (loaded, [])
             state.sends.append(sends[rec.id])
@@ -317,12 +369,29 @@ def replay_messages(load: LoadResult, progress: Progress | None = None) -> Messa
     state = MessagesState()
     total = len(load.records)
     highest = 0
+    addresses: dict[bytes, str] = {}
+    messages, ref_order = state.messages, state.ref_order
+    add_ref, add_message = r.ADD_REF, r.ADD_MESSAGE_PROTOCOL
     for done, rec in enumerate(load.records, 1):
-        highest = max(highest, rec.id)
-        _apply(state, rec)
-        _report(progress, "messages", done, total)
+        mid, kind, data, _ = rec
+        if mid > highest:
+            highest = mid
+        # The two records of every message inline (as _apply would), the others through it.
+        if kind == add_ref and len(data) == 9 and data[0] == VERSION:
+            target = messages.get(mid)
+            if target is not None:
+                qid: int = _I64.unpack_from(data, 1)[0]
+                ref = LoadedRef(mid, qid)
+                target.refs[qid] = ref
+                ref_order.append(ref)
+        elif kind == add_message and (header := peek_message(data, addresses)) is not None:
+            messages[mid] = LoadedMessage(None, None, len(data), {}, mid, header, data)
+        else:
+            _apply(state, rec, addresses)
+        if done % _PROGRESS_EVERY == 0 or done == total:
+            _report(progress, "messages", done, total)
     for tx in load.prepared:
-        state.prepared.append(_prepared(tx.records, tx.tx_id, tx.xid))
+        state.prepared.append(_prepared(tx.records, tx.tx_id, tx.xid, addresses))
         highest = max(highest, tx.tx_id, *(x.id for x in tx.records))
     state.highest_id = max(highest, *load.failed, 0)
     return state
