@@ -440,6 +440,8 @@ class DatabaseStoreConfig:
         return result
 
 
+#: The roles of a shared-store HA pair (``StoreConfig.ha_role``).
+HA_ROLES: Final = ("primary", "backup")
 _POSITIVE = "a positive integer"
 _INT_RULES: Final[Mapping[str, tuple[int, int, str, tuple[int, ...]]]] = {
     # field: (lowest, highest, allowed text, extra allowed values)
@@ -567,6 +569,11 @@ class StoreConfig:
     journal_retention: RetentionConfig | None = None
     #: Default None (file store). A database-store section selects the database store.
     database_store: DatabaseStoreConfig | None = None
+    #: Default None (no HA role). "primary" or "backup": this node's role in a shared-store
+    #: HA pair (``store ha run``'s default role; DESIGN §8). From ``broker.xml``'s
+    #: ``<ha-policy><shared-store><primary/>|<backup/>`` (or Artemis's older ``<master/>`` /
+    #: ``<slave/>``).
+    ha_role: str | None = None
     # Names of fields whose values were derived (not given); replace() derives them again.
     _derived: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
@@ -598,6 +605,11 @@ class StoreConfig:
         _set(self, "_derived", frozenset(derived))
         for name in _BOOL_FIELDS:
             check_bool(_kebab(name), getattr(self, name))
+        if self.ha_role is not None:
+            role = self.ha_role.lower() if isinstance(self.ha_role, str) else self.ha_role
+            if role not in HA_ROLES:
+                raise invalid("ha-role", self.ha_role, "primary or backup")
+            _set(self, "ha_role", role)
         for name, (low, high, allowed, also) in _INT_RULES.items():
             check_int(_kebab(name), getattr(self, name), low, high, allowed, also=also)
         if not isinstance(self.journal_retention, (RetentionConfig, type(None))):

@@ -74,7 +74,13 @@ _MAX_INCLUDE_DEPTH = 6
 _URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:")  # two letters or more: not a drive
 _CODEC_KEYS = ("mask-password", "password-codec")
 _RETENTION_ATTRIBUTES = ("directory", "period", "unit", "storage-limit")
-_SECTION_KEYS = ("journal-retention", "journal-retention-directory", "store", "address-settings")
+_SECTION_KEYS = (
+    "journal-retention",
+    "journal-retention-directory",
+    "store",
+    "address-settings",
+    "ha-policy",
+)
 
 
 def parse_broker_xml(
@@ -109,11 +115,33 @@ def parse_broker_xml(
                 _put(mapping, "database-store", database)
         elif name == "address-settings":
             _put(mapping, name, _address_settings(child))
+        elif name == "ha-policy":
+            role = _ha_role(child)
+            if role is not None:
+                _put(mapping, "ha-role", role)
         elif name in CORE_ELEMENTS:
             _log.debug("broker.xml: <%s> is not a persistence setting; ignored", name)
         else:
             _warn_unknown(name, path, (*core_keys, *_CODEC_KEYS, *_SECTION_KEYS))
     return mapping
+
+
+# Artemis's shared-store role elements, older names included.
+_HA_ROLES = {"primary": "primary", "master": "primary", "backup": "backup", "slave": "backup"}
+
+
+def _ha_role(elem: ET.Element) -> str | None:
+    """The role of ``<ha-policy><shared-store><primary/>|<backup/>`` (or ``<master/>`` /
+    ``<slave/>``); None for any other policy (replication, live-only), which is not ours."""
+    for policy in _children(elem):
+        if _local(policy) != "shared-store":
+            _log.debug("broker.xml: <ha-policy><%s> is not a shared-store policy", _local(policy))
+            continue
+        roles = [_HA_ROLES[_local(c)] for c in _children(policy) if _local(c) in _HA_ROLES]
+        if len(roles) > 1:
+            raise invalid("ha-policy", ", ".join(roles), "one <primary/> or one <backup/>")
+        return roles[0] if roles else None
+    return None
 
 
 def _warn_unknown(name: str, path: Path, ours: Collection[str]) -> None:

@@ -17,13 +17,18 @@ Thread-safety: a :class:`Store` may be shared between threads; ``close`` is idem
 from __future__ import annotations
 
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from store.config import StoreConfig
+from store.errors import LockLostError
 from store.fs import FileSystem
 from store.journal.api import Journal
 from store.large.api import LargeMessageStore
 from store.paging.api import PagingManager
 from store.parts import StoreParts
+
+if TYPE_CHECKING:
+    from store.ha.api import NodeManager
 
 __all__ = ["Store", "open_store"]
 
@@ -87,14 +92,25 @@ class Store:
         return f"Store(kind={self.kind!r}, closed={self._closed})"
 
 
-def open_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Store:
+def open_store(
+    config: StoreConfig, *, fs: FileSystem | None = None, node_manager: NodeManager | None = None
+) -> Store:
     """Open the store ``config`` describes; returns a :class:`Store` whose journals need ``load()``.
 
     ``fs`` replaces the file-system seam of the file store (tests use a fault-injecting one).
-    Raises StoreLockedError when another process holds the store, ConfigError for settings the
-    back-end refuses, StoreUnavailableError when a database cannot be reached, SchemaError for
-    a database schema older than the code.
+    ``node_manager`` (DESIGN §8): a live HA node manager of this store; its live lock replaces
+    the store lock, and every write batch of a database store (journals, page stores) checks
+    in its own transaction that this node still holds that lock with its generation.
+    Raises LockLostError when ``node_manager`` is not live, StoreLockedError when another
+    process holds the store (or, without a node manager, a live HA lease on it), ConfigError
+    for settings the back-end refuses, StoreUnavailableError when a database cannot be
+    reached, SchemaError for a database schema older than the code.
     """
+    if node_manager is not None and not node_manager.is_live:
+        raise LockLostError(
+            "the node manager does not hold the live lock",
+            hint="call start_primary() or await_live() before opening the store",
+        )
     if not config.persistence_enabled:
         from store.journal.zero import open_zero_store
 
@@ -102,7 +118,31 @@ def open_store(config: StoreConfig, *, fs: FileSystem | None = None) -> Store:
     if config.database_store is not None:
         from store.db import open_database_store
 
-        return Store(config, open_database_store(config))
+        if node_manager is None:
+            return Store(config, open_database_store(config))
+        fence = node_manager.fence()
+        floor = node_manager.seq_floor()
+        parts = open_database_store(config, fence=fence, store_lock=False, seq_floor=floor)
+        return Store(config, parts)
     from store.file import open_file_store
 
-    return Store(config, open_file_store(config, fs=fs))
+    if node_manager is None:
+        _refuse_live_file_node(config)
+    return Store(config, open_file_store(config, fs=fs, lock=node_manager is None))
+
+
+def _refuse_live_file_node(config: StoreConfig) -> None:
+    """A file store opened with a node manager holds the live lock instead of the journals'
+    directory locks, so a plain open checks that lock. Raises StoreLockedError naming the
+    holder when an HA node is live on this store."""
+    from store.errors import StoreLockedError
+    from store.ha.files import live_holder
+
+    holder = live_holder(config.node_manager_lock_directory)
+    if holder is not None:
+        raise StoreLockedError(
+            f"the file store is live in an HA pair: the live lock in "
+            f"{config.node_manager_lock_directory} is held by {holder}",
+            holder=holder,
+            hint="open it through the HA node manager (store ha run), or stop that node",
+        )

@@ -67,6 +67,7 @@ def test_realistic_broker_xml_reads_only_the_persistence_settings():
             },
             masked_properties=frozenset({"password"}),
         ),
+        ha_role="primary",  # its <ha-policy><shared-store><primary/>
     )
     assert cfg == expected
     # Address settings hold page-size-bytes 10M; the database page size stays its own 100K.
@@ -510,3 +511,39 @@ def test_new_core_keys_are_read_from_xml_without_warnings(tmp_path, caplog):
         cfg.persist_id_cache,
         cfg.min_large_message_size,
     ) == (40000, 5000, False, 50 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("policy", "role"),
+    [
+        ("<shared-store><primary/></shared-store>", "primary"),
+        (
+            "<shared-store><backup><allow-failback>true</allow-failback></backup></shared-store>",
+            "backup",
+        ),
+        ("<shared-store><master/></shared-store>", "primary"),
+        ("<shared-store><slave/></shared-store>", "backup"),
+        ("<replication><primary/></replication>", None),
+        ("<primary-only/>", None),
+    ],
+    ids=["primary", "backup", "master", "slave", "replication", "primary-only"],
+)
+def test_the_ha_role_comes_from_a_shared_store_ha_policy(tmp_path, policy, role):
+    """DESIGN §8: <ha-policy><shared-store><primary/>|<backup/> (and the older names) give
+    StoreConfig.ha_role; other policies are not a shared store and give none."""
+    assert xml_core(tmp_path, f"<ha-policy>{policy}</ha-policy>").ha_role == role
+
+
+def test_a_shared_store_policy_with_two_roles_is_refused(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        xml_core(
+            tmp_path, "<ha-policy><shared-store><primary/><backup/></shared-store></ha-policy>"
+        )
+    assert info.value.key == "ha-policy"
+
+
+def test_ha_role_in_a_mapping_is_validated():
+    assert StoreConfig.from_mapping({"ha-role": "Backup"}).ha_role == "backup"
+    with pytest.raises(ConfigError) as info:
+        StoreConfig.from_mapping({"ha-role": "live"})
+    assert info.value.key == "ha-role" and "primary or backup" in str(info.value)

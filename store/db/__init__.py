@@ -52,7 +52,7 @@ from store.paging.api import PagingManager
 from store.parts import StoreParts
 
 if TYPE_CHECKING:
-    from store.config import StoreConfig
+    from store.config import DatabaseStoreConfig, StoreConfig
 
 __all__ = [
     "BacklogLimits",
@@ -81,7 +81,7 @@ class DatabaseJournals:
         bindings: DatabaseJournal,
         messages: DatabaseJournal,
         engine: Engine,
-        lock: StoreLock,
+        lock: StoreLock | None,
         schema: StoreSchema,
         target: DatabaseTarget,
     ) -> None:
@@ -105,7 +105,8 @@ class DatabaseJournals:
                 journal.close()
             except StoreError as exc:
                 errors.append(exc)
-        self._lock.release()
+        if self._lock is not None:
+            self._lock.release()
         dispose_store_engine(self.engine)
         if errors:
             raise errors[0]
@@ -115,7 +116,12 @@ class DatabaseJournals:
 
 
 def open_database_journals(
-    config: StoreConfig, *, fence: Fence | None = None, backlog: BacklogLimits | None = None
+    config: StoreConfig,
+    *,
+    fence: Fence | None = None,
+    backlog: BacklogLimits | None = None,
+    store_lock: bool = True,
+    seq_floor: int = 0,
 ) -> DatabaseJournals:
     """Open the database store ``config`` describes: lock it, check its schema (creating it
     when none of the store's tables exist, as Artemis does at start-up; see
@@ -124,9 +130,13 @@ def open_database_journals(
 
     ``fence`` runs inside every batch's transaction (the HA lease check); ``backlog`` bounds
     each journal's appended, not yet committed operations (default: :class:`BacklogLimits`'s
-    defaults; see :mod:`store.db.writer`, "Back-pressure"). Returns the
-    :class:`DatabaseJournals`. Raises ConfigError for a configuration without a database store
-    or with an unusable URL or driver, StoreLockedError when another process holds the store,
+    defaults; see :mod:`store.db.writer`, "Back-pressure"). ``store_lock=False`` (a store opened
+    with an HA node manager, whose live lock replaces it) skips the store lock; with it, a
+    live HA lease held by another process (unexpired by the database clock) is refused too.
+    ``seq_floor``: the least ``seq`` of this open's appends (see
+    :class:`~store.db.journal.JournalOptions`). Returns the :class:`DatabaseJournals`.
+    Raises ConfigError for a configuration without a database store or with an unusable URL
+    or driver, StoreLockedError when another process holds the store,
     SchemaError when the schema is old (naming ``store db upgrade``), partial, or cannot be
     created by this user (naming ``store db sql``), StoreUnavailableError when the database
     cannot be reached.
@@ -143,7 +153,8 @@ def open_database_journals(
     engine, target = create_store_engine(db)
     lock: StoreLock | None = None
     try:
-        lock = acquire_store_lock(engine, target, names)
+        if store_lock:
+            lock = acquire_store_lock(engine, target, names)
         ensure_schema(
             engine,
             names,
@@ -152,7 +163,9 @@ def open_database_journals(
             where=target.display,
         )
         schema = StoreSchema(names)
-        journals = _journals(config, engine, schema, fence, backlog or BacklogLimits())
+        if store_lock:
+            _refuse_live_lease(engine, schema, db)
+        journals = _journals(config, engine, schema, fence, backlog or BacklogLimits(), seq_floor)
     except StoreError:
         _abandon(engine, lock)
         raise
@@ -182,23 +195,32 @@ def open_database_journals(
     )
 
 
-def open_database_store(config: StoreConfig, *, fence: Fence | None = None) -> StoreParts:
+def open_database_store(
+    config: StoreConfig,
+    *,
+    fence: Fence | None = None,
+    store_lock: bool = True,
+    seq_floor: int = 0,
+) -> StoreParts:
     """The database store's one opener (what :func:`store.open_store` calls): opens it as
     :func:`open_database_journals` does, plus its large messages and page stores on the same
     engine (removing the rows of bodies a dead process left incomplete,
-    :mod:`store.large.database`), and returns its :class:`~store.parts.StoreParts`. Raises what
-    :func:`open_database_journals` raises, and StoreUnavailableError when the large-message or
-    page tables cannot be read."""
+    :mod:`store.large.database`), and returns its :class:`~store.parts.StoreParts`; ``fence``
+    guards the journals' batches, the large messages' writes and the page stores' writes
+    alike. Raises what :func:`open_database_journals` raises, and StoreUnavailableError when
+    the large-message or page tables cannot be read."""
     # Imported here: store.large.database builds on this package's modules.
     from store.large.database import DatabaseLargeMessages
 
-    journals = open_database_journals(config, fence=fence)
+    journals = open_database_journals(
+        config, fence=fence, store_lock=store_lock, seq_floor=seq_floor
+    )
     try:
         large_messages = DatabaseLargeMessages(
             journals.engine, journals.schema.large_messages, fence=fence
         )
         try:
-            paging = _paging(config, journals)
+            paging = _paging(config, journals, fence)
         except BaseException:
             large_messages.close()
             raise
@@ -225,7 +247,7 @@ def open_database_store(config: StoreConfig, *, fence: Fence | None = None) -> S
     )
 
 
-def _paging(config: StoreConfig, journals: DatabaseJournals) -> PagingManager:
+def _paging(config: StoreConfig, journals: DatabaseJournals, fence: Fence | None) -> PagingManager:
     """The page stores in the store's page tables. Raises StoreUnavailableError."""
     from store.paging.database import DatabasePagingManager  # imports store.db itself
 
@@ -238,7 +260,30 @@ def _paging(config: StoreConfig, journals: DatabaseJournals) -> PagingManager:
         sync_timeout_ns=config.page_sync_timeout,
         max_page_size=db.jdbc_max_page_size_bytes,
         where=journals.target.display,
+        fence=fence,
     )
+
+
+def _refuse_live_lease(engine: Engine, schema: StoreSchema, db: DatabaseStoreConfig) -> None:
+    """Raise StoreLockedError naming the holder when an HA node holds an unexpired live
+    lease on this store (DESIGN §8): a plain open must not write under a live primary."""
+    from store.ha.lease import PRIMARY_ROW, LeaseTable
+
+    table = LeaseTable(
+        engine,
+        schema.node_manager,
+        expiration_ms=db.jdbc_lock_expiration,
+        allowed_diff_ms=db.jdbc_allowed_time_diff,
+    )
+    row = table.read(PRIMARY_ROW)
+    if row.held:
+        raise StoreLockedError(
+            f"store (tables {schema.names.bindings}, {schema.names.messages}) is live in an HA "
+            f"pair: the live lock is held by {row.holder} (generation {row.generation}, "
+            f"expires at {row.expires_at_ms} ms by the database clock)",
+            holder=row.holder,
+            hint="open it through the HA node manager (store ha run), or stop that node",
+        )
 
 
 def _abandon(engine: Engine, lock: StoreLock | None) -> None:
@@ -253,6 +298,7 @@ def _journals(
     schema: StoreSchema,
     fence: Fence | None,
     backlog: BacklogLimits,
+    seq_floor: int,
 ) -> tuple[DatabaseJournal, DatabaseJournal]:
     db = config.database_store
     assert db is not None
@@ -267,6 +313,7 @@ def _journals(
                 sync_non_transactional=config.journal_sync_non_transactional,
                 max_record_size=sql.max_record_size(conn.driver_connection),
                 fence=fence,
+                seq_floor=seq_floor,
                 backlog=backlog,
             )
             out.append(DatabaseJournal(name=name, engine=engine, sql=sql, options=options))

@@ -61,6 +61,7 @@ from store.db.writer import (
     Fence,
     GroupCommitWriter,
     commit_batch,
+    refusal,
 )
 from store.errors import (
     CorruptionError,
@@ -109,6 +110,10 @@ class JournalOptions:
     False makes the corresponding appends return without waiting for the commit.
     ``max_record_size``: the largest body accepted, in bytes (the database's blob limit).
     ``fence``: run in every batch's transaction before commit (the HA lease check).
+    ``seq_floor``: the least ``seq`` of this open's appends (default 0: right after the
+    largest loaded); the HA node manager sets it from its generation, so that a new live
+    node's rows never share a key with the uncommitted rows of a frozen predecessor (an
+    insert of the same key would wait for that predecessor's transaction).
     ``backlog``: bounds of what may be appended and not yet committed (default
     :class:`~store.db.writer.BacklogLimits`: 1,024 to 65,536 operations, adapted so the backlog
     commits in one sync period, and 8 MiB); an append beyond them waits (back-pressure).
@@ -122,6 +127,7 @@ class JournalOptions:
     sync_non_transactional: bool = True
     max_record_size: int = 2**31 - 1
     fence: Fence | None = None
+    seq_floor: int = 0
     backlog: BacklogLimits = field(default_factory=BacklogLimits)
 
 
@@ -180,7 +186,7 @@ class DatabaseJournal(Journal):
             if gc_was_enabled:
                 gc.enable()
         self._index.fail_open(last, first)
-        self._seq = last
+        self._seq = max(last, self._options.seq_floor)
         writer = GroupCommitWriter(
             name=self.name,
             period=self._options.sync_period,
@@ -595,7 +601,7 @@ class DatabaseJournal(Journal):
             except Exception:
                 _log.debug("closing the writer's connection failed", exc_info=True)
         if w.failed is not None and failed_before is None:
-            raise StoreUnavailableError(str(w.failed), hint=w.failed.hint) from w.failed
+            raise refusal(w.failed) from w.failed
 
     def __repr__(self) -> str:
         return f"DatabaseJournal(name={self.name!r}, table={self.table_name!r})"

@@ -12,8 +12,9 @@ Policy (the same as the file journal's TimedBuffer):
 - a batch with only non-sync appends is committed ``jdbc-journal-sync-period`` ms after its
   first append at the latest, and at once when it is full (see "Back-pressure" below).
 
-A batch is one transaction: inserts, then the deletes of records, then the deletes of
-transactions' rows, then the fence (the HA lease check, when there is one), then commit. If any
+A batch is one transaction: the fence (the HA lease check, when there is one), then inserts,
+then the deletes of records, then the deletes of transactions' rows, then the fence's last
+check (share-locking the lease row, where the fence has one), then commit. If any
 step fails the transaction is rolled back, every waiter of the batch and of the batch pending
 behind it gets :class:`~store.errors.StoreUnavailableError`, and so does every later append:
 the journal must be reopened (a fresh load tells what the database holds). Nothing is retried,
@@ -81,16 +82,54 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.db.dialects import JournalSQL
-from store.errors import JournalClosedError, StoreError, StoreUnavailableError
+from store.errors import JournalClosedError, LockLostError, StoreError, StoreUnavailableError
 from store.sizes import invalid
 
-__all__ = ["Backlog", "BacklogLimits", "Batch", "Fence", "GroupCommitWriter", "commit_batch"]
+__all__ = [
+    "Backlog",
+    "BacklogLimits",
+    "Batch",
+    "Fence",
+    "GroupCommitWriter",
+    "commit_batch",
+    "fence_before_commit",
+    "fenced_failure",
+    "refusal",
+]
 
 _log = logging.getLogger(__name__)
 
-#: A check run inside every batch's transaction just before it commits; it raises (e.g.
-#: LockLostError) to abort the batch. The HA node manager installs one (fencing).
+#: A check run inside every batch's transaction before its statements, given the driver
+#: connection; it raises (e.g. LockLostError) to abort the batch. The HA node manager
+#: installs one (fencing, :mod:`store.ha.database`). A fence may also have a
+#: ``before_commit(connection)`` attribute, run as the transaction's last statement (see
+#: :func:`fence_before_commit`), and an ``after_failure()`` attribute returning the error a
+#: failed batch should raise instead of StoreUnavailableError (see :func:`fenced_failure`).
 Fence = Callable[[Any], None]
+
+
+def fence_before_commit(fence: Fence | None, conn: Any) -> None:
+    """Run the fence's last check, just before the commit, when it has one. Raises what it
+    raises (LockLostError); returns None."""
+    last = getattr(fence, "before_commit", None)
+    if last is not None:
+        last(conn)
+
+
+def fenced_failure(fence: Fence | None) -> StoreError | None:
+    """After a batch failed with a database error: the fence's verdict (LockLostError when
+    the live lock turns out to be lost, e.g. a node frozen mid-batch whose session was ended
+    while the backup took over), or None. Raises nothing."""
+    verdict = getattr(fence, "after_failure", None)
+    if verdict is None:
+        return None
+    try:
+        result: StoreError | None = verdict()
+    except Exception:
+        _log.debug("the fence's after-failure check failed", exc_info=True)
+        return None
+    return result
+
 
 # Weight of the newest batch in the smoothed commit rate (the rest is the history's).
 _RATE_WEIGHT = 0.3
@@ -207,6 +246,15 @@ class Batch:
             raise copy.copy(self.error) from self.error
 
 
+def refusal(failed: StoreError) -> StoreError:
+    """What a write raises once the writer failed with ``failed``: LockLostError stays
+    LockLostError (a fenced-off node must see only that, DESIGN §8); anything else is
+    StoreUnavailableError with the same message and hint. Returns a new exception."""
+    if isinstance(failed, LockLostError):
+        return LockLostError(str(failed), hint=failed.hint)
+    return StoreUnavailableError(str(failed), hint=failed.hint)
+
+
 def commit_batch(
     conn: Any,
     sql: JournalSQL,
@@ -216,8 +264,8 @@ def commit_batch(
     fence: Fence | None = None,
     sent: Callable[[], None] | None = None,
 ) -> None:
-    """Run ``batch`` as one transaction on the DBAPI connection ``conn``: inserts, deletes of
-    records, deletes of transactions' rows, deletes of single rows, ``fence``, commit.
+    """Run ``batch`` as one transaction on the DBAPI connection ``conn``: ``fence``, inserts,
+    deletes of records, deletes of transactions' rows, deletes of single rows, commit.
 
     This is the only function that builds a batch's transaction; the HA lease check (fencing)
     goes in through ``fence``. ``sent`` is called once everything but the commit's answer is
@@ -237,10 +285,15 @@ def commit_batch(
                 return
             step[0] = "begin"
         sql.begin(conn)
+        if fence is not None:
+            # First, before any statement: a fenced-off writer fails with the fence's error
+            # (LockLostError), never with an error of a statement it should not have run.
+            step[0] = "fence"
+            fence(conn)
         _with_cursor(conn, lambda c: _statements(c, sql, batch, step))
         if fence is not None:
             step[0] = "fence"
-            fence(conn)
+            fence_before_commit(fence, conn)
         step[0] = "commit"
         if sent is not None:
             sent()
@@ -250,6 +303,9 @@ def commit_batch(
         raise
     except Exception as exc:
         _rollback_quietly(sql, conn)
+        lost = fenced_failure(fence)
+        if lost is not None:
+            raise lost from exc
         raise StoreUnavailableError(
             f"database write to table {table} failed at {step[0]!r}: {type(exc).__name__}: "
             f"{_first_line(exc)}",
@@ -350,7 +406,7 @@ class GroupCommitWriter:
     def check_open_locked(self) -> None:
         """Raise the failure that stopped the writer, or JournalClosedError after close."""
         if self.failed is not None:
-            raise StoreUnavailableError(str(self.failed), hint=self.failed.hint) from self.failed
+            raise refusal(self.failed) from self.failed
         if self._closing:
             raise JournalClosedError(f"journal {self._name} is closed")
 

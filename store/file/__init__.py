@@ -84,16 +84,20 @@ def file_journal_options(
     return bindings, messages
 
 
-def open_file_store(config: StoreConfig, *, fs: FileSystem | None = None) -> StoreParts:
+def open_file_store(
+    config: StoreConfig, *, fs: FileSystem | None = None, lock: bool = True
+) -> StoreParts:
     """Open the file store ``config`` describes: both journals, each locked at once (nothing is
-    read until ``load()``). ``fs`` replaces the file-system seam (tests inject faults).
+    read until ``load()``). ``fs`` replaces the file-system seam (tests inject faults);
+    ``lock=False`` skips the journals' directory locks (a store opened with the HA node
+    manager: its live lock replaces them, DESIGN §8).
 
     The large-message directory is created when missing and cleared of bodies a dead process
     left incomplete (:mod:`store.large.files`). Returns its :class:`~store.parts.StoreParts`.
     Raises StoreLockedError when another process holds a journal directory, ConfigError for a
     directory that may not be created, StoreIOError when a directory cannot be used.
     """
-    bindings_opts, messages_opts = file_journal_options(config, fs=fs)
+    bindings_opts, messages_opts = file_journal_options(config, fs=fs, lock=lock)
     bindings = FileJournal(bindings_opts)
     try:
         messages = FileJournal(messages_opts)

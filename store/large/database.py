@@ -23,7 +23,8 @@ nothing is ever appended to a growing blob):
 Reading chunk ``k`` is one select by ``filename`` (indexed) on a connection taken from the
 pool for that select. Database errors become :class:`~store.errors.StoreUnavailableError`
 naming the table and the step (parameters never shown); nothing is retried. The HA fence, when
-the store has one, runs first in every write transaction.
+the store has one, runs first in every write transaction and its last check just before the
+commit; a write that fails once the live lock is lost raises LockLostError.
 
 Thread-safety: :class:`DatabaseLargeMessages` may be shared between threads (each
 transaction takes its own pooled connection; one lock guards the set of bodies being
@@ -44,7 +45,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from store.db.dialects import PG_ASYNC_COMMIT, SQLITE_BEGIN_WRITE, Compiled
-from store.db.writer import Fence
+from store.db.writer import Fence, fence_before_commit, fenced_failure
 from store.errors import (
     CorruptionError,
     JournalClosedError,
@@ -295,6 +296,8 @@ class DatabaseLargeMessages(LargeMessageStore):
                     self._fence(conn)
             result = work(conn)
             if write:
+                if self._fence is not None:
+                    fence_before_commit(self._fence, conn)
                 conn.commit()
             return result
         except StoreError:
@@ -302,6 +305,9 @@ class DatabaseLargeMessages(LargeMessageStore):
             raise
         except Exception as exc:
             _rollback_quietly(conn)
+            lost = fenced_failure(self._fence) if write else None
+            if lost is not None:
+                raise lost from exc
             raise StoreUnavailableError(
                 f"large messages: database {'write' if write else 'read'} on table "
                 f"{self.table.name} failed at {step!r}: {type(exc).__name__}: {_first_line(exc)}",

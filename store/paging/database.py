@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from store.db.dialects import SQLITE_WRITE_LOCK_OPTION
 from store.db.schema import StoreSchema
+from store.db.writer import Fence, fence_before_commit, fenced_failure
 from store.errors import StoreError, StoreUnavailableError
 from store.paging.base import GroupCommitPagingManager, PageBackend
 from store.paging.flusher import WriteBatch
@@ -101,9 +102,16 @@ class DatabasePageBackend(PageBackend):
     torn_tails = False
 
     def __init__(
-        self, engine: Engine, schema: StoreSchema, *, max_page_size: int, where: str
+        self,
+        engine: Engine,
+        schema: StoreSchema,
+        *,
+        max_page_size: int,
+        where: str,
+        fence: Fence | None = None,
     ) -> None:
         self.engine = engine
+        self.fence = fence
         self.schema = schema
         self.max_page_size = max_page_size
         self.where = where
@@ -121,6 +129,9 @@ class DatabasePageBackend(PageBackend):
         except StoreError:
             raise
         except (sa.exc.SQLAlchemyError, OSError) as exc:
+            lost = fenced_failure(self.fence)
+            if lost is not None:
+                raise lost from exc
             text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             raise StoreUnavailableError(
                 f"paging: {what} on table {table} of {self.where} failed: "
@@ -131,12 +142,18 @@ class DatabasePageBackend(PageBackend):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
-        """A connection in a write transaction, committed when the block exits normally."""
+        """A connection in a write transaction, committed when the block exits normally; the
+        fence (HA) runs first in it, before any of the block's statements, and its last check
+        just before the commit."""
         with self.engine.connect() as conn:
             if conn.dialect.name == "sqlite":
                 conn.execution_options(**{SQLITE_WRITE_LOCK_OPTION: True})
             with conn.begin():
+                if self.fence is not None:
+                    self.fence(conn.connection.driver_connection)
                 yield conn
+                if self.fence is not None:
+                    fence_before_commit(self.fence, conn.connection.driver_connection)
 
     # -- the directory -----------------------------------------------------------------------
 
@@ -302,9 +319,12 @@ class DatabasePagingManager(GroupCommitPagingManager):
         sync_timeout_ns: int,
         max_page_size: int,
         where: str,
+        fence: Fence | None = None,
     ) -> None:
         super().__init__(
-            DatabasePageBackend(engine, schema, max_page_size=max_page_size, where=where),
+            DatabasePageBackend(
+                engine, schema, max_page_size=max_page_size, where=where, fence=fence
+            ),
             page_size_of=page_size_of,
             sync_timeout_ns=sync_timeout_ns,
         )

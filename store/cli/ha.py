@@ -1,0 +1,171 @@
+"""``store ha``: a shared-store HA pair (DESIGN §8).
+
+::
+
+    store ha run --config etc/broker.xml --role primary   # go live, then write until stopped
+    store ha run --config etc/broker.xml                  # role from <ha-policy>
+    store ha status --config etc/broker.xml [--json]      # holder, generation, expiry, state
+
+``run`` waits to go live (a status line on stderr), then appends durable records and prints
+each acknowledged id on stdout, one per line, until interrupted or sent SIGTERM (exit 0; a
+node still waiting stops waiting) or until the live lock is lost (a message on stderr,
+exit 3). ``status`` prints the live lock's holder,
+generation, expiry by the database clock, the node id and the state. Each is one call of
+:mod:`store.ha.run` / :mod:`store.ha.status`.
+
+Thread-safety: a command runs once per process; nothing is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from store.config import load_config
+from store.errors import ConfigError, LockLostError, StoreLockedError
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``ha run|status`` to the ``store`` parser. Returns nothing."""
+    parser = subparsers.add_parser(
+        "ha",
+        help="shared-store HA pair: run a node, show the lock",
+        description="Run one node of a shared-store HA pair, or show who holds the live lock.",
+    )
+    sub = parser.add_subparsers(dest="ha_command", metavar="SUBCOMMAND", required=True)
+
+    run = sub.add_parser("run", help="go live (primary or backup), then write until stopped")
+    _config_arg(run)
+    run.add_argument(
+        "--role",
+        choices=("primary", "backup"),
+        help="this node's role (default: the configuration's <ha-policy>)",
+    )
+    run.add_argument(
+        "--timeout", type=float, default=None, help="seconds to wait to go live (default: forever)"
+    )
+    run.add_argument(
+        "--pause", type=float, default=0.0, help="seconds between appends (default: 0)"
+    )
+    run.set_defaults(func=run_node)
+
+    status = sub.add_parser("status", help="show the live lock, the state and the node id")
+    _config_arg(status)
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.set_defaults(func=run_status)
+
+
+def _config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        required=True,
+        metavar="PATH",
+        help="store configuration: a .toml file or an Artemis broker.xml",
+    )
+
+
+def run_node(args: argparse.Namespace) -> int:
+    """Go live in the role, then append until interrupted (0) or the lock is lost (3).
+
+    Raises ConfigError without a role, StoreLockedError (exit 3) when ``--timeout`` passes
+    before this node goes live, LockLostError (exit 3) when the live lock is lost,
+    and what the store raises (mapped to exit codes by ``store``).
+    """
+    from store.ha import open_node_manager
+    from store.ha.run import go_live, steady_writer
+
+    config = load_config(args.config)
+    role = args.role or config.ha_role
+    if role is None:
+        raise ConfigError(
+            "no HA role: give --role or <ha-policy><shared-store><primary/>|<backup/>",
+            key="role",
+            value=None,
+            allowed="primary or backup",
+        )
+    stop = threading.Event()
+    nm = open_node_manager(config)
+
+    def on_sigterm(*_: object) -> None:
+        # Writing: finish the current append and stop. Still waiting: stop waiting now.
+        stop.set()
+        if not nm.is_live:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        print(f"waiting to go live as {role} (node {nm.node_id})", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        try:
+            go_live(nm, role, timeout=args.timeout)
+        except KeyboardInterrupt:
+            print(f"stopped before going live as {role}", file=sys.stderr, flush=True)
+            return 0
+        except TimeoutError as exc:
+            holder = nm.lease.holder
+            raise StoreLockedError(
+                f"{exc} after {args.timeout} s (live lock held by {holder or 'nobody'})",
+                holder=holder,
+            ) from exc
+        lease = nm.lease
+        print(
+            f"live as {role} after {time.monotonic() - started:.1f} s: generation "
+            f"{lease.generation}, holder {lease.holder}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+        def acknowledged(record_id: int) -> None:
+            print(record_id, flush=True)
+
+        # Each record names the node and its generation: what a node wrote can be told apart.
+        payload = f"{role} generation {lease.generation} {lease.holder}".encode()
+        try:
+            steady_writer(
+                config,
+                nm,
+                acknowledged=acknowledged,
+                stop=stop,
+                pause=args.pause,
+                payload=payload,
+            )
+        except KeyboardInterrupt:
+            pass
+        except LockLostError as exc:
+            raise LockLostError(
+                f"lost the live lock; stopped writing: {exc}",
+                hint="the backup has taken over; restart this node as the backup",
+            ) from exc
+    finally:
+        nm.close()
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print the HA status of the configured store. Returns 0. Raises what opening the node
+    manager raises."""
+    from store.ha.status import ha_status
+
+    status = ha_status(load_config(args.config))
+    if args.json:
+        print(json.dumps(status.as_dict(), sort_keys=True))
+        return 0
+    if status.holder is None:
+        held = "not held"
+    elif status.expires_at_ms is None:
+        held = f"held by {status.holder}"
+    else:
+        left = status.expires_at_ms - (status.database_now_ms or 0)
+        held = f"held by {status.holder}, expires at {status.expires_at_ms} ms ({left} ms left)"
+    print(f"live lock: {held}")
+    print(f"generation: {status.generation}")
+    print(f"node id: {status.node_id}")
+    print(f"state: {status.state}")
+    return 0

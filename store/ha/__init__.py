@@ -1,0 +1,68 @@
+"""Shared-store HA: the node manager, the live/backup lock of a primary/backup pair (DESIGN §8).
+
+::
+
+    from store.ha import open_node_manager
+
+    nm = open_node_manager(config)           # file or database, from the configuration
+    nm.start_primary()                       # or: nm.start_backup(); nm.await_live()
+    nm.on_lock_lost(stop_everything)
+    with open_store(config, node_manager=nm) as s:   # every database write is fenced
+        ...
+    nm.close()
+
+Modules: :mod:`~store.ha.api` (the contract, states, :class:`Lease`), :mod:`~store.ha.database`
+(leases in ``node-manager-store-table-name``, and the write fence), :mod:`~store.ha.lease` (the
+conditional ``UPDATE`` s), :mod:`~store.ha.sql` (per-database statements),
+:mod:`~store.ha.files` (``server.lock`` and lock files in ``node-manager-lock-directory``),
+:mod:`~store.ha.status` (what ``store ha status`` shows), :mod:`~store.ha.run` (what ``store ha
+run`` does).
+
+Thread-safety: see each class; :func:`open_node_manager` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from store.ha.api import ACTIVE, FAILING_BACK, NOT_STARTED, PAUSED, Lease, NodeManager
+
+if TYPE_CHECKING:
+    from store.config import StoreConfig
+
+__all__ = [
+    "ACTIVE",
+    "FAILING_BACK",
+    "NOT_STARTED",
+    "PAUSED",
+    "Lease",
+    "NodeManager",
+    "open_node_manager",
+]
+
+
+def open_node_manager(config: StoreConfig) -> NodeManager:
+    """The node manager of the store ``config`` describes: the database node manager for a
+    database store, the file node manager otherwise (its ``node-manager-lock-directory`` is
+    created when missing). Nothing is locked until ``start_primary`` / ``start_backup``.
+
+    Returns the :class:`NodeManager`. Raises ConfigError for zero persistence or bad lease
+    timing, StoreUnavailableError when the database cannot be reached, StoreIOError when the
+    lock directory cannot be used.
+    """
+    from store.errors import ConfigError
+
+    if not config.persistence_enabled:
+        raise ConfigError(
+            "shared-store HA needs a persistent store",
+            key="persistence-enabled",
+            value=False,
+            allowed="true",
+        )
+    if config.database_store is not None:
+        from store.ha.database import DatabaseNodeManager
+
+        return DatabaseNodeManager(config)
+    from store.ha.files import FileNodeManager
+
+    return FileNodeManager(config)
