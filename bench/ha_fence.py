@@ -185,6 +185,9 @@ def main() -> int:
                     for fenced in (False, True):
                         n, took = _run(config, fenced=fenced, threads=threads, seconds=args.seconds)
                         rates[fenced].append(n / took)
+                for fenced, label in ((False, "plain"), (True, "fenced")):
+                    runs = ", ".join(f"{r:,.0f}" for r in rates[fenced])
+                    print(f"<!-- {which} {threads} threads {label} runs/s: {runs} -->")
                 plain, fenced_rate = (statistics.median(rates[f]) for f in (False, True))
                 cost = f"{(fenced_rate / plain - 1) * 100:+.1f}% appends/s"
                 print(
