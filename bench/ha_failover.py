@@ -8,7 +8,10 @@ The nodes are those of the failover tests (:class:`tests.ha.nodes.Node`, configu
 
 1. a backup is started and says it is waiting (then 0.5 s more, so it holds the backup lock);
 2. the live node acknowledges 20 more durable writes;
-3. it gets SIGKILL; the clock starts just before the signal is sent;
+3. after a random pause (uniform in 0 .. ``--jitter`` seconds, default 0.4: two renew
+   periods, so the kill lands at a random phase of the dead node's renews and of the
+   backup's polls, which the fixed sequence of the steps above otherwise pins), it gets
+   SIGKILL; the clock starts just before the signal is sent;
 4. the backup's "live as backup" line (read from its stderr by the bench) and its first
    acknowledged write (its stdout) stop two clocks.
 
@@ -16,7 +19,8 @@ The backup then is the live node of the next round (``--rounds``, default 20). R
 database: min / p50 / p99 / max of both clocks (p99 of 20 runs is the largest but one,
 interpolated). Tables (own prefix) are dropped at the end.
 
-Run: ``python -m bench.ha_failover [--backend postgresql mariadb] [--rounds N]``.
+Run: ``python -m bench.ha_failover [--backend postgresql mariadb] [--rounds N]
+[--jitter S]``.
 
 Thread-safety: the main thread drives everything; each node's reader threads only append.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import statistics
 import tempfile
@@ -80,7 +85,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
-def failovers(which: str, rounds: int, work: Path) -> tuple[list[float], list[float]]:
+def failovers(
+    which: str, rounds: int, work: Path, jitter: float
+) -> tuple[list[float], list[float]]:
     """``rounds`` kill -9 failovers on ``which``; returns (seconds to "live", seconds to the
     first acknowledged write), one per round."""
     mapping = ha_mapping(work, unique_prefix(), which)
@@ -99,6 +106,7 @@ def failovers(which: str, rounds: int, work: Path) -> tuple[list[float], list[fl
             backup.wait_waiting(60)
             time.sleep(0.5)  # it takes the backup lock and polls the live one
             live.wait_acks(20, 30)
+            time.sleep(random.uniform(0, jitter))
             killed_at = time.monotonic()
             live.signal(signal.SIGKILL)
             live.finish()
@@ -130,17 +138,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", nargs="+", default=["postgresql", "mariadb"])
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--jitter", type=float, default=0.4)
     args = parser.parse_args()
     print(
         f"jdbc-lock-renew-period {RENEW_MS} ms, jdbc-lock-expiration {EXPIRATION_MS} ms "
-        f"(bound tested: expiration + one renew period = {EXPIRATION_MS + RENEW_MS} ms)",
+        f"(bound tested: expiration + one renew period = {EXPIRATION_MS + RENEW_MS} ms); "
+        f"kill after a random 0-{args.jitter * 1000:.0f} ms",
         flush=True,
     )
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ha_failover") as tmp:
         for which in args.backend:
             before = os.getloadavg()[0]
-            to_live, to_write = failovers(which, args.rounds, Path(tmp))
+            to_live, to_write = failovers(which, args.rounds, Path(tmp), args.jitter)
             print(f"  {which}: load average {before:.2f} → {os.getloadavg()[0]:.2f}", flush=True)
             rows.append(_row(which, "SIGKILL → backup's live line", to_live))
             rows.append(_row(which, "SIGKILL → backup's first acked write", to_write))
