@@ -14,13 +14,20 @@ database (``--backend postgresql mariadb sqlite``):
   fence is paid once per batch, not per append);
 * ``fence statement alone``: the fence called 2,000 times in one open transaction on a
   writer-like connection (µs per call): its own cost, without the commit's fsync that
-  dominates (and blurs) the figures above.
+  dominates (and blurs) the figures above;
+* ``renew round trip``: the live node's renew (``DatabaseNodeManager._renew_live``: one
+  transaction reading the database clock and extending the lease row), called 200 times
+  back to back on a live node manager and timed one by one: p50 / p99 in µs (the node
+  manager's own thread keeps renewing every renew period meanwhile, as in production).
+
+``--threads`` picks the thread counts of the throughput figure (default 8; 64 for the
+64-thread figure of issue 10) and ``--figures`` which figures to run (default all).
 
 Plain and fenced runs alternate (``--repeat`` pairs) on fresh tables, so load drifts hit both
 alike; medians are reported. Tables (prefix ``bench<hex>_``) are dropped at the end.
 
 Run: ``python -m bench.ha_fence [--backend postgresql mariadb sqlite] [--seconds S]
-[--repeat K]``.
+[--repeat K] [--threads N …] [--figures interleaved threads alone renew]``.
 
 Thread-safety: the store is shared by the worker threads; everything else runs on the main
 thread.
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
 import threading
 import time
@@ -127,39 +135,77 @@ def _fence_alone(config: StoreConfig, calls: int = 2000) -> float:
         nm.close()
 
 
+def _renew_times(config: StoreConfig, renews: int = 200) -> tuple[float, float]:
+    """(p50, p99) µs of one renew of the live lock, ``renews`` renews timed one by one."""
+    from store.ha.database import DatabaseNodeManager
+
+    nm = open_node_manager(config)
+    assert isinstance(nm, DatabaseNodeManager)
+    try:
+        nm.start_primary(timeout=30)
+        nm._renew_live()  # first use of a pooled connection
+        times: list[float] = []
+        for _ in range(renews):
+            started = time.perf_counter()
+            nm._renew_live()
+            times.append((time.perf_counter() - started) * 1e6)
+        assert nm.is_live
+        times.sort()
+        p99 = times[min(len(times) - 1, round(0.99 * (len(times) - 1)))]
+        return statistics.median(times), p99
+    finally:
+        nm.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", nargs="+", default=["postgresql", "mariadb", "sqlite"])
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path("bench/out/ha"))
+    parser.add_argument("--threads", type=int, nargs="+", default=[8])
+    figures = ["interleaved", "threads", "alone", "renew"]
+    parser.add_argument("--figures", nargs="+", choices=figures, default=figures)
     args = parser.parse_args()
     print("| database | figure | plain | fenced | fence cost |")
     print("| --- | --- | ---: | ---: | ---: |")
     for which in args.backend:
         config = database_config(which, args.dir)
         try:
-            plain_us, fenced_us = _interleaved(which, args.dir)
-            print(
-                f"| {which} | 1 thread, sync, 100 B, interleaved | {plain_us:.0f} µs | "
-                f"{fenced_us:.0f} µs | {fenced_us - plain_us:+.0f} µs/batch |",
-                flush=True,
-            )
-            for threads in (8,):
+            if "interleaved" in args.figures:
+                plain_us, fenced_us = _interleaved(which, args.dir)
+                print(
+                    f"| {which} | 1 thread, sync, 100 B, interleaved | {plain_us:.0f} µs | "
+                    f"{fenced_us:.0f} µs | {fenced_us - plain_us:+.0f} µs/batch |",
+                    flush=True,
+                )
+            for threads in args.threads if "threads" in args.figures else ():
                 rates: dict[bool, list[float]] = {False: [], True: []}
                 for _ in range(args.repeat):
                     for fenced in (False, True):
                         n, took = _run(config, fenced=fenced, threads=threads, seconds=args.seconds)
                         rates[fenced].append(n / took)
+                for fenced, label in ((False, "plain"), (True, "fenced")):
+                    runs = ", ".join(f"{r:,.0f}" for r in rates[fenced])
+                    print(f"<!-- {which} {threads} threads {label} runs/s: {runs} -->")
                 plain, fenced_rate = (statistics.median(rates[f]) for f in (False, True))
                 cost = f"{(fenced_rate / plain - 1) * 100:+.1f}% appends/s"
                 print(
                     f"| {which} | {threads} threads, sync, 100 B "
-                    f"| {plain:,.0f}/s | {fenced_rate:,.0f}/s | {cost} |",
+                    f"| {plain:,.0f}/s | {fenced_rate:,.0f}/s | {cost} "
+                    f"(load {os.getloadavg()[0]:.1f}) |",
                     flush=True,
                 )
-            alone = statistics.median(_fence_alone(config) for _ in range(args.repeat))
-            print(f"| {which} | fence statement alone | | | {alone:.0f} µs/call |", flush=True)
+            if "alone" in args.figures:
+                alone = statistics.median(_fence_alone(config) for _ in range(args.repeat))
+                print(f"| {which} | fence statement alone | | | {alone:.0f} µs/call |", flush=True)
+            if "renew" in args.figures:
+                p50, p99 = _renew_times(config)
+                print(
+                    f"| {which} | renew round trip (200 renews) | | | "
+                    f"p50 {p50:.0f} µs, p99 {p99:.0f} µs (load {os.getloadavg()[0]:.1f}) |",
+                    flush=True,
+                )
         finally:
             drop_schema(config)
     return 0
