@@ -56,6 +56,7 @@ from __future__ import annotations
 import functools
 import io
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection, Engine
 
 from store.config import DatabaseStoreConfig, StoreConfig, load_config
-from store.db.lock import schema_lock
+from store.db.lock import SCHEMA_LOCK_WAIT, schema_lock
 from store.db.schema import StoreSchema, TableNames
 from store.errors import (
     ConfigError,
@@ -404,6 +405,29 @@ def _found(conn: Connection, names: TableNames) -> _Found:
     )
 
 
+def _read_found(engine: Engine, names: TableNames) -> Any:
+    """What of the store's schema exists, read outside the schema lock.
+
+    On SQLite a reader can meet "database is locked" past the busy timeout while another
+    connection creates the schema or switches a new file to WAL (several nodes opening one new
+    file at once, on a loaded machine): that is a schema change in progress, so the read is
+    tried again until SCHEMA_LOCK_WAIT has passed, as the schema lock itself waits. Returns
+    what ``_found`` returns. Raises StoreUnavailableError for every other failure.
+    """
+    deadline = time.monotonic() + SCHEMA_LOCK_WAIT
+    while True:
+        try:
+            with engine.connect() as conn:
+                return _found(conn, names)
+        except sa.exc.OperationalError as exc:
+            locked = engine.dialect.name == "sqlite" and "database is locked" in str(exc)
+            if not locked or time.monotonic() > deadline:
+                raise _database_error("cannot read the schema revision", exc) from exc
+            time.sleep(0.05)
+        except sa.exc.SQLAlchemyError as exc:
+            raise _database_error("cannot read the schema revision", exc) from exc
+
+
 def ensure_schema(
     engine: Engine,
     names: TableNames,
@@ -424,11 +448,7 @@ def ensure_schema(
     than this code; StoreUnavailableError when the database fails; StoreLockedError when
     another schema change holds the lock for SCHEMA_LOCK_WAIT seconds.
     """
-    try:
-        with engine.connect() as conn:
-            found = _found(conn, names)
-    except sa.exc.SQLAlchemyError as exc:
-        raise _database_error("cannot read the schema revision", exc) from exc
+    found = _read_found(engine, names)
     # Tables without a revision, seen without the lock, may be another node's creation in
     # progress (MySQL commits each CREATE on its own): look again under the schema lock.
     in_progress = found.current is None and bool(found.present)

@@ -299,3 +299,32 @@ def test_mariadb_user_without_create_privilege_is_sent_to_store_db_sql(
             for host in hosts:
                 conn.exec_driver_sql(f"DROP USER IF EXISTS '{limited_user}'@'{host}'")
         dispose_store_engine(engine)
+
+
+def test_a_new_sqlite_store_waits_out_a_write_lock_longer_than_its_busy_timeout(
+    tmp_path: Path,
+) -> None:
+    """Several nodes opening one new SQLite file at once: while another connection holds the
+    file's write lock (creating the schema, switching to WAL) for longer than the busy timeout
+    (``jdbc-network-timeout``), the first look at the schema waits, as the schema lock does,
+    instead of failing with "database is locked"."""
+    import sqlite3
+    import time
+
+    path = tmp_path / "store.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("create table someone_elses (x integer)")
+    other.execute("begin exclusive")
+    releaser = threading.Timer(1.0, lambda: other.execute("commit"))
+    releaser.start()
+    mapping = store_mapping(f"jdbc:sqlite:{path}", unique_prefix())
+    mapping["database-store"]["jdbc-network-timeout"] = 200  # busy timeout 0.2 s
+    started = time.monotonic()
+    try:
+        with open_store(StoreConfig.from_mapping(mapping)) as s:
+            s.messages.load()
+            s.messages.append_add(1, 1, b"one", sync=True)
+        assert time.monotonic() - started >= 0.9  # it did wait for the lock
+    finally:
+        releaser.join()
+        other.close()
