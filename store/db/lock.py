@@ -86,6 +86,8 @@ _held_lock = threading.Lock()
 #: How long a schema change waits for another one on the same store, in seconds.
 SCHEMA_LOCK_WAIT = 120.0
 _POLL = 0.05
+#: Attempts at the PostgreSQL store lock while its holder turns out to be gone already.
+_RELEASED_RETRIES = 20
 # The thread locks of the schema lock, by store (database and table names).
 _schema_locks: dict[str, threading.Lock] = {}
 _schema_locks_guard = threading.Lock()
@@ -214,11 +216,21 @@ def _postgresql(engine: Engine, identity: str, names: TableNames) -> StoreLock:
     try:
         me = f"store lock: {_whoami()}"[:63]
         conn.execute(sa.select(sa.func.set_config("application_name", me, False)))
-        if conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar():
-            return StoreLock(
-                identity, connection=conn, release_sql=sa.select(sa.func.pg_advisory_unlock(key))
-            )
-        holder = _postgresql_holder(conn, key)
+        # A holder that is gone by the time we look for it (a session that just ended, e.g.
+        # the backend of a process killed a moment ago) means the lock is free: try again.
+        for _ in range(_RELEASED_RETRIES):
+            if conn.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar():
+                return StoreLock(
+                    identity,
+                    connection=conn,
+                    release_sql=sa.select(sa.func.pg_advisory_unlock(key)),
+                )
+            holder = _postgresql_holder(conn, key)
+            if holder is not None:
+                break
+            time.sleep(_POLL)
+        else:
+            holder = "another session (it released the lock and took it again, or is ending)"
     except sa.exc.SQLAlchemyError as exc:
         conn.close()
         raise StoreUnavailableError(f"locking the store failed: {exc}") from exc
@@ -226,7 +238,8 @@ def _postgresql(engine: Engine, identity: str, names: TableNames) -> StoreLock:
     raise _locked(names, holder)
 
 
-def _postgresql_holder(conn: Connection, key: int) -> str:
+def _postgresql_holder(conn: Connection, key: int) -> str | None:
+    """Who holds the advisory lock ``key``, or None when nobody does (any more)."""
     locks = sa.table(
         "pg_locks",
         sa.column("pid"),
@@ -256,7 +269,7 @@ def _postgresql_holder(conn: Connection, key: int) -> str:
     )
     row = conn.execute(query).first()
     if row is None:
-        return "another session (it may have just released it)"
+        return None
     pid, app, addr = row
     return f"PostgreSQL backend {pid} ({app or 'no application name'}, client {addr or 'local'})"
 
