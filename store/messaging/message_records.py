@@ -253,13 +253,9 @@ _SUMMARY_U32 = struct.Struct(">I")
 _SUMMARY_I64 = struct.Struct(">q")
 
 
-def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str, int, int, int]:
-    """(address, timestamp, priority, body size) of an ADD_MESSAGE_PROTOCOL (45) or
-    ADD_LARGE_MESSAGE (30) record whose id is ``message_id``, without building the
-    :class:`Message` (what a report reads of every message). A record without properties whose
-    fields are valid is read with one struct unpack; any other goes through
-    :func:`decode_message` / :func:`decode_large_message`, so the result and the errors are
-    theirs. Returns the tuple. Raises ValueError for a bad body or another record type."""
+def _fast_summary(data: bytes, record_type: int) -> tuple[str, int, int, int] | None:
+    """:func:`message_summary` of a record without properties whose fields are all valid, in
+    one struct unpack; None for any other record (the full decode then reads it)."""
     try:
         version, length = _SUMMARY_HEAD.unpack_from(data, 0)
         start = _SUMMARY_HEAD.size + length
@@ -281,7 +277,20 @@ def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str
                 if end + _SUMMARY_I64.size == len(data) and size >= 0:
                     return address, timestamp, priority, size
     except (struct.error, UnicodeDecodeError):
-        pass  # the full decode below names the problem
+        return None  # the full decode names the problem
+    return None
+
+
+def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str, int, int, int]:
+    """(address, timestamp, priority, body size) of an ADD_MESSAGE_PROTOCOL (45) or
+    ADD_LARGE_MESSAGE (30) record whose id is ``message_id``, without building the
+    :class:`Message` (what a report reads of every message). A record without properties whose
+    fields are valid is read with one struct unpack; any other goes through
+    :func:`decode_message` / :func:`decode_large_message`, so the result and the errors are
+    theirs. Returns the tuple. Raises ValueError for a bad body or another record type."""
+    summary = _fast_summary(data, record_type)
+    if summary is not None:
+        return summary
     if record_type == 45:
         m = decode_message(data, message_id)
         assert isinstance(m.body, bytes)
