@@ -1,0 +1,189 @@
+"""``store data verify`` and ``store data repair``: every finding, and what a repair changed."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+
+from store.cli.data import common
+from store.cli.data.options import FORCE_READ
+from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
+from store.file import repair, salvage, verify
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add this module's ``store data`` subcommands to ``sub``. Returns nothing."""
+    v = sub.add_parser(
+        "verify",
+        help="check every file and list every finding",
+        description="Read every journal file and list every finding, not just the first: "
+        "errors (what makes a load refuse the journal: checksum failures, damaged headers, "
+        "missing or truncated files), warnings (torn tails and leftovers the next open cleans "
+        "up) and information. Changes nothing. Exits 0 clean, 1 warnings, 5 errors.",
+    )
+    common.journal_options(v)
+    v.add_argument("--force", action="store_true", help=FORCE_READ)
+    v.set_defaults(func=run_verify)
+
+    r = sub.add_parser(
+        "repair",
+        help="zero torn tails (keeping .broken copies)",
+        description="Finish an interrupted compaction and zero torn tails, keeping a .broken "
+        "copy of each file changed. A checksum failure is refused unless --force (cut there, "
+        "later files moved into repair-<time>/) or --salvage (rewrite the journal keeping every "
+        "valid record). Records already lost are never hidden.",
+    )
+    common.journal_options(r)
+    how = r.add_mutually_exclusive_group()
+    how.add_argument(
+        "--force",
+        action="store_true",
+        help="also cut at a checksum failure, moving later files into repair-<time>/",
+    )
+    how.add_argument(
+        "--salvage",
+        action="store_true",
+        help="rewrite the journal keeping every valid record: drop only damaged "
+        "records, report their lsns and ids, keep the originals in repair-<time>/",
+    )
+    r.set_defaults(func=run_repair)
+
+
+# -- verify and repair -------------------------------------------------------------------------
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Verify each journal and print its files and findings.
+
+    Returns 0 (nothing found), 1 (warnings only) or 5 (errors); raises StoreError.
+    """
+    console = common.console()
+    worst = EXIT_OK
+    for name, opts in common.file_journals(args):
+        report = verify.verify(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
+        console.print(f"[bold]{name}[/bold] journal {opts.directory} (prefix {opts.prefix})")
+        if report.files:
+            console.print(_files_table(report))
+        if report.findings:
+            console.print(_findings_table(report))
+        verdict = "ok" if report.ok else "DAMAGED"
+        console.print(
+            f"{name}: {verdict}: {len(report.files)} files, {len(report.errors)} errors, "
+            f"{len(report.warnings)} warnings"
+        )
+        if report.errors:
+            worst = max(worst, EXIT_CORRUPT)
+        elif report.warnings:
+            worst = max(worst, EXIT_PROBLEM)
+    return worst
+
+
+def _files_table(report: verify.VerifyReport) -> Table:
+    table = Table("file", "id", "header", "records", "end", "last lsn", "tail", "stale bytes")
+    for f in report.files:
+        if f.checksum_error is not None:
+            tail = f"CORRUPT at {f.checksum_error[0]}"
+        elif f.torn_tail is not None:
+            tail = f"torn at {f.torn_tail[0]} ({f.torn_tail[1]} B)"
+        else:
+            tail = "clean" if f.end is not None else "-"
+        table.add_row(
+            f.name,
+            _text(f.file_id),
+            f.header,
+            str(f.records),
+            _text(f.end),
+            str(f.last_lsn),
+            tail,
+            str(f.stale_bytes),
+        )
+    return table
+
+
+def _findings_table(report: verify.VerifyReport) -> Table:
+    table = Table("severity", "finding", "where", "offset", "detail")
+    for finding in report.findings:
+        where = finding.path
+        if where.startswith(report.directory):
+            where = where[len(report.directory) :].lstrip("/") or "."
+        table.add_row(finding.severity, finding.kind, where, _text(finding.offset), finding.message)
+    return table
+
+
+def _text(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    """Repair (or, with ``--salvage``, salvage) each journal and print what was done.
+
+    Returns 0, or 1 when a salvage dropped records; raises ChecksumError / CorruptionError
+    (exit 5) for what it refuses.
+    """
+    if args.salvage:
+        return _run_salvage(args)
+    console = common.console()
+    for name, opts in common.file_journals(args):
+        report = repair.repair(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
+        if not report.changed:
+            console.print(f"{name}: nothing to repair in {opts.directory}")
+            continue
+        for line in report.recovered:
+            console.print(f"{name}: interrupted compaction: {line}")
+        for moved in report.moved:
+            console.print(f"{name}: moved {moved.source} to {moved.target} ({moved.reason})")
+        for cut in report.cuts:
+            console.print(
+                f"{name}: {cut.reason}: zeroed {cut.removed} bytes of {cut.path} from offset "
+                f"{cut.offset}; the file before the repair is {cut.backup}"
+            )
+            if cut.marker_at is not None:
+                console.print(
+                    f"{name}: restated the list of the files left at offset {cut.marker_at} "
+                    f"of {cut.path}"
+                )
+    return EXIT_OK
+
+
+def _run_salvage(args: argparse.Namespace) -> int:
+    console = common.console()
+    worst = EXIT_OK
+    for name, opts in common.file_journals(args):
+        report = salvage.salvage(
+            opts.directory, prefix=opts.prefix, kind=opts.kind, file_size=opts.file_size
+        )
+        if not report.changed:
+            console.print(f"{name}: nothing to salvage in {opts.directory} (a load accepts it)")
+            continue
+        for d in report.dropped:
+            console.print(f"{name}: DROPPED {_dropped_text(d)}")
+        console.print(
+            f"{name}: salvaged {opts.directory}: {report.kept} valid records read and replayed; "
+            f"a load now returns {report.records} records and {report.prepared} prepared "
+            "transactions"
+            + (
+                f" (left out as incomplete: {', '.join(map(str, report.failed))})"
+                if report.failed
+                else ""
+            )
+        )
+        console.print(f"{name}: the original files are in {report.backup_dir}")
+        if report.dropped:
+            worst = EXIT_PROBLEM
+    return worst
+
+
+def _dropped_text(d: salvage.Dropped) -> str:
+    where = f"{d.path} at offset {d.offset}"
+    lsns = f"lsns {d.lsns[0]}..{d.lsns[1]}" if d.lsns is not None else "lsns unknown"
+    text = f"{d.reason}: {lsns} ({where}, {d.size} bytes)"
+    if d.records:
+        text += "; as the damaged headers read: " + ", ".join(
+            f"lsn {r.lsn} {r.type} id={r.id}" + (f" tx={r.tx_id}" if r.tx_id else "")
+            for r in d.records
+        )
+    return text + (f"; {d.detail}" if d.detail else "")
