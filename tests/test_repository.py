@@ -62,3 +62,42 @@ def test_readme_says_how_to_run_store_and_how_long_the_tests_take() -> None:
     assert "scripts/perf      #" in readme and "scripts/test      #" in readme  # Quick start
     assert ".venv/bin/store" in readme and ". .venv/bin/activate" in readme
     assert re.search(r"takes about \d+\u2013\d+ minutes on a machine with 2 cores", readme)
+
+
+def _leaf_commands() -> list[tuple[str, ...]]:
+    """Every command a user can run, as its words after ``store`` (``("data", "print")``)."""
+    import argparse
+
+    from store.cli.main import build_parser
+
+    found: list[tuple[str, ...]] = []
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            found.append(path)
+            return
+        for name, child in subs[0].choices.items():
+            walk(child, (*path, name))
+
+    walk(build_parser(), ())
+    return found
+
+
+def test_every_command_has_help_and_a_line_in_the_readmes_command_reference(
+    capsys, monkeypatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    section = _readme().split("\n## Command line\n", 1)[1].split("\n## ", 1)[0]
+    commands = _leaf_commands()
+    assert ("data", "print") in commands and ("perf",) in commands  # the walk found the tree
+    missing = []
+    for words in commands:
+        with pytest.raises(SystemExit) as info:
+            main([*words, "--help"])
+        assert info.value.code == 0, words
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: store {' '.join(words)}"), out[:200]
+        if f"`store {' '.join(words)}" not in section:
+            missing.append(" ".join(words))
+    assert not missing, f"commands without an entry in the README's command reference: {missing}"

@@ -9,7 +9,8 @@ call one public library function, and format its result; they never hold logic o
 unless the message already says it) on stderr and an exit code; ``--traceback`` shows the whole
 chain instead. The library's log records go to stderr one line each (warnings by default, ``-v``
 info, ``-vv`` debug); an exception logged with a record is summarised on its line unless
-``--traceback``. ``--traceback`` and ``-v`` are accepted before and after the subcommand.
+``--traceback``. ``--traceback``, ``-q`` (no progress display) and ``-v`` are accepted before
+and after the subcommand.
 
 Exit codes scripts can rely on:
 
@@ -63,7 +64,8 @@ EXIT_ERROR = 6
 def build_parser() -> argparse.ArgumentParser:
     """The ``store`` parser with every subcommand of this build.
 
-    ``--traceback`` and ``-v`` are accepted before and after the subcommand. Returns the parser.
+    ``--traceback``, ``-q`` (no progress display) and ``-v`` are accepted before and after the
+subcommand. Returns the parser.
     Raises nothing (a subcommand module that is missing from this build is left out).
     """
     parser = argparse.ArgumentParser(
@@ -111,6 +113,14 @@ def _add_shell_options(parser: argparse.ArgumentParser, *, depth: int) -> None:
             action="store_true",
             default=False if top else argparse.SUPPRESS,
             help="show full tracebacks on errors",
+        )
+    if "-q" not in existing and "--quiet" not in existing:
+        parser.add_argument(
+            "-q",
+            "--quiet",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="no progress display",
         )
     if "-v" not in existing and "--verbose" not in existing:
         parser.add_argument(

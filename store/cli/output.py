@@ -1,4 +1,5 @@
-"""Standard output for the commands: a rich Console that lets ``store … | head`` end quietly.
+"""Consoles for the commands: standard output that lets ``store … | head`` end quietly, and
+the stderr console of progress displays, silenced by ``--quiet``.
 
 rich's own answer to a closed pipe is ``SystemExit(1)``, so ``store perf | head`` exited 1
 with no word of why. :class:`StdoutConsole` raises :class:`BrokenPipeError` instead, which
@@ -10,11 +11,12 @@ Thread-safety: as rich's Console.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from rich.console import Console
 
-__all__ = ["StdoutConsole"]
+__all__ = ["StdoutConsole", "progress_console"]
 
 
 class StdoutConsole(Console):
@@ -25,3 +27,9 @@ class StdoutConsole(Console):
 
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError("standard output was closed by its reader")
+
+
+def progress_console(args: argparse.Namespace) -> Console:
+    """The stderr console progress displays draw on: silent with ``--quiet`` (``-q``), so a
+    script gets only the command's results and its errors. Raises nothing."""
+    return Console(stderr=True, quiet=bool(getattr(args, "quiet", False)))

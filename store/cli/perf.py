@@ -47,7 +47,7 @@ from rich.progress import (
 from rich.table import Table
 
 from store.cli.main import silence_stdout
-from store.cli.output import StdoutConsole
+from store.cli.output import StdoutConsole, progress_console
 from store.cli.perf_messaging import MESSAGING_ONLY, messaging_command, only_options
 from store.config import StoreConfig, load_config
 from store.errors import ConfigError
@@ -295,7 +295,7 @@ def perf_command(
         between_runs=between_runs,
     )
     try:
-        with _status(Console(stderr=True)) as progress:
+        with _status(progress_console(args)) as progress:
             result = run_perf(config, options, progress=progress)
     except KeyboardInterrupt:
         where = (
@@ -429,7 +429,7 @@ def perf_journal_command(args: argparse.Namespace) -> int:
         sync_writes=args.sync_writes,
         max_aio=max_aio,
     )
-    err = Console(stderr=True)
+    err = progress_console(args)
     with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("measuring durable writes", total=options.tries)
         result = run_perf_journal(

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from store.cli.main import silence_stdout
-from store.cli.output import StdoutConsole
+from store.cli.output import StdoutConsole, progress_console
 from store.config import StoreConfig
 from store.errors import ConfigError
 from store.perf import PerfProgress
@@ -102,7 +102,7 @@ def messaging_command(
         **given,
     )
     try:
-        with status(Console(stderr=True), unit="messages", phases=PHASES) as progress:
+        with status(progress_console(args), unit="messages", phases=PHASES) as progress:
             result = run_messaging_perf(config, options, progress=progress)
     except KeyboardInterrupt:
         print(

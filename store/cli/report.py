@@ -77,6 +77,7 @@ def run_report_command(args: argparse.Namespace) -> int:
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from store.cli.output import progress_console
     from store.reporting.report import AuditWindow, run_report
     from store.reporting.session import build_session, jdbc_driver_for
 
@@ -86,7 +87,11 @@ def run_report_command(args: argparse.Namespace) -> int:
         jdbc_driver_for(database.jdbc_connection_url)  # before Spark starts: fail fast
     window = AuditWindow(address=args.address, start_ms=args.since, end_ms=args.until)
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+        console=progress_console(args),
     ) as bar:
         task = bar.add_task("starting Spark", total=None)
         spark = build_session(master=args.master)
