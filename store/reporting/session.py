@@ -9,8 +9,11 @@
   execution on, logging at WARN;
 - in local mode, Python workers run this interpreter with the folder holding this ``store``
   package first on their ``PYTHONPATH`` (``spark.executorEnv.PYTHONPATH``), so a checkout that
-  is not installed still decodes with its own codecs; a cluster's workers use their own
-  Python and their own copy of the package.
+  is not installed still decodes with its own codecs;
+- on a cluster, the workers' Python is Spark's choice (``PYSPARK_PYTHON`` on the driver, as
+  Spark documents; it needs ``pyarrow`` and ``pandas``), and this ``store`` package is shipped
+  to them as a zip (``addPyFile``), so the executors decode with exactly the driver's codecs
+  and a worker needs no copy of its own.
 
 Errors: no Java or no PySpark is a :class:`~store.errors.ReportError` (the CLI prints it in one
 line); a JDBC URL whose driver jar is missing is one too (:func:`jdbc_jar_for`).
@@ -192,4 +195,30 @@ def build_session(
     except Exception as exc:  # Py4J / JVM start-up failures have no common class
         raise ReportError(f"Spark did not start: {type(exc).__name__}: {exc}") from exc
     session.sparkContext.setLogLevel("WARN")
+    if not local:
+        session.sparkContext.addPyFile(_package_zip())
     return session
+
+
+def _package_zip() -> str:
+    """A zip of this ``store`` package (no bytecode) in a temporary folder removed at exit.
+
+    Returns its path. Raises OSError when the folder cannot be written.
+    """
+    import atexit
+    import tempfile
+    import zipfile
+
+    import store
+
+    package = os.path.dirname(os.path.abspath(store.__file__))
+    folder = tempfile.mkdtemp(prefix="store-report-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "store.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for here, dirs, files in os.walk(package):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                full = os.path.join(here, name)
+                archive.write(full, os.path.relpath(full, os.path.dirname(package)))
+    return path
