@@ -37,7 +37,6 @@ from store.journal.api import (
 from store.messaging import records as r
 from store.messaging.message_records import (
     PagedMessage,
-    decode_large_message,
     message_summary,
 )
 from store.messaging.page_records import (
@@ -105,6 +104,7 @@ ARROW_PAGED: Final = pa.schema(
         ("bytes", pa.int64()),
         ("record_bytes", pa.int64()),
         ("large", pa.bool_()),
+        ("timestamp", pa.int64()),
         ("page_bytes", pa.int64()),
         ("error", pa.string()),
     ]
@@ -354,11 +354,14 @@ def paged_records(address: str, page: int, records: list[bytes]) -> pa.RecordBat
             paged = PagedMessage.decode(raw)
             stored = len(paged.record)
             large = paged.record_type == r.ADD_LARGE_MESSAGE
+            _address, timestamp, _priority, body_size = message_summary(
+                paged.record, paged.record_type, paged.message_id
+            )
             if large:
-                stored += decode_large_message(paged.record, paged.message_id)[1]
+                stored += body_size
             values.update(
                 message_id=paged.message_id, tx_id=paged.tx_id, queue_ids=list(paged.queue_ids),
-                bytes=stored, record_bytes=len(paged.record), large=large,
+                bytes=stored, record_bytes=len(paged.record), large=large, timestamp=timestamp,
             )  # fmt: skip
         except ValueError as exc:
             values["error"] = f"page {page} record {index}: {exc}"

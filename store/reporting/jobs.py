@@ -185,8 +185,8 @@ def _on_queues(live: DataFrame) -> DataFrame:
 
 
 def _paged_pending(live: DataFrame, paged: DataFrame) -> DataFrame:
-    """(queue_id, message_id, address, large, bytes, record_bytes) of every paged message an
-    existing queue has still to acknowledge (module docstring)."""
+    """(queue_id, message_id, address, large, timestamp, bytes, record_bytes) of every paged
+    message an existing queue has still to acknowledge (module docstring)."""
     committed = live.filter(
         (F.col("journal") == "messages")
         & (F.col("user_record_type") == p.PAGE_TRANSACTION)
@@ -202,10 +202,11 @@ def _paged_pending(live: DataFrame, paged: DataFrame) -> DataFrame:
         "message_id",
         "address",
         "large",
+        "timestamp",
         "bytes",
         "record_bytes",
         F.explode("queue_ids").alias("queue_id"),
-    )  # fmt: skip.join(_queues(live).select("queue_id"), "queue_id", "left_semi")
+    ).join(_queues(live).select("queue_id"), "queue_id", "left_semi")
     cursor = live.filter(F.col("journal") == "messages")
     completes = cursor.filter(F.col("user_record_type") == p.PAGE_CURSOR_COMPLETE).select(
         "queue_id", "page"
@@ -216,7 +217,7 @@ def _paged_pending(live: DataFrame, paged: DataFrame) -> DataFrame:
     return (
         routed.join(completes, ["queue_id", "page"], "left_anti")
         .join(acks, ["queue_id", "page", "page_index"], "left_anti")
-        .select("queue_id", "message_id", "address", "large", "bytes", "record_bytes")
+        .select("queue_id", "message_id", "address", "large", "timestamp", "bytes", "record_bytes")
     )
 
 
@@ -240,11 +241,21 @@ def queue_depths(live: DataFrame, paged: DataFrame) -> DataFrame:
     )
 
 
-def message_ages(live: DataFrame, now_ms: int) -> DataFrame:
-    """MESSAGE_AGES of ``live`` at ``now_ms`` (ms since the epoch, UTC): per queue, oldest and
-    newest message timestamps and the oldest's age in seconds. Returns a lazy DataFrame."""
+def _held(live: DataFrame, paged: DataFrame) -> DataFrame:
+    """(queue_id, message_id, address, timestamp, bytes) of every message an existing queue
+    still holds, in the journal or paged."""
+    columns = ("queue_id", "message_id", "address", "timestamp", "bytes")
+    return (
+        _on_queues(live).select(*columns).unionByName(_paged_pending(live, paged).select(*columns))
+    )
+
+
+def message_ages(live: DataFrame, paged: DataFrame, now_ms: int) -> DataFrame:
+    """MESSAGE_AGES of ``live`` and the PAGED_MESSAGES rows ``paged`` at ``now_ms`` (ms since
+    the epoch, UTC): per queue, its waiting messages (paged ones included), the oldest and
+    newest timestamps and the oldest's age in seconds. Returns a lazy DataFrame."""
     ages = (
-        _on_queues(live)
+        _held(live, paged)
         .groupBy("queue_id")
         .agg(
             F.count("*").alias("messages"),
@@ -267,11 +278,12 @@ def message_ages(live: DataFrame, now_ms: int) -> DataFrame:
     )
 
 
-def address_bytes(live: DataFrame) -> DataFrame:
-    """ADDRESS_BYTES of ``live``: per address, the messages some existing queue still holds
-    and their stored bytes (a message on several queues counts once). Returns a lazy
-    DataFrame."""
-    held = _on_queues(live).select("message_id", "address", "bytes").dropDuplicates(["message_id"])
+def address_bytes(live: DataFrame, paged: DataFrame) -> DataFrame:
+    """ADDRESS_BYTES of ``live`` and the PAGED_MESSAGES rows ``paged``: per address, the
+    messages some existing queue still holds (paged ones included) and their stored bytes (a
+    message on several queues counts once). Returns a lazy DataFrame."""
+    held = _held(live, paged).select("message_id", "address", "bytes")
+    held = held.dropDuplicates(["message_id"])
     return held.groupBy("address").agg(
         F.count("*").cast("long").alias("messages"), F.sum("bytes").cast("long").alias("bytes")
     )

@@ -163,8 +163,8 @@ def run_report(
         steps += [
             ("queue_depths", lambda: jobs.queue_depths(live, pages)),
             ("record_types", lambda: jobs.record_types(live)),
-            ("message_ages", lambda: jobs.message_ages(live, now_ms)),
-            ("address_bytes", lambda: jobs.address_bytes(live)),
+            ("message_ages", lambda: jobs.message_ages(live, pages, now_ms)),
+            ("address_bytes", lambda: jobs.address_bytes(live, pages)),
             ("dead_records", lambda: jobs.dead_records(records, live)),
             ("large_messages", lambda: jobs.large_messages(live, pages)),
             ("page_stores", lambda: jobs.page_stores(pages)),

@@ -158,6 +158,7 @@ PAGED_MESSAGES: Final = _schema(
     ("bytes", _L, True),
     ("record_bytes", _L, True),
     ("large", _B, True),
+    ("timestamp", _L, True),
     ("page_bytes", _L, False),
     ("error", _S, True),
 )

@@ -14,12 +14,12 @@ from store.reporting.report import ReportSource, _records
 from tests.reporting.support import (
     PAGED_QUEUES,
     QUEUES,
-    drained,
     fill_paging,
     filled_store,
     paging_mapping,
     python_live,
     spark_live_rows,
+    stored_bytes,
 )
 from tests.support.backends import StoreFactory
 
@@ -93,10 +93,11 @@ def test_message_ages_and_address_bytes(spark: Any, tmp_path: Any) -> None:
     factory = StoreFactory(backend_by_name("file-nio"), tmp_path, unique_prefix())
     try:
         expected = filled_store(factory, messages=12)
-        live = jobs.replay(_read(spark, factory)[0]).cache()
+        records, pages = _read(spark, factory)
+        live = jobs.replay(records).cache()
     finally:
         factory.teardown()
-    ages = {r["queue"]: r for r in jobs.message_ages(live, now_ms=61_000).collect()}
+    ages = {r["queue"]: r for r in jobs.message_ages(live, pages, now_ms=61_000).collect()}
     assert ages["empty"]["messages"] == 0 and ages["empty"]["oldest_timestamp"] is None
     assert ages["orders.us"]["oldest_timestamp"] == 1_000  # message 0 went to orders.us
     assert ages["orders.us"]["oldest_age_seconds"] == 60
@@ -104,7 +105,7 @@ def test_message_ages_and_address_bytes(spark: Any, tmp_path: Any) -> None:
     assert {q: r["messages"] for q, r in ages.items()} == {
         q: m for q, (m, _b) in expected.depths.items()
     }
-    by_address = {r["address"]: r for r in jobs.address_bytes(live).collect()}
+    by_address = {r["address"]: r for r in jobs.address_bytes(live, pages).collect()}
     assert by_address["audit"]["bytes"] == expected.depths["audit.all"][1]
     orders = expected.depths["orders.eu"][1] + expected.depths["orders.us"][1]
     assert by_address["orders"]["bytes"] == orders
@@ -199,10 +200,20 @@ def test_depths_count_paged_and_large_messages_as_the_storage_manager(
         types = {r["name"]: r["records"] for r in jobs.record_types(live).collect()}
         large = sorted(jobs.large_messages(live, pages).collect(), key=lambda r: r["message_id"])
         stores = jobs.page_stores(pages).collect()
+        ages = {r["queue"]: r for r in jobs.message_ages(live, pages, now_ms=10**6).collect()}
+        by_address = {r["address"]: r for r in jobs.address_bytes(live, pages).collect()}
         sm = StorageManager(open_store(config))
         sm.load()
         try:
-            expected = drained(sm, PAGED_QUEUES)
+            held = {q: sm.receive(q, max_messages=100_000) for q in PAGED_QUEUES}
+            expected = {
+                q: (len(ds), sum(stored_bytes(d.message) for d in ds)) for q, ds in held.items()
+            }
+            distinct: dict[str, dict[int, int]] = {}
+            for ds in held.values():
+                for d in ds:
+                    m = d.message
+                    distinct.setdefault(m.address, {})[m.message_id or 0] = stored_bytes(m)
         finally:
             sm.close()
     finally:
@@ -214,6 +225,19 @@ def test_depths_count_paged_and_large_messages_as_the_storage_manager(
     assert types["PAGE_TRANSACTION"] == 1
     assert {q: m for q, (m, _b) in expected.items()} == depth
     assert depths == expected
+    # ages and bytes per address count the paged messages as the manager delivers them
+    for queue, ds in held.items():
+        stamps = [d.message.timestamp for d in ds]
+        row = ages[queue]
+        assert (row["messages"], row["oldest_timestamp"], row["newest_timestamp"]) == (
+            len(ds),
+            min(stamps),
+            max(stamps),
+        )
+    assert {a: (r["messages"], r["bytes"]) for a, r in by_address.items()} == {
+        a: (len(b), sum(b.values())) for a, b in distinct.items()
+    }
+    assert by_address["paged"]["messages"] > depths["paged.a"][0]  # paged.b's own too
     # big.q: the 7000-byte body in the journal; paged.*: every tenth of 60 (3000 bytes)
     assert [(r["address"], r["body_size"]) for r in large if r["address"] == "big"] == [
         ("big", 7000)
