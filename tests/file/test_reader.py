@@ -8,6 +8,7 @@ import struct
 import pytest
 
 from store.file import format as fmt
+from store.file import reader
 from store.file.index import LiveIndex
 from store.file.reader import Cursor, Tail, find_after, replay_file, scan
 from store.file.segments import Segment
@@ -22,6 +23,27 @@ from store.journal.api import (
     RecordInfo,
 )
 from store.journal.replay import Replayer
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def scan_implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs on the compiled scan and on the pure-Python reference."""
+    if request.param == "python":
+        monkeypatch.setattr(reader, "SPEEDUPS", None)
+    else:
+        require_speedups()
+    return str(request.param)
+
+
+def require_speedups() -> None:
+    """The compiled scan must be there: CI builds it (a failure, not a skip, when missing)."""
+    import os
+
+    if reader.SPEEDUPS is None:
+        if os.environ.get("CI"):
+            pytest.fail("store.file._speedups was not built (setup.py's optional extension)")
+        pytest.skip("store.file._speedups is not built here (no compiler at install time)")
+
 
 F = 65536  # the file id of the file under test
 G = 131072  # another file id (an earlier use of the file)
