@@ -1,9 +1,9 @@
 """Our file journal, through the public API, side by side with its references in the same run.
 
 Every figure drives ``store.open_store(config).messages`` the way a user would, on the disk of
-``--dir``; the references (:mod:`bench.ref_disk`, :mod:`bench.ref_sqlite`,
-:mod:`bench.ref_persistqueue`) are measured in the same process, on the same directory, just
-before. Figures (records per second):
+``--dir``; the references (:mod:`bench.ref_python`'s pure-Python ceilings, :mod:`bench.ref_disk`,
+:mod:`bench.ref_sqlite`, :mod:`bench.ref_persistqueue`) are measured in the same process, on the
+same directory, just before. Figures (records per second):
 
 * ``non-durable append 100 B`` / ``1 KiB``: one thread, ``append_add(..., sync=False)``; the
   clock stops after the closing ``flush()``, so records still buffered are paid for.
@@ -44,7 +44,7 @@ from typing import Any
 from rich.console import JustifyMethod
 from rich.table import Table
 
-from bench import ref_disk, ref_persistqueue, ref_sqlite
+from bench import ref_disk, ref_persistqueue, ref_python, ref_sqlite
 from bench.common import (
     Result,
     add_common_arguments,
@@ -251,7 +251,13 @@ def measure_references(args: argparse.Namespace) -> dict[str, Result]:
     """Every reference figure, keyed ``disk.*``, ``sqlite.*``, ``pq.*``."""
     refs: dict[str, Result] = {}
     size = args.durable_size
-    for prefix, module in (("disk", ref_disk), ("sqlite", ref_sqlite), ("pq", ref_persistqueue)):
+    modules = (
+        ("python", ref_python),
+        ("disk", ref_disk),
+        ("sqlite", ref_sqlite),
+        ("pq", ref_persistqueue),
+    )
+    for prefix, module in modules:
         for key, result in module.measure(args.dir, args.seconds, args.repeat, size).items():
             refs[f"{prefix}.{key}"] = result
     return refs
@@ -290,6 +296,13 @@ TARGETS = (
     Target("durable_64", "pq.threads", ">= 10x reference", min_ratio=10.0),
     Target("non_blocking", "disk.group_in_flight", ">= 250,000/s", min_rate=250_000),
     Target("load", None, ">= 500,000/s", min_rate=500_000),
+    # The speed issue's ratios to same-run ceilings (bench.ref_python, bench.ref_disk).
+    Target("non_durable_100", "python.encode_100", ">= 0.6x encode ceiling", min_ratio=0.6),
+    Target("non_durable_1024", "python.encode_1024", ">= 0.6x encode ceiling", min_ratio=0.6),
+    Target("load", "python.decode", ">= 0.6x decode ceiling", min_ratio=0.6),
+    Target("durable_1", "disk.sync_preallocated", ">= 0.9x reference", min_ratio=0.9),
+    Target("durable_64", "disk.group_threads", ">= 1.5x reference", min_ratio=1.5),
+    Target("non_blocking", "disk.group_in_flight", ">= 1.5x reference", min_ratio=1.5),
 )
 
 
