@@ -234,7 +234,7 @@ class _DatabaseWriter(LargeMessageWriter):
             rows.append((msg_name(self.message_id), MSG_EXTENSION, descriptor))
             self._owner.write_rows("complete body", rows, final=True)
             self._done = True
-            self._owner.finished(self.message_id, self, clean=True)
+            self._owner.finished(self.message_id, self, clean=True, completed=True)
 
     def abort(self) -> None:
         with self._lock:
@@ -273,6 +273,10 @@ class DatabaseLargeMessages(LargeMessageStore):
         self._writers: dict[int, _DatabaseWriter] = {}
         # Ids whose abort could not delete their rows: refused by create until reopened.
         self._dirty: set[int] = set()
+        # Ids of the complete bodies (descriptor rows), read at open and kept up to date by
+        # complete() and delete(): this process holds the store lock, so no one else adds or
+        # removes bodies, and create() need not ask the database (one round trip per body).
+        self._complete: set[int] = set()
         self._closed = False
         self.chunk_size: int = self._run("read settings", self._sql.chunk_size)
         self._remove_incomplete()
@@ -372,6 +376,7 @@ class DatabaseLargeMessages(LargeMessageStore):
 
     def _remove_incomplete(self) -> None:
         complete = {_id_of(n) for n in self._select("list bodies", self._sql.names, MSG_EXTENSION)}
+        self._complete = {i for i in complete if i is not None}
         orphans: dict[int, list[str]] = {}
         for name in self._select("list chunks", self._sql.names, CHUNK_EXTENSION):
             owner = _id_of(name)
@@ -393,14 +398,19 @@ class DatabaseLargeMessages(LargeMessageStore):
         if self._closed:
             raise JournalClosedError("the large-message store is closed")
 
-    def finished(self, message_id: int, writer: _DatabaseWriter, *, clean: bool) -> None:
+    def finished(
+        self, message_id: int, writer: _DatabaseWriter, *, clean: bool, completed: bool = False
+    ) -> None:
         """Forget the writer of ``message_id``; ``clean`` False keeps the id refused until
-        the store is reopened (its rows may remain). Raises nothing."""
+        the store is reopened (its rows may remain); ``completed`` records a complete body.
+        Raises nothing."""
         with self._lock:
             if self._writers.get(message_id) is writer:
                 del self._writers[message_id]
             if not clean:
                 self._dirty.add(message_id)
+            if completed:
+                self._complete.add(message_id)
 
     def path(self, message_id: int) -> str:
         """Returns how errors name a body: ``<table>/<id>.msg``. Raises nothing."""
@@ -412,14 +422,10 @@ class DatabaseLargeMessages(LargeMessageStore):
             self.check_open()
             if message_id in self._writers or message_id in self._dirty:
                 raise StoreError(f"large message {message_id} already has a body being written")
+            if message_id in self._complete:
+                raise StoreError(f"large message {message_id} already has a body")
             writer = _DatabaseWriter(self, message_id, self.chunk_size)
             self._writers[message_id] = writer
-        try:
-            if self._select("check body", self._sql.exists, msg_name(message_id)):
-                raise StoreError(f"large message {message_id} already has a body")
-        except BaseException:
-            self.finished(message_id, writer, clean=True)
-            raise
         return writer
 
     def _descriptor(self, message_id: int) -> tuple[int, int, int]:
@@ -495,7 +501,11 @@ class DatabaseLargeMessages(LargeMessageStore):
         try:
             self.delete_rows("delete body", names, first=msg_name(message_id))
         except UnknownRecordError:
+            with self._lock:
+                self._complete.discard(message_id)
             raise UnknownRecordError(f"large message {message_id} has no complete body") from None
+        with self._lock:
+            self._complete.discard(message_id)
 
     def ids(self) -> list[int]:
         self.check_open()

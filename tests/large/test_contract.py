@@ -107,6 +107,15 @@ def test_create_of_an_existing_body_raises_store_error(backend: BackendSpec, sto
     w2.abort()
     with lm.open(5) as r:
         assert r.read() == b"first"
+    if backend.persistent:
+        lm = store_factory.reopen().large_messages  # a new open knows the bodies there
+        with pytest.raises(StoreError):
+            lm.create(5)
+    lm.delete(5)
+    with lm.create(5) as w:  # a deleted body's id may be written again
+        w.write(b"second")
+    with lm.open(5) as r:
+        assert r.read() == b"second"
 
 
 @pytest.mark.parametrize("call", ["open", "size", "delete"])
