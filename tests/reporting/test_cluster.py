@@ -61,53 +61,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     }
     spark_class = str(home / "bin" / "spark-class")
     procs: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str, *args: str, ready: str) -> None:
+        log = work / f"{name}.log"
+        argv = [spark_class, f"org.apache.spark.deploy.{name}", *args, "--host", "127.0.0.1"]
+        argv += ["--webui-port", str(_free_port())]
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        procs.append(proc)
+        _wait_for(log, ready, procs[-1], 90)
+
     try:
-        master_log = work / "master.log"
-        with master_log.open("wb") as out:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.master.Master",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                        "--webui-port",
-                        str(_free_port()),
-                    ],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,
-                )
-            )
-        _wait_for(master_log, "I have been elected leader", procs[0], 90)
+        start("master.Master", "--port", str(port), ready="I have been elected leader")
         url = f"spark://127.0.0.1:{port}"
-        worker_log = work / "worker.log"
-        with worker_log.open("wb") as out:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        spark_class,
-                        "org.apache.spark.deploy.worker.Worker",
-                        url,
-                        "--host",
-                        "127.0.0.1",
-                        "--cores",
-                        "2",
-                        "--memory",
-                        "1g",
-                        "--webui-port",
-                        str(_free_port()),
-                    ],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,
-                )
-            )
-        _wait_for(worker_log, "Successfully registered with master", procs[1], 90)
+        worker = ("--cores", "2", "--memory", "1g")
+        start("worker.Worker", url, *worker, ready="Successfully registered with master")
         yield url
     finally:
         for proc in reversed(procs):
