@@ -75,7 +75,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from store.config import StoreConfig
+from store.config import DatabaseStoreConfig, StoreConfig
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.lock import acquire_store_lock
 from store.db.migrate import ensure_schema
@@ -86,6 +86,7 @@ from store.errors import (
     CorruptionError,
     SchemaError,
     StoreError,
+    StoreLockedError,
     StoreUnavailableError,
 )
 from store.journal import api
@@ -225,7 +226,7 @@ def verify_database(config: StoreConfig, *, force: bool = False) -> DatabaseVeri
     StoreUnavailableError when the database fails.
     """
     with _opened(config, lock=not force) as (engine, schema, where):
-        return _verify(engine, schema, where)
+        return _verify(engine, schema, where, lease=None if force else config)
 
 
 def repair_database(config: StoreConfig, *, force: bool = False) -> DatabaseRepairReport:
@@ -239,7 +240,7 @@ def repair_database(config: StoreConfig, *, force: bool = False) -> DatabaseRepa
     ConfigError without a database store, StoreUnavailableError when the database fails.
     """
     with _opened(config, lock=True) as (engine, schema, where):
-        report = _verify(engine, schema, where)
+        report = _verify(engine, schema, where, lease=config)
         _refuse(report, force)
         removals = [_removal(f) for f in report.findings if _fixable(f, force)]
         if not removals:
@@ -290,7 +291,11 @@ def _opened(config: StoreConfig, *, lock: bool) -> Iterator[tuple[Engine, StoreS
 # -- verify -----------------------------------------------------------------------------------
 
 
-def _verify(engine: Engine, schema: StoreSchema, where: str) -> DatabaseVerifyReport:
+def _verify(
+    engine: Engine, schema: StoreSchema, where: str, *, lease: StoreConfig | None
+) -> DatabaseVerifyReport:
+    """Every finding; with ``lease`` (the configuration), first refuse a store an HA live
+    node holds (its lease replaces the store lock, see store.db.open_database_journals)."""
     names = schema.names
     try:
         ensure_schema(engine, names, create=False, config_hint="<config>", where=where)
@@ -299,6 +304,8 @@ def _verify(engine: Engine, schema: StoreSchema, where: str) -> DatabaseVerifyRe
         return DatabaseVerifyReport(
             where, [], [DbFinding(ERROR, "schema", names.bindings, None, text)]
         )
+    if lease is not None and lease.database_store is not None:
+        _refuse_live_lease(engine, schema, lease.database_store)
     tables: list[TableSummary] = []
     findings: list[DbFinding] = []
     live_large: set[int] = set()
@@ -314,6 +321,26 @@ def _verify(engine: Engine, schema: StoreSchema, where: str) -> DatabaseVerifyRe
     tables.extend(summaries)
     findings.extend(found)
     return DatabaseVerifyReport(where, tables, findings)
+
+
+def _refuse_live_lease(engine: Engine, schema: StoreSchema, db: DatabaseStoreConfig) -> None:
+    """Raise StoreLockedError naming the holder when an HA node holds an unexpired live lease
+    (a node of an HA pair writes without the store lock)."""
+    from store.ha.lease import PRIMARY_ROW, LeaseTable
+
+    row = LeaseTable(
+        engine,
+        schema.node_manager,
+        expiration_ms=db.jdbc_lock_expiration,
+        allowed_diff_ms=db.jdbc_allowed_time_diff,
+    ).read(PRIMARY_ROW)
+    if row.held:
+        raise StoreLockedError(
+            f"store (tables {schema.names.bindings}, {schema.names.messages}) is live in an HA "
+            f"pair: the live lock is held by {row.holder}",
+            holder=row.holder,
+            hint="stop that node first, or use verify --force to read anyway",
+        )
 
 
 class _Sink:

@@ -319,3 +319,51 @@ def test_recover_on_a_database_store_is_a_clear_configuration_error(tmp_path: Pa
     assert done.returncode == 2, done.stdout + done.stderr
     assert "keeps no retention history" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_store_an_ha_live_node_holds_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    from store.ha.lease import PRIMARY_ROW, LeaseTable
+
+    s = DbStore("postgresql", tmp_path)
+    try:
+        s.fill()
+        db = s.config.database_store
+        assert db is not None
+        engine, _target = create_store_engine(db)
+        try:
+            table = LeaseTable(
+                engine, s.schema.node_manager, expiration_ms=60_000, allowed_diff_ms=1_000
+            )
+            table.ensure_rows()
+            assert table.try_acquire(PRIMARY_ROW, "live-node-7") is not None
+            for command in ("verify", "repair"):
+                done = _cli("data", command, *s.options)
+                assert done.returncode == 3, done.stdout + done.stderr
+                assert "live lock is held by live-node-7" in done.stderr
+        finally:
+            dispose_store_engine(engine)
+    finally:
+        drop_schema(s.config)
+
+
+@pytest.mark.parametrize("command", ["verify", "repair", "compact", "recover"])
+def test_every_store_command_takes_artemis_store_options(command: str) -> None:
+    from store.cli.data.options import store_config
+    from store.cli.main import build_parser
+
+    extra = ["--target", "t"] if command == "recover" else []
+    args = build_parser().parse_args(
+        ["data", command, *extra,
+         "--journal", "j", "--bindings", "b", "--paging", "p", "--large-messages", "l",
+         "--jdbc-connection-url", "jdbc:postgresql://127.0.0.1:5432/test", "--jdbc-user", "u",
+         "--jdbc-bindings-table-name", "xb", "--jdbc-message-table-name", "xm",
+         "--jdbc-large-message-table-name", "xl", "--jdbc-page-store-table-name", "xp",
+         "--jdbc-node-manager-table-name", "xn"]
+    )  # fmt: skip
+    config = store_config(args, command=f"store data {command}")
+    db = config.database_store
+    assert db is not None and db.jdbc_user == "u"
+    assert (db.bindings_table_name, db.message_table_name) == ("xb", "xm")
+    assert (db.large_message_table_name, db.page_store_table_name) == ("xl", "xp")
+    assert db.node_manager_store_table_name == "xn"
+    assert config.paging_directory == "p" and config.large_messages_directory == "l"
