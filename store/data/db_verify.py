@@ -77,6 +77,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from store.config import DatabaseStoreConfig, StoreConfig
 from store.db.engine import create_store_engine, dispose_store_engine
+from store.db.jdbc_dbapi import booted_elsewhere
 from store.db.lock import acquire_store_lock
 from store.db.migrate import ensure_schema
 from store.db.rows import RowIndex
@@ -277,7 +278,15 @@ def _opened(config: StoreConfig, *, lock: bool) -> Iterator[tuple[Engine, StoreS
         if lock:
             held = acquire_store_lock(engine, target, names)
         yield engine, StoreSchema(names), target.display
-    except sa.exc.SQLAlchemyError as exc:
+    except (sa.exc.SQLAlchemyError, StoreUnavailableError) as exc:
+        if booted_elsewhere(exc):
+            raise StoreLockedError(
+                f"the database of {target.display} is open in another process",
+                holder="another process (the embedded database's own lock)",
+                hint="only one process may open an embedded database; stop it first",
+            ) from exc
+        if isinstance(exc, StoreError):
+            raise
         raise StoreUnavailableError(
             f"reading the store at {target.display} failed: {type(exc).__name__}: "
             f"{exc.__cause__ or exc}"
@@ -779,7 +788,7 @@ def _refuse(report: DatabaseVerifyReport, force: bool) -> None:
         hint = (
             "--force deletes the row (its record is lost; `store data print` shows it first)"
             if f.kind in _FORCED
-            else "restore the rows from a backup; repair cannot bring a body back"
+            else "restore the rows from a backup: repair cannot bring lost data back"
         )
         raise CorruptionError(
             f.table,
