@@ -387,3 +387,46 @@ def test_every_store_command_takes_artemis_store_options(command: str) -> None:
     assert (db.large_message_table_name, db.page_store_table_name) == ("xl", "xp")
     assert db.node_manager_store_table_name == "xn"
     assert config.paging_directory == "p" and config.large_messages_directory == "l"
+
+
+def test_page_tables_missing_from_or_unlisted_in_the_directory(tmp_path: Path) -> None:
+    from store.paging.database import DIRECTORY_ROW, decode_directory, encode_directory
+
+    s = DbStore("sqlite", tmp_path)
+    try:
+        s.fill()
+        db = s.config.database_store
+        assert db is not None
+        engine, _target = create_store_engine(db)
+        ps = s.schema.page_store
+        try:
+            with engine.begin() as conn:
+                conn.execute(ps.delete().where(ps.c.filename == DIRECTORY_ROW))
+                conn.execute(
+                    ps.insert().values(
+                        filename=DIRECTORY_ROW, extension="txt", data=encode_directory({78})
+                    )
+                )
+                s.schema.page_table(77).create(conn)  # a crash between create and listing
+            done = _cli("data", "verify", *s.options)
+            assert done.returncode == 1, done.stdout + done.stderr
+            prefix = s.schema.names.page_store
+            assert _finding(done.stdout, "missing-page-table", f"{prefix}78", "-")
+            assert _finding(done.stdout, "unlisted-page-table", f"{prefix}77", "-")
+            repaired = _cli("data", "repair", *s.options)
+            assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+            assert f"{prefix}77: unlisted-page-table: dropped the table" in repaired.stdout
+            assert f"{prefix}78: missing-page-table: removed the table from the page directory" in (
+                repaired.stdout
+            )
+            with engine.connect() as conn:
+                assert f"{prefix}77" not in sa.inspect(conn).get_table_names()
+                data = conn.execute(
+                    sa.select(ps.c.data).where(ps.c.filename == DIRECTORY_ROW)
+                ).scalar_one()
+                assert decode_directory(bytes(data)) == set()
+            assert _cli("data", "verify", *s.options).returncode == 0
+        finally:
+            dispose_store_engine(engine)
+    finally:
+        drop_schema(s.config)
