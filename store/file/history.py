@@ -1,8 +1,37 @@
 """Recovering a journal from its retention history: ``store data recover``.
 
-:func:`recover_from_history` rebuilds a journal in a new directory from a retention history
-folder (see ``store.file.retention``) plus the current journal files; :func:`replay_history` is
-its read-only half. Choices, after Artemis's ``data recover`` but explicit:
+Two recoveries, both into a NEW directory, from a retention history folder (see
+``store.file.retention``) plus the current journal files:
+
+- :func:`recover_messages_from_history` (the default of ``store data recover``, Artemis's
+  ``data recover``): **every message ever added**, whatever happened to it since;
+- :func:`recover_from_history` (``store data recover --records``): the journal record for
+  record, as of the newest data (optionally with what deletes removed).
+
+:func:`replay_history` is their read-only half.
+
+Every message ever added (:func:`recover_messages_from_history`), as Artemis's recover does:
+every valid record of every source file is read, whatever its transaction became (committed,
+rolled back, never completed), and the new journal holds
+
+- every message ADD (ADD_MESSAGE_PROTOCOL 45, ADD_LARGE_MESSAGE 30; as ADD, ADD_TX or a
+  retention EVENT) once per message id, as a plain ADD, in the order first seen;
+- every ADD_REF (32) once per (message, queue), as a plain UPDATE after the messages, in the
+  order first seen (the order a queue delivers them in again), for the messages written;
+- every PAGE_TRANSACTION (35, its ADD) once per record id;
+- nothing else: no ACKNOWLEDGE_REF, no delivery counts, no schedules, no duplicate ids, no
+  deletes, no transactions. Acked, expired, rolled-back messages come back.
+
+Large-message bodies are not in the history (they live in the large-message folder, and this
+store writes no body events): a large message whose body file ``<id>.msg`` is still in the
+large-message folder is kept (the recovered journal opens with that folder and delivers it);
+one whose body is gone (acked and deleted) is **left out** with its refs and listed in
+``MessageRecoverReport.missing_bodies``, so the recovered journal always loads and every
+message it holds can be read. Without a large-message folder every large message is left out
+and listed. Paged messages are in page files, not in the journal, so only what the history
+holds of them (their page transactions) comes back.
+
+Choices of the record-level recovery (:func:`recover_from_history`):
 
 - sources are every history copy and every journal file, one per file id (the journal's own
   file wins over its copy), replayed in file-id order with the load's rules; damaged data is
@@ -30,7 +59,9 @@ one caller.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from store.errors import ConfigError
 from store.file import format as fmt
@@ -43,6 +74,7 @@ from store.file.segments import SegmentNaming
 from store.file.survey import (
     FileScan,
     JournalFile,
+    RecordView,
     ensure_unlocked,
     facts_of,
     list_directory,
@@ -53,14 +85,16 @@ from store.file.survey import (
     set_verdicts,
 )
 from store.fs import FileSystem, OsFileSystem
-from store.journal.api import RecordInfo
+from store.journal.api import ADD, ADD_TX, EVENT, UPDATE, UPDATE_TX, RecordInfo
 from store.journal.replay import OP_ADD, OP_UPDATE, TxOp
 
 __all__ = [
     "HistoryReplay",
+    "MessageRecoverReport",
     "RecoverReport",
     "SourceFile",
     "recover_from_history",
+    "recover_messages_from_history",
     "replay_history",
 ]
 
@@ -95,6 +129,7 @@ def replay_history(
     prefix: str = "data",
     undelete: bool = False,
     fs: FileSystem | None = None,
+    on_records: Callable[[list[RecordView]], None] | None = None,
 ) -> HistoryReplay:
     """Replay every history copy in ``history`` and every file of ``journal`` (read-only).
 
@@ -103,7 +138,8 @@ def replay_history(
     A compactor output restates the live state of everything before it, so the replay starts
     a new **generation** at the first file of each output: a file whose records were all
     rewritten by compaction and that does not continue the previous one (consecutive id and
-    lsn). With ``undelete``, what each generation deleted is kept. Returns the
+    lsn). With ``undelete``, what each generation deleted is kept. ``on_records`` is given
+    every valid record of each file, in file-id order, before it is replayed. Returns the
     :class:`HistoryReplay`. Raises StoreIOError when a file cannot be read.
     """
     fs = fs or OsFileSystem()
@@ -127,6 +163,8 @@ def replay_history(
         result.origins.append(origin)
         if not s.count:
             continue
+        if on_records is not None:
+            on_records(s.records)
         if prev is not None and _starts_generation(prev, s):
             _close_generation(result)
             result.replay = FileReplay(keep_deleted=undelete)
@@ -214,16 +252,7 @@ def recover_from_history(
     ``journal`` (unless ``force``), StoreIOError on I/O failure.
     """
     fs = fs or OsFileSystem()
-    if fs.exists(target) and fs.listdir(target):
-        raise ConfigError(
-            f"the recovery target {target} is not empty",
-            key="target", value=target, allowed="a new or empty directory",
-        )
-    if history is not None and not fs.exists(history):
-        raise ConfigError(
-            f"no retention history in {history}: the directory does not exist",
-            key="history", value=history, allowed="the journal-retention directory",
-        )
+    _check_target(fs, target, history)
     if journal is not None and fs.exists(journal):
         ensure_unlocked(journal, force=force)
     found = replay_history(history, journal, prefix=prefix, undelete=undelete, fs=fs)
@@ -319,3 +348,159 @@ def _write_prepared(out: FileJournal, tx_id: int, ops: list[TxOp], xid: bytes) -
         else:
             out.append_delete_tx(tx_id, rid)
     out.append_prepare(tx_id, xid, sync=False)
+
+
+# -- every message ever added ---------------------------------------------------------------------
+
+#: User record types of the storage manager (store.messaging.records, page_records): kept
+#: here as numbers so the file package does not import the messaging package.
+_ADD_LARGE_MESSAGE = 30
+_ADD_REF = 32
+_PAGE_TRANSACTION = 35
+_ADD_MESSAGE_PROTOCOL = 45
+_REF_BODY = 9  # ADD_REF body: version u8, queue id i64 (store.messaging.records.RefRecord)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecoverReport:
+    """What :func:`recover_messages_from_history` read and wrote.
+
+    ``messages`` / ``refs`` / ``page_transactions`` are the records written to ``target``;
+    ``missing_bodies`` the large messages left out because their body is gone (with
+    ``refs_left_out`` refs); ``bad_refs`` the ADD_REF records whose body did not decode (left
+    out). Immutable once returned; safe to share read-only.
+    """
+
+    target: str
+    sources: list[SourceFile]
+    messages: int
+    large_messages: int
+    refs: int
+    page_transactions: int
+    missing_bodies: list[int] = field(default_factory=list)
+    refs_left_out: int = 0
+    bad_refs: int = 0
+    generations: int = 1
+
+
+class _MessageCollector:
+    """Every message add, ref and page transaction of the raw records, first occurrence kept.
+
+    Thread-safety: none; used by one recovery.
+    """
+
+    def __init__(self) -> None:
+        self.messages: dict[int, tuple[int, bytes]] = {}  # id -> (user type, body)
+        self.refs: dict[tuple[int, int], bytes] = {}  # (message id, queue id) -> body
+        self.page_txs: dict[int, bytes] = {}
+        self.bad_refs = 0
+
+    def __call__(self, records: list[RecordView]) -> None:
+        messages, refs = self.messages, self.refs
+        for rec in records:
+            rtype, urt, rid, body = rec.type, rec.user_type, rec.id, rec.body
+            if urt == _ADD_REF and rtype in (UPDATE, UPDATE_TX, EVENT):
+                if len(body) != _REF_BODY:
+                    self.bad_refs += 1
+                    continue
+                key = (rid, int.from_bytes(body[1:], "big", signed=True))
+                if key not in refs:
+                    refs[key] = bytes(body)
+            elif rtype in (ADD, ADD_TX, EVENT):
+                if urt in (_ADD_MESSAGE_PROTOCOL, _ADD_LARGE_MESSAGE):
+                    if rid not in messages:
+                        messages[rid] = (urt, bytes(body))
+                elif urt == _PAGE_TRANSACTION and rtype != EVENT and rid not in self.page_txs:
+                    self.page_txs[rid] = bytes(body)
+
+
+def recover_messages_from_history(
+    history: str | None,
+    target: str,
+    *,
+    journal: str | None = None,
+    large_messages: str | None = None,
+    prefix: str = "data",
+    kind: int = fmt.KIND_MESSAGES,
+    file_size: int | None = None,
+    force: bool = False,
+    fs: FileSystem | None = None,
+) -> MessageRecoverReport:
+    """Write every message ever added into a new journal in ``target`` (module docstring).
+
+    ``history``, ``journal``, ``target``, ``file_size`` and ``force`` are as for
+    :func:`recover_from_history`; ``large_messages`` is the large-message folder the recovered
+    journal will be opened with (large messages whose ``<id>.msg`` is not there are left out).
+    Returns the :class:`MessageRecoverReport`. Raises ConfigError when ``target`` is not
+    empty, ``history`` does not exist or there is nothing to read, StoreLockedError when a live
+    process holds ``journal`` (unless ``force``), StoreIOError on I/O failure.
+    """
+    fs = fs or OsFileSystem()
+    _check_target(fs, target, history)
+    if journal is not None and fs.exists(journal):
+        ensure_unlocked(journal, force=force)
+    found_records = _MessageCollector()
+    found = replay_history(history, journal, prefix=prefix, fs=fs, on_records=found_records)
+    if not found.sources:
+        raise ConfigError(
+            f"no journal files with prefix {prefix!r} in {history or '-'} or {journal or '-'}",
+            key="history", value=history, allowed="a retention folder or journal directory",
+        )
+    missing = [
+        mid
+        for mid, (urt, _body) in found_records.messages.items()
+        if urt == _ADD_LARGE_MESSAGE
+        and (large_messages is None or not fs.exists(os.path.join(large_messages, f"{mid}.msg")))
+    ]
+    gone = set(missing)
+    messages = [(mid, v) for mid, v in found_records.messages.items() if mid not in gone]
+    refs = [(k, b) for k, b in found_records.refs.items() if k[0] in found_records.messages]
+    kept_refs = [(k, b) for k, b in refs if k[0] not in gone]
+    size = file_size or max(s.file.size for s in found.scans)
+    opts = FileJournalOptions(
+        directory=target, prefix=prefix, kind=kind, file_size=size, journal_type="NIO",
+        compact_min_files=0, fs=fs,
+    )
+    out = FileJournal(opts)
+    try:
+        out.load()
+        for mid, (urt, body) in messages:
+            out.append_add(mid, urt, body)
+        for rid, body in found_records.page_txs.items():
+            out.append_add(rid, _PAGE_TRANSACTION, body)
+        for (mid, _qid), body in kept_refs:
+            out.append_update(mid, _ADD_REF, body)
+        out.flush()
+    finally:
+        out.close()
+    infos = [
+        SourceFile(s.file.path, s.file.file_id or 0, origin, s.count, s.compacted,
+                   None if s.verdict is None else s.verdict.reason)
+        for s, origin in zip(found.scans, found.origins, strict=True)
+    ]
+    return MessageRecoverReport(
+        target,
+        infos,
+        messages=len(messages),
+        large_messages=sum(1 for _mid, (urt, _b) in messages if urt == _ADD_LARGE_MESSAGE),
+        refs=len(kept_refs),
+        page_transactions=len(found_records.page_txs),
+        missing_bodies=missing,
+        refs_left_out=len(refs) - len(kept_refs),
+        bad_refs=found_records.bad_refs,
+        generations=found.generations,
+    )
+
+
+def _check_target(fs: FileSystem, target: str, history: str | None) -> None:
+    """Raise ConfigError for a target that is not empty or a history that does not exist."""
+    if fs.exists(target) and fs.listdir(target):
+        raise ConfigError(
+            f"the recovery target {target} is not empty",
+            key="target", value=target, allowed="a new or empty directory",
+        )
+    if history is not None and not fs.exists(history):
+        raise ConfigError(
+            f"no retention history in {history}: the directory does not exist",
+            key="history", value=history, allowed="the journal-retention directory",
+        )

@@ -273,10 +273,15 @@ def test_recover_needs_a_history_and_an_empty_target(
 def test_database_configuration_is_refused_for_file_tools(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # verify, repair and compact work on both stores; recover reads a retention history,
+    # which only the file store keeps.
     config = tmp_path / "db.toml"
-    config.write_text('[database-store]\njdbc-connection-url = "jdbc:sqlite:/tmp/x.db"\n')
-    code, _out, err = _run(capsys, "data", "verify", "--config", str(config))
-    assert code == 2 and "file journal" in err
+    config.write_text(f'[database-store]\njdbc-connection-url = "jdbc:sqlite:{tmp_path}/x.db"\n')
+    code, _out, err = _run(
+        capsys, "data", "recover", "--config", str(config), "--target", str(tmp_path / "t")
+    )
+    assert code == 2 and "keeps no retention history" in err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "x.db").exists()
 
 
 def test_data_needs_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:

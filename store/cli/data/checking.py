@@ -1,4 +1,9 @@
-"""``store data verify`` and ``store data repair``: every finding, and what a repair changed."""
+"""``store data verify`` and ``store data repair``: every finding, and what a repair changed.
+
+The configuration's store type chooses the library: the file journals
+(:mod:`store.file.verify`, :mod:`store.file.repair`, :mod:`store.file.salvage`) or the database
+store (:mod:`store.data.db_verify`).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,12 @@ from typing import Any
 from rich.table import Table
 
 from store.cli.data import common
-from store.cli.data.options import FORCE_READ
+from store.cli.data.options import FORCE_READ, add_store_options, store_config
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
+from store.cli.output import progress_console
+from store.config import StoreConfig
+from store.data import db_verify
+from store.errors import ConfigError
 from store.file import repair, salvage, verify
 
 __all__ = ["register"]
@@ -20,29 +29,37 @@ def register(sub: Any) -> None:
     v = sub.add_parser(
         "verify",
         help="check every file and list every finding",
-        description="Read every journal file and list every finding, not just the first: "
-        "errors (what makes a load refuse the journal: checksum failures, damaged headers, "
-        "missing or truncated files), warnings (torn tails and leftovers the next open cleans "
-        "up) and information. Changes nothing. Exits 0 clean, 1 warnings, 5 errors.",
+        description="Read every journal file (the file store) or every row (the database "
+        "store) and list every finding, not just the first: errors (what makes a load refuse "
+        "the store: checksum failures, damaged headers, missing or truncated files; rows of "
+        "unknown record types, live records that do not decode, a schema this version does not "
+        "know, body chunks missing), warnings (torn tails and leftovers the next open cleans "
+        "up; rows of uncommitted transactions, dead rows, incomplete large-message bodies) and "
+        "information. Changes nothing. Exits 0 clean, 1 warnings, 5 errors.",
     )
-    common.journal_options(v)
+    _store_options(v)
     v.add_argument("--force", action="store_true", help=FORCE_READ)
     v.set_defaults(func=run_verify)
 
     r = sub.add_parser(
         "repair",
-        help="zero torn tails (keeping .broken copies)",
-        description="Finish an interrupted compaction and zero torn tails, keeping a .broken "
-        "copy of each file changed. A checksum failure is refused unless --force (cut there, "
-        "later files moved into repair-<time>/) or --salvage (rewrite the journal keeping every "
-        "valid record). Records already lost are never hidden.",
+        help="zero torn tails (keeping .broken copies); delete rows a load ignores",
+        description="The file store: finish an interrupted compaction and zero torn tails, "
+        "keeping a .broken copy of each file changed; a checksum failure is refused unless "
+        "--force (cut there, later files moved into repair-<time>/) or --salvage (rewrite the "
+        "journal keeping every valid record). The database store: delete, in one transaction, "
+        "what a load ignores anyway (rows of uncommitted transactions, dead rows, chunk rows of "
+        "incomplete bodies, unlisted page tables) and list every row removed; an undecodable "
+        "live row or a row of an unknown record type is refused unless --force (deleted). "
+        "Records already lost are never hidden.",
     )
-    common.journal_options(r)
+    _store_options(r)
     how = r.add_mutually_exclusive_group()
     how.add_argument(
         "--force",
         action="store_true",
-        help="also cut at a checksum failure, moving later files into repair-<time>/",
+        help="also cut at a checksum failure, moving later files into repair-<time>/ (the "
+        "database: also delete undecodable live rows and rows of unknown record types)",
     )
     how.add_argument(
         "--salvage",
@@ -53,14 +70,43 @@ def register(sub: Any) -> None:
     r.set_defaults(func=run_repair)
 
 
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    add_store_options(parser)
+    parser.add_argument(
+        "--skip-bindings", action="store_true", help="leave the bindings out (file store)"
+    )
+    parser.add_argument(
+        "--skip-journal", action="store_true", help="leave the messages out (file store)"
+    )
+
+
+def _config(args: argparse.Namespace) -> StoreConfig:
+    """The configuration of ``args``; ConfigError for file-only options on a database store."""
+    config = store_config(args, command=f"store data {args.data_command}")
+    if config.store_type == "database":
+        for option in ("skip_bindings", "skip_journal", "salvage"):
+            if getattr(args, option, False):
+                name = "--" + option.replace("_", "-")
+                raise ConfigError(
+                    f"store data {args.data_command} {name}: works on the file store only, and "
+                    "this configuration selects the database store",
+                    key=name,
+                    allowed="the command without it (the database store is checked whole)",
+                )
+    return config
+
+
 # -- verify and repair -------------------------------------------------------------------------
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """Verify each journal and print its files and findings.
+    """Verify each journal (or the database store) and print its files and findings.
 
     Returns 0 (nothing found), 1 (warnings only) or 5 (errors); raises StoreError.
     """
+    config = _config(args)
+    if config.store_type == "database":
+        return _verify_database(config, args)
     console = common.console()
     worst = EXIT_OK
     for name, opts in common.file_journals(args):
@@ -124,6 +170,9 @@ def run_repair(args: argparse.Namespace) -> int:
     Returns 0, or 1 when a salvage dropped records; raises ChecksumError / CorruptionError
     (exit 5) for what it refuses.
     """
+    config = _config(args)
+    if config.store_type == "database":
+        return _repair_database(config, args)
     if args.salvage:
         return _run_salvage(args)
     console = common.console()
@@ -187,3 +236,46 @@ def _dropped_text(d: salvage.Dropped) -> str:
             for r in d.records
         )
     return text + (f"; {d.detail}" if d.detail else "")
+
+
+# -- the database store ------------------------------------------------------------------------
+
+
+def _verify_database(config: StoreConfig, args: argparse.Namespace) -> int:
+    console = common.console()
+    with progress_console(args).status("reading the store's tables"):
+        report = db_verify.verify_database(config, force=args.force)
+    console.print(f"[bold]database store[/bold] {report.where}")
+    if report.tables:
+        table = Table("table", "holds", "rows", "rows a load needs", "records a load returns")
+        for t in report.tables:
+            table.add_row(t.table, t.what, str(t.rows), _text(t.needed), _text(t.records))
+        console.print(table)
+    if report.findings:
+        findings = Table("severity", "finding", "table", "seq", "detail")
+        for f in report.findings:
+            findings.add_row(f.severity, f.kind, f.table, _text(f.seq), f.message)
+        console.print(findings)
+    verdict = "ok" if report.ok else "DAMAGED"
+    console.print(
+        f"database: {verdict}: {len(report.tables)} tables, {len(report.errors)} errors, "
+        f"{len(report.warnings)} warnings"
+    )
+    if report.errors:
+        return EXIT_CORRUPT
+    return EXIT_PROBLEM if report.warnings else EXIT_OK
+
+
+def _repair_database(config: StoreConfig, args: argparse.Namespace) -> int:
+    console = common.console()
+    with progress_console(args).status("repairing the store's tables"):
+        report = db_verify.repair_database(config, force=args.force)
+    if not report.changed:
+        console.print(f"database: nothing to repair in {report.where}")
+        return EXIT_OK
+    for removal in report.removed:
+        seqs = f" (seq/id {', '.join(map(str, removal.seqs))})" if removal.seqs else ""
+        console.print(f"database: {removal.table}: {removal.kind}: {removal.message}{seqs}")
+    total = sum(removal.count for removal in report.removed)
+    console.print(f"database: repaired {report.where}: {total} removal(s)")
+    return EXIT_OK

@@ -10,8 +10,9 @@ from rich.table import Table
 
 from store import maintenance
 from store.cli.data import common
-from store.cli.data.options import store_config
+from store.cli.data.options import add_store_options, store_config
 from store.cli.main import EXIT_OK
+from store.cli.output import progress_console
 
 __all__ = ["register"]
 
@@ -26,7 +27,7 @@ def register(sub: Any) -> None:
         "or dead rows removed (the database). The store never grows: free files beyond "
         "journal-min-files and the one pre-opened file are removed afterwards.",
     )
-    common.journal_options(c, skips=False)
+    add_store_options(c)
     c.set_defaults(func=run_compact)
 
 
@@ -42,7 +43,10 @@ def run_compact(args: argparse.Namespace) -> int:
     config = store_config(args, command="store data compact")
     steps = 4
     progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=progress_console(args),
     )
     # Shown from the first step on: a store that cannot be opened (no journal at the path, a
     # lock held elsewhere) gets its one-line error and no progress bar.

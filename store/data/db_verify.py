@@ -1,0 +1,834 @@
+"""Verifying and repairing a database store offline: ``store data verify`` / ``repair`` on
+PostgreSQL, MariaDB/MySQL, SQLite (and the JDBC databases) — the counterpart of
+:mod:`store.file.verify` and :mod:`store.file.repair`.
+
+:func:`verify_database` reads every row of the two journal tables in ``seq`` order through the
+load's own rules (:class:`store.journal.replay.Replayer` for what a load returns,
+:class:`store.db.rows.RowIndex` for which rows it needs), decodes every record body with the
+storage manager's codecs, and lists **every** finding with its table and ``seq`` (the file
+verify's path and offset). It also reads the large-message table and the page-store directory.
+It changes nothing.
+
+Severities follow the file verify: ``error`` is what makes a load refuse the store, ``warning``
+what a load tolerates or the next open cleans up by itself, ``info`` the rest.
+
+===========================  ========  ======================================================
+kind                         severity  what
+===========================  ========  ======================================================
+``schema``                   error     tables missing, or a schema revision the code does not
+                                       know or needs upgrading (:mod:`store.db.migrate`); no
+                                       row is read then
+``bad-record-type``          error     a journal row whose ``recordtype`` is not 10..19 (the
+                                       load raises CorruptionError at that ``seq``)
+``undecodable``              error     a row a load returns (live record, prepared
+                                       transaction) whose body does not decode with the
+                                       storage manager's codecs (``StorageManager.load``
+                                       refuses it); a dead row that does not decode is only
+                                       reported with the dead rows
+``unknown-user-record-type`` warning   a live record of a user record type the storage
+                                       manager does not know (logged and kept by a load)
+``uncommitted-transaction``  warning   rows of a transaction neither committed, rolled back
+                                       nor prepared (a crash mid-transaction): the load drops
+                                       them and deletes them in its first batch
+``dead-rows``                warning   rows no load needs (:func:`store.db.maintenance
+                                       .sweep_dead_rows`'s rule: stray commits, events,
+                                       delete rows, rows of deleted records); the first batch
+                                       after a load deletes them
+``update-without-add``       warning   a non-transactional UPDATE of an id no ADD made live
+                                       (the load keeps it, the storage manager ignores a ref,
+                                       ack, delivery count or schedule of a missing message)
+``incomplete-body``          warning   large-message chunk rows with no descriptor (a body cut
+                                       off by a crash): the next open deletes them
+``missing-chunks``           error     a complete body (descriptor row) whose chunk rows are
+                                       gone, or whose descriptor does not decode: the message
+                                       cannot be read
+``large-body-missing``       warning   a live large message (type 30) with no body rows
+``missing-page-table``       warning   a page table the page-store directory lists but the
+                                       database lacks (the load ignores it: its pages are lost)
+``unlisted-page-table``      warning   a page table the directory does not list (a crash while
+                                       it was created or removed): the next open drops it
+===========================  ========  ======================================================
+
+:func:`repair_database` removes what a load ignores anyway — the rows of uncommitted
+transactions, dead rows, updates without an add of the message journal's ref types, chunk rows
+of incomplete bodies, unlisted page tables and the directory entries of missing ones — in one
+database transaction, and reports each removal (table, seqs or row ids, count). A finding it
+cannot fix safely is refused as CorruptionError naming table and seq: an undecodable live row
+or a row of an unknown record type only with ``force`` (it is deleted then, and reported); a
+schema problem or missing chunks always.
+
+Both take the store lock (:func:`store.db.lock.acquire_store_lock`) for their duration and
+release it, so a store a live process holds is refused with StoreLockedError naming the holder;
+``verify_database(force=True)`` reads without the lock. They return result dataclasses and never
+print (CONVENTIONS 5 and 10).
+
+Thread-safety: each call works alone on its store, under the store lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from store.config import DatabaseStoreConfig, StoreConfig
+from store.db.engine import create_store_engine, dispose_store_engine
+from store.db.jdbc_dbapi import booted_elsewhere
+from store.db.lock import acquire_store_lock
+from store.db.migrate import ensure_schema
+from store.db.rows import RowIndex
+from store.db.schema import StoreSchema, TableNames
+from store.errors import (
+    ConfigError,
+    CorruptionError,
+    SchemaError,
+    StoreError,
+    StoreLockedError,
+    StoreUnavailableError,
+)
+from store.journal import api
+from store.journal.replay import Replayer
+from store.large.database import CHUNK_EXTENSION, MSG_EXTENSION, decode_descriptor
+from store.messaging import records as r
+from store.messaging.message_records import decode_large_message, decode_message
+from store.messaging.page_records import (
+    ACKNOWLEDGE_CURSOR,
+    PAGE_CURSOR_COMPLETE,
+    PAGE_CURSOR_COUNTER_INC,
+    PAGE_CURSOR_COUNTER_VALUE,
+    PAGE_CURSOR_PENDING_COUNTER,
+    PAGE_TRANSACTION,
+    decode_page_record,
+)
+from store.paging.database import DIRECTORY_ROW, decode_directory, encode_directory
+
+__all__ = [
+    "DatabaseRepairReport",
+    "DatabaseVerifyReport",
+    "DbFinding",
+    "Removal",
+    "TableSummary",
+    "repair_database",
+    "verify_database",
+]
+
+ERROR: Final = "error"
+WARNING: Final = "warning"
+INFO: Final = "info"
+
+_KNOWN_TYPES: Final = frozenset(int(t) for t in api.RecordType)
+_TX_ROWS: Final = frozenset((api.ADD_TX, api.UPDATE_TX, api.DELETE_TX, api.PREPARE))
+#: Message-journal user record types a plain UPDATE carries, all ignored by the storage
+#: manager when their message is missing (store.messaging.recovery._apply).
+_REF_UPDATES: Final = frozenset(
+    (r.ADD_REF, r.ACKNOWLEDGE_REF, r.UPDATE_DELIVERY_COUNT, r.SET_SCHEDULED_DELIVERY_TIME)
+)
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class DbFinding:
+    """One thing :func:`verify_database` found; ``kind`` is a stable key (module docstring).
+
+    ``table`` and ``seq`` say where (``seq`` is the first row concerned: a journal row's
+    ``seq``, a file table's row ``id``, None for a whole table); ``seqs`` every row concerned
+    and ``ids`` the record or message ids, where they mean something. Immutable.
+    """
+
+    severity: str
+    kind: str
+    table: str
+    seq: int | None
+    message: str
+    seqs: tuple[int, ...] = ()
+    ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TableSummary:
+    """One table as :func:`verify_database` read it: its rows and those a load needs.
+
+    Immutable.
+    """
+
+    table: str
+    what: str  # "bindings", "messages", "large messages", "page store", "pages <address>"
+    rows: int
+    needed: int | None = None  # journal tables: rows a load needs
+    records: int | None = None  # journal tables: records a load returns
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseVerifyReport:
+    """Every finding of one database store; ``ok`` is False when any is an error.
+
+    ``where`` names the database (password hidden). Immutable once returned.
+    """
+
+    where: str
+    tables: list[TableSummary]
+    findings: list[DbFinding]
+
+    @property
+    def errors(self) -> list[DbFinding]:
+        """The findings that make a load refuse the store."""
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[DbFinding]:
+        """What a load tolerates or the next open cleans up."""
+        return [f for f in self.findings if f.severity == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing found stops the store from loading."""
+        return not self.errors
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """What :func:`repair_database` removed for one finding: ``count`` rows (journal ``seqs``
+    or file-table row ids) of ``table``, or the table itself (``kind`` ``unlisted-page-table``)
+    or a directory entry (``missing-page-table``). Immutable."""
+
+    table: str
+    kind: str
+    count: int
+    seqs: tuple[int, ...]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseRepairReport:
+    """What :func:`repair_database` did; nothing when ``changed`` is False. Immutable."""
+
+    where: str
+    removed: list[Removal] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True when the repair changed anything."""
+        return bool(self.removed)
+
+
+# -- entry points -----------------------------------------------------------------------------
+
+
+def verify_database(config: StoreConfig, *, force: bool = False) -> DatabaseVerifyReport:
+    """Check the database store ``config`` describes and list every finding; changes nothing.
+
+    ``force`` reads without the store lock (a live writer's rows may be in flight). Returns the
+    :class:`DatabaseVerifyReport`. Raises ConfigError when ``config`` has no database store,
+    StoreLockedError naming the holder when a live process holds the store (unless ``force``),
+    StoreUnavailableError when the database fails.
+    """
+    with _opened(config, lock=not force) as (engine, schema, where):
+        return _verify(engine, schema, where, lease=None if force else config)
+
+
+def repair_database(config: StoreConfig, *, force: bool = False) -> DatabaseRepairReport:
+    """Remove from the database store what a load ignores anyway (module docstring), under
+    the store lock, in one database transaction.
+
+    ``force`` also deletes undecodable live rows and rows of unknown record types. Returns the
+    :class:`DatabaseRepairReport`. Raises CorruptionError naming table and seq for a finding it
+    will not fix (without ``force``: undecodable live rows, unknown record types; always:
+    missing chunks), SchemaError for a schema problem, StoreLockedError naming the holder,
+    ConfigError without a database store, StoreUnavailableError when the database fails.
+    """
+    with _opened(config, lock=True) as (engine, schema, where):
+        report = _verify(engine, schema, where, lease=config)
+        _refuse(report, force)
+        removals = [_removal(f) for f in report.findings if _fixable(f, force)]
+        if not removals:
+            return DatabaseRepairReport(where)
+        try:
+            with engine.begin() as conn:
+                for f in report.findings:
+                    if _fixable(f, force):
+                        _apply(conn, schema, f)
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreUnavailableError(
+                f"repair of the store at {where} failed (nothing was changed): "
+                f"{type(exc).__name__}: {exc.__cause__ or exc}"
+            ) from exc
+        return DatabaseRepairReport(where, removals)
+
+
+# -- opening ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def _opened(config: StoreConfig, *, lock: bool) -> Iterator[tuple[Engine, StoreSchema, str]]:
+    db = config.database_store
+    if db is None:
+        raise ConfigError(
+            "the configuration has no database-store section",
+            key="database-store",
+            allowed="a database-store section with jdbc-connection-url",
+        )
+    names = TableNames.from_config(db)
+    engine, target = create_store_engine(db)
+    held = None
+    try:
+        if lock:
+            held = acquire_store_lock(engine, target, names)
+        yield engine, StoreSchema(names), target.display
+    except (sa.exc.SQLAlchemyError, StoreUnavailableError) as exc:
+        if booted_elsewhere(exc):
+            raise StoreLockedError(
+                f"the database of {target.display} is open in another process",
+                holder="another process (the embedded database's own lock)",
+                hint="only one process may open an embedded database; stop it first",
+            ) from exc
+        if isinstance(exc, StoreError):
+            raise
+        raise StoreUnavailableError(
+            f"reading the store at {target.display} failed: {type(exc).__name__}: "
+            f"{exc.__cause__ or exc}"
+        ) from exc
+    finally:
+        if held is not None:
+            held.release()
+        dispose_store_engine(engine)
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+
+def _verify(
+    engine: Engine, schema: StoreSchema, where: str, *, lease: StoreConfig | None
+) -> DatabaseVerifyReport:
+    """Every finding; with ``lease`` (the configuration), first refuse a store an HA live
+    node holds (its lease replaces the store lock, see store.db.open_database_journals)."""
+    names = schema.names
+    try:
+        ensure_schema(engine, names, create=False, config_hint="<config>", where=where)
+    except SchemaError as exc:
+        text = str(exc) + (f" ({exc.hint})" if getattr(exc, "hint", None) else "")
+        return DatabaseVerifyReport(
+            where, [], [DbFinding(ERROR, "schema", names.bindings, None, text)]
+        )
+    if lease is not None and lease.database_store is not None:
+        _refuse_live_lease(engine, schema, lease.database_store)
+    tables: list[TableSummary] = []
+    findings: list[DbFinding] = []
+    live_large: set[int] = set()
+    for journal, table in (("bindings", schema.bindings), ("messages", schema.messages)):
+        summary, found, large = _scan_journal(engine, table, journal)
+        tables.append(summary)
+        findings.extend(found)
+        live_large |= large
+    summary, found = _scan_large(engine, schema.large_messages, live_large)
+    tables.append(summary)
+    findings.extend(found)
+    summaries, found = _scan_pages(engine, schema)
+    tables.extend(summaries)
+    findings.extend(found)
+    return DatabaseVerifyReport(where, tables, findings)
+
+
+def _refuse_live_lease(engine: Engine, schema: StoreSchema, db: DatabaseStoreConfig) -> None:
+    """Raise StoreLockedError naming the holder when an HA node holds an unexpired live lease
+    (a node of an HA pair writes without the store lock)."""
+    from store.ha.lease import PRIMARY_ROW, LeaseTable
+
+    row = LeaseTable(
+        engine,
+        schema.node_manager,
+        expiration_ms=db.jdbc_lock_expiration,
+        allowed_diff_ms=db.jdbc_allowed_time_diff,
+    ).read(PRIMARY_ROW)
+    if row.held:
+        raise StoreLockedError(
+            f"store (tables {schema.names.bindings}, {schema.names.messages}) is live in an HA "
+            f"pair: the live lock is held by {row.holder}",
+            holder=row.holder,
+            hint="stop that node first, or use verify --force to read anyway",
+        )
+
+
+class _Sink:
+    """The delete work a load queues (the RowIndex's CleanupSink); verify only discards it."""
+
+    __slots__ = ("records", "rows", "transactions", "tx_records")
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, int]] = []
+        self.tx_records: list[tuple[int, int, int, int]] = []
+        self.transactions: list[tuple[int, int, int]] = []
+        self.rows: list[Any] = []
+
+
+def _decoder(journal: str, urt: int, rt: int) -> Callable[[bytes, int], object] | None:
+    """The storage manager's decoder of a ``journal`` record of user type ``urt`` (None for a
+    type it does not know)."""
+    update = rt in (api.UPDATE, api.UPDATE_TX)
+    if journal == "bindings":
+        simple: dict[int, Any] = {
+            r.ADDRESS_BINDING_RECORD: r.AddressRecord.decode,
+            r.QUEUE_BINDING_RECORD: r.QueueRecord.decode,
+            r.ID_COUNTER_RECORD: r.IdCounterRecord.decode,
+        }
+    else:
+        if urt == r.ADD_MESSAGE_PROTOCOL:
+            return decode_message
+        if urt == r.ADD_LARGE_MESSAGE:
+            return decode_large_message
+        if urt in (
+            PAGE_TRANSACTION,
+            ACKNOWLEDGE_CURSOR,
+            PAGE_CURSOR_COUNTER_VALUE,
+            PAGE_CURSOR_COUNTER_INC,
+            PAGE_CURSOR_COMPLETE,
+            PAGE_CURSOR_PENDING_COUNTER,
+        ):
+            return lambda data, _id: decode_page_record(urt, data, update=update)
+        simple = {
+            r.ADD_REF: r.RefRecord.decode,
+            r.ACKNOWLEDGE_REF: r.AckRecord.decode,
+            r.UPDATE_DELIVERY_COUNT: r.DeliveryCountRecord.decode,
+            r.SET_SCHEDULED_DELIVERY_TIME: r.ScheduledTimeRecord.decode,
+            r.DUPLICATE_ID: r.DuplicateIdRecord.decode,
+        }
+    decode = simple.get(urt)
+    return None if decode is None else (lambda data, _id: decode(data))
+
+
+def _scan_journal(
+    engine: Engine, table: sa.Table, journal: str
+) -> tuple[TableSummary, list[DbFinding], set[int]]:
+    """Replay ``table`` as a load does; returns its summary, findings and live large ids."""
+    replayer, index, sink = Replayer(), RowIndex(), _Sink()
+    light: list[tuple[int, int, int, int]] = []  # seq, id, recordtype, txid
+    bad_types: list[tuple[int, int]] = []
+    undecodable: dict[int, str] = {}  # seq -> reason
+    unknown: dict[int, list[int]] = {}  # user record type -> seqs
+    orphans: list[tuple[int, int, int]] = []  # seq, id, user record type
+    c = table.c
+    query = sa.select(c.seq, c.id, c.recordtype, c.txid, c.userrecordtype, c.record, c.txdata)
+    last = 0
+    with engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=2000).execute(
+            query.order_by(c.seq)
+        )
+        for seq, id, rt, txid, urt, record, txdata in result:
+            seq, id, rt, txid, urt = int(seq), int(id), int(rt), int(txid), int(urt)
+            data = bytes(record) if record is not None else b""
+            last = seq
+            light.append((seq, id, rt, txid))
+            if rt not in _KNOWN_TYPES:
+                bad_types.append((seq, rt))
+                continue
+            if rt in (api.ADD, api.UPDATE, api.ADD_TX, api.UPDATE_TX):
+                decode = _decoder(journal, urt, rt)
+                if decode is None:
+                    unknown.setdefault(urt, []).append(seq)
+                else:
+                    try:
+                        decode(data, id)
+                    except (ValueError, StoreError) as exc:
+                        undecodable[seq] = f"record {id} (type {urt}): {exc}"
+            elif rt == api.PREPARE and journal == "messages":
+                try:
+                    r.decode_xid(bytes(txdata) if txdata is not None else b"")
+                except ValueError as exc:
+                    undecodable[seq] = f"prepare of transaction {txid}: XID: {exc}"
+            _replay(replayer, index, sink, seq, id, rt, txid, urt, data, txdata, orphans)
+        conn.rollback()
+    failed = set(index.fail_open(last, sink))
+    result_records = replayer.result()
+    live_large = {
+        rec.id for rec in result_records.records if rec.user_record_type == r.ADD_LARGE_MESSAGE
+    }
+    name = table.name
+    findings: list[DbFinding] = [
+        DbFinding(
+            ERROR,
+            "bad-record-type",
+            name,
+            seq,
+            f"row has record type {rt}, not one of 10..19 (a load refuses the table here)",
+            (seq,),
+        )
+        for seq, rt in bad_types
+    ]
+    bad = {seq for seq, _rt in bad_types}
+    uncommitted: dict[int, list[int]] = {}
+    dead: list[int] = []
+    needed = 0
+    for seq, id, rt, txid in light:
+        if seq in bad:
+            continue
+        if index.row_needed(seq, id, rt, txid):
+            needed += 1
+            if seq in undecodable:
+                findings.append(
+                    DbFinding(
+                        ERROR,
+                        "undecodable",
+                        name,
+                        seq,
+                        f"{undecodable[seq]} (the storage manager's load refuses it)",
+                        (seq,),
+                        (id,),
+                    )
+                )
+        elif rt in _TX_ROWS and txid in failed:
+            uncommitted.setdefault(txid, []).append(seq)
+        else:
+            dead.append(seq)
+    gone = set(dead).union(*uncommitted.values())
+    unknown_live = {urt: [s for s in seqs if s not in gone] for urt, seqs in unknown.items()}
+    for urt, seqs in sorted(unknown_live.items()):
+        if seqs:
+            findings.append(
+                DbFinding(
+                    WARNING,
+                    "unknown-user-record-type",
+                    name,
+                    seqs[0],
+                    f"{len(seqs)} row(s) of user record type {urt}, which the storage "
+                    "manager does not know (a load logs and keeps them)",
+                    tuple(seqs),
+                )
+            )
+    for txid, seqs in uncommitted.items():
+        findings.append(
+            DbFinding(
+                WARNING,
+                "uncommitted-transaction",
+                name,
+                seqs[0],
+                f"transaction {txid}: {len(seqs)} row(s) never committed, rolled back or "
+                "prepared (a crash); a load drops them and deletes them",
+                tuple(seqs),
+                (txid,),
+            )
+        )
+    refs = [(s, i) for s, i, urt in orphans if journal == "messages" and urt in _REF_UPDATES]
+    ref_seqs = {s for s, _i in refs}
+    other_orphans = [(s, i) for s, i, _u in orphans if s not in ref_seqs]
+    if refs:
+        findings.append(
+            DbFinding(
+                WARNING,
+                "update-without-add",
+                name,
+                refs[0][0],
+                f"{len(refs)} UPDATE row(s) of message ids no ADD made live (ids "
+                f"{_ids_text([i for _s, i in refs])}): the storage manager ignores them",
+                tuple(s for s, _i in refs),
+                tuple(i for _s, i in refs),
+            )
+        )
+    if other_orphans:
+        findings.append(
+            DbFinding(
+                WARNING,
+                "update-without-add",
+                name,
+                other_orphans[0][0],
+                f"{len(other_orphans)} UPDATE row(s) of ids no ADD made live (ids "
+                f"{_ids_text([i for _s, i in other_orphans])}): a load keeps them as "
+                "entries; not removed by repair",
+                (),
+            )
+        )
+    if dead:
+        garbled = sum(1 for s in dead if s in undecodable)
+        findings.append(
+            DbFinding(
+                WARNING,
+                "dead-rows",
+                name,
+                dead[0],
+                f"{len(dead)} row(s) no load needs (seqs {_ids_text(dead)})"
+                + (f", {garbled} of them undecodable" if garbled else "")
+                + "; the first batch after a load deletes them",
+                tuple(dead),
+            )
+        )
+    summary = TableSummary(name, journal, len(light), needed, len(result_records.records))
+    return summary, findings, live_large
+
+
+def _replay(
+    replayer: Replayer,
+    index: RowIndex,
+    sink: _Sink,
+    seq: int,
+    id: int,
+    rt: int,
+    txid: int,
+    urt: int,
+    data: bytes,
+    txdata: Any,
+    orphans: list[tuple[int, int, int]],
+) -> None:
+    """One row through the load's rules (store.db.journal.DatabaseJournal._replay)."""
+    if rt == api.ADD:
+        replayer.add(id, urt, data)
+        index.add(id)
+    elif rt == api.UPDATE:
+        if not replayer.is_live(id):
+            orphans.append((seq, id, urt))
+        replayer.update(id, urt, data)
+        index.add(id)
+    elif rt == api.ADD_TX:
+        replayer.add_tx(txid, id, urt, data)
+        index.tx_record(txid, rt, id, seq)
+    elif rt == api.UPDATE_TX:
+        replayer.update_tx(txid, id, urt, data)
+        index.tx_record(txid, rt, id, seq)
+    elif rt == api.DELETE_TX:
+        replayer.delete_tx(txid, id)
+        index.tx_record(txid, rt, id, seq)
+    elif rt == api.PREPARE:
+        replayer.prepare(txid, bytes(txdata) if txdata is not None else b"")
+        index.prepare(txid, seq)
+    elif rt == api.COMMIT:
+        replayer.commit(txid)
+        index.commit(txid, seq, sink)
+    elif rt == api.ROLLBACK:
+        replayer.rollback(txid)
+        index.rollback(txid, seq, sink)
+    elif rt == api.DELETE:
+        replayer.delete(id)
+        index.delete(id, seq, sink)
+    # EVENT: nothing; the row is dead.
+
+
+def _ids_text(values: list[int], limit: int = 10) -> str:
+    shown = ", ".join(map(str, values[:limit]))
+    return shown + (f", … ({len(values) - limit} more)" if len(values) > limit else "")
+
+
+def _owner(filename: str) -> int | None:
+    head = filename.split(".", 1)[0]
+    try:
+        return int(head)
+    except ValueError:
+        return None
+
+
+def _scan_large(
+    engine: Engine, table: sa.Table, live_large: set[int]
+) -> tuple[TableSummary, list[DbFinding]]:
+    c = table.c
+    descriptors: dict[int, tuple[int, bytes]] = {}  # message id -> (row id, data)
+    chunks: dict[int, dict[str, int]] = {}  # message id -> filename -> row id
+    rows = 0
+    with engine.connect() as conn:
+        for row_id, filename, extension, data in conn.execute(
+            sa.select(c.id, c.filename, c.extension, c.data).order_by(c.id)
+        ):
+            rows += 1
+            owner = _owner(filename or "")
+            if owner is None:
+                continue
+            if extension == MSG_EXTENSION:
+                descriptors[owner] = (int(row_id), bytes(data or b""))
+            elif extension == CHUNK_EXTENSION:
+                chunks.setdefault(owner, {})[filename] = int(row_id)
+    name = table.name
+    findings: list[DbFinding] = []
+    for owner in sorted(set(chunks) - set(descriptors)):
+        ids = sorted(chunks[owner].values())
+        findings.append(
+            DbFinding(
+                WARNING,
+                "incomplete-body",
+                name,
+                ids[0],
+                f"message {owner}: {len(ids)} chunk row(s) without a descriptor (a body "
+                "cut off by a crash); the next open deletes them",
+                tuple(ids),
+                (owner,),
+            )
+        )
+    for owner, (row_id, data) in sorted(descriptors.items()):
+        try:
+            _size, _body, count = decode_descriptor(f"{name} row {row_id}", owner, data)
+        except CorruptionError as exc:
+            findings.append(
+                DbFinding(
+                    ERROR,
+                    "missing-chunks",
+                    name,
+                    row_id,
+                    f"message {owner}: {exc.reason}",
+                    (row_id,),
+                    (owner,),
+                )
+            )
+            continue
+        have = chunks.get(owner, {})
+        missing = [k for k in range(count) if f"{owner}.{k:09d}.{CHUNK_EXTENSION}" not in have]
+        if missing:
+            findings.append(
+                DbFinding(
+                    ERROR,
+                    "missing-chunks",
+                    name,
+                    row_id,
+                    f"message {owner}: chunk(s) {_ids_text(missing)} of {count} missing: "
+                    "the body cannot be read",
+                    (row_id,),
+                    (owner,),
+                )
+            )
+    for owner in sorted(live_large - set(descriptors)):
+        findings.append(
+            DbFinding(
+                WARNING,
+                "large-body-missing",
+                name,
+                None,
+                f"large message {owner} is live in the message journal but its body has "
+                "no rows here",
+                (),
+                (owner,),
+            )
+        )
+    return TableSummary(name, "large messages", rows), findings
+
+
+def _scan_pages(engine: Engine, schema: StoreSchema) -> tuple[list[TableSummary], list[DbFinding]]:
+    d = schema.page_store
+    prefix = schema.names.page_store
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(d.c.id, d.c.filename, d.c.data).order_by(d.c.id)).all()
+        existing = set()
+        for table_name in sa.inspect(conn).get_table_names():
+            rest = table_name.lower()[len(prefix) :]
+            if table_name.lower().startswith(prefix) and rest.isdigit():
+                existing.add(int(rest))
+        directory = [row for row in rows if row[1] == DIRECTORY_ROW]
+        findings: list[DbFinding] = []
+        listed: set[int] = set()
+        if directory:
+            try:
+                listed = decode_directory(bytes(directory[0][2] or b""))
+            except ValueError as exc:
+                findings.append(
+                    DbFinding(
+                        ERROR,
+                        "bad-directory",
+                        d.name,
+                        int(directory[0][0]),
+                        f"the page directory does not decode: {exc}",
+                    )
+                )
+        summaries = [TableSummary(d.name, "page store", len(rows))]
+        for suffix in sorted(listed - existing):
+            findings.append(
+                DbFinding(
+                    WARNING,
+                    "missing-page-table",
+                    f"{prefix}{suffix}",
+                    None,
+                    f"the page directory lists table {prefix}{suffix}, which does not "
+                    "exist: a load ignores it (its paged messages are gone)",
+                    (),
+                    (suffix,),
+                )
+            )
+        for suffix in sorted(existing - listed):
+            findings.append(
+                DbFinding(
+                    WARNING,
+                    "unlisted-page-table",
+                    f"{prefix}{suffix}",
+                    None,
+                    f"page table {prefix}{suffix} is not in the page directory (a crash "
+                    "while it was created or removed): the next open drops it",
+                    (),
+                    (suffix,),
+                )
+            )
+        for suffix in sorted(listed & existing):
+            table = schema.page_table(suffix)
+            count = conn.execute(sa.select(sa.func.count()).select_from(table)).scalar() or 0
+            summaries.append(TableSummary(table.name, "pages", int(count)))
+        conn.rollback()
+    return summaries, findings
+
+
+# -- repair -----------------------------------------------------------------------------------
+
+_REMOVABLE: Final = frozenset(
+    (
+        "uncommitted-transaction",
+        "dead-rows",
+        "incomplete-body",
+        "unlisted-page-table",
+        "missing-page-table",
+    )
+)
+_FORCED: Final = frozenset(("undecodable", "bad-record-type"))
+
+
+def _fixable(f: DbFinding, force: bool) -> bool:
+    if f.kind == "update-without-add":
+        return bool(f.seqs)
+    return f.kind in _REMOVABLE or (force and f.kind in _FORCED)
+
+
+def _refuse(report: DatabaseVerifyReport, force: bool) -> None:
+    for f in report.errors:
+        if f.kind == "schema":
+            raise SchemaError(f"repair refused: {f.message}")
+        if f.kind in _FORCED and force:
+            continue
+        hint = (
+            "--force deletes the row (its record is lost; `store data print` shows it first)"
+            if f.kind in _FORCED
+            else "restore the rows from a backup: repair cannot bring lost data back"
+        )
+        raise CorruptionError(
+            f.table,
+            f.seq if f.seq is not None else 0,
+            f"{f.kind}: {f.message}; repair refuses it",
+            hint=hint,
+        )
+
+
+def _removal(f: DbFinding) -> Removal:
+    if f.kind in ("unlisted-page-table", "missing-page-table"):
+        what = (
+            "dropped the table"
+            if f.kind == "unlisted-page-table"
+            else ("removed the table from the page directory")
+        )
+        return Removal(f.table, f.kind, 1, (), f"{what}: {f.message}")
+    return Removal(
+        f.table, f.kind, len(f.seqs), f.seqs, f"deleted {len(f.seqs)} row(s): {f.message}"
+    )
+
+
+def _apply(conn: Connection, schema: StoreSchema, f: DbFinding) -> None:
+    if f.kind == "unlisted-page-table":
+        schema.page_table(f.ids[0]).drop(conn)
+        return
+    if f.kind == "missing-page-table":
+        d = schema.page_store
+        row = conn.execute(
+            sa.select(d.c.id, d.c.data).where(d.c.filename == DIRECTORY_ROW).order_by(d.c.id)
+        ).first()
+        if row is not None:
+            left = decode_directory(bytes(row[1] or b"")) - {f.ids[0]}
+            conn.execute(d.update().where(d.c.id == row[0]).values(data=encode_directory(left)))
+        return
+    if f.table == schema.large_messages.name:
+        table, key = schema.large_messages, schema.large_messages.c.id
+    else:
+        table = schema.bindings if f.table == schema.bindings.name else schema.messages
+        key = table.c.seq
+    seqs = list(f.seqs)
+    for start in range(0, len(seqs), _CHUNK):
+        conn.execute(table.delete().where(key.in_(seqs[start : start + _CHUNK])))
