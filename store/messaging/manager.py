@@ -45,7 +45,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from store.errors import (
@@ -139,6 +139,14 @@ class StoredMessage:
             m = self._message = decode_message(self._encoded, self._message_id)
             self._encoded = None
         return m
+
+    def peek(self) -> Message:
+        """The message, decoded from its encoded body without keeping the decoded form (a
+        reader passing through, such as :meth:`StorageManager.browse`). Raises nothing."""
+        if self._message is not None:
+            return self._message
+        assert self._encoded is not None and self._message_id is not None
+        return decode_message(self._encoded, self._message_id)
 
     def record(self) -> tuple[int, bytes]:
         """The user record type (45 or 30) and body of this message's journal record. Raises
@@ -635,11 +643,7 @@ class StorageManager:
         for position, paged in self._pager.depage(address, qid, n):
             stored = self._messages.get(paged.message_id)
             if stored is None:
-                message = paged.message()
-                if paged.record_type == r.ADD_LARGE_MESSAGE:
-                    opener = functools.partial(self._store.large_messages.open, paged.message_id)
-                    message = dataclasses.replace(message, _opener=opener)
-                stored = StoredMessage(message, position=position)
+                stored = StoredMessage(self._paged_message(paged), position=position)
                 self._messages[paged.message_id] = stored
             stored.refs.add(qid)
             m = stored.message
@@ -650,6 +654,57 @@ class StorageManager:
                 now=now,
                 scheduled=m.scheduled_delivery,
             )
+
+    def _paged_message(self, paged: PagedMessage) -> Message:
+        message = paged.message()
+        if paged.record_type == r.ADD_LARGE_MESSAGE:
+            opener = functools.partial(self._store.large_messages.open, paged.message_id)
+            message = dataclasses.replace(message, _opener=opener)
+        return message
+
+    def browse(self) -> Iterator[tuple[Message, tuple[str, ...]]]:
+        """Every message still on a queue (not acknowledged: ready, scheduled, delivered, held
+        by a transaction, or paged), once, in message id order, with the names of the queues
+        holding it, sorted. Read-only: nothing is delivered, no delivery count changes, no
+        paged message is read into a queue, nothing is written. Which messages are on which
+        queues is taken when the iteration starts (under the lock; the paged ones by reading
+        each page once, see ``Pager.browse_refs``); each message is read as it is yielded (a
+        paged one from its page, one page kept at a time); an inline body is held only while
+        its message is. Raises JournalStateError before load, and what the page stores raise
+        (CorruptionError for a damaged page)."""
+        with self._lock:
+            self._check_ready()
+            names = {qid: q.info.name for qid, q in self._queues_by_id.items()}
+            found: dict[int, tuple[StoredMessage | tuple[str, PagePosition], set[int]]] = {
+                mid: (stored, set(stored.refs)) for mid, stored in self._messages.items()
+            }
+            for mid, at_address, at, on in self._pager.browse_refs():
+                found.setdefault(mid, ((at_address, at), set()))[1].update(on)
+        page: tuple[str, int, list[bytes]] = ("", -1, [])
+        for mid in sorted(found):
+            source, qids = found.pop(mid)
+            if isinstance(source, StoredMessage):
+                message = source.peek()
+            else:
+                address, position = source
+                if page[:2] != (address, position.page):
+                    with self._lock:
+                        page = (address, position.page, [])  # the old page goes first
+                        page = (address, position.page, self._pager.page_records(*page[:2]))
+                paged = PagedMessage.decode(page[2][position.index])
+                message = self._paged_message(paged)
+            held = tuple(sorted(names[q] for q in qids if q in names))
+            if held:
+                yield message, held
+
+    def address_id(self, name: str) -> int:
+        """The id of address ``name``'s bindings record (Artemis's address-binding id).
+        Raises StoreError when there is no such address."""
+        with self._lock:
+            self._check_ready()
+            if name not in self._addresses:
+                raise StoreError(f"address {name!r} does not exist")
+            return self._addresses[name][0]
 
     def ack(self, queue: str, message_id: int, sync: bool = True) -> None:
         """Acknowledge a delivered message; with ``sync`` returns once durable (unless

@@ -101,6 +101,9 @@ class Cursor:
     in_memory: set[PagePosition] = field(default_factory=set)  # read back, not acknowledged
 
 
+_NO_CURSOR: Final = Cursor()  # read-only stand-in for a queue without a cursor
+
+
 @dataclass(eq=False)
 class AddressPaging:
     """One address: its limits, what it holds in memory, its pages and its queues' cursors."""
@@ -330,6 +333,44 @@ class Pager:
         lowest = min((c.position.page for c in state.cursors.values()), default=0)
         for page in [p for p in state.cache if p < lowest]:
             del state.cache[page]
+
+    # -- browsing (read-only) ---------------------------------------------------------------
+
+    def browse_refs(self) -> list[tuple[int, str, PagePosition, tuple[int, ...]]]:
+        """Every visible paged message some live queue still has to acknowledge and has not
+        read into memory yet: ``(message id, address, position, queue ids)``, in page
+        order. Reads every page once (not through the page cache) and changes nothing: no
+        cursor moves, no record is written. Raises what the page stores raise."""
+        refs: list[tuple[int, str, PagePosition, tuple[int, ...]]] = []
+        for address, state in sorted(self._addresses.items()):
+            store = self._store(address)
+            for page_no in sorted(state.pages):
+                page = state.pages[page_no]
+                for index, raw in enumerate(store.read_page(page_no)):
+                    paged = PagedMessage.decode(raw)
+                    if not self._visible(paged):
+                        continue
+                    position = PagePosition(page_no, index)
+                    qids = tuple(
+                        q
+                        for q in paged.queue_ids
+                        if self._live_queue(q)
+                        and q not in page.complete
+                        and index not in page.acked.get(q, ())
+                        and position not in self._cursor_of(state, q).in_memory
+                    )
+                    if qids:
+                        refs.append((paged.message_id, address, position, qids))
+        return refs
+
+    def _cursor_of(self, state: AddressPaging, qid: int) -> Cursor:
+        return state.cursors.get(qid) or _NO_CURSOR
+
+    def page_records(self, address: str, page: int) -> list[bytes]:
+        """The records of page ``page`` of ``address`` as its page store holds them (read
+        now, nothing cached, nothing changed; decode one with ``PagedMessage.decode``).
+        Raises what the page store raises."""
+        return self._store(address).read_page(page)
 
     # -- acknowledgements -------------------------------------------------------------------
 

@@ -8,9 +8,11 @@ calls one library function, formatting its result:
 - :mod:`.printing` — ``print``;
 - :mod:`.checking` — ``verify``, ``repair``;
 - :mod:`.compact` — ``compact``;
-- :mod:`.recover` — ``recover``.
+- :mod:`.recover` — ``recover``;
+- :mod:`.exchange` — ``exp``, ``imp`` (Artemis's XML export format).
 
-No command creates a store: every journal a command works on must already hold one, checked
+No command but ``imp`` creates a store (an import usually goes into a new one): every
+journal a command works on must already hold one, checked
 before any is touched; ``print`` and ``verify`` only read, so they work on a read-only file
 system. A store a live process holds is refused with an error naming the holder (exit 3);
 ``--force`` reads it anyway where reading is safe.
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.cli.data import checking, compact, printing, recover
+from store.cli.data import checking, compact, exchange, printing, recover
 
 __all__ = ["register"]
 
@@ -46,5 +48,5 @@ def register(subparsers: Any) -> None:
         "create one.",
     )
     sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
-    for module in (printing, checking, compact, recover):
+    for module in (printing, checking, compact, recover, exchange):
         module.register(sub)
