@@ -111,7 +111,7 @@ def read_events(stream: BinaryIO, path: str) -> Iterator[Event]:
         return parser.CurrentLineNumber, parser.CurrentColumnNumber + 1
 
     def refuse(what: str) -> None:
-        raise _Refused(what)
+        raise _Refused(what, *where())
 
     def start(name: str, attrs: dict[str, str]) -> None:
         parent = stack[-1] if stack else None
@@ -174,7 +174,8 @@ def read_events(stream: BinaryIO, path: str) -> Iterator[Event]:
         try:
             parser.Parse(data, final)
         except _Refused as exc:
-            raise XmlFormatError(path, *where(), str(exc)) from None
+            what, line, column = exc.args
+            raise XmlFormatError(path, line, column, what) from None
         except expat.ExpatError as exc:
             reason = expat.errors.messages[exc.code] if exc.code else str(exc)
             raise XmlFormatError(path, exc.lineno, exc.offset + 1, reason) from None
