@@ -1,0 +1,401 @@
+"""``store data exp`` / ``store data imp`` through the real entry point, in a subprocess as a
+user runs them, on the file store, PostgreSQL and SQLite.
+
+"Identical XML" in these tests means: the same bytes, except (where the test says "modulo
+ids") the values of ``id="…"`` attributes, which ``imp`` assigns anew. Byte identity is checked
+where it holds: the same XML imported into two fresh stores of different back-ends exports to
+the same bytes, ids included (both stores assign the same ids in the same order).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import store
+from store import StoreConfig, load_config, open_store
+from store.db.migrate import drop_schema
+from store.messaging import Message, StorageManager
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import new_store_mapping
+
+ROOT = Path(store.__file__).resolve().parent.parent
+HANDWRITTEN = (
+    Path(__file__).resolve().parent.parent / "testdata" / "xml" / "artemis-handwritten.xml"
+)
+_IDS = re.compile(rb' id="-?\d+"')
+
+SETTINGS = (
+    "min-large-message-size = 2048\n"
+    '[address-settings."paged"]\n'
+    "max-size-messages = 2\n"
+    'page-size-bytes = "4K"\n'
+    '[address-settings."full"]\n'
+    "max-size-messages = 2\n"
+    'address-full-policy = "FAIL"\n'
+)
+
+
+def run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+    """``store <argv>`` in a subprocess, with this checkout on PYTHONPATH."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, "-m", "store.cli.main", *argv],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": path, "COLUMNS": "100"},
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _toml_value(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value).lower()
+
+
+class Backend:
+    """One store for a test: its configuration file, and cleanup of what it made."""
+
+    def __init__(self, kind: str, tmp_path: Path, name: str) -> None:
+        self.kind = kind
+        self.dir = tmp_path / name
+        self.dir.mkdir()
+        self.path = self.dir / "store.toml"
+        if kind == "file":
+            text = "".join(
+                f'{key} = "{self.dir / "data" / sub}"\n'
+                for key, sub in (
+                    ("journal-directory", "journal"),
+                    ("bindings-directory", "bindings"),
+                    ("large-messages-directory", "large"),
+                    ("paging-directory", "paging"),
+                )
+            )
+            text += 'journal-file-size = "1M"\n' + SETTINGS
+        else:
+            mapping = new_store_mapping(self.dir, unique_prefix(), kind)["database-store"]
+            text = (
+                SETTINGS
+                + "[database-store]\n"
+                + "".join(f"{k} = {_toml_value(v)}\n" for k, v in mapping.items())
+            )
+        self.path.write_text(text)
+        self.config = load_config(self.path)
+
+    def exists(self) -> bool:
+        """True when anything of the store was created."""
+        if self.kind == "file":
+            return (self.dir / "data").exists()
+        from store.db.migrate import current
+
+        return current(self.config).current is not None
+
+    def manager(self) -> StorageManager:
+        sm = StorageManager(open_store(self.config))
+        sm.load()
+        return sm
+
+    def cleanup(self) -> None:
+        if self.kind != "file":
+            drop_schema(self.config)
+
+    def exp(self, *extra: str) -> subprocess.CompletedProcess[bytes]:
+        return run("data", "exp", "--config", str(self.path), "-q", *extra)
+
+    def imp(self, path: Path, *extra: str) -> subprocess.CompletedProcess[bytes]:
+        return run("data", "imp", "--config", str(self.path), "--input", str(path), "-q", *extra)
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Iterator[Any]:
+    made: list[Backend] = []
+
+    def make(kind: str) -> Backend:
+        backend = Backend(kind, tmp_path, f"{kind}-{len(made)}")
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        backend.cleanup()
+
+
+def _ok(done: subprocess.CompletedProcess[bytes]) -> bytes:
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+def populate(backend: Backend) -> dict[str, int]:
+    """Addresses, queues and messages of every kind the export must carry: every property
+    type, a partly acknowledged message, an acknowledged one, a delivered one, a scheduled
+    one, a large one and paged ones. Returns the message ids by name."""
+    with backend.manager() as sm:
+        sm.create_address("orders", routing_types=("ANYCAST", "MULTICAST"))
+        sm.create_queue("orders.eu", address="orders", routing_type="ANYCAST", filter="r='eu'")
+        sm.create_queue("orders.all", address="orders", routing_type="MULTICAST")
+        sm.create_address("paged", routing_types=("ANYCAST",))
+        sm.create_queue("paged.q", address="paged")
+        sm.create_address("empty", routing_types=("MULTICAST",))
+        ids = {}
+        props = {
+            "n": None,
+            "t": True,
+            "f": False,
+            "i": -(2**63),
+            "x": 1.25,
+            "inf": float("-inf"),
+            "s": 'quote " amp & lt < nl \n tab \t é',
+            "b": b"\x00\xfe\xff",
+        }
+        ids["all"] = sm.send(
+            Message(
+                "orders",
+                b"body-1",
+                priority=7,
+                expiration=4102444800000,
+                timestamp=1700000000000,
+                properties=props,
+            )
+        )
+        ids["acked"] = sm.send(Message("orders", b"acked"), queues=["orders.eu"])
+        ids["partly"] = sm.send(Message("orders", b"partly"))
+        ids["scheduled"] = sm.send(
+            Message("orders", b"later", scheduled_delivery=4102444800000), queues=["orders.all"]
+        )
+        ids["large"] = sm.send(
+            Message("orders", io.BytesIO(bytes(range(256)) * 40)), queues=["orders.eu"]
+        )
+        for i in range(5):
+            ids[f"paged{i}"] = sm.send(
+                Message("paged", f"paged-{i}".encode() * 20, properties={"i": i})
+            )
+        for d in sm.receive("orders.eu", max_messages=3):  # all, acked, partly
+            if d.message.message_id in (ids["acked"], ids["partly"]):
+                sm.ack("orders.eu", d.message.message_id)
+        assert sm.depth("paged.q") == 5
+    return ids
+
+
+def _messages(xml: bytes) -> list[bytes]:
+    return re.findall(rb"<message .*?</message>", xml, re.S)
+
+
+# -- export ----------------------------------------------------------------------------------
+
+
+def test_export_writes_every_binding_and_every_message_still_on_a_queue(stores: Any) -> None:
+    source = stores("file")
+    ids = populate(source)
+    xml = _ok(source.exp())
+    text = xml.decode()
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n<activemq-journal>\n')
+    assert '<address-binding routing-types="ANYCAST,MULTICAST" name="orders" id="' in text
+    assert '<address-binding routing-types="MULTICAST" name="empty" id="' in text
+    assert re.search(
+        r'<queue-binding address="orders" filter-string="r=\'eu\'" name="orders.eu" id="\d+" routing-type="ANYCAST"/>',
+        text,
+    )
+    assert re.search(
+        r'<queue-binding address="paged" filter-string="" name="paged.q" id="\d+" routing-type="ANYCAST"/>',
+        text,
+    )
+    messages = _messages(xml)
+    exported = [int(re.search(rb'<message id="(\d+)"', m).group(1)) for m in messages]  # type: ignore[union-attr]
+    expected = sorted(v for k, v in ids.items() if k != "acked")
+    assert exported == expected  # once each, ascending ids, paged ones included
+    by_id = dict(zip(exported, messages, strict=True))
+    first = by_id[ids["all"]].decode()
+    assert (
+        'priority="7" expiration="4102444800000" timestamp="1700000000000" type="default"' in first
+    )
+    for prop in (
+        '<property name="n" value="_AMQ_NULL" type="bytes"/>',
+        '<property name="t" value="true" type="boolean"/>',
+        '<property name="i" value="-9223372036854775808" type="long"/>',
+        '<property name="x" value="1.25" type="double"/>',
+        '<property name="inf" value="-Infinity" type="double"/>',
+        '<property name="s" value="quote &quot; amp &amp; lt &lt; nl &#10; tab &#9; é" type="string"/>',
+        '<property name="b" value="AP7_" type="bytes"/>',
+    ):
+        assert prop in first
+    assert '<queue name="orders.all"/>' in first and '<queue name="orders.eu"/>' in first
+    assert "<![CDATA[Ym9keS0x]]>" in first
+    partly = by_id[ids["partly"]].decode()
+    assert '<queue name="orders.all"/>' in partly and "orders.eu" not in partly
+    later = by_id[ids["scheduled"]].decode()
+    assert '<property name="_AMQ_SCHED_DELIVERY" value="4102444800000" type="long"/>' in later
+    large = by_id[ids["large"]].decode()
+    sections = re.findall(r"^ +<!\[CDATA\[([^\]]*)\]\]>$", large, re.M)  # one a line
+    assert '<body isLarge="true">' in large and len(sections) == 11  # 10240 bytes, 1000 a section
+    import base64
+
+    assert b"".join(base64.urlsafe_b64decode(s) for s in sections) == bytes(range(256)) * 40
+
+
+def test_export_changes_nothing_a_user_would_notice(stores: Any) -> None:
+    source = stores("file")
+    ids = populate(source)
+    first = _ok(source.exp())
+    assert _ok(source.exp()) == first  # and again: nothing moved
+    with source.manager() as sm:
+        assert (
+            sm.depth("orders.eu") == 2 and sm.depth("orders.all") == 3 and sm.depth("paged.q") == 5
+        )
+        deliveries = sm.receive("paged.q", max_messages=10) + sm.receive(
+            "orders.eu", max_messages=10
+        )
+        assert all(d.delivery_count == 0 for d in deliveries if d.queue == "paged.q")
+        # the message delivered before the exports was not delivered by them either
+        counts = {d.message.message_id: d.delivery_count for d in deliveries}
+        assert counts[ids["large"]] == 0 and counts[ids["all"]] == 0
+
+
+def test_export_to_a_file_replaces_it_only_when_complete(stores: Any, tmp_path: Path) -> None:
+    source = stores("file")
+    populate(source)
+    out = tmp_path / "export.xml"
+    out.write_bytes(b"old")
+    done = run("data", "exp", "--config", str(source.path), "--output", str(out))
+    assert done.returncode == 0 and done.stdout == b""
+    assert b"exported 3 addresses, 3 queues, 9 messages" in done.stderr  # progress and summary
+    assert out.read_bytes() == _ok(source.exp())
+    with open_store(source.config):  # held by this process: the export is refused
+        done = run("data", "exp", "--config", str(source.path), "--output", str(out))
+    assert done.returncode == 3 and b"Traceback" not in done.stderr
+    assert str(os.getpid()).encode() in done.stderr  # names the holder
+    assert out.read_bytes() == _ok(source.exp())  # untouched by the failed export
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".export")) == []
+
+
+@pytest.mark.parametrize("kind", ["file", "postgresql"])
+def test_export_of_a_store_a_live_process_holds_is_refused(stores: Any, kind: str) -> None:
+    source = stores(kind)
+    populate(source)
+    with source.manager():
+        done = source.exp()
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == b"" and len(done.stderr.strip().splitlines()) <= 2
+    assert b"Traceback" not in done.stderr
+
+
+def test_export_never_creates_a_store(stores: Any) -> None:
+    for kind in ("file", "postgresql"):
+        target = stores(kind)
+        done = target.exp()
+        assert done.returncode == 2 and b"no " in done.stderr, done.stderr
+        assert not target.exists()
+
+
+def test_export_to_an_unwritable_output_fails_before_the_store_is_opened(
+    stores: Any, tmp_path: Path
+) -> None:
+    source = stores("file")
+    populate(source)
+    with source.manager():  # a locked store would fail with exit 3: the output fails first
+        done = run(
+            "data", "exp", "--config", str(source.path), "--output", str(tmp_path / "no" / "x.xml")
+        )
+    assert done.returncode == 4
+    assert (
+        done.stderr.decode().strip()
+        == f"store: error: cannot write {tmp_path / 'no' / 'x.xml'}: No such file or directory"
+    )
+
+
+# -- round trips -----------------------------------------------------------------------------
+
+
+def test_round_trip_file_to_postgresql_gives_identical_xml(stores: Any, tmp_path: Path) -> None:
+    source = stores("file")
+    populate(source)
+    first = tmp_path / "first.xml"
+    _ok(source.exp("--output", str(first)))
+    target = stores("postgresql")
+    _ok(target.imp(first))
+    second = _ok(target.exp())
+    # modulo ids: imp assigns new ones
+    assert _IDS.sub(b"", second) == _IDS.sub(b"", first.read_bytes())
+    assert len(_messages(second)) == 9
+
+
+def test_the_same_xml_into_fresh_stores_of_each_back_end_exports_byte_identical(
+    stores: Any, tmp_path: Path
+) -> None:
+    source = stores("file")
+    populate(source)
+    first = tmp_path / "first.xml"
+    first.write_bytes(_ok(source.exp()))
+    exports = []
+    for kind in ("file", "postgresql", "sqlite"):
+        target = stores(kind)
+        _ok(target.imp(first, "--commit-interval", "3"))
+        exports.append(_ok(target.exp()))
+    assert exports[0] == exports[1] == exports[2]  # ids included
+    assert _IDS.sub(b"", exports[0]) == _IDS.sub(b"", first.read_bytes())
+
+
+# -- import ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["file", "postgresql"])
+def test_a_handwritten_artemis_export_imports_and_is_delivered(stores: Any, kind: str) -> None:
+    target = stores(kind)
+    done = run("data", "imp", "--config", str(target.path), "--input", str(HANDWRITTEN))
+    assert done.returncode == 0, done.stderr
+    assert (
+        b"imported 4 messages (1 large, 106 body bytes); created 2 addresses and 3 queues"
+        in done.stdout
+    )
+    with target.manager() as sm:
+        assert {(a.name, a.routing_types) for a in sm.addresses()} == {
+            ("orders", ("ANYCAST", "MULTICAST")),
+            ("audit", ("ANYCAST",)),
+        }
+        queues = {q.name: (q.address, q.routing_type, q.filter) for q in sm.queues()}
+        assert queues == {
+            "orders.eu": ("orders", "ANYCAST", "region = 'eu'"),
+            "orders.all": ("orders", "MULTICAST", None),
+            "audit": ("audit", "ANYCAST", None),
+        }
+        (eu,) = sm.receive("orders.eu", max_messages=10)
+        m = eu.message
+        assert (m.priority, m.expiration, m.timestamp) == (7, 4102444800000, 1700000000000)
+        assert m.body == b"hello world" and m.scheduled_delivery == 0
+        assert m.properties == {
+            "flag": True,
+            "tiny": -128,
+            "blob": b"\xfb\xff\xfe",
+            "small": 32767,
+            "medium": -(2**31),
+            "big": 2**63 - 1,
+            "ratio": 1.5,
+            "precise": -0.1,
+            "infinite": float("-inf"),
+            "text": 'café <&> "q"',
+            "simple": "simple value",
+            "nothing": None,
+            "nothing-string": None,
+        }
+        assert list(m.properties)[:3] == ["flag", "tiny", "blob"]  # the file's order
+        all_ = sm.receive("orders.all", max_messages=10)
+        assert [d.message.body for d in all_[:1]] == [b"hello world"]
+        large = all_[1].message
+        with large.open_body() as body:
+            assert body.read() == bytes(range(25))
+        audit = sm.receive("audit", max_messages=10)
+        assert [d.message.body for d in audit] == [
+            b"Plain text, as a text message may carry: <not markup> & more."
+        ]
+        assert audit[0].message.properties == {"std-alphabet": b"\xfb\xff\xfe"}
+        assert sm.depth("audit") == 2  # the scheduled one is held until its time
+        held = [m for m, queues in sm.browse() if queues == ("audit",) and m.body == b"scheduled"]
+        assert [(m.scheduled_delivery, m.properties) for m in held] == [
+            (4102444800000, {"kind": "scheduled"})
+        ]
