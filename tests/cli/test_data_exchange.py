@@ -399,3 +399,161 @@ def test_a_handwritten_artemis_export_imports_and_is_delivered(stores: Any, kind
         assert [(m.scheduled_delivery, m.properties) for m in held] == [
             (4102444800000, {"kind": "scheduled"})
         ]
+
+
+# -- failures --------------------------------------------------------------------------------
+
+
+def _prefill_full_address(target: Backend) -> None:
+    """Address ``full`` (FAIL policy, at most 2 messages in memory) already holding 2."""
+    with target.manager() as sm:
+        sm.create_address("full", routing_types=("ANYCAST",))
+        sm.create_queue("full.q", address="full")
+        for i in range(2):
+            sm.send(Message("full", f"old-{i}".encode()))
+
+
+def _failing_file(tmp_path: Path) -> Path:
+    """Five messages for a new address, then one for the full address (refused: FAIL)."""
+    messages = "".join(
+        f'<message id="{i}" priority="4" expiration="0" timestamp="{i}" type="default">'
+        f'<properties/><queues><queue name="new.q"/></queues><body><![CDATA[bmV3]]></body></message>\n'
+        for i in range(5)
+    )
+    messages += (
+        '<message id="9" priority="4" expiration="0" timestamp="0" type="default"><properties/>'
+        '<queues><queue name="full.q"/></queues><body><![CDATA[ZnVsbA==]]></body></message>\n'
+    )
+    path = tmp_path / "failing.xml"
+    path.write_text(
+        '<?xml version="1.0"?>\n<activemq-journal><bindings>\n'
+        '<address-binding routing-types="ANYCAST" name="new" id="1"/>\n'
+        '<address-binding routing-types="ANYCAST" name="full" id="2"/>\n'
+        '<queue-binding address="new" filter-string="" name="new.q" id="3" routing-type="ANYCAST"/>\n'
+        '<queue-binding address="full" filter-string="" name="full.q" id="4" routing-type="ANYCAST"/>\n'
+        f"</bindings><messages>\n{messages}</messages></activemq-journal>\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize("kind", ["file", "postgresql"])
+def test_a_failed_import_keeps_what_it_committed(stores: Any, tmp_path: Path, kind: str) -> None:
+    target = stores(kind)
+    _prefill_full_address(target)
+    done = target.imp(_failing_file(tmp_path), "--commit-interval", "2")
+    assert done.returncode == 6 and b"address 'full' is full" in done.stderr
+    assert b"Traceback" not in done.stderr
+    with target.manager() as sm:
+        # batches [0, 1] and [2, 3] committed; [4, the refused one] rolled back
+        assert sm.depth("new.q") == 4 and sm.depth("full.q") == 2
+        assert [d.message.timestamp for d in sm.receive("new.q", max_messages=10)] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", ["file", "postgresql"])
+def test_a_failed_transactional_import_keeps_nothing(
+    stores: Any, tmp_path: Path, kind: str
+) -> None:
+    target = stores(kind)
+    _prefill_full_address(target)
+    done = target.imp(_failing_file(tmp_path), "--transactional")
+    assert done.returncode == 6 and b"address 'full' is full" in done.stderr
+    with target.manager() as sm:
+        # nothing imported, and the address and queue it created are gone again
+        assert [q.name for q in sm.queues()] == ["full.q"]
+        assert [a.name for a in sm.addresses()] == ["full"]
+        assert sm.depth("full.q") == 2
+
+
+def test_an_unreadable_input_fails_before_a_store_is_created(stores: Any, tmp_path: Path) -> None:
+    target = stores("file")
+    missing = tmp_path / "missing.xml"
+    done = target.imp(missing)
+    assert done.returncode == 4
+    assert (
+        done.stderr.decode() == f"store: error: cannot read {missing}: No such file or directory\n"
+    )
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "postgresql"])
+def test_a_malformed_file_imports_nothing_and_names_line_and_column(
+    stores: Any, tmp_path: Path, kind: str
+) -> None:
+    target = stores(kind)
+    good = HANDWRITTEN.read_text()
+    broken = tmp_path / "broken.xml"
+    # the fault is in the last message: a check pass must refuse the whole file
+    last = good.rindex("</message>")
+    broken.write_text(good[:last] + "</mesage>" + good[last + len("</message>") :])
+    done = target.imp(broken, "--commit-interval", "1")
+    line = good[:last].count("\n") + 1
+    column = last - good.rindex("\n", 0, last) + 2  # 1-based, past the "</"
+    assert done.returncode == 5
+    err = done.stderr.decode()
+    assert err == f"store: error: {broken}: line {line}, column {column}: mismatched tag\n"
+    assert not target.exists()
+
+
+ATTACKS = {
+    "external-entity": (
+        '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>\n'
+        "<activemq-journal><bindings>&xxe;</bindings></activemq-journal>\n"
+    ),
+    "parameter-entity": (
+        '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY % p SYSTEM "http://127.0.0.1:9/x.dtd"> %p;]>\n'
+        "<activemq-journal/>\n"
+    ),
+    "billion-laughs": (
+        '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">'
+        + "".join(f'<!ENTITY {c} "{("&" + p + ";") * 10}">' for p, c in zip("abcdefgh", "bcdefghi"))
+        + ']>\n<activemq-journal><bindings><address-binding name="&i;"/></bindings></activemq-journal>\n'
+    ),
+    "quadratic-blowup": (
+        '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY big "' + "B" * 100_000 + '">]>\n'
+        '<activemq-journal><bindings><address-binding name="' + "&big;" * 20_000 + '"/></bindings>'
+        "</activemq-journal>\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_xml_attacks_are_refused_and_nothing_is_imported(
+    stores: Any, tmp_path: Path, attack: str
+) -> None:
+    target = stores("file")
+    path = tmp_path / f"{attack}.xml"
+    path.write_text(ATTACKS[attack])
+    done = target.imp(path)
+    assert done.returncode == 5
+    err = done.stderr.decode()
+    assert err.startswith(f"store: error: {path}: line 2, column ") and "DOCTYPE" in err
+    assert err.count("\n") == 1
+    assert not target.exists()
+
+
+def test_an_existing_queue_on_another_address_is_refused_before_anything_is_created(
+    stores: Any, tmp_path: Path
+) -> None:
+    target = stores("file")
+    with target.manager() as sm:
+        sm.create_address("elsewhere")
+        sm.create_queue("audit", address="elsewhere")
+    done = target.imp(HANDWRITTEN)
+    assert (
+        done.returncode == 5
+        and b"queue 'audit' exists in the store on address 'elsewhere'" in done.stderr
+    )
+    with target.manager() as sm:
+        assert [a.name for a in sm.addresses()] == ["elsewhere"]
+
+
+def test_existing_addresses_and_queues_are_reused(stores: Any) -> None:
+    target = stores("file")
+    with target.manager() as sm:
+        sm.create_address("audit", routing_types=("ANYCAST",))
+        sm.create_queue("audit", address="audit")
+        sm.send(Message("audit", b"already here"))
+    done = target.imp(HANDWRITTEN)
+    assert done.returncode == 0 and b"created 1 addresses and 2 queues" in done.stdout
+    with target.manager() as sm:
+        assert sm.depth("audit") == 3
