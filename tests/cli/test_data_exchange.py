@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import store
-from store import StoreConfig, load_config, open_store
+from store import load_config, open_store
 from store.db.migrate import drop_schema
 from store.messaging import Message, StorageManager
 from tests.support.backends import unique_prefix
@@ -199,11 +199,11 @@ def test_export_writes_every_binding_and_every_message_still_on_a_queue(stores: 
     assert '<address-binding routing-types="ANYCAST,MULTICAST" name="orders" id="' in text
     assert '<address-binding routing-types="MULTICAST" name="empty" id="' in text
     assert re.search(
-        r'<queue-binding address="orders" filter-string="r=\'eu\'" name="orders.eu" id="\d+" routing-type="ANYCAST"/>',
+        r'<queue-binding address="orders" filter-string="r=\'eu\'" name="orders.eu" id="\d+" routing-type="ANYCAST"/>',  # noqa: E501
         text,
     )
     assert re.search(
-        r'<queue-binding address="paged" filter-string="" name="paged.q" id="\d+" routing-type="ANYCAST"/>',
+        r'<queue-binding address="paged" filter-string="" name="paged.q" id="\d+" routing-type="ANYCAST"/>',  # noqa: E501
         text,
     )
     messages = _messages(xml)
@@ -221,7 +221,7 @@ def test_export_writes_every_binding_and_every_message_still_on_a_queue(stores: 
         '<property name="i" value="-9223372036854775808" type="long"/>',
         '<property name="x" value="1.25" type="double"/>',
         '<property name="inf" value="-Infinity" type="double"/>',
-        '<property name="s" value="quote &quot; amp &amp; lt &lt; nl &#10; tab &#9; é" type="string"/>',
+        '<property name="s" value="quote &quot; amp &amp; lt &lt; nl &#10; tab &#9; é" type="string"/>',  # noqa: E501
         '<property name="b" value="AP7_" type="bytes"/>',
     ):
         assert prop in first
@@ -417,7 +417,7 @@ def _failing_file(tmp_path: Path) -> Path:
     """Five messages for a new address, then one for the full address (refused: FAIL)."""
     messages = "".join(
         f'<message id="{i}" priority="4" expiration="0" timestamp="{i}" type="default">'
-        f'<properties/><queues><queue name="new.q"/></queues><body><![CDATA[bmV3]]></body></message>\n'
+        f'<properties/><queues><queue name="new.q"/></queues><body><![CDATA[bmV3]]></body></message>\n'  # noqa: E501
         for i in range(5)
     )
     messages += (
@@ -429,8 +429,8 @@ def _failing_file(tmp_path: Path) -> Path:
         '<?xml version="1.0"?>\n<activemq-journal><bindings>\n'
         '<address-binding routing-types="ANYCAST" name="new" id="1"/>\n'
         '<address-binding routing-types="ANYCAST" name="full" id="2"/>\n'
-        '<queue-binding address="new" filter-string="" name="new.q" id="3" routing-type="ANYCAST"/>\n'
-        '<queue-binding address="full" filter-string="" name="full.q" id="4" routing-type="ANYCAST"/>\n'
+        '<queue-binding address="new" filter-string="" name="new.q" id="3" routing-type="ANYCAST"/>\n'  # noqa: E501
+        '<queue-binding address="full" filter-string="" name="full.q" id="4" routing-type="ANYCAST"/>\n'  # noqa: E501
         f"</bindings><messages>\n{messages}</messages></activemq-journal>\n"
     )
     return path
@@ -500,13 +500,16 @@ ATTACKS = {
         "<activemq-journal><bindings>&xxe;</bindings></activemq-journal>\n"
     ),
     "parameter-entity": (
-        '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY % p SYSTEM "http://127.0.0.1:9/x.dtd"> %p;]>\n'
+        '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY % p SYSTEM "http://127.0.0.1:9/x.dtd"> %p;]>\n'  # noqa: E501
         "<activemq-journal/>\n"
     ),
     "billion-laughs": (
         '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa">'
-        + "".join(f'<!ENTITY {c} "{("&" + p + ";") * 10}">' for p, c in zip("abcdefgh", "bcdefghi"))
-        + ']>\n<activemq-journal><bindings><address-binding name="&i;"/></bindings></activemq-journal>\n'
+        + "".join(
+            f'<!ENTITY {c} "{("&" + p + ";") * 10}">'
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        )
+        + ']>\n<activemq-journal><bindings><address-binding name="&i;"/></bindings></activemq-journal>\n'  # noqa: E501
     ),
     "quadratic-blowup": (
         '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY big "' + "B" * 100_000 + '">]>\n'
