@@ -52,6 +52,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from collections.abc import Callable
 from typing import Final
 
@@ -104,7 +105,8 @@ _FLOATS: Final = ("float", "double")
 _STRINGS: Final = ("string", "simple-string")
 PROPERTY_TYPES: Final = ("boolean", *_INT_RANGES, *_FLOATS, *_STRINGS, "bytes")
 
-_TO_URLSAFE: Final = bytes.maketrans(b"+/", b"-_")
+_TO_STANDARD: Final = bytes.maketrans(b"-_", b"+/")
+_SPACE: Final = re.compile(r"[ \t\r\n]+")
 _B64_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/")
 
 
@@ -158,7 +160,7 @@ class Base64Decoder:
         """Decode what ``text`` completes; returns those bytes. Raises ValueError."""
         if not text:
             return b""
-        data = self._rest + ("".join(text.split()) if _has_space(text) else text)
+        data = self._rest + (_SPACE.sub("", text) if _has_space(text) else text)
         whole = len(data) - len(data) % 4
         self._rest = data[whole:]
         out = _decode_quanta(data[:whole])
@@ -185,32 +187,35 @@ class Base64Decoder:
 
 
 def _has_space(text: str) -> bool:
-    return any(c in text for c in " \t\r\n")
+    # str.__contains__ is a memchr: far faster than a regex search on 64 KiB of base64
+    return " " in text or "\n" in text or "\r" in text or "\t" in text
 
 
 def _decode_quanta(data: str) -> bytes:
     """Decode whole quanta, some of which may end in padding (a padded piece followed by
     another piece)."""
+    try:
+        raw = data.encode("ascii").translate(_TO_STANDARD)
+    except UnicodeEncodeError:
+        raise ValueError("base64 text holds a character outside its alphabet") from None
+    if b"=" not in raw:
+        return _decode_piece(raw)
     parts = []
     start = 0
-    while start < len(data):
-        pad = data.find("=", start)
+    while start < len(raw):
+        pad = raw.find(b"=", start)
         if pad < 0:
-            parts.append(_decode_piece(data[start:]))
+            parts.append(_decode_piece(raw[start:]))
             break
         end = (pad // 4 + 1) * 4  # the quantum that holds the padding ends the piece
-        parts.append(_decode_piece(data[start:end]))
+        parts.append(_decode_piece(raw[start:end]))
         start = end
     return b"".join(parts)
 
 
-def _decode_piece(piece: str) -> bytes:
+def _decode_piece(piece: bytes) -> bytes:
     try:
-        raw = piece.encode("ascii")
-    except UnicodeEncodeError:
-        raise ValueError("base64 text holds a character outside its alphabet") from None
-    try:
-        return base64.b64decode(raw.translate(_TO_URLSAFE), altchars=b"-_", validate=True)
+        return binascii.a2b_base64(piece, strict_mode=True)
     except binascii.Error as exc:
         raise ValueError(f"bad base64: {exc}") from None
 

@@ -360,8 +360,7 @@ def read_document(stream: BinaryIO, path: str, *, keep_bodies: bool) -> Iterator
                 current.body = _Body(text=text, keep=keep_bodies)
             elif kind == "body-text":
                 assert current.body is not None
-                if event.cdata or event.text.strip():
-                    current.body.feed(event.text)
+                current.body.feed(event.text)
             elif kind == "/body":
                 assert current.body is not None
                 current.result = current.body.finish()

@@ -78,8 +78,9 @@ class XmlFormatError(CorruptionError):
 class Event:
     """One part of the document: ``kind`` is the element's name for a start (``message``,
     ``property``, ``queue``, ``address-binding``, ``queue-binding``, ``body``), ``/message``
-    and ``/body`` for those ends, or ``body-text`` for a piece of a body's text (``text``;
-    ``cdata`` tells a CDATA section's text from plain character data). ``line`` and
+    and ``/body`` for those ends, or ``body-text`` for a piece of a body's text (``text``: what
+    its CDATA sections and its character data hold, except character data that is only
+    whitespace, the layout between sections; at most one piece per feed). ``line`` and
     ``column`` (1-based) locate it."""
 
     kind: str
@@ -87,7 +88,6 @@ class Event:
     column: int
     attrs: dict[str, str] = field(default_factory=dict)
     text: str = ""
-    cdata: bool = False
 
 
 class _Refused(Exception):
@@ -106,6 +106,8 @@ def read_events(stream: BinaryIO, path: str) -> Iterator[Event]:
     events: deque[Event] = deque()
     stack: list[str] = []
     cdata = [False]
+    pending: list[str] = []  # a body's text since the last event, handed over as one
+    pending_at = [1, 1]
 
     def where() -> tuple[int, int]:
         return parser.CurrentLineNumber, parser.CurrentColumnNumber + 1
@@ -113,7 +115,14 @@ def read_events(stream: BinaryIO, path: str) -> Iterator[Event]:
     def refuse(what: str) -> None:
         raise _Refused(what, *where())
 
+    def flush() -> None:
+        if pending:
+            line, column = pending_at
+            events.append(Event("body-text", line, column, text="".join(pending)))
+            pending.clear()
+
     def start(name: str, attrs: dict[str, str]) -> None:
+        flush()
         parent = stack[-1] if stack else None
         allowed = _CHILDREN.get(parent, ())
         if name not in allowed:
@@ -125,13 +134,17 @@ def read_events(stream: BinaryIO, path: str) -> Iterator[Event]:
             events.append(Event(name, *where(), attrs=attrs))
 
     def end(name: str) -> None:
+        flush()
         stack.pop()
         if name in (f.MESSAGE, f.BODY):
             events.append(Event("/" + name, *where()))
 
     def text(data: str) -> None:
         if stack and stack[-1] == f.BODY:
-            events.append(Event("body-text", *where(), text=data, cdata=cdata[0]))
+            if cdata[0] or data.strip():  # whitespace between CDATA sections is layout
+                if not pending:
+                    pending_at[:] = where()
+                pending.append(data)
         elif data.strip():
             inside = f"<{stack[-1]}>" if stack else "the document"
             refuse(f"unexpected text {data.strip()[:40]!r} inside {inside}")
@@ -183,6 +196,7 @@ def read_events(stream: BinaryIO, path: str) -> Iterator[Event]:
     while True:
         chunk = stream.read(FEED)
         feed(chunk, not chunk)
+        flush()
         while events:
             yield events.popleft()
         if not chunk:

@@ -560,3 +560,67 @@ def test_existing_addresses_and_queues_are_reused(stores: Any) -> None:
     assert done.returncode == 0 and b"created 1 addresses and 2 queues" in done.stdout
     with target.manager() as sm:
         assert sm.depth("audit") == 3
+
+
+# -- bounded memory --------------------------------------------------------------------------
+
+_MEASURED = (
+    "import resource, sys\n"
+    "from store.cli.main import main\n"
+    "code = main(sys.argv[1:])\n"
+    "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+class _Pattern:
+    """A stream of ``size`` bytes of a repeating pattern, never held whole."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+        self.block = bytes(range(256)) * 4096
+
+    def read(self, n: int = -1) -> bytes:
+        n = min(self.left if n < 0 else n, self.left, len(self.block))
+        self.left -= n
+        return self.block[:n]
+
+
+def _peak_rss_kib(*argv: str) -> int:
+    """Peak RSS (KiB) of ``store <argv>`` run in its own process through ``main``."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURED, *argv],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": path},
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return int(done.stderr.decode().rsplit("MAXRSS", 1)[1].split()[0])
+
+
+def _exp_imp_peaks(stores: Any, tmp_path: Path, body: Any, name: str) -> tuple[int, int]:
+    source = stores("file")
+    with source.manager() as sm:
+        sm.create_address("big")
+        sm.create_queue("big.q", address="big")
+        sm.send(Message("big", body))
+    xml = tmp_path / f"{name}.xml"
+    exp = _peak_rss_kib("data", "exp", "-q", "--config", str(source.path), "--output", str(xml))
+    target = stores("file")
+    imp = _peak_rss_kib("data", "imp", "-q", "--config", str(target.path), "--input", str(xml))
+    return exp, imp
+
+
+def test_a_256_mib_large_message_exports_and_imports_in_bounded_memory(
+    stores: Any, tmp_path: Path
+) -> None:
+    """Growth of each process's peak RSS over the same command on a store with one small
+    message stays under 64 MiB for a 256 MiB body (bench/xml_large_message.py does 1 GiB)."""
+    size = 256 << 20
+    small = _exp_imp_peaks(stores, tmp_path, b"small", "small")
+    large = _exp_imp_peaks(stores, tmp_path, _Pattern(size), "large")
+    growth = [(big - base) / 1024 for big, base in zip(large, small, strict=True)]
+    assert all(g < 64 for g in growth), f"exp, imp grew by {growth} MiB"
+    assert (tmp_path / "large.xml").stat().st_size > size * 4 // 3  # the body is in it
