@@ -244,10 +244,14 @@ def require_store(config: StoreConfig) -> StoreConfig:
         return config.replace(create_journal_dir=False, create_bindings_dir=False)
     if config.store_type == "database":
         from store.db import migrate
+        from store.db.urls import resolve_target
 
-        assert config.database_store is not None
-        if migrate.current(config).current is None:
-            db = config.database_store
+        db = config.database_store
+        assert db is not None
+        path = resolve_target(db).sqlite_path
+        # An SQLite file that does not exist holds no store; connecting would create it.
+        missing = path is not None and not os.path.exists(path)
+        if missing or migrate.current(config).current is None:
             raise ConfigError(
                 f"no store in the database: its schema (tables {db.bindings_table_name}, "
                 f"{db.message_table_name}, …) does not exist",

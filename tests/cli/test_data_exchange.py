@@ -93,6 +93,8 @@ class Backend:
         """True when anything of the store was created."""
         if self.kind == "file":
             return (self.dir / "data").exists()
+        if self.kind == "sqlite":
+            return (self.dir / "store.db").exists()
         from store.db.migrate import current
 
         return current(self.config).current is not None
@@ -103,7 +105,7 @@ class Backend:
         return sm
 
     def cleanup(self) -> None:
-        if self.kind != "file":
+        if self.kind not in ("file", "sqlite"):
             drop_schema(self.config)
 
     def exp(self, *extra: str) -> subprocess.CompletedProcess[bytes]:
@@ -286,7 +288,7 @@ def test_export_of_a_store_a_live_process_holds_is_refused(stores: Any, kind: st
 
 
 def test_export_never_creates_a_store(stores: Any) -> None:
-    for kind in ("file", "postgresql"):
+    for kind in ("file", "postgresql", "sqlite"):
         target = stores(kind)
         done = target.exp()
         assert done.returncode == 2 and b"no " in done.stderr, done.stderr
@@ -344,7 +346,7 @@ def test_the_same_xml_into_fresh_stores_of_each_back_end_exports_byte_identical(
 # -- import ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["file", "postgresql"])
+@pytest.mark.parametrize("kind", ["file", "postgresql", "mariadb"])
 def test_a_handwritten_artemis_export_imports_and_is_delivered(stores: Any, kind: str) -> None:
     target = stores(kind)
     done = run("data", "imp", "--config", str(target.path), "--input", str(HANDWRITTEN))

@@ -6,6 +6,12 @@ import does and what a failed one keeps). ``exp`` writes the XML to standard out
 ``--output FILE``, its summary to stderr; ``imp`` reads ``--input FILE`` and prints its
 summary. Both show a progress bar (messages) on stderr unless ``--quiet``.
 
+Exit codes: 0 done; 2 no store to export or a bad configuration; 3 the store is held by
+another process; 4 the input cannot be read or the output written (before any store is
+opened); 5 the input is malformed or refused (file, line and column named; nothing imported);
+6 the store refused a message (e.g. an address full under the FAIL policy: what was committed
+stays).
+
 Unlike the other ``store data`` commands, ``imp`` creates the store when it does not exist
 (a fresh store is where an import usually goes); ``exp`` never creates one.
 
