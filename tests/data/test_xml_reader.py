@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from store.data.xml_import import XmlMessage, read_document
+from store.data.xml_document import XmlMessage, read_document
 from store.data.xml_reader import FEED, XmlFormatError, read_events
 
 _MESSAGE = (
