@@ -37,7 +37,9 @@ Python value (export)       ``type`` / ``value``                 read back (impo
 ``_AMQ_NULL`` stands for null whatever the type, as in Artemis: a ``str`` property whose value
 is the text ``_AMQ_NULL`` comes back as ``None`` (the format cannot tell them apart). A
 message's ``scheduled_delivery`` travels as Artemis's ``_AMQ_SCHED_DELIVERY`` (``long``)
-property and comes back as ``scheduled_delivery``, never as a property.
+property and comes back as ``scheduled_delivery``, never as a property; the name is the
+format's, so a message's own property of that name does not survive an export and import
+(Artemis has the same rule).
 
 Base64: Artemis writes the URL-safe alphabet with padding (``Base64.URL_SAFE``); we write the
 same and read both alphabets. A body is a series of padded base64 pieces (one per CDATA

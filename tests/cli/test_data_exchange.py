@@ -268,6 +268,8 @@ def test_export_to_a_file_replaces_it_only_when_complete(stores: Any, tmp_path: 
     assert done.returncode == 0 and done.stdout == b""
     assert b"exported 3 addresses, 3 queues, 9 messages" in done.stderr  # progress and summary
     assert out.read_bytes() == _ok(source.exp())
+    quiet = run("data", "exp", "--config", str(source.path), "--output", str(out), "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == b""  # no progress, no summary
     with open_store(source.config):  # held by this process: the export is refused
         done = run("data", "exp", "--config", str(source.path), "--output", str(out))
     assert done.returncode == 3 and b"Traceback" not in done.stderr
