@@ -285,6 +285,7 @@ def test_export_of_a_store_a_live_process_holds_is_refused(stores: Any, kind: st
     with source.manager():
         done = source.exp()
     assert done.returncode == 3, done.stderr
+    assert re.search(rf"pid[ =]{os.getpid()}\b".encode(), done.stderr)  # names the holder
     assert done.stdout == b"" and len(done.stderr.strip().splitlines()) <= 2
     assert b"Traceback" not in done.stderr
 
