@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
         "else Artemis's defaults under data/, overridden by --journal, --bindings, --paging, "
         "--large-messages) or a database store (--jdbc-connection-url, or a --config with a "
         "database-store). A path that holds no journal is an error: these commands never "
-        "create one.",
+        "create one, except imp, which imports into a new store as readily as an existing one.",
     )
     sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
     for module in (printing, checking, compact, recover, exchange):
