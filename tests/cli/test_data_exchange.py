@@ -44,8 +44,10 @@ SETTINGS = (
 )
 
 
-def run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
-    """``store <argv>`` in a subprocess, with this checkout on PYTHONPATH."""
+def run(
+    *argv: str, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """``store <argv>`` in a subprocess (in ``cwd``), with this checkout on PYTHONPATH."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     return subprocess.run(
         [sys.executable, "-m", "store.cli.main", *argv],
@@ -53,6 +55,7 @@ def run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
         env={**os.environ, "PYTHONPATH": path, "COLUMNS": "100"},
         timeout=timeout,
         check=False,
+        cwd=cwd,
     )
 
 
@@ -629,3 +632,14 @@ def test_a_256_mib_large_message_exports_and_imports_in_bounded_memory(
     growth = [(big - base) / 1024 for big, base in zip(large, small, strict=True)]
     assert all(g < 64 for g in growth), f"exp, imp grew by {growth} MiB"
     assert (tmp_path / "large.xml").stat().st_size > size * 4 // 3  # the body is in it
+
+
+@pytest.mark.parametrize("command", ["exp", "imp"])
+def test_an_unreadable_configuration_is_one_line_naming_it(tmp_path: Path, command: str) -> None:
+    missing = tmp_path / "missing.toml"
+    extra = ["--input", str(HANDWRITTEN)] if command == "imp" else []
+    done = run("data", command, "--config", str(missing), *extra, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == b""
+    err = done.stderr.decode()
+    assert err.count("\n") == 1 and str(missing) in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # not even the default ./data
