@@ -50,6 +50,10 @@ _NO_USER = frozenset(
     {RecordType.DELETE, RecordType.DELETE_TX, RecordType.COMMIT, RecordType.ROLLBACK}
 )
 _NODE_ID_ROW = 3
+_FORCE_HINT = (
+    "stop the broker first, or pass --force to read it anyway (reading rows without the "
+    "store lock is safe)"
+)
 
 
 def database_entries(config: StoreConfig, options: DescribeOptions) -> Iterator[Entry]:
@@ -89,7 +93,10 @@ def database_entries(config: StoreConfig, options: DescribeOptions) -> Iterator[
                 allowed="the table names of an existing store",
             )
         if not options.force:
-            lock = acquire_store_lock(engine, target, names)
+            try:
+                lock = acquire_store_lock(engine, target, names)
+            except StoreLockedError as exc:
+                raise StoreLockedError(str(exc), holder=exc.holder, hint=_FORCE_HINT) from exc
             _refuse_live_lease(engine, schema, existing, db)
         try:
             yield NodeId(
@@ -134,7 +141,7 @@ def _refuse_live_lease(engine: Engine, schema: StoreSchema, existing: set[str], 
             f"the store is live in an HA pair: the live lock is held by {row.holder} "
             f"(generation {row.generation})",
             holder=row.holder,
-            hint="stop that node, or pass --force to read it anyway",
+            hint=_FORCE_HINT,
         )
 
 
