@@ -160,14 +160,16 @@ def _rows(engine: Engine, table: sa.Table, *, bodies: bool) -> Iterator[Any]:
     """Every row of ``table`` in ``seq`` order: (id, recordtype, txid, userrecordtype,
     record, txdata, seq), ``record`` None unless ``bodies``."""
     c = table.c
-    record = c.record if bodies else sa.null()
-    stmt = sa.select(c.id, c.recordtype, c.txid, c.userrecordtype, record, c.txdata, c.seq)
+    columns = [c.id, c.recordtype, c.txid, c.userrecordtype, c.txdata, c.seq]
+    if bodies:
+        columns.append(c.record)
+    stmt = sa.select(*columns).order_by(c.seq)
     with engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=_FETCH).execute(
-            stmt.order_by(c.seq)
-        )
+        result = conn.execution_options(stream_results=True, yield_per=_FETCH).execute(stmt)
         try:
-            yield from result
+            for row in result:
+                record = row[6] if bodies else None
+                yield row[0], row[1], row[2], row[3], record, row[4], row[5]
         finally:
             result.close()
             conn.rollback()

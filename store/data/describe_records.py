@@ -142,8 +142,9 @@ def _xid_fields(body: bytes) -> dict[str, Any]:
 
 def message_fields(message: Message, body_size: int, *, safe: bool) -> dict[str, Any]:
     """The fields shown of ``message`` (whose stored body is ``body_size`` bytes): header,
-    properties (names and types only when ``safe``), and the inline body unless ``safe``.
-    Raises nothing."""
+    ``properties`` (name -> value, or name -> type name when ``safe``), ``property_types``
+    (name -> ``null``, ``bool``, ``int``, ``float``, ``str`` or ``bytes``; not when ``safe``),
+    and the inline body unless ``safe``. Raises nothing."""
     out: dict[str, Any] = {
         "address": message.address,
         "priority": message.priority,
@@ -152,10 +153,12 @@ def message_fields(message: Message, body_size: int, *, safe: bool) -> dict[str,
         "expiration": message.expiration,
         "scheduled_delivery": message.scheduled_delivery,
     }
+    types = {k: _type_of(v) for k, v in message.properties.items()}
     if safe:
-        out["properties"] = {k: _type_of(v) for k, v in message.properties.items()}
+        out["properties"] = types
     else:
         out["properties"] = dict(message.properties)
+        out["property_types"] = types  # bytes and str both become text in JSON
     out["body_size"] = body_size
     if not safe and isinstance(message.body, bytes) and message.body:
         out["body"] = message.body

@@ -135,7 +135,13 @@ def _fill(config: StoreConfig) -> Written:
         orders = sm.create_queue("orders.eu", address="orders", routing_type="ANYCAST")
         sm.create_address("paged", routing_types=("ANYCAST",))
         paged = sm.create_queue("paged.q", address="paged", routing_type="ANYCAST")
-        properties = {"region": SECRET_PROPERTY, "n": 7, "flag": True, "none": None}
+        properties = {
+            "region": SECRET_PROPERTY,
+            "n": 7,
+            "flag": True,
+            "none": None,
+            "raw": b"\x01\x02",
+        }
         secret = sm.send(Message("orders", SECRET_BODY, priority=7, properties=properties),
                          dup_id=DUP_ID)  # fmt: skip
         acked = sm.send(Message("orders", b"acked"))
@@ -205,16 +211,17 @@ def test_print_decodes_every_part_of_a_store(case: Case) -> None:
     assert (
         'ADD_MESSAGE_PROTOCOL address="orders" priority=7 durable=True timestamp=0 '
         f'expiration=0 scheduled_delivery=0 properties={{region: "{SECRET_PROPERTY}", n: 7, '
-        f"flag: True, none: None}} body_size={len(SECRET_BODY)} body={SECRET_BODY.hex()}"
+        f"flag: True, none: None, raw: 0x0102}} body_size={len(SECRET_BODY)} "
+        f"body=0x{SECRET_BODY.hex()}"
     ) in out
     assert f"ADD_REF queue_id={w.orders_queue}" in out
     assert f"ACKNOWLEDGE_REF queue_id={w.news_queue}" in out
-    assert f'DUPLICATE_ID address="orders" dup_id_size={len(DUP_ID)} dup_id={DUP_ID.hex()}' in out
+    assert f'DUPLICATE_ID address="orders" dup_id_size={len(DUP_ID)} dup_id=0x{DUP_ID.hex()}' in out
     assert 'ADD_LARGE_MESSAGE address="orders" priority=4' in out
     assert f"body_size={LARGE_SIZE} large=True" in out
     assert 'PAGE_TRANSACTION record="PageTransaction" transaction_id=' in out
     assert f'ACKNOWLEDGE_CURSOR record="CursorAck" queue_id={w.paged_queue} page=' in out
-    assert "XID format_id=1 global_transaction_id=67746964 branch_qualifier=6271" in out
+    assert "XID format_id=1 global_transaction_id=0x67746964 branch_qualifier=0x6271" in out
     # The summaries: counts per user record type, what a load returns.
     summaries = [line for line in out.splitlines() if line.startswith("  user record types:")]
     assert len(summaries) == 2
@@ -239,7 +246,10 @@ def test_safe_json_and_max_pages(case: Case) -> None:
     assert safe.returncode == 0, safe.stderr
     for secret in (SECRET_BODY.hex(), SECRET_PROPERTY, DUP_ID.hex(), b"paged-7".hex()):
         assert secret not in safe.stdout
-    assert 'properties={region: "str", n: "int", flag: "bool", none: "null"}' in safe.stdout
+    assert (
+        'properties={region: "str", n: "int", flag: "bool", none: "null", raw: "bytes"}'
+        in safe.stdout
+    )
     assert f"body_size={len(SECRET_BODY)}" in safe.stdout
 
     done = _print(case, "--json")
@@ -254,7 +264,12 @@ def test_safe_json_and_max_pages(case: Case) -> None:
     secret = by_id[w.secret]
     fields = secret["decoded"]["fields"]
     assert secret["op"] == "ADD" and secret["user_type"] == 45 and secret["tx_id"] == 0
-    assert fields["properties"] == {"region": SECRET_PROPERTY, "n": 7, "flag": True, "none": None}
+    assert fields["properties"] == {
+        "region": SECRET_PROPERTY, "n": 7, "flag": True, "none": None, "raw": "AQI="
+    }  # fmt: skip
+    assert fields["property_types"] == {
+        "region": "str", "n": "int", "flag": "bool", "none": "null", "raw": "bytes"
+    }  # fmt: skip
     assert base64.b64decode(fields["body"]) == SECRET_BODY and fields["priority"] == 7
     summaries = {e["journal"]: e for e in entries if e["kind"] == "summary"}
     assert summaries["bindings"]["load"] == {"records": 8, "prepared": 0, "failed": 0}
@@ -340,6 +355,7 @@ def test_reclaimed_file_records_are_printed_only_when_asked(tmp_path: Path) -> N
             s.messages.append_add(i, 45, b"kept-%d" % i * 8, sync=True)
     plain = _print(case, "--skip-bindings")
     assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.startswith(f"node id: none ({tmp_path / 'journal' / 'server.lock'})\n")
     assert "RECLAIMED" not in plain.stdout and b"gone-".hex() not in plain.stdout
     shown = _print(case, "--skip-bindings", "--reclaimed")
     assert shown.returncode == 0, shown.stderr
@@ -352,6 +368,27 @@ def test_reclaimed_file_records_are_printed_only_when_asked(tmp_path: Path) -> N
     assert (
         "a load returns 40 records" in plain.stdout and "a load returns 40 records" in shown.stdout
     )
+
+
+def test_a_damaged_page_is_shown_with_its_error_and_exits_5(tmp_path: Path) -> None:
+    case = _file_case(tmp_path)
+    _fill(case.config)
+    (folder,) = (tmp_path / "paging").iterdir()
+    first = sorted(folder.glob("*.page"))[0]  # not the page being written: no torn tail
+    data = bytearray(first.read_bytes())
+    data[20] ^= 0xFF  # inside the first record's payload
+    first.write_bytes(bytes(data))
+    done = _print(case, "--skip-bindings", "--skip-journal")
+    assert done.returncode == 5, done.stderr
+    page = int(first.stem)
+    assert f"  page {page}: 0 messages, {len(data)} bytes; DAMAGED: damaged page record: " in (
+        done.stdout
+    )
+    assert "checksum mismatch at offset 0" in done.stdout
+    assert "large message " in done.stdout  # what follows is still printed
+    entries = _json(_print(case, "--json", "--skip-bindings", "--skip-journal"))
+    damaged = next(e for e in entries if e["kind"] == "page" and e["page"] == page)
+    assert damaged["error"] == "damaged page record: checksum mismatch at offset 0"
 
 
 @pytest.mark.parametrize("which", ["postgresql", "sqlite"])

@@ -6,12 +6,17 @@ them (a large journal prints as it is read; only the summaries wait for their jo
 
 Text (default): one line per file, marker, record, page and body; a record's decoded body on
 the line below it, indented, as ``NAME field=value …`` (or ``NAME: UNDECODABLE: why`` beside
-the raw body's hex). ``--json``: **JSON lines**, one object per entry, in the same order, each
-with ``kind`` (``node_id``, ``journal``, ``file``, ``marker``, ``record``, ``summary``,
-``paging_address``, ``page``, ``paged_message``, ``large_message``) and the fields of that
-entry (:mod:`store.data.describe`), keys sorted; bytes are standard base64 (of at most
-``--body-bytes`` bytes, like the text). Lines rather than one document, so a script can read
-a store of any size as it is printed (``jq -c 'select(.kind == "record")'``).
+the raw body's hex). In decoded values strings are quoted, bytes are ``0x`` and hex (at most
+``--body-bytes`` of them, then ``...(+NB)``), ``None`` is a null.
+
+``--json``: **JSON lines**, one object per entry, in the same order, each with ``kind``
+(``node_id``, ``journal``, ``file``, ``marker``, ``record``, ``summary``, ``paging_address``,
+``page``, ``paged_message``, ``large_message``) and the fields of that entry
+(:mod:`store.data.describe`), keys sorted. Bytes (bodies, ``bytes`` property values, XIDs,
+duplicate ids) are standard base64 of at most ``--body-bytes`` bytes, like the text
+(``--body-bytes 0``: whole); a message's ``property_types`` tells a ``bytes`` property from a
+``str`` one. Lines rather than one document, so that a script reads a store of any size as it
+is printed (``jq -c 'select(.kind == "record")'``).
 
 Exit codes: 0, or 5 when a load would refuse a journal (checksum failure, damaged header,
 missing file, a row of an unknown kind) or a page record is damaged; 3 when a live process
@@ -229,12 +234,13 @@ class _TextFormat:
     def _decoded(self, d: Decoded) -> str:
         if d.error is not None:
             return f"{d.name}: UNDECODABLE: {d.error}"
-        parts = [f"{k}={self._value(v)}" for k, v in d.fields.items()]
+        # property_types is for JSON readers: in text a value's spelling says its type.
+        parts = [f"{k}={self._value(v)}" for k, v in d.fields.items() if k != "property_types"]
         return " ".join([d.name, *parts])
 
     def _value(self, v: Any) -> str:
         if isinstance(v, bytes):
-            return self._hex(v) if v else "b''"
+            return "0x" + self._hex(v) if v else "0x"
         if isinstance(v, str):
             return json.dumps(v, ensure_ascii=False)
         if isinstance(v, dict):
