@@ -17,6 +17,7 @@ Thread-safety: one generator belongs to one thread.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from store.db.rows import RowIndex
 from store.db.schema import StoreSchema, TableNames
 from store.db.urls import resolve_target
 from store.db.writer import Batch
-from store.errors import ConfigError, StoreError, StoreLockedError, StoreUnavailableError
+from store.errors import ConfigError, StoreLockedError, StoreUnavailableError
 from store.journal.api import RecordType
 from store.journal.replay import Replayer
 
@@ -60,7 +61,6 @@ def database_entries(config: StoreConfig, options: DescribeOptions) -> Iterator[
     """The entries of a database store (see :func:`store.data.describe.describe_store`)."""
     db = config.database_store
     assert db is not None
-    names = TableNames.from_config(db)
     target = resolve_target(db)
     if target.sqlite_path is not None and not os.path.exists(target.sqlite_path):
         raise ConfigError(
@@ -72,55 +72,62 @@ def database_entries(config: StoreConfig, options: DescribeOptions) -> Iterator[
     engine, target = create_store_engine(db, target)
     lock: StoreLock | None = None
     try:
-        schema = StoreSchema(names)
-        try:
+        with _unavailable(target.display):
+            schema = StoreSchema(TableNames.from_config(db))
             existing = {n.lower() for n in sa.inspect(engine).get_table_names()}
-        except sa.exc.SQLAlchemyError as exc:
-            raise StoreUnavailableError(
-                f"cannot read the database store at {target.display}: {type(exc).__name__}: "
-                f"{exc.__cause__ or exc}"
-            ) from exc
-        chosen = ((schema.bindings, options.bindings), (schema.messages, options.messages))
-        wanted = [t for t, on in chosen if on]
-        missing = [t.name for t in (wanted or [schema.bindings]) if t.name.lower() not in existing]
-        if missing:
-            raise ConfigError(
-                f"no store in {target.display}: table {', '.join(missing)} does not exist",
-                key="bindings-table-name"
-                if schema.bindings.name in missing
-                else "message-table-name",
-                value=missing[0],
-                allowed="the table names of an existing store",
-            )
-        if not options.force:
-            try:
-                lock = acquire_store_lock(engine, target, names)
-            except StoreLockedError as exc:
-                raise StoreLockedError(str(exc), holder=exc.holder, hint=_FORCE_HINT) from exc
-            _refuse_live_lease(engine, schema, existing, db)
-        try:
+            wanted = _wanted(schema, existing, options, target.display)
+            if not options.force:
+                try:
+                    lock = acquire_store_lock(engine, target, schema.names)
+                except StoreLockedError as exc:
+                    raise StoreLockedError(str(exc), holder=exc.holder, hint=_FORCE_HINT) from exc
+                _refuse_live_lease(engine, schema, existing, db)
             yield NodeId(
                 node_id=_node_id(engine, schema, existing),
                 source=f"{target.display} table {schema.node_manager.name}",
             )
-            for name, table in (("bindings", schema.bindings), ("messages", schema.messages)):
-                if table in wanted:
-                    yield from _journal(engine, target.display, name, table, options)
+            for name, table in wanted:
+                yield from _journal(engine, target.display, name, table, options)
             if options.paging:
                 yield from parts.database_paging(engine, schema, options)
             if options.large_messages:
                 yield from parts.database_large_messages(engine, schema)
-        except StoreError:
-            raise
-        except sa.exc.SQLAlchemyError as exc:
-            raise StoreUnavailableError(
-                f"reading the database store at {target.display} failed: "
-                f"{type(exc).__name__}: {exc.__cause__ or exc}"
-            ) from exc
     finally:
         if lock is not None:
             lock.release()
         dispose_store_engine(engine)
+
+
+@contextlib.contextmanager
+def _unavailable(where: str) -> Iterator[None]:
+    """Database errors as StoreUnavailableError naming ``where``."""
+    try:
+        yield
+    except sa.exc.SQLAlchemyError as exc:
+        raise StoreUnavailableError(
+            f"reading the database store at {where} failed: {type(exc).__name__}: "
+            f"{exc.__cause__ or exc}"
+        ) from exc
+
+
+def _wanted(
+    schema: StoreSchema, existing: set[str], options: DescribeOptions, where: str
+) -> list[tuple[str, sa.Table]]:
+    """The journal tables to read, each checked to exist (else ConfigError: nothing here ever
+    creates a store); the bindings table is checked even when neither is read."""
+    chosen = [("bindings", schema.bindings, options.bindings)]
+    chosen.append(("messages", schema.messages, options.messages))
+    wanted = [(name, table) for name, table, on in chosen if on]
+    checked = [t for _n, t in wanted] or [schema.bindings]
+    missing = [t.name for t in checked if t.name.lower() not in existing]
+    if missing:
+        raise ConfigError(
+            f"no store in {where}: table {', '.join(missing)} does not exist",
+            key="bindings-table-name" if schema.bindings.name in missing else "message-table-name",
+            value=missing[0],
+            allowed="the table names of an existing store",
+        )
+    return wanted
 
 
 def _refuse_live_lease(engine: Engine, schema: StoreSchema, existing: set[str], db: Any) -> None:

@@ -149,7 +149,7 @@ def _journal(name: str, o: FileJournalOptions, options: DescribeOptions) -> Iter
         if not options.reclaimed:
             reclaimed += len(again.tail.records)  # what lies further costs a search
             continue
-        for left, why in _leftover_records(f, data, again):
+        for left, why in _leftover_records(f, data, again, corrupt=s.verdict is not None):
             reclaimed += 1
             yield _record(name, f.name, left, options.safe, why)
     for f in retired:
@@ -246,12 +246,14 @@ def _record(
 
 
 def _leftover_records(
-    f: survey.JournalFile, data: bytes, s: survey.FileScan
+    f: survey.JournalFile, data: bytes, s: survey.FileScan, *, corrupt: bool
 ) -> Iterator[tuple[fmt.Record, str]]:
     """Valid records a load does not read: after the end of data (of this file id), then
-    records of other file ids (an earlier use of the file) after those."""
+    records of other file ids (an earlier use of the file) after those. ``corrupt``: the end
+    of data is a damaged record (the load refuses the journal there)."""
+    why = "after a damaged record" if corrupt else "after the end of data (a torn tail)"
     for rec in s.tail.records:
-        yield rec, "after the end of data (a torn or stale tail)"
+        yield rec, why
     pos = s.tail.extent
     size = len(data)
     while True:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 import store
 from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
+from store.file import survey
 from store.ha import open_node_manager
 from store.messaging import Message, StorageManager, Xid
 from tests.support.backends import unique_prefix
@@ -389,6 +390,33 @@ def test_a_damaged_page_is_shown_with_its_error_and_exits_5(tmp_path: Path) -> N
     entries = _json(_print(case, "--json", "--skip-bindings", "--skip-journal"))
     damaged = next(e for e in entries if e["kind"] == "page" and e["page"] == page)
     assert damaged["error"] == "damaged page record: checksum mismatch at offset 0"
+
+
+def test_reclaimed_shows_a_torn_tail_marked(tmp_path: Path) -> None:
+    case = _file_case(tmp_path)
+    with open_store(case.config) as s:
+        s.bindings.load()
+        s.messages.load()
+        for i in range(10):
+            s.messages.append_add(i, 45, b"synced", sync=True)
+        for i in range(10, 14):
+            s.messages.append_add(i, 45, b"batch")  # one write, at close
+    scans = survey.scan_journal(str(tmp_path / "journal"), keep_records=True).scans
+    last = [x for x in scans if x.count][-1]
+    victim = next(r for r in last.records if r.id == 10)
+    path = Path(last.file.path)
+    data = bytearray(path.read_bytes())
+    data[victim.offset + 60] ^= 0xFF
+    path.write_bytes(bytes(data))
+    plain = _print(case, "--skip-bindings")
+    assert plain.returncode == 0, plain.stderr  # a load ignores a torn tail
+    assert "torn tail: 3 valid record(s) after the end" in plain.stdout
+    assert "RECLAIMED" not in plain.stdout and "  reclaimed: 3 readable records" in plain.stdout
+    shown = _print(case, "--skip-bindings", "--reclaimed")
+    reclaimed = [line for line in shown.stdout.splitlines() if "RECLAIMED" in line]
+    assert [line.split(" id=")[1].split()[0] for line in reclaimed] == ["11", "12", "13"]
+    assert all(line.endswith("(after the end of data (a torn tail))") for line in reclaimed)
+    assert "a load returns 10 records" in shown.stdout
 
 
 @pytest.mark.parametrize("which", ["postgresql", "sqlite"])
