@@ -189,13 +189,11 @@ class _Judge:
         self.replayer = Replayer()
         self.index = RowIndex()
         self.sink = Batch()
-        self.counts: collections.Counter[int] = collections.Counter()
         self.problems: list[str] = []
         self.last = 0
 
     def feed(self, id: int, rt: int, txid: int, urt: int, txdata: bytes | None, seq: int) -> None:
         r, index, sink = self.replayer, self.index, self.sink
-        self.counts[rt] += 1
         self.last = max(self.last, seq)
         if rt == RecordType.ADD:
             r.add(id, urt, b"")
@@ -246,35 +244,34 @@ def _journal(
     yield Journal(journal=name, store="database", where=f"{where} table {table.name}")
     budget = options.max_records
     shown = reclaimed = 0
+    by_op: collections.Counter[int] = collections.Counter()
     by_user: collections.Counter[str] = collections.Counter()
     for id, rt, txid, urt, record, txdata, seq in _rows(engine, table, bodies=True):
         rt, seq = int(rt), int(seq)
         why = None
         if seq in dead:
             reclaimed += 1
+            why = "a row no load needs (the next compaction deletes it)"
             if not options.reclaimed:
                 continue
-            why = "a row no load needs (the next compaction deletes it)"
-        elif budget is not None and budget <= 0:
+        else:
+            by_op[rt] += 1
             if rt not in _NO_USER and rt not in (RecordType.PREPARE, RecordType.EVENT):
                 by_user[user_type_name(int(urt))] += 1
-            continue
-        entry = _record(
-            name, int(id), rt, int(txid or 0), int(urt), record, txdata, seq, why, options
-        )
-        if why is None:
+            if budget is not None and budget <= 0:
+                continue
             shown += 1
             if budget is not None:
                 budget -= 1
-            if entry.user_type_name is not None:
-                by_user[entry.user_type_name] += 1
-        yield entry
+        yield _record(
+            name, int(id), rt, int(txid or 0), int(urt), record, txdata, seq, why, options
+        )
     yield Summary(
         journal=name,
-        records=sum(judge.counts.values()),
+        records=sum(by_op.values()),
         shown=shown,
         files=None,
-        by_op={_op_name(t): n for t, n in sorted(judge.counts.items())},
+        by_op={_op_name(t): n for t, n in sorted(by_op.items())},
         by_user_type=dict(sorted(by_user.items())),
         reclaimed=reclaimed,
         problems=judge.problems,

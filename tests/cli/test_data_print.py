@@ -26,6 +26,7 @@ from store.db.migrate import drop_schema
 from store.file import survey
 from store.ha import open_node_manager
 from store.messaging import Message, StorageManager, Xid
+from tests.cli.test_data import _read_only_mount
 from tests.support.backends import unique_prefix
 from tests.support.db_backends import new_store_mapping
 
@@ -313,6 +314,26 @@ def test_a_store_a_live_process_holds_is_refused_and_force_reads_it(case2: Case)
     assert "bindings journal" not in again.stdout and "messages journal" in again.stdout
 
 
+def test_a_store_on_a_read_only_file_system(tmp_path: Path) -> None:
+    """Node id, journals, pages and large messages are read with read-only opens."""
+    source = tmp_path / "store"
+    source.mkdir()
+    w = _fill(_file_case(source).config)
+    with _read_only_mount(source, tmp_path / "ro") as ro:
+        done = _print(_file_case_args(ro))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert f"node id: {w.node_id} ({ro / 'journal' / 'server.lock'})" in done.stdout
+    assert "ADD_MESSAGE_PROTOCOL" in done.stdout and "PAGED_MESSAGE" in done.stdout
+    assert f"large message {w.large}: {LARGE_SIZE} bytes, complete" in done.stdout
+
+
+def _file_case_args(root: Path) -> Case:
+    """A case naming the file store under ``root`` by folder options, no configuration file."""
+    args = ["--journal", str(root / "journal"), "--bindings", str(root / "bindings")]
+    args += ["--paging", str(root / "paging"), "--large-messages", str(root / "large")]
+    return Case("file", StoreConfig(), args)
+
+
 # -- damage and records a load would not return -------------------------------------------------
 
 
@@ -440,6 +461,8 @@ def test_rows_no_load_needs_and_rows_of_unknown_kinds_on_the_database(
             assert plain.returncode == 0, plain.stderr
             assert "seq=1000" not in plain.stdout
             assert "  reclaimed: 1 readable records a load would not return" in plain.stdout
+            assert "summary: 1 records in the table (ADD 1)" in plain.stdout
+            assert "more records not printed" not in plain.stdout
             shown = _print(case, "--skip-bindings", "--reclaimed")
             assert "RECLAIMED seq=1000     COMMIT    id=-1" in shown.stdout
             assert "a row no load needs" in shown.stdout
