@@ -256,7 +256,7 @@ def _journal(
                 continue
         else:
             by_op[rt] += 1
-            if rt not in _NO_USER and rt not in (RecordType.PREPARE, RecordType.EVENT):
+            if rt not in _NO_USER and rt != RecordType.PREPARE:
                 by_user[user_type_name(int(urt))] += 1
             if budget is not None and budget <= 0:
                 continue
@@ -307,7 +307,7 @@ def _record(
     why: str | None,
     options: DescribeOptions,
 ) -> Record:
-    has_user = rt not in _NO_USER and rt not in (RecordType.PREPARE, RecordType.EVENT)
+    has_user = rt not in _NO_USER and rt != RecordType.PREPARE  # events have one too
     body = bytes(txdata or b"") if rt == RecordType.PREPARE else bytes(record or b"")
     known = 10 <= rt <= 19
     return Record(

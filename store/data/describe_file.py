@@ -223,7 +223,7 @@ def _record(
     reclaimed: str | None,
 ) -> Record:
     op = rec.type
-    has_user = op not in _NO_USER and op not in (RecordType.PREPARE, RecordType.EVENT)
+    has_user = op not in _NO_USER and op != RecordType.PREPARE  # events have one too
     body = rec.body
     return Record(
         journal=journal,
