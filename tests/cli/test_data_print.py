@@ -334,6 +334,20 @@ def _file_case_args(root: Path) -> Case:
     return Case("file", StoreConfig(), args)
 
 
+def test_a_store_live_in_an_ha_pair_is_refused(case2: Case) -> None:
+    _fill(case2.config)
+    nm = open_node_manager(case2.config)
+    try:
+        nm.start_primary(timeout=30)
+        refused = _print(case2)
+        assert refused.returncode == 3, refused.stderr
+        assert "live in an HA pair" in refused.stderr and nm.holder in refused.stderr
+        assert "--force" in refused.stderr
+        assert _print(case2, "--force").returncode == 0
+    finally:
+        nm.close()
+
+
 # -- damage and records a load would not return -------------------------------------------------
 
 
