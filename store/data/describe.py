@@ -114,8 +114,9 @@ class NodeId(Entry):
 
 @dataclass(frozen=True, kw_only=True)
 class Journal(Entry):
-    """The start of one journal: ``journal`` is ``bindings`` or ``messages``; ``where`` its
-    directory (file store) or table; ``prefix`` the file prefix (None on the database)."""
+    """The start of one journal: ``journal`` is ``bindings`` or ``messages``; ``store`` is
+    ``file`` or ``database``; ``where`` its directory (file store) or database and table;
+    ``prefix`` the file prefix (None on the database)."""
 
     kind: ClassVar[str] = "journal"
     journal: str
