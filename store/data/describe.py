@@ -249,8 +249,9 @@ class PagedMessage(Entry):
 @dataclass(frozen=True, kw_only=True)
 class LargeMessage(Entry):
     """One body of the large-message store: its message id, size, and whether it is
-    complete (an incomplete one is what a writer left; the next open removes it); ``error``
-    when its header or descriptor is damaged."""
+    complete (an incomplete one is what a writer left; the next open removes it; its size is
+    None, as it is recorded only when a body completes); ``error`` when its header or
+    descriptor is damaged."""
 
     kind: ClassVar[str] = "large_message"
     message_id: int | None

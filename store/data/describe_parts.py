@@ -135,8 +135,7 @@ def file_large_messages(directory: str) -> Iterator[Entry]:
         error = None
         if complete:
             size, error = _file_body_size(path, message_id)
-        else:
-            size = max(os.path.getsize(path) - large_files.HEADER_SIZE, 0)
+        # An incomplete body's size is written only when it completes: None.
         yield LargeMessage(
             message_id=message_id, name=name, size=size, complete=complete, error=error
         )

@@ -414,14 +414,16 @@ def test_a_damaged_page_is_shown_with_its_error_and_exits_5(tmp_path: Path) -> N
     data = bytearray(first.read_bytes())
     data[20] ^= 0xFF  # inside the first record's payload
     first.write_bytes(bytes(data))
+    (tmp_path / "large" / "99.tmp").write_bytes(b"\0" * 100)  # a writer that died
     done = _print(case, "--skip-bindings", "--skip-journal")
     assert done.returncode == 5, done.stderr
+    assert "large message 99: ? bytes, INCOMPLETE (the next open removes it)" in done.stdout
     page = int(first.stem)
     assert f"  page {page}: 0 messages, {len(data)} bytes; DAMAGED: damaged page record: " in (
         done.stdout
     )
     assert "checksum mismatch at offset 0" in done.stdout
-    assert "large message " in done.stdout  # what follows is still printed
+    assert "large message " in done.stdout  # what follows the damage is still printed
     entries = _json(_print(case, "--json", "--skip-bindings", "--skip-journal"))
     damaged = next(e for e in entries if e["kind"] == "page" and e["page"] == page)
     assert damaged["error"] == "damaged page record: checksum mismatch at offset 0"
@@ -480,6 +482,13 @@ def test_rows_no_load_needs_and_rows_of_unknown_kinds_on_the_database(
             shown = _print(case, "--skip-bindings", "--reclaimed")
             assert "RECLAIMED seq=1000     COMMIT    id=-1" in shown.stdout
             assert "a row no load needs" in shown.stdout
+            lm = case.config.database_store.large_message_table_name.lower()
+            lm_table = sa.Table(lm, sa.MetaData(), autoload_with=engine)
+            with engine.begin() as conn:  # a chunk of a body whose writer died
+                conn.execute(lm_table.insert().values(filename="99.000000000.chunk",
+                                                      extension="chunk", data=b"x"))  # fmt: skip
+            chunks = _print(case, "--skip-bindings", "--skip-journal")
+            assert "large message 99: ? bytes, INCOMPLETE" in chunks.stdout
             with engine.begin() as conn:  # a row of a kind no journal writes
                 conn.execute(table.insert().values(id=5, recordtype=99, txid=0,
                                                    userrecordtype=45, variablesize=0,
