@@ -1,16 +1,56 @@
-"""``store data print``: list a store's journals, records and pages."""
+"""``store data print``: a store's node id, journals (files, records decoded by user record
+type), summaries, page stores and large messages, on the file store and the database store.
+
+The command formats the entries of :func:`store.data.describe.describe_store` as it receives
+them (a large journal prints as it is read; only the summaries wait for their journal's end).
+
+Text (default): one line per file, marker, record, page and body; a record's decoded body on
+the line below it, indented, as ``NAME field=value …`` (or ``NAME: UNDECODABLE: why`` beside
+the raw body's hex). In decoded values strings are quoted, bytes are ``0x`` and hex (at most
+``--body-bytes`` of them, then ``...(+NB)``), ``None`` is a null.
+
+``--json``: **JSON lines**, one object per entry, in the same order, each with ``kind``
+(``node_id``, ``journal``, ``file``, ``marker``, ``record``, ``summary``, ``paging_address``,
+``page``, ``paged_message``, ``large_message``) and the fields of that entry
+(:mod:`store.data.describe`), keys sorted. Bytes (bodies, ``bytes`` property values, XIDs,
+duplicate ids) are standard base64 of at most ``--body-bytes`` bytes, like the text
+(``--body-bytes 0``: whole); a message's ``property_types`` tells a ``bytes`` property from a
+``str`` one. Lines rather than one document, so that a script reads a store of any size as it
+is printed (``jq -c 'select(.kind == "record")'``).
+
+Exit codes: 0, or 5 when a load would refuse a journal (checksum failure, damaged header,
+missing file, a row of an unknown kind) or a page record is damaged; 3 when a live process
+holds the store (without ``--force``); 2 for a path or database without a store.
+
+Thread-safety: a command runs once per process; nothing is shared.
+"""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
+from collections.abc import Callable
 from typing import Any
 
-from store.cli.data import common
-from store.cli.data.options import FORCE_READ
+from store.cli.data.options import FORCE_READ, add_store_options, store_config
 from store.cli.main import EXIT_CORRUPT, EXIT_OK
-from store.file import format as fmt
-from store.file import survey
-from store.journal.api import RecordType
+from store.data.describe import (
+    DescribeOptions,
+    Entry,
+    Journal,
+    JournalFile,
+    LargeMessage,
+    Marker,
+    NodeId,
+    Page,
+    PagedMessage,
+    PagingAddress,
+    Record,
+    Summary,
+    describe_store,
+)
+from store.data.describe_records import Decoded
 
 __all__ = ["register"]
 
@@ -19,22 +59,47 @@ def register(sub: Any) -> None:
     """Add this module's ``store data`` subcommands to ``sub``. Returns nothing."""
     p = sub.add_parser(
         "print",
-        help="list journal files and their records",
-        description="List every journal file (header, records, end of data, tail) and its "
-        "records in sequence, then what a load would return. Read-only: works on a read-only "
-        "file system. Exits 5 when a load would refuse the journal, naming why.",
+        help="print the node id, journal records decoded, pages and large messages",
+        description="Print the store's node id; every bindings and message journal record "
+        "with its journal operation and its user record type by name, decoded (addresses, "
+        "queues, messages with their properties, refs, acks, page cursors, duplicate ids, "
+        "id counters; a body that does not decode is shown raw with the error); a summary "
+        "per journal (counts per type, what a load returns); every paging address with its "
+        "pages and paged messages; every large-message body. The file store also shows its "
+        "files, headers, markers and tails. Read-only: works on a read-only file system. "
+        "Exits 5 when a load would refuse a journal, naming why; 3 when a live process holds "
+        "the store (--force reads it anyway).",
     )
-    common.journal_options(p)
-    p.add_argument("--safe", action="store_true", help="structure only: never print bodies")
+    add_store_options(p)
+    p.add_argument("--skip-bindings", action="store_true", help="leave the bindings out")
+    p.add_argument("--skip-journal", action="store_true", help="leave the messages out")
+    p.add_argument(
+        "--safe",
+        action="store_true",
+        help="structure only: no bodies, no property values, no duplicate-id bytes",
+    )
+    p.add_argument(
+        "--reclaimed",
+        action="store_true",
+        help="also print records a load would not return but that can still be read "
+        "(after the end of data, in reused, free or retired files; rows no load needs)",
+    )
     p.add_argument(
         "--max-records", type=int, metavar="N", help="print at most N records per journal"
+    )
+    p.add_argument(
+        "--max-pages", type=int, metavar="N", help="print at most N pages per paging address"
     )
     p.add_argument(
         "--body-bytes",
         type=int,
         default=32,
         metavar="N",
-        help="bytes of each body printed as hex (default 32; 0 prints whole bodies)",
+        help="bytes of each body printed, as hex (JSON: base64) (default 32; 0 prints whole "
+        "bodies)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="JSON lines: one object per entry, for scripts"
     )
     p.add_argument("--force", action="store_true", help=FORCE_READ)
     p.set_defaults(func=run_print)
@@ -44,103 +109,197 @@ def register(sub: Any) -> None:
 
 
 def run_print(args: argparse.Namespace) -> int:
-    """Print the files and records of each journal.
+    """Print the entries of the store as they are read.
 
-    Returns 0, or 5 when a load would refuse a journal (its problems are printed); raises
-    StoreError.
+    Returns 0, or 5 when a load would refuse a journal or a page is damaged; raises
+    StoreError (ConfigError for a path without a store, StoreLockedError for a held one).
     """
-    worst = EXIT_OK
-    for name, opts in common.file_journals(args):
-        survey.ensure_unlocked(opts.directory, force=args.force)
-        js = survey.scan_journal(
-            opts.directory,
-            prefix=opts.prefix,
-            keep_records=True,
-            max_records=args.max_records,
-            replay=True,
-            kind=opts.kind,
-        )
-        print(f"{name} journal {opts.directory} (prefix {opts.prefix})")
-        scans = {id(s.file): s for s in js.scans}
-        for f in js.files:
-            s = scans.get(id(f))
-            print(_file_line(f, s))
-            for marker in s.markers if s is not None else []:
-                print(_marker_line(marker))
-            for rec in s.records if s is not None else []:
-                print(_record_line(rec, safe=args.safe, body_bytes=args.body_bytes))
-        if js.records_kept < js.records_total:
-            print(f"  ... {js.records_total - js.records_kept} more records not printed")
-        for f in js.retired:
-            print(
-                f"  file {f.name} retired by an interrupted compaction (the next open removes it)"
-            )
-        for item in js.listing.leftovers:
-            print(f"  {item.kind}: {item.name}")
-        assert js.replay is not None
-        counts = ", ".join(f"{RecordType(t).name} {n}" for t, n in sorted(js.replay.counts.items()))
-        head = f"  summary: {js.records_total} records in {len(js.scans)} files"
-        head += f" ({counts})" if counts else ""
-        if js.problems:
-            # The same judgement as the load: never claim what a load of this journal returns.
-            for problem in js.problems:
-                print(f"  DAMAGED: {problem.kind}: {problem.error}")
-            print(
-                f"{head}; a load refuses this journal ({len(js.problems)} problem(s): "
-                "see `store data verify`)"
-            )
-            worst = EXIT_CORRUPT
-            continue
-        loaded = js.replay.result()
-        print(
-            f"{head}; a load returns {len(loaded.records)} records, {len(loaded.prepared)} "
-            f"prepared and {len(loaded.failed)} failed transactions"
-        )
-    return worst
+    config = store_config(args, command="store data print")
+    options = DescribeOptions(
+        bindings=not args.skip_bindings,
+        messages=not args.skip_journal,
+        safe=args.safe,
+        reclaimed=args.reclaimed,
+        max_records=args.max_records,
+        max_pages=args.max_pages,
+        force=args.force,
+    )
+    entries = describe_store(config, options)
+    damaged = False
+    text = _TextFormat(args.body_bytes)
+    emit: Callable[[Entry], None] = (
+        (lambda e: _json_line(e, args.body_bytes)) if args.json else text.emit
+    )
+    try:
+        for entry in entries:
+            if isinstance(entry, Summary) and entry.problems:
+                damaged = True
+            if isinstance(entry, Page) and entry.error is not None:
+                damaged = True
+            emit(entry)
+    finally:
+        close = getattr(entries, "close", None)
+        if close is not None:
+            close()
+    return EXIT_CORRUPT if damaged else EXIT_OK
 
 
-def _file_line(f: survey.JournalFile, s: survey.FileScan | None) -> str:
+# -- JSON lines --------------------------------------------------------------------------------
+
+
+def _json_line(entry: Entry, body_bytes: int) -> None:
+    print(json.dumps(_jsonable(entry.as_dict(), body_bytes), sort_keys=True))
+
+
+def _jsonable(value: Any, body_bytes: int) -> Any:
+    if isinstance(value, bytes):
+        shown = value if body_bytes <= 0 else value[:body_bytes]
+        return base64.b64encode(shown).decode("ascii")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, body_bytes) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v, body_bytes) for v in value]
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return "NaN"
+    return value
+
+
+# -- text --------------------------------------------------------------------------------------
+
+
+class _TextFormat:
+    """Formats entries as the text lines of the command (module docstring)."""
+
+    def __init__(self, body_bytes: int) -> None:
+        self.body_bytes = body_bytes
+
+    def emit(self, entry: Entry) -> None:
+        for line in self.lines(entry):
+            print(line)
+
+    def lines(self, entry: Entry) -> list[str]:
+        if isinstance(entry, NodeId):
+            return [f"node id: {entry.node_id or 'none'} ({entry.source})"]
+        if isinstance(entry, Journal):
+            if entry.prefix is not None:
+                return [f"{entry.journal} journal {entry.where} (prefix {entry.prefix})"]
+            return [f"{entry.journal} journal {entry.where}"]
+        if isinstance(entry, JournalFile):
+            return [_file_line(entry)]
+        if isinstance(entry, Marker):
+            return [f"    marker @{entry.offset} lsn={entry.lsn} {entry.text}"]
+        if isinstance(entry, Record):
+            return self._record(entry)
+        if isinstance(entry, Summary):
+            return _summary(entry)
+        if isinstance(entry, PagingAddress):
+            return [f"paging address {entry.address}: {len(entry.pages)} pages ({entry.where})"]
+        if isinstance(entry, Page):
+            line = f"  page {entry.page}: {entry.messages} messages, {entry.size} bytes"
+            return [line + (f"; DAMAGED: {entry.error}" if entry.error else "")]
+        if isinstance(entry, PagedMessage):
+            head = f"    [{entry.index}] size={entry.size} "
+            return [head + self._decoded(entry.decoded)]
+        if isinstance(entry, LargeMessage):
+            what = "complete" if entry.complete else "INCOMPLETE (the next open removes it)"
+            size = "?" if entry.size is None else str(entry.size)
+            line = f"large message {entry.message_id}: {size} bytes, {what} ({entry.name})"
+            return [line + (f"; DAMAGED: {entry.error}" if entry.error else "")]
+        return [repr(entry)]  # pragma: no cover - every kind is handled above
+
+    def _record(self, r: Record) -> list[str]:
+        user = r.user_type if r.user_type is not None else 0
+        if r.seq is not None:
+            where = f"seq={r.seq:<8}"
+            rest = f"{r.op:<9} id={r.id} user_type={user} tx={r.tx_id} size={r.size}"
+        else:
+            where = f"@{r.offset:<8}"
+            rest = f"{r.op:<9} id={r.id} user_type={user} tx={r.tx_id} lsn={r.lsn} size={r.size}"
+        line = f"    {'RECLAIMED ' if r.reclaimed else ''}{where} {rest}"
+        if r.tx_count is not None:
+            line += f" tx_count={r.tx_count}"
+        if r.compact_count:
+            line += f" compacted={r.compact_count}"
+        if r.body:
+            line += f" body={self._hex(r.body)}"
+        else:
+            line += f" body={r.body_size}B"
+        if r.reclaimed:
+            line += f" ({r.reclaimed})"
+        out = [line]
+        if r.decoded is not None:
+            out.append("      " + self._decoded(r.decoded))
+        return out
+
+    def _decoded(self, d: Decoded) -> str:
+        if d.error is not None:
+            return f"{d.name}: UNDECODABLE: {d.error}"
+        # property_types is for JSON readers: in text a value's spelling says its type.
+        parts = [f"{k}={self._value(v)}" for k, v in d.fields.items() if k != "property_types"]
+        return " ".join([d.name, *parts])
+
+    def _value(self, v: Any) -> str:
+        if isinstance(v, bytes):
+            return "0x" + self._hex(v) if v else "0x"
+        if isinstance(v, str):
+            return json.dumps(v, ensure_ascii=False)
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {self._value(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list | tuple):
+            return "[" + ", ".join(self._value(x) for x in v) + "]"
+        return str(v)
+
+    def _hex(self, data: bytes) -> str:
+        shown = data if self.body_bytes <= 0 else data[: self.body_bytes]
+        more = len(data) - len(shown)
+        return shown.hex() + (f"...(+{more}B)" if more else "")
+
+
+def _file_line(f: JournalFile) -> str:
     line = f"  file {f.name} id {f.file_id if f.file_id is not None else '-'} size {f.size} "
-    line += f"header {f.status}"
+    line += f"header {f.header}"
     if f.header_error is not None:
-        line += f" ({f.header_error.reason})"
-    if s is None:
+        line += f" ({f.header_error})"
+    if f.retired:
+        line += " RETIRED by an interrupted compaction"
+    if f.records is None:
         return line
-    line += f" records {s.count} end {s.end}"
-    if s.tail.records:
-        what = "CORRUPT" if s.verdict is not None else "torn tail"
-        line += f" {what}: {len(s.tail.records)} valid record(s) after the end"
+    line += f" records {f.records} end {f.end}"
+    if f.tail_records:
+        what = "CORRUPT" if f.tail == "corrupt" else "torn tail"
+        line += f" {what}: {f.tail_records} valid record(s) after the end"
     return line
 
 
-def _marker_line(view: survey.MarkerView) -> str:
-    m = view.marker
-    if m.kind == fmt.MARKER_FILES and not m.known:
-        what = "FILES list left out"
-    else:
-        files = ", ".join(f"{e.file_id} lsns {e.first_lsn}..{e.last_lsn}" for e in m.files)
-        what = (
-            f"FILES [{files}]"
-            if m.kind == fmt.MARKER_FILES
-            else (
-                f"CHANGE retired [{', '.join(str(e.file_id) for e in m.retired)}] added [{files}]"
-            )
+def _summary(s: Summary) -> list[str]:
+    out = []
+    if s.shown < s.records:
+        out.append(f"  ... {s.records - s.shown} more records not printed")
+    for note in s.notes:
+        if note.startswith("file "):
+            note += " (the next open removes it)"
+        out.append(f"  {note}")
+    counts = ", ".join(f"{op} {n}" for op, n in s.by_op.items())
+    where = f"{s.files} files" if s.files is not None else "the table"
+    head = f"  summary: {s.records} records in {where}" + (f" ({counts})" if counts else "")
+    if s.problems:
+        out += [f"  DAMAGED: {p}" for p in s.problems]
+        out.append(
+            f"{head}; a load refuses this journal ({len(s.problems)} problem(s): see "
+            "`store data verify`)"
         )
-    return f"    marker @{view.offset} lsn={view.lsn} {what}"
-
-
-def _record_line(rec: survey.RecordView, *, safe: bool, body_bytes: int) -> str:
-    rtype = RecordType(rec.type).name
-    line = (
-        f"    @{rec.offset:<8} {rtype:<9} id={rec.id} user_type={rec.user_type} "
-        f"tx={rec.tx_id} lsn={rec.lsn} size={rec.length}"
-    )
-    if rec.type in (RecordType.PREPARE, RecordType.COMMIT):
-        line += f" tx_count={rec.tx_count}"
-    if rec.compact_count:
-        line += f" compacted={rec.compact_count}"
-    if safe or not rec.body:
-        return line + f" body={len(rec.body)}B"
-    shown = rec.body if body_bytes <= 0 else rec.body[:body_bytes]
-    more = len(rec.body) - len(shown)
-    return line + f" body={shown.hex()}" + (f"...(+{more}B)" if more else "")
+    else:
+        load = s.load or {}
+        out.append(
+            f"{head}; a load returns {load.get('records', 0)} records, "
+            f"{load.get('prepared', 0)} prepared and {load.get('failed', 0)} failed transactions"
+        )
+    if s.by_user_type:
+        types = ", ".join(f"{name} {n}" for name, n in s.by_user_type.items())
+        out.append(f"  user record types: {types}")
+    if s.reclaimed:
+        out.append(
+            f"  reclaimed: {s.reclaimed} readable records a load would not return "
+            "(printed with --reclaimed)"
+        )
+    return out

@@ -1,0 +1,291 @@
+"""What ``store data print`` shows of a store, as a stream of entries: the library side of the
+command (DESIGN §10, reference §6), on the file store and on the database store.
+
+Usage::
+
+    from store.data.describe import DescribeOptions, describe_store
+
+    for entry in describe_store(config, DescribeOptions(safe=True)):
+        ...                      # NodeId, Journal, JournalFile, Marker, Record, Summary,
+                                 # PagingAddress, Page, PagedMessage, LargeMessage
+
+Order: the node id; then per journal (bindings, then messages) its start (:class:`Journal`),
+its files and markers (file store), its records in journal order, and its :class:`Summary`;
+then every paging address with its pages and their messages; then every large-message body.
+
+**Streaming.** Entries are produced as the store is read: memory is bounded by one journal
+file (file store) or one fetch of rows (database), one page, plus what a journal's summary
+counts (per type, and the ids of the live records without their bodies, to say what a load
+returns). A journal is read twice: once to judge it (the load's own rules:
+:mod:`store.file.survey` / the row index of :mod:`store.db.rows`), then to produce its
+records, so each file's entry already carries its verdict.
+
+**Read-only.** Nothing is written: the file store is read through the file-system seam's
+read-only opens (a read-only file system works), the database through ``SELECT`` s. A store
+a live process holds is refused (StoreLockedError naming the holder) unless ``force``: the
+file store by its journals' directory locks and the HA live lock, the database by taking the
+store lock (:func:`store.db.lock.acquire_store_lock`) for the whole read, released when the
+iterator ends or is closed, and by a live HA lease. ``force`` reads without either (reading
+rows without the lock is safe; a file journal's tail may be in flight).
+
+**Reclaimed** (``reclaimed=True``): also records the load would not return but that can still
+be read, each with ``reclaimed`` saying why: on the file store the valid records after a
+file's end of data (a torn or stale tail), records left over from an earlier use of a reused
+or free file (another file id), and the records of files an interrupted compaction retires;
+on the database the rows no load needs (:func:`store.db.maintenance.sweep_dead_rows`'s rule).
+Without it those are only counted in the summary.
+
+Thread-safety: one iterator belongs to one thread; entries are immutable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from store.data.describe_records import Decoded
+
+if TYPE_CHECKING:
+    from store.config import StoreConfig
+
+__all__ = [
+    "DescribeOptions",
+    "Entry",
+    "Journal",
+    "JournalFile",
+    "LargeMessage",
+    "Marker",
+    "NodeId",
+    "Page",
+    "PagedMessage",
+    "PagingAddress",
+    "Record",
+    "Summary",
+    "describe_store",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DescribeOptions:
+    """What :func:`describe_store` reads and shows.
+
+    ``bindings`` / ``messages`` (default True): read that journal. ``paging`` /
+    ``large_messages`` (default True): list the page stores / the large-message bodies.
+    ``safe`` (default False): structure only, no payloads (no bodies, no property values, no
+    duplicate-id bytes). ``reclaimed`` (default False): also produce the records the load would
+    not return (module docstring). ``max_records``: records produced per journal (default
+    None: all; the summary still counts every one). ``max_pages``: pages produced per paging
+    address (default None: all). ``force`` (default False): read a store a live process holds.
+
+    Thread-safety: immutable.
+    """
+
+    bindings: bool = True
+    messages: bool = True
+    paging: bool = True
+    large_messages: bool = True
+    safe: bool = False
+    reclaimed: bool = False
+    max_records: int | None = None
+    max_pages: int | None = None
+    force: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """One thing :func:`describe_store` found; ``kind`` names the subclass."""
+
+    kind: ClassVar[str] = "entry"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as a dict (``kind`` first; bytes stay bytes). Raises nothing."""
+        return {"kind": self.kind, **asdict(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeId(Entry):
+    """The store's node id (None: the store has none), and where it was read from."""
+
+    kind: ClassVar[str] = "node_id"
+    node_id: str | None
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Journal(Entry):
+    """The start of one journal: ``journal`` is ``bindings`` or ``messages``; ``store`` is
+    ``file`` or ``database``; ``where`` its directory (file store) or database and table;
+    ``prefix`` the file prefix (None on the database)."""
+
+    kind: ClassVar[str] = "journal"
+    journal: str
+    store: str
+    where: str
+    prefix: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JournalFile(Entry):
+    """One file of a file journal: header status (``ok``, ``zero``, ``bad``), records in
+    sequence, end of data, and what follows it (``tail``: ``clean``, ``torn`` or
+    ``corrupt``, with ``tail_records`` valid records after the end). ``retired``: a file an
+    interrupted compaction retires (the next open removes it)."""
+
+    kind: ClassVar[str] = "file"
+    journal: str
+    name: str
+    file_id: int | None
+    size: int
+    header: str
+    header_error: str | None = None
+    records: int | None = None
+    end: int | None = None
+    tail: str | None = None
+    tail_records: int = 0
+    stale_bytes: int = 0
+    retired: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Marker(Entry):
+    """A file-list marker of a file journal (``text`` says what it lists)."""
+
+    kind: ClassVar[str] = "marker"
+    journal: str
+    offset: int
+    lsn: int
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record(Entry):
+    """One journal record (a row on the database). ``op`` is the journal operation
+    (``ADD``, ``UPDATE_TX``, …); ``user_type`` its user record type and ``user_type_name``
+    Artemis's name of it (None where the operation has none); ``body`` the raw body (empty
+    when ``safe``; the XID of a prepare); ``decoded`` what the body says. Position: ``file``,
+    ``offset`` and ``lsn`` on the file store, ``seq`` on the database. ``reclaimed``: why a
+    load would not return it (None: a record in sequence / a row a load reads). ``size`` is
+    the record's whole length (file) or its body's (database), ``body_size`` the body's."""
+
+    kind: ClassVar[str] = "record"
+    journal: str
+    op: str
+    id: int
+    tx_id: int
+    user_type: int | None
+    user_type_name: str | None
+    size: int
+    body_size: int
+    body: bytes
+    decoded: Decoded | None
+    file: str | None = None
+    offset: int | None = None
+    lsn: int | None = None
+    seq: int | None = None
+    tx_count: int | None = None
+    compact_count: int = 0
+    reclaimed: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary(Entry):
+    """The end of one journal. ``records`` every record (row) read in sequence; ``shown``
+    those produced (``max_records``); ``by_op`` / ``by_user_type`` counts by journal operation
+    and by user record type name; ``reclaimed`` records the load would not return (produced
+    only with ``reclaimed``); ``problems`` why a load refuses the journal (empty: it loads);
+    ``load`` what a load returns (``records``, ``prepared``, ``failed``; None when it refuses);
+    ``notes`` other things an operator should know (leftover files, retired files)."""
+
+    kind: ClassVar[str] = "summary"
+    journal: str
+    records: int
+    shown: int
+    files: int | None
+    by_op: dict[str, int]
+    by_user_type: dict[str, int]
+    reclaimed: int = 0
+    problems: list[str] = field(default_factory=list)
+    load: dict[str, int] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PagingAddress(Entry):
+    """A paging address: its page store (folder or table) and its page numbers."""
+
+    kind: ClassVar[str] = "paging_address"
+    address: str
+    where: str
+    pages: list[int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Page(Entry):
+    """One page: its messages and bytes; ``error`` when a record of it is damaged (the
+    messages before the damage are still produced); a torn tail of the page being written
+    is ignored, as a load ignores it."""
+
+    kind: ClassVar[str] = "page"
+    address: str
+    page: int
+    messages: int
+    size: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PagedMessage(Entry):
+    """One paged message: its page, its index in the page (0-based) and what it says."""
+
+    kind: ClassVar[str] = "paged_message"
+    address: str
+    page: int
+    index: int
+    size: int
+    decoded: Decoded
+
+
+@dataclass(frozen=True, kw_only=True)
+class LargeMessage(Entry):
+    """One body of the large-message store: its message id, size, and whether it is
+    complete (an incomplete one is what a writer left; the next open removes it; its size is
+    None, as it is recorded only when a body completes); ``error`` when its header or
+    descriptor is damaged."""
+
+    kind: ClassVar[str] = "large_message"
+    message_id: int | None
+    name: str
+    size: int | None
+    complete: bool
+    error: str | None = None
+
+
+def describe_store(config: StoreConfig, options: DescribeOptions | None = None) -> Iterator[Entry]:
+    """The entries of the store ``config`` describes (module docstring), read-only.
+
+    Returns an iterator; the store's checks run at its first ``next()``: ConfigError when a
+    journal to read does not exist (never creating one), StoreLockedError naming the holder
+    when a live process holds the store (unless ``options.force``), StoreIOError /
+    StoreUnavailableError when the files or the database cannot be read. Damage is reported
+    in the entries (a summary's ``problems``, a page's ``error``, a record's
+    ``decoded.error``), never raised. Close the iterator (or read it to the end) to release
+    the database store lock.
+    """
+    options = options or DescribeOptions()
+    if config.store_type == "database":
+        from store.data.describe_db import database_entries
+
+        return database_entries(config, options)
+    if config.store_type == "file":
+        from store.data.describe_file import file_entries
+
+        return file_entries(config, options)
+    from store.errors import ConfigError
+
+    raise ConfigError(
+        "store data print: persistence is disabled in this configuration, there is no store",
+        key="persistence-enabled",
+        value=False,
+        allowed="a file store or a database store",
+    )
