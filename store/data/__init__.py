@@ -2,7 +2,15 @@
 file store and the database store, as functions that return results and never print
 (CONVENTIONS 10). The commands in :mod:`store.cli.data` parse, call one of these, and format.
 
-File-level tools of the native journal stay with it (:mod:`store.file.survey`,
-:mod:`store.file.verify`, :mod:`store.file.repair`, :mod:`store.file.history`); whole-store
-compaction is :mod:`store.maintenance`.
+- :mod:`.describe` (with :mod:`.describe_records`, :mod:`.describe_file`,
+  :mod:`.describe_db`, :mod:`.describe_parts`) — ``print``: every record decoded by user
+  record type, summaries, pages and large messages, read-only;
+- :mod:`.db_verify` — ``verify`` / ``repair`` of a database store (the file journal's are
+  :mod:`store.file.verify`, :mod:`store.file.repair`, :mod:`store.file.salvage`);
+- :mod:`.xml_format`, :mod:`.xml_reader`, :mod:`.xml_document`, :mod:`.xml_export`,
+  :mod:`.xml_import` — ``exp`` / ``imp`` in Artemis's XML export format, streaming, with a
+  hardened parser.
+
+``recover`` is :mod:`store.file.history` (the retention history is the file journal's);
+whole-store compaction is :mod:`store.maintenance`.
 """

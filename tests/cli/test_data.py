@@ -8,6 +8,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from store.file import survey
 from store.journal.api import RecordInfo
 
 SIZE = 4096
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config_file(tmp_path: Path, *, retention: bool = False) -> Path:
@@ -61,9 +63,14 @@ def _load(path: Path) -> StoreConfig:
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    """``store ARGV`` as a user runs it (a subprocess): (exit status, stdout, stderr)."""
+    del capsys  # the command's output is the subprocess's
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "store.cli.main", *argv],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
 
 
 def _data_scans(directory: Path) -> list[survey.FileScan]:

@@ -110,7 +110,10 @@ def run_verify(args: argparse.Namespace) -> int:
     console = common.console()
     worst = EXIT_OK
     for name, opts in common.file_journals(args):
-        report = verify.verify(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
+        with progress_console(args).status(f"verifying the {name} journal"):
+            report = verify.verify(
+                opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force
+            )
         console.print(f"[bold]{name}[/bold] journal {opts.directory} (prefix {opts.prefix})")
         if report.files:
             console.print(_files_table(report))
@@ -177,7 +180,10 @@ def run_repair(args: argparse.Namespace) -> int:
         return _run_salvage(args)
     console = common.console()
     for name, opts in common.file_journals(args):
-        report = repair.repair(opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force)
+        with progress_console(args).status(f"repairing the {name} journal"):
+            report = repair.repair(
+                opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force
+            )
         if not report.changed:
             console.print(f"{name}: nothing to repair in {opts.directory}")
             continue
@@ -202,9 +208,10 @@ def _run_salvage(args: argparse.Namespace) -> int:
     console = common.console()
     worst = EXIT_OK
     for name, opts in common.file_journals(args):
-        report = salvage.salvage(
-            opts.directory, prefix=opts.prefix, kind=opts.kind, file_size=opts.file_size
-        )
+        with progress_console(args).status(f"salvaging the {name} journal"):
+            report = salvage.salvage(
+                opts.directory, prefix=opts.prefix, kind=opts.kind, file_size=opts.file_size
+            )
         if not report.changed:
             console.print(f"{name}: nothing to salvage in {opts.directory} (a load accepts it)")
             continue
