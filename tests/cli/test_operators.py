@@ -123,3 +123,17 @@ def test_quiet_silences_the_progress_display(tmp_path: Path) -> None:
     code, shown = _stderr_on_a_terminal(*args, "-q")
     assert code == 0, shown
     assert shown.strip() == ""
+
+
+def test_perf_on_postgresql_runs_crashes_and_verifies(pg_config: Any) -> None:
+    path, _config = pg_config
+    done = store(
+        "perf", "--config", str(path), "--seconds", "1", "--crash-seconds", "1",
+        "--producers", "2", "--consumers", "2", "--queues", "2", "--json", "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["store"] == "database" and result["sends"] > 0 and result["verified"]
+    crash = result["crash"]
+    assert crash["killed"] and crash["check"]["problems"] == []
+    assert crash["check"]["sends"] > 0 and crash["check"]["lost"] == 0
