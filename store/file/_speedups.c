@@ -10,6 +10,12 @@
  *   records   list of (offset, length, type, user_type, compact_count, lsn, id, tx_id,
  *             tx_count, body) tuples, body a bytes object
  *
+ * append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, tx_count,
+ *               data, body_crc) -> None
+ *   appends one whole record (head, body, tail) to the bytearray buf, as the Python append path
+ *   does with RECORD_HEAD.pack, two concatenations and RECORD_TAIL.pack; body_crc is the
+ *   CRC-32 of data, computed by the caller outside its lock.
+ *
  * Record head (little-endian, 52 bytes): length u32, type u8, user_type u8, compact_count u8,
  * flags u8, file_id u64, lsn u64, durable_lsn u64, id i64, tx_id i64, tx_count u32; then the
  * body; then the tail: checksum u32 (CRC-32 of the body, continued over the head), length u32.
@@ -151,7 +157,91 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NnKL)", out, pos, (unsigned long long)last_lsn, count);
 }
 
+static void wr32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static void wr64(unsigned char *p, uint64_t v) {
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+
+static PyObject *append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "append_record takes 12 arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyByteArray_Check(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_record: buf must be a bytearray");
+        return NULL;
+    }
+    unsigned long fields[3];
+    for (int i = 0; i < 3; i++) {
+        fields[i] = PyLong_AsUnsignedLong(args[1 + i]);
+        if (fields[i] == (unsigned long)-1 && PyErr_Occurred())
+            return NULL;
+        if (fields[i] > 255) {
+            PyErr_SetString(PyExc_OverflowError, "append_record: a byte field is over 255");
+            return NULL;
+        }
+    }
+    unsigned long long file_id = PyLong_AsUnsignedLongLong(args[4]);
+    unsigned long long lsn = PyLong_AsUnsignedLongLong(args[5]);
+    unsigned long long dlsn = PyLong_AsUnsignedLongLong(args[6]);
+    long long rid = PyLong_AsLongLong(args[7]);
+    long long tx_id = PyLong_AsLongLong(args[8]);
+    unsigned long tx_count = PyLong_AsUnsignedLong(args[9]);
+    unsigned long body_crc = PyLong_AsUnsignedLong(args[11]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (tx_count > 0xFFFFFFFFUL || body_crc > 0xFFFFFFFFUL) {
+        PyErr_SetString(PyExc_OverflowError, "append_record: a 32-bit field is too large");
+        return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[10], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t n = OVERHEAD + data.len;
+    if (n > 0xFFFFFFFFLL) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_OverflowError, "append_record: record too large");
+        return NULL;
+    }
+    Py_ssize_t at = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, at + n) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    unsigned char *h = (unsigned char *)PyByteArray_AS_STRING(buf) + at;
+    wr32(h, (uint32_t)n);
+    h[4] = (unsigned char)fields[0];
+    h[5] = (unsigned char)fields[1];
+    h[6] = 0;
+    h[7] = (unsigned char)fields[2];
+    wr64(h + 8, file_id);
+    wr64(h + 16, lsn);
+    wr64(h + 24, dlsn);
+    wr64(h + 32, (uint64_t)rid);
+    wr64(h + 40, (uint64_t)tx_id);
+    wr32(h + 48, (uint32_t)tx_count);
+    if (data.len)
+        memcpy(h + HEAD, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    uLong crc = crc32((uLong)body_crc, h, HEAD);
+    wr32(h + n - 8, (uint32_t)crc);
+    wr32(h + n - 4, (uint32_t)n);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, "
+     "tx_count, data, body_crc) -> None: one whole record appended to the bytearray buf."},
     {"scan", scan, METH_VARARGS,
      "scan(data, file_id, start, floor, pad_unit) -> (records, end, last_lsn, count): the "
      "records in sequence, as store.file.reader.scan."},

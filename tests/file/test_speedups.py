@@ -87,3 +87,39 @@ def test_compiled_scan_reads_a_memoryview_and_a_bytearray_as_bytes() -> None:
     assert want  # the case is the one named: there are records to read
     assert reader.scan(memoryview(data), F, Cursor()) == want
     assert reader.scan(bytearray(data), F, Cursor()) == want
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_compiled_append_writes_the_bytes_of_encode_record(seed: int) -> None:
+    require_speedups()
+    import zlib
+
+    rng = random.Random(seed)
+    buf = bytearray(b"already here")
+    want = bytearray(b"already here")
+    for _ in range(300):
+        fields = {
+            "file_id": rng.randrange(1 << 64), "lsn": rng.randrange(1 << 64),
+            "durable_lsn": rng.randrange(1 << 64), "id": rng.randrange(-(1 << 63), 1 << 63),
+            "tx_id": rng.randrange(-(1 << 63), 1 << 63), "tx_count": rng.randrange(1 << 32),
+        }  # fmt: skip
+        rtype, urt = rng.randrange(10, 20), rng.randrange(256)
+        body = rng.randbytes(rng.choice([0, 1, 100, 1024, 5000]))
+        flags = rng.choice([0, fmt.FLAG_FLOOR])
+        reader.SPEEDUPS.append_record(
+            buf, rtype, urt, flags, fields["file_id"], fields["lsn"], fields["durable_lsn"],
+            fields["id"], fields["tx_id"], fields["tx_count"], body, zlib.crc32(body),
+        )  # fmt: skip
+        want += fmt.encode_record(rtype, user_type=urt, flags=flags, body=body, **fields)
+        assert buf == want
+
+
+def test_compiled_append_refuses_what_does_not_fit_its_fields() -> None:
+    require_speedups()
+    append = reader.SPEEDUPS.append_record
+    with pytest.raises(OverflowError):
+        append(bytearray(), 256, 0, 0, 1, 1, 0, 1, 0, 0, b"", 0)
+    with pytest.raises(OverflowError):
+        append(bytearray(), 11, 0, 0, 1, 1, 0, 1 << 63, 0, 0, b"", 0)
+    with pytest.raises(TypeError):
+        append(b"not a bytearray", 11, 0, 0, 1, 1, 0, 1, 0, 0, b"", 0)
