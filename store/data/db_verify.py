@@ -49,13 +49,8 @@ kind                         severity  what
                                        it was created or removed): the next open drops it
 ===========================  ========  ======================================================
 
-:func:`repair_database` removes what a load ignores anyway — the rows of uncommitted
-transactions, dead rows, updates without an add of the message journal's ref types, chunk rows
-of incomplete bodies, unlisted page tables and the directory entries of missing ones — in one
-database transaction, and reports each removal (table, seqs or row ids, count). A finding it
-cannot fix safely is refused as CorruptionError naming table and seq: an undecodable live row
-or a row of an unknown record type only with ``force`` (it is deleted then, and reported); a
-schema problem or missing chunks always.
+:func:`store.data.db_repair.repair_database` removes what a load ignores anyway, on this
+module's findings.
 
 Both take the store lock (:func:`store.db.lock.acquire_store_lock`) for their duration and
 release it, so a store a live process holds is refused with StoreLockedError naming the holder;
@@ -69,11 +64,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from store.config import DatabaseStoreConfig, StoreConfig
 from store.db.engine import create_store_engine, dispose_store_engine
@@ -104,16 +99,15 @@ from store.messaging.page_records import (
     PAGE_TRANSACTION,
     decode_page_record,
 )
-from store.paging.database import DIRECTORY_ROW, decode_directory, encode_directory
+from store.paging.database import DIRECTORY_ROW, decode_directory
 
 __all__ = [
-    "DatabaseRepairReport",
     "DatabaseVerifyReport",
     "DbFinding",
-    "Removal",
     "TableSummary",
-    "repair_database",
+    "opened",
     "verify_database",
+    "verify_opened",
 ]
 
 ERROR: Final = "error"
@@ -127,7 +121,6 @@ _TX_ROWS: Final = frozenset((api.ADD_TX, api.UPDATE_TX, api.DELETE_TX, api.PREPA
 _REF_UPDATES: Final = frozenset(
     (r.ADD_REF, r.ACKNOWLEDGE_REF, r.UPDATE_DELIVERY_COUNT, r.SET_SCHEDULED_DELIVERY_TIME)
 )
-_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,32 +182,6 @@ class DatabaseVerifyReport:
         return not self.errors
 
 
-@dataclass(frozen=True, slots=True)
-class Removal:
-    """What :func:`repair_database` removed for one finding: ``count`` rows (journal ``seqs``
-    or file-table row ids) of ``table``, or the table itself (``kind`` ``unlisted-page-table``)
-    or a directory entry (``missing-page-table``). Immutable."""
-
-    table: str
-    kind: str
-    count: int
-    seqs: tuple[int, ...]
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class DatabaseRepairReport:
-    """What :func:`repair_database` did; nothing when ``changed`` is False. Immutable."""
-
-    where: str
-    removed: list[Removal] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        """True when the repair changed anything."""
-        return bool(self.removed)
-
-
 # -- entry points -----------------------------------------------------------------------------
 
 
@@ -226,44 +193,20 @@ def verify_database(config: StoreConfig, *, force: bool = False) -> DatabaseVeri
     StoreLockedError naming the holder when a live process holds the store (unless ``force``),
     StoreUnavailableError when the database fails.
     """
-    with _opened(config, lock=not force) as (engine, schema, where):
-        return _verify(engine, schema, where, lease=None if force else config)
-
-
-def repair_database(config: StoreConfig, *, force: bool = False) -> DatabaseRepairReport:
-    """Remove from the database store what a load ignores anyway (module docstring), under
-    the store lock, in one database transaction.
-
-    ``force`` also deletes undecodable live rows and rows of unknown record types. Returns the
-    :class:`DatabaseRepairReport`. Raises CorruptionError naming table and seq for a finding it
-    will not fix (without ``force``: undecodable live rows, unknown record types; always:
-    missing chunks), SchemaError for a schema problem, StoreLockedError naming the holder,
-    ConfigError without a database store, StoreUnavailableError when the database fails.
-    """
-    with _opened(config, lock=True) as (engine, schema, where):
-        report = _verify(engine, schema, where, lease=config)
-        _refuse(report, force)
-        removals = [_removal(f) for f in report.findings if _fixable(f, force)]
-        if not removals:
-            return DatabaseRepairReport(where)
-        try:
-            with engine.begin() as conn:
-                for f in report.findings:
-                    if _fixable(f, force):
-                        _apply(conn, schema, f)
-        except sa.exc.SQLAlchemyError as exc:
-            raise StoreUnavailableError(
-                f"repair of the store at {where} failed (nothing was changed): "
-                f"{type(exc).__name__}: {exc.__cause__ or exc}"
-            ) from exc
-        return DatabaseRepairReport(where, removals)
+    with opened(config, lock=not force) as (engine, schema, where):
+        return verify_opened(engine, schema, where, lease=None if force else config)
 
 
 # -- opening ----------------------------------------------------------------------------------
 
 
 @contextmanager
-def _opened(config: StoreConfig, *, lock: bool) -> Iterator[tuple[Engine, StoreSchema, str]]:
+def opened(config: StoreConfig, *, lock: bool) -> Iterator[tuple[Engine, StoreSchema, str]]:
+    """(engine, schema, display name) of the database store ``config`` describes, with the
+    store lock held for the block when ``lock``; the engine is disposed after. Raises
+    ConfigError without a database store, StoreLockedError naming the holder (also for an
+    embedded database another process booted), StoreUnavailableError when the database
+    fails."""
     db = config.database_store
     if db is None:
         raise ConfigError(
@@ -300,11 +243,12 @@ def _opened(config: StoreConfig, *, lock: bool) -> Iterator[tuple[Engine, StoreS
 # -- verify -----------------------------------------------------------------------------------
 
 
-def _verify(
+def verify_opened(
     engine: Engine, schema: StoreSchema, where: str, *, lease: StoreConfig | None
 ) -> DatabaseVerifyReport:
-    """Every finding; with ``lease`` (the configuration), first refuse a store an HA live
-    node holds (its lease replaces the store lock, see store.db.open_database_journals)."""
+    """The :class:`DatabaseVerifyReport` of an :func:`opened` store; with ``lease`` (the
+    configuration), first refuse a store an HA live node holds (its lease replaces the store
+    lock, see store.db.open_database_journals). Raises StoreLockedError for that holder."""
     names = schema.names
     try:
         ensure_schema(engine, names, create=False, config_hint="<config>", where=where)
@@ -760,75 +704,3 @@ def _scan_pages(engine: Engine, schema: StoreSchema) -> tuple[list[TableSummary]
 
 
 # -- repair -----------------------------------------------------------------------------------
-
-_REMOVABLE: Final = frozenset(
-    (
-        "uncommitted-transaction",
-        "dead-rows",
-        "incomplete-body",
-        "unlisted-page-table",
-        "missing-page-table",
-    )
-)
-_FORCED: Final = frozenset(("undecodable", "bad-record-type"))
-
-
-def _fixable(f: DbFinding, force: bool) -> bool:
-    if f.kind == "update-without-add":
-        return bool(f.seqs)
-    return f.kind in _REMOVABLE or (force and f.kind in _FORCED)
-
-
-def _refuse(report: DatabaseVerifyReport, force: bool) -> None:
-    for f in report.errors:
-        if f.kind == "schema":
-            raise SchemaError(f"repair refused: {f.message}")
-        if f.kind in _FORCED and force:
-            continue
-        hint = (
-            "--force deletes the row (its record is lost; `store data print` shows it first)"
-            if f.kind in _FORCED
-            else "restore the rows from a backup: repair cannot bring lost data back"
-        )
-        raise CorruptionError(
-            f.table,
-            f.seq if f.seq is not None else 0,
-            f"{f.kind}: {f.message}; repair refuses it",
-            hint=hint,
-        )
-
-
-def _removal(f: DbFinding) -> Removal:
-    if f.kind in ("unlisted-page-table", "missing-page-table"):
-        what = (
-            "dropped the table"
-            if f.kind == "unlisted-page-table"
-            else ("removed the table from the page directory")
-        )
-        return Removal(f.table, f.kind, 1, (), f"{what}: {f.message}")
-    return Removal(
-        f.table, f.kind, len(f.seqs), f.seqs, f"deleted {len(f.seqs)} row(s): {f.message}"
-    )
-
-
-def _apply(conn: Connection, schema: StoreSchema, f: DbFinding) -> None:
-    if f.kind == "unlisted-page-table":
-        schema.page_table(f.ids[0]).drop(conn)
-        return
-    if f.kind == "missing-page-table":
-        d = schema.page_store
-        row = conn.execute(
-            sa.select(d.c.id, d.c.data).where(d.c.filename == DIRECTORY_ROW).order_by(d.c.id)
-        ).first()
-        if row is not None:
-            left = decode_directory(bytes(row[1] or b"")) - {f.ids[0]}
-            conn.execute(d.update().where(d.c.id == row[0]).values(data=encode_directory(left)))
-        return
-    if f.table == schema.large_messages.name:
-        table, key = schema.large_messages, schema.large_messages.c.id
-    else:
-        table = schema.bindings if f.table == schema.bindings.name else schema.messages
-        key = table.c.seq
-    seqs = list(f.seqs)
-    for start in range(0, len(seqs), _CHUNK):
-        conn.execute(table.delete().where(key.in_(seqs[start : start + _CHUNK])))

@@ -17,7 +17,7 @@ from store.cli.data.options import FORCE_READ, add_store_options, store_config
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.cli.output import progress_console
 from store.config import StoreConfig
-from store.data import db_verify
+from store.data import db_repair, db_verify
 from store.errors import ConfigError
 from store.file import repair, salvage, verify
 
@@ -276,7 +276,7 @@ def _verify_database(config: StoreConfig, args: argparse.Namespace) -> int:
 def _repair_database(config: StoreConfig, args: argparse.Namespace) -> int:
     console = common.console()
     with progress_console(args).status("repairing the store's tables"):
-        report = db_verify.repair_database(config, force=args.force)
+        report = db_repair.repair_database(config, force=args.force)
     if not report.changed:
         console.print(f"database: nothing to repair in {report.where}")
         return EXIT_OK
