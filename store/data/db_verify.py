@@ -70,7 +70,8 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from store.config import DatabaseStoreConfig, StoreConfig
+from store.config import StoreConfig
+from store.db import refuse_live_lease
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.jdbc_dbapi import booted_elsewhere
 from store.db.lock import acquire_store_lock
@@ -258,7 +259,12 @@ def verify_opened(
             where, [], [DbFinding(ERROR, "schema", names.bindings, None, text)]
         )
     if lease is not None and lease.database_store is not None:
-        _refuse_live_lease(engine, schema, lease.database_store)
+        refuse_live_lease(
+            engine,
+            schema,
+            lease.database_store,
+            hint="stop that node first, or use verify --force to read anyway",
+        )
     tables: list[TableSummary] = []
     findings: list[DbFinding] = []
     live_large: set[int] = set()
@@ -274,26 +280,6 @@ def verify_opened(
     tables.extend(summaries)
     findings.extend(found)
     return DatabaseVerifyReport(where, tables, findings)
-
-
-def _refuse_live_lease(engine: Engine, schema: StoreSchema, db: DatabaseStoreConfig) -> None:
-    """Raise StoreLockedError naming the holder when an HA node holds an unexpired live lease
-    (a node of an HA pair writes without the store lock)."""
-    from store.ha.lease import PRIMARY_ROW, LeaseTable
-
-    row = LeaseTable(
-        engine,
-        schema.node_manager,
-        expiration_ms=db.jdbc_lock_expiration,
-        allowed_diff_ms=db.jdbc_allowed_time_diff,
-    ).read(PRIMARY_ROW)
-    if row.held:
-        raise StoreLockedError(
-            f"store (tables {schema.names.bindings}, {schema.names.messages}) is live in an HA "
-            f"pair: the live lock is held by {row.holder}",
-            holder=row.holder,
-            hint="stop that node first, or use verify --force to read anyway",
-        )
 
 
 class _Sink:

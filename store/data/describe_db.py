@@ -29,6 +29,7 @@ from sqlalchemy.engine import Engine
 from store.data import describe_parts as parts
 from store.data.describe import DescribeOptions, Entry, Journal, NodeId, Record, Summary
 from store.data.describe_records import decode_user_record, user_type_name
+from store.db import refuse_live_lease
 from store.db.dialects import journal_sql_for
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.lock import StoreLock, acquire_store_lock
@@ -81,7 +82,8 @@ def database_entries(config: StoreConfig, options: DescribeOptions) -> Iterator[
                     lock = acquire_store_lock(engine, target, schema.names)
                 except StoreLockedError as exc:
                     raise StoreLockedError(str(exc), holder=exc.holder, hint=_FORCE_HINT) from exc
-                _refuse_live_lease(engine, schema, existing, db)
+                if schema.node_manager.name.lower() in existing:
+                    refuse_live_lease(engine, schema, db, hint=_FORCE_HINT)
             yield NodeId(
                 node_id=_node_id(engine, schema, existing),
                 source=f"{target.display} table {schema.node_manager.name}",
@@ -128,28 +130,6 @@ def _wanted(
             allowed="the table names of an existing store",
         )
     return wanted
-
-
-def _refuse_live_lease(engine: Engine, schema: StoreSchema, existing: set[str], db: Any) -> None:
-    """StoreLockedError when an HA node holds an unexpired live lease (as a plain open)."""
-    if schema.node_manager.name.lower() not in existing:
-        return
-    from store.ha.lease import PRIMARY_ROW, LeaseTable
-
-    table = LeaseTable(
-        engine,
-        schema.node_manager,
-        expiration_ms=db.jdbc_lock_expiration,
-        allowed_diff_ms=db.jdbc_allowed_time_diff,
-    )
-    row = table.read(PRIMARY_ROW)
-    if row.held:
-        raise StoreLockedError(
-            f"the store is live in an HA pair: the live lock is held by {row.holder} "
-            f"(generation {row.generation})",
-            holder=row.holder,
-            hint=_FORCE_HINT,
-        )
 
 
 def _node_id(engine: Engine, schema: StoreSchema, existing: set[str]) -> str | None:

@@ -62,6 +62,7 @@ __all__ = [
     "TableNames",
     "open_database_journals",
     "open_database_store",
+    "refuse_live_lease",
 ]
 
 _log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ def open_database_journals(
         )
         schema = StoreSchema(names)
         if store_lock:
-            _refuse_live_lease(engine, schema, db)
+            refuse_live_lease(engine, schema, db)
         journals = _journals(config, engine, schema, fence, backlog or BacklogLimits(), seq_floor)
     except StoreError:
         _abandon(engine, lock)
@@ -264,9 +265,17 @@ def _paging(config: StoreConfig, journals: DatabaseJournals, fence: Fence | None
     )
 
 
-def _refuse_live_lease(engine: Engine, schema: StoreSchema, db: DatabaseStoreConfig) -> None:
+def refuse_live_lease(
+    engine: Engine,
+    schema: StoreSchema,
+    db: DatabaseStoreConfig,
+    *,
+    hint: str = "open it through the HA node manager (store ha run), or stop that node",
+) -> None:
     """Raise StoreLockedError naming the holder when an HA node holds an unexpired live
-    lease on this store (DESIGN §8): a plain open must not write under a live primary."""
+    lease on this store (DESIGN §8): a plain open must not write under a live primary, and
+    the offline tools (``store data``) must not read or repair under one either. ``hint``
+    says what the caller may do instead. Returns None when no node holds it."""
     from store.ha.lease import PRIMARY_ROW, LeaseTable
 
     table = LeaseTable(
@@ -282,7 +291,7 @@ def _refuse_live_lease(engine: Engine, schema: StoreSchema, db: DatabaseStoreCon
             f"pair: the live lock is held by {row.holder} (generation {row.generation}, "
             f"expires at {row.expires_at_ms} ms by the database clock)",
             holder=row.holder,
-            hint="open it through the HA node manager (store ha run), or stop that node",
+            hint=hint,
         )
 
 
