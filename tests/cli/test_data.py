@@ -8,7 +8,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +18,9 @@ from store.cli.main import build_parser, main
 from store.errors import CorruptionError
 from store.file import survey
 from store.journal.api import RecordInfo
+from tests.support.cli import run_store
 
 SIZE = 4096
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config_file(tmp_path: Path, *, retention: bool = False) -> Path:
@@ -65,11 +64,7 @@ def _load(path: Path) -> StoreConfig:
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """``store ARGV`` as a user runs it (a subprocess): (exit status, stdout, stderr)."""
     del capsys  # the command's output is the subprocess's
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-m", "store.cli.main", *argv],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )  # fmt: skip
+    done = run_store(*argv, timeout=120)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -7,14 +7,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-import store
 from store import StoreConfig, open_store
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.migrate import drop_schema
@@ -24,6 +22,7 @@ from store.messaging import records as r
 from store.messaging.manager import StorageManager
 from store.messaging.values import Message
 from tests.support.backends import unique_prefix
+from tests.support.cli import run_store
 from tests.support.db_backends import DERBY_CLASSPATH, mysql_url, new_store_mapping, postgresql_url
 
 BACKENDS = ("postgresql", "mariadb", "sqlite")
@@ -32,16 +31,7 @@ LOCK_BACKENDS = (*BACKENDS, "derby")
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    root = str(Path(store.__file__).parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "store.cli.main", *argv],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path, "COLUMNS": "200", "CLASSPATH": DERBY_CLASSPATH},
-        timeout=120,
-        check=False,
-    )
+    return run_store(*argv, env={"CLASSPATH": DERBY_CLASSPATH}, timeout=120)
 
 
 class DbStore:

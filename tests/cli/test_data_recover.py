@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-import store
 from store import StoreConfig, load_config, open_store
 from store.messaging.manager import StorageManager
 from store.messaging.values import Message
+from tests.support.cli import run_store
 
 SIZE = 4096  # small files: acks make the journal reclaim them, retention keeps copies
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    root = str(Path(store.__file__).parent.parent)
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "store.cli.main", *argv],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path, "COLUMNS": "200"},
-        timeout=120,
-        check=False,
-    )
+    return run_store(*argv, timeout=120)
 
 
 def _config_file(tmp_path: Path) -> Path:

@@ -18,18 +18,13 @@ from store import StoreConfig
 from store.db.migrate import drop_schema
 from tests.ha.nodes import write_toml
 from tests.support.backends import unique_prefix
+from tests.support.cli import ROOT, run_store
 from tests.support.db_backends import new_store_mapping
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def store(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``store ARGS`` in a subprocess; the completed process (never raises on exit status)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "store.cli.main", *args],
-        capture_output=True, text=True, env=env, cwd=cwd, timeout=180, check=False,
-    )  # fmt: skip
+    return run_store(*args, cwd=cwd)
 
 
 @pytest.fixture
