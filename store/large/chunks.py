@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import io
 import struct
-import zlib
 from collections.abc import Callable
 from typing import BinaryIO, Final
 
 from store.errors import CorruptionError
+from store.speedups import crc32
 
 __all__ = [
     "CHUNK_SIZE",
@@ -138,7 +138,7 @@ class ChunkBuffer:
 
     def _sealed(self) -> memoryview:
         end = CRC.size + self._fill
-        CRC.pack_into(self._frame, 0, zlib.crc32(memoryview(self._frame)[CRC.size : end]))
+        CRC.pack_into(self._frame, 0, crc32(memoryview(self._frame)[CRC.size : end]))
         return memoryview(self._frame)[:end]
 
     def finish(self) -> memoryview | None:
@@ -235,7 +235,7 @@ class ChunkedBody(io.RawIOBase):
             )
         (stored,) = CRC.unpack_from(frame)
         payload = frame[CRC.size :]
-        actual = zlib.crc32(payload)
+        actual = crc32(payload)
         if stored != actual:
             raise CorruptionError(
                 self.path,

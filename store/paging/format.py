@@ -33,10 +33,10 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Final
 
 from store.errors import CorruptionError
+from store.speedups import crc32
 
 __all__ = [
     "FRAMING",
@@ -71,7 +71,7 @@ def encode_record(payload: bytes | bytearray | memoryview) -> bytes:
     if len(data) > MAX_RECORD_SIZE:
         raise ValueError(f"a page record holds at most {MAX_RECORD_SIZE} bytes, not {len(data)}")
     length = len(data).to_bytes(4, "big")
-    crc = zlib.crc32(data, zlib.crc32(length))
+    crc = crc32(data, crc32(length))
     return b"".join((_HEAD.pack(RECORD_START, len(data), crc), data, bytes((RECORD_END,))))
 
 
@@ -87,7 +87,7 @@ def _problem(data: memoryview, offset: int) -> str | None:
     if end > size:
         return f"record length {length} runs past the end of the page ({size} bytes)"
     payload = data[offset + _HEAD.size : end - 1]
-    if zlib.crc32(payload, zlib.crc32(length.to_bytes(4, "big"))) != crc:
+    if crc32(payload, crc32(length.to_bytes(4, "big"))) != crc:
         return "checksum mismatch"
     if data[end - 1] != RECORD_END:
         return f"no record end (0x{data[end - 1]:02x} instead of 0x7d)"

@@ -1,0 +1,789 @@
+/* The per-record loops of the file journal's scan, load replay and append, compiled (issue:
+ * speed of the journal's hot paths). The pure-Python code in reader.py is the reference: the
+ * scan applies exactly the same rules (store.file.format: "a record is valid if and only if
+ * ...", "in sequence", "end of data", the two padding rules) and returns exactly the same
+ * records, the replay the same rules as replay_file; the tests run both over the same files
+ * and compare. Built by setup.py as an optional extension: without a compiler
+ * the package falls back to the Python loop.
+ *
+ * scan(data, file_id, start, floor, pad_unit) -> (records, end, last_lsn, count)
+ *   data      a bytes-like object (the whole file)
+ *   records   list of (offset, length, type, user_type, compact_count, lsn, id, tx_id,
+ *             tx_count, body) tuples, body a bytes object
+ *
+ * scan_replay(data, file_id, start, floor, pad_unit, entries, index, info_type, live,
+ *             updated_only, file_key, add, update, other) -> (end, last_lsn, count, first_lsn,
+ *             positives, live_bytes)
+ *   the same loop, for a load: an ADD or UPDATE is replayed as it is read (the rules of
+ *   store.file.reader.replay_file into the Replayer's entries list and id index and the
+ *   LiveIndex's records dict and updated-only set), never becoming a raw record; any other
+ *   record is handed as one to other(record), in file order. replay_adds(records, start, ...)
+ *   applies the same rules to a run of raw records (the compactor and offline tools).
+ *
+ * append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, tx_count,
+ *               data) -> None
+ *   appends one whole record (head, body, tail) to the bytearray buf, as the Python append path
+ *   does with its argument checks, zlib.crc32, RECORD_HEAD.pack, two concatenations and
+ *   RECORD_TAIL.pack. An id or tx_id outside signed 64 bits, or a user_type outside 0..255, is
+ *   the ValueError the Python path raises, with its message; buf is then left as it was.
+ *
+ * Record head (little-endian, 52 bytes): length u32, type u8, user_type u8, compact_count u8,
+ * flags u8, file_id u64, lsn u64, durable_lsn u64, id i64, tx_id i64, tx_count u32; then the
+ * body; then the tail: checksum u32 (CRC-32 of the body, continued over the head), length u32.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_CLMUL_CODE 1
+#include <immintrin.h>
+#endif
+
+#define HEAD 52
+#define OVERHEAD 60
+
+static uint32_t rd32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static uint64_t rd64(const unsigned char *p) {
+    return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32);
+}
+
+/* ---- CRC-32 -------------------------------------------------------------------------------
+ *
+ * zlib's CRC-32 (reflected polynomial 0xEDB88320, zlib's answer bit for bit), used for every
+ * record the journal writes or reads. Debian's zlib computes it a byte-braid at a time, about
+ * 2.7 GB/s here: a third of a 1 KiB append. On x86-64 CPUs with PCLMULQDQ the bulk of a buffer
+ * of 64 bytes or more is folded with carry-less multiplications instead, four 128-bit lanes at
+ * a time, then folded to one lane, to 64 bits and Barrett-reduced to 32 (Gopal et al., "Fast
+ * CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction", Intel, 2009; the
+ * constants are the bit-reflected ones of its appendix for this polynomial). What is left (under
+ * 16 bytes) goes through zlib. tests/file/test_speedups.py compares both on random buffers of
+ * every length up to a few KiB and on large ones, at every alignment. */
+
+static int have_clmul = 0;
+
+static uLong zlib_crc(uLong crc, const unsigned char *p, Py_ssize_t n) {
+    while (n > 0) {
+        uInt step = n > (Py_ssize_t)0x40000000 ? 0x40000000u : (uInt)n;
+        crc = crc32(crc, p, step);
+        p += step;
+        n -= step;
+    }
+    return crc;
+}
+
+#ifdef HAVE_CLMUL_CODE
+/* The CRC register (not inverted: the caller inverts) after folding n bytes, n a multiple of
+ * 16 and at least 64. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+clmul_fold(const unsigned char *p, Py_ssize_t n, uint32_t reg) {
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i a = _mm_loadu_si128((const __m128i *)(p + 0));
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
+    __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
+    a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)reg));
+    p += 64;
+    n -= 64;
+    while (n >= 64) { /* four lanes, each folded 512 bits forward onto the next block */
+        __m128i a0 = _mm_clmulepi64_si128(a, k1k2, 0x00), a1 = _mm_clmulepi64_si128(a, k1k2, 0x11);
+        __m128i b0 = _mm_clmulepi64_si128(b, k1k2, 0x00), b1 = _mm_clmulepi64_si128(b, k1k2, 0x11);
+        __m128i c0 = _mm_clmulepi64_si128(c, k1k2, 0x00), c1 = _mm_clmulepi64_si128(c, k1k2, 0x11);
+        __m128i d0 = _mm_clmulepi64_si128(d, k1k2, 0x00), d1 = _mm_clmulepi64_si128(d, k1k2, 0x11);
+        a = _mm_xor_si128(_mm_xor_si128(a0, a1), _mm_loadu_si128((const __m128i *)(p + 0)));
+        b = _mm_xor_si128(_mm_xor_si128(b0, b1), _mm_loadu_si128((const __m128i *)(p + 16)));
+        c = _mm_xor_si128(_mm_xor_si128(c0, c1), _mm_loadu_si128((const __m128i *)(p + 32)));
+        d = _mm_xor_si128(_mm_xor_si128(d0, d1), _mm_loadu_si128((const __m128i *)(p + 48)));
+        p += 64;
+        n -= 64;
+    }
+    /* Fold the four lanes into one (128 bits forward each time), then any 16-byte blocks. */
+    __m128i next[3] = {b, c, d};
+    for (int i = 0; i < 3; i++) {
+        __m128i lo = _mm_clmulepi64_si128(a, k3k4, 0x00), hi = _mm_clmulepi64_si128(a, k3k4, 0x11);
+        a = _mm_xor_si128(_mm_xor_si128(lo, hi), next[i]);
+    }
+    while (n >= 16) {
+        __m128i lo = _mm_clmulepi64_si128(a, k3k4, 0x00), hi = _mm_clmulepi64_si128(a, k3k4, 0x11);
+        a = _mm_xor_si128(_mm_xor_si128(lo, hi), _mm_loadu_si128((const __m128i *)p));
+        p += 16;
+        n -= 16;
+    }
+    /* 128 bits to 64, then to 32 with a Barrett reduction. */
+    __m128i t = _mm_clmulepi64_si128(a, k3k4, 0x10);
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
+    t = _mm_srli_si128(a, 4);
+    a = _mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00);
+    a = _mm_xor_si128(a, t);
+    t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10);
+    t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), poly, 0x00);
+    a = _mm_xor_si128(a, t);
+    return (uint32_t)_mm_extract_epi32(a, 1);
+}
+#endif
+
+/* zlib's crc32(crc, p, n), faster where the CPU allows. */
+static uLong fast_crc(uLong crc, const unsigned char *p, Py_ssize_t n) {
+#ifdef HAVE_CLMUL_CODE
+    if (have_clmul && n >= 64) {
+        Py_ssize_t bulk = n & ~(Py_ssize_t)15;
+        crc = ~clmul_fold(p, bulk, ~(uint32_t)crc) & 0xFFFFFFFFUL;
+        p += bulk;
+        n -= bulk;
+    }
+#endif
+    return zlib_crc(crc, p, n);
+}
+
+/* A body this large has its CRC-32 computed with the GIL released. */
+#define CRC_NOGIL 65536
+
+static PyObject *py_crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32(data, value=0) takes 1 or 2 arguments");
+        return NULL;
+    }
+    unsigned long value = 0;
+    if (nargs == 2) {
+        value = PyLong_AsUnsignedLongMask(args[1]);
+        if (value == (unsigned long)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uLong crc = (uLong)(value & 0xFFFFFFFFUL);
+    if (data.len >= CRC_NOGIL) {
+        Py_BEGIN_ALLOW_THREADS
+        crc = fast_crc(crc, (const unsigned char *)data.buf, data.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        crc = fast_crc(crc, (const unsigned char *)data.buf, data.len);
+    }
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong((unsigned long)crc);
+}
+
+/* Where each record in sequence goes: into a list of raw record tuples (scan), or replayed
+   (scan_replay: adds and updates into a Replayer and a LiveIndex, any other record as a raw
+   tuple handed to a Python callable). */
+typedef struct {
+    PyObject *out;                      /* scan: the list of raw records */
+    PyObject *entries, *index;          /* scan_replay: the Replayer's containers */
+    PyTypeObject *info_type;            /* RecordInfo */
+    PyObject *live, *updated_only;      /* the LiveIndex's, live None: no index */
+    PyObject *other;                    /* callable(raw record) for every other record */
+    unsigned long long file_key;
+    long add, update;
+    long long positives;                /* adds and updates replayed */
+    unsigned long long live_bytes;      /* their lengths, summed */
+} Sink;
+
+static PyObject *raw_record(const unsigned char *h, Py_ssize_t pos, uint32_t length,
+                            unsigned int rtype, unsigned int urt, unsigned int cc, uint64_t lsn,
+                            int64_t rid, int64_t tx_id, uint32_t tx_count) {
+    PyObject *rec = PyTuple_New(10);
+    if (rec == NULL)
+        return NULL;
+    PyObject *items[10] = {
+        PyLong_FromSsize_t(pos),
+        PyLong_FromUnsignedLong(length),
+        PyLong_FromLong((long)rtype),
+        PyLong_FromLong((long)urt),
+        PyLong_FromLong((long)cc),
+        PyLong_FromUnsignedLongLong((unsigned long long)lsn),
+        PyLong_FromLongLong((long long)rid),
+        PyLong_FromLongLong((long long)tx_id),
+        PyLong_FromUnsignedLong(tx_count),
+        PyBytes_FromStringAndSize((const char *)(h + HEAD), (Py_ssize_t)(length - OVERHEAD)),
+    };
+    int failed = 0;
+    for (int i = 0; i < 10; i++) {
+        if (items[i] == NULL)
+            failed = 1;
+        PyTuple_SET_ITEM(rec, i, items[i]); /* steals; a NULL slot is freed safely */
+    }
+    if (failed) {
+        Py_DECREF(rec);
+        return NULL;
+    }
+    return rec;
+}
+
+static int replay_positive(Sink *s, PyObject *rid, PyObject *urt, PyObject *body, int is_update,
+                           unsigned long long length);
+
+static int sink_record(Sink *s, const unsigned char *h, Py_ssize_t pos, uint32_t length,
+                       unsigned int rtype, unsigned int urt, unsigned int cc, uint64_t lsn,
+                       int64_t rid, int64_t tx_id, uint32_t tx_count) {
+    if (s->out == NULL && ((long)rtype == s->add || (long)rtype == s->update)) {
+        PyObject *id = PyLong_FromLongLong((long long)rid), *ut = PyLong_FromLong((long)urt);
+        PyObject *body = PyBytes_FromStringAndSize((const char *)(h + HEAD),
+                                                   (Py_ssize_t)(length - OVERHEAD));
+        int rc = -1;
+        if (id != NULL && ut != NULL && body != NULL)
+            rc = replay_positive(s, id, ut, body, (long)rtype == s->update, length);
+        Py_XDECREF(id);
+        Py_XDECREF(ut);
+        Py_XDECREF(body);
+        return rc;
+    }
+    PyObject *rec = raw_record(h, pos, length, rtype, urt, cc, lsn, rid, tx_id, tx_count);
+    if (rec == NULL)
+        return -1;
+    int rc;
+    if (s->out != NULL) {
+        rc = PyList_Append(s->out, rec);
+    } else {
+        PyObject *r = PyObject_CallOneArg(s->other, rec);
+        rc = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(rec);
+    return rc;
+}
+
+/* The records in sequence of data[start:], each given to the sink; the rules of
+   store.file.reader.python_scan. Sets *end (where the data ends), *last_lsn, *count and
+   *first_lsn (of the first record; 0 if none). Returns -1 with an exception set. */
+static int scan_loop(const unsigned char *data, Py_ssize_t size, unsigned long long file_id,
+                     Py_ssize_t start, int floor, Py_ssize_t pad_unit, Sink *sink,
+                     Py_ssize_t *end, uint64_t *last_lsn_out, long long *count_out,
+                     uint64_t *first_lsn) {
+    Py_ssize_t pos = start, padded_from = -1, data_end = size;
+    uint64_t last_lsn = 0;
+    long long count = 0;
+    *first_lsn = 0;
+    /* Everything from data_end on is zeros: lets the padding rule stop without a search. */
+    while (data_end > 0 && data[data_end - 1] == 0)
+        data_end--;
+    while (pad_unit > 0 && pos >= 0 && pos + OVERHEAD <= size) {
+        const unsigned char *h = data + pos;
+        uint32_t length = rd32(h);
+        if (length == 0) {
+            /* Zero padding: the next record starts at a pad_unit boundary. */
+            if (pos >= data_end)
+                break;
+            Py_ssize_t m = pos;
+            while (m < size && data[m] == 0)
+                m++;
+            if (m >= size)
+                break;
+            Py_ssize_t boundary = m - m % pad_unit;
+            if (boundary <= pos || padded_from >= 0)
+                break;
+            padded_from = pos;
+            pos = boundary;
+            continue;
+        }
+        unsigned int rtype = h[4], urt = h[5], cc = h[6], fl = h[7];
+        uint64_t fid = rd64(h + 8), lsn = rd64(h + 16), dlsn = rd64(h + 24);
+        int64_t rid = (int64_t)rd64(h + 32), tx_id = (int64_t)rd64(h + 40);
+        uint32_t tx_count = rd32(h + 48);
+        int in_sequence;
+        if (count)
+            in_sequence = last_lsn != UINT64_MAX && lsn == last_lsn + 1;
+        else
+            in_sequence = !((fl & (unsigned int)floor) && lsn >= 1 && dlsn < lsn - 1);
+        int valid = 0;
+        if (length >= OVERHEAD && (Py_ssize_t)length <= size - pos && fid == file_id &&
+            rtype >= 10 && rtype <= 19 && in_sequence) {
+            const unsigned char *rec_end = h + length;
+            uint32_t crc = rd32(rec_end - 8), length_copy = rd32(rec_end - 4);
+            if (length_copy == length) {
+                uLong c = fast_crc(0L, h + HEAD, (Py_ssize_t)(length - OVERHEAD));
+                c = zlib_crc(c, h, HEAD);
+                valid = (uint32_t)c == crc;
+            }
+        }
+        if (!valid) {
+            /* Padding shorter than the length field: only zeros up to the boundary. */
+            Py_ssize_t gap = (pad_unit - pos % pad_unit) % pad_unit;
+            if (gap > 0 && gap < 4 && padded_from < 0) {
+                int zeros = 1;
+                for (Py_ssize_t i = 0; i < gap; i++)
+                    if (data[pos + i] != 0)
+                        zeros = 0;
+                if (zeros) {
+                    padded_from = pos;
+                    pos += gap;
+                    continue;
+                }
+            }
+            break;
+        }
+        if (sink_record(sink, h, pos, length, rtype, urt, cc, lsn, rid, tx_id, tx_count) < 0)
+            return -1;
+        if (!count)
+            *first_lsn = lsn;
+        last_lsn = lsn;
+        count++;
+        pos += length;
+        padded_from = -1;
+    }
+    if (padded_from >= 0)
+        pos = padded_from;
+    *end = pos;
+    *last_lsn_out = last_lsn;
+    *count_out = count;
+    return 0;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned long long file_id;
+    Py_ssize_t start, pad_unit;
+    int floor;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*Knin", &view, &file_id, &start, &floor, &pad_unit))
+        return NULL;
+    Sink sink;
+    memset(&sink, 0, sizeof(sink));
+    sink.out = PyList_New(0);
+    if (sink.out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t end;
+    uint64_t last_lsn, first_lsn;
+    long long count;
+    int rc = scan_loop((const unsigned char *)view.buf, view.len, file_id, start, floor, pad_unit,
+                       &sink, &end, &last_lsn, &count, &first_lsn);
+    PyBuffer_Release(&view);
+    if (rc < 0) {
+        Py_DECREF(sink.out);
+        return NULL;
+    }
+    return Py_BuildValue("(NnKL)", sink.out, end, (unsigned long long)last_lsn, count);
+}
+
+static void wr32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static void wr64(unsigned char *p, uint64_t v) {
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+
+static PyObject *append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "append_record takes 11 arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyByteArray_Check(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_record: buf must be a bytearray");
+        return NULL;
+    }
+    /* The journal's own argument checks first, with its messages: nothing is changed when
+     * one fails. */
+    int overflow_id = 0, overflow_tx = 0;
+    long long rid = PyLong_AsLongLongAndOverflow(args[7], &overflow_id);
+    if (rid == -1 && PyErr_Occurred())
+        return NULL;
+    long long tx_id = PyLong_AsLongLongAndOverflow(args[8], &overflow_tx);
+    if (tx_id == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow_id || overflow_tx) {
+        PyErr_Format(PyExc_ValueError,
+                     "record and transaction ids must be signed 64-bit integers: %R, %R",
+                     args[7], args[8]);
+        return NULL;
+    }
+    int overflow_urt = 0;
+    long urt = PyLong_AsLongAndOverflow(args[2], &overflow_urt);
+    if (urt == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow_urt || urt < 0 || urt > 255) {
+        PyErr_Format(PyExc_ValueError, "user_record_type must be 0..255, not %R", args[2]);
+        return NULL;
+    }
+    unsigned long rtype = PyLong_AsUnsignedLong(args[1]);
+    unsigned long flags = PyLong_AsUnsignedLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (rtype > 255 || flags > 255) {
+        PyErr_SetString(PyExc_OverflowError, "append_record: a byte field is over 255");
+        return NULL;
+    }
+    unsigned long long file_id = PyLong_AsUnsignedLongLong(args[4]);
+    unsigned long long lsn = PyLong_AsUnsignedLongLong(args[5]);
+    unsigned long long dlsn = PyLong_AsUnsignedLongLong(args[6]);
+    unsigned long tx_count = PyLong_AsUnsignedLong(args[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (tx_count > 0xFFFFFFFFUL) {
+        PyErr_SetString(PyExc_OverflowError, "append_record: a 32-bit field is too large");
+        return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[10], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t n = OVERHEAD + data.len;
+    if (n > 0xFFFFFFFFLL) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_OverflowError, "append_record: record too large");
+        return NULL;
+    }
+    uLong crc;
+    if (data.len >= CRC_NOGIL) {
+        Py_BEGIN_ALLOW_THREADS
+        crc = fast_crc(0L, (const unsigned char *)data.buf, data.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        crc = fast_crc(0L, (const unsigned char *)data.buf, data.len);
+    }
+    Py_ssize_t at = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, at + n) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    unsigned char *h = (unsigned char *)PyByteArray_AS_STRING(buf) + at;
+    wr32(h, (uint32_t)n);
+    h[4] = (unsigned char)rtype;
+    h[5] = (unsigned char)urt;
+    h[6] = 0;
+    h[7] = (unsigned char)flags;
+    wr64(h + 8, file_id);
+    wr64(h + 16, lsn);
+    wr64(h + 24, dlsn);
+    wr64(h + 32, (uint64_t)rid);
+    wr64(h + 40, (uint64_t)tx_id);
+    wr32(h + 48, (uint32_t)tx_count);
+    if (data.len)
+        memcpy(h + HEAD, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    crc = zlib_crc(crc, h, HEAD);
+    wr32(h + n - 8, (uint32_t)crc);
+    wr32(h + n - 4, (uint32_t)n);
+    Py_RETURN_NONE;
+}
+
+/* One id's entries in a dict: value alone (an int) or, from the second on, a list of them.
+   Steals nothing; returns -1 with an exception set. */
+static int add_entry(PyObject *dict, PyObject *key, PyObject *value) {
+    PyObject *where = PyDict_GetItemWithError(dict, key);
+    if (where == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        return PyDict_SetItem(dict, key, value);
+    }
+    if (PyList_CheckExact(where))
+        return PyList_Append(where, value);
+    PyObject *pair = PyList_New(2);
+    if (pair == NULL)
+        return -1;
+    Py_INCREF(where);
+    Py_INCREF(value);
+    PyList_SET_ITEM(pair, 0, where);
+    PyList_SET_ITEM(pair, 1, value);
+    int rc = PyDict_SetItem(dict, key, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
+/* Replayer.add or Replayer.update (store.journal.replay) of one positive record, and, when the
+   sink has a live index, LiveIndex's rules for it (the per-file count and live bytes summed in
+   the sink). Returns -1 with an exception set. */
+static int replay_positive(Sink *s, PyObject *rid, PyObject *urt, PyObject *body, int is_update,
+                           unsigned long long length) {
+    PyObject *info = s->info_type->tp_alloc(s->info_type, 4);
+    if (info == NULL)
+        return -1;
+    PyObject *flag = is_update ? Py_True : Py_False;
+    Py_INCREF(rid);
+    Py_INCREF(urt);
+    Py_INCREF(body);
+    Py_INCREF(flag);
+    PyTuple_SET_ITEM(info, 0, rid);
+    PyTuple_SET_ITEM(info, 1, urt);
+    PyTuple_SET_ITEM(info, 2, body);
+    PyTuple_SET_ITEM(info, 3, flag);
+    PyObject *pos = PyLong_FromSsize_t(PyList_GET_SIZE(s->entries));
+    if (pos == NULL || PyList_Append(s->entries, info) < 0) {
+        Py_XDECREF(pos);
+        Py_DECREF(info);
+        return -1;
+    }
+    Py_DECREF(info);
+    int rc = add_entry(s->index, rid, pos);
+    Py_DECREF(pos);
+    if (rc < 0 || s->live == Py_None)
+        return rc;
+    s->positives++;
+    s->live_bytes += length;
+    if (!is_update) {
+        if (PySet_GET_SIZE(s->updated_only) > 0 && PySet_Discard(s->updated_only, rid) < 0)
+            return -1;
+    } else {
+        int known = PyDict_Contains(s->live, rid);
+        if (known < 0 || (!known && PySet_Add(s->updated_only, rid) < 0))
+            return -1;
+    }
+    PyObject *entry = PyLong_FromUnsignedLongLong(s->file_key | length);
+    if (entry == NULL)
+        return -1;
+    rc = add_entry(s->live, rid, entry);
+    Py_DECREF(entry);
+    return rc;
+}
+
+/* The replay arguments shared by replay_adds and scan_replay: entries, index, info_type, live,
+   updated_only, file_key, add, update. Returns -1 with an exception set. */
+static int replay_sink(Sink *s, PyObject *const *args) {
+    memset(s, 0, sizeof(*s));
+    s->entries = args[0];
+    s->index = args[1];
+    s->info_type = (PyTypeObject *)args[2];
+    s->live = args[3];
+    s->updated_only = args[4];
+    if (!PyList_CheckExact(s->entries) || !PyDict_CheckExact(s->index) || !PyType_Check(args[2]) ||
+        !PyType_IsSubtype(s->info_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "entries must be a list, index a dict, info_type a tuple type");
+        return -1;
+    }
+    if (s->live != Py_None && (!PyDict_CheckExact(s->live) || !PySet_Check(s->updated_only))) {
+        PyErr_SetString(PyExc_TypeError, "live must be a dict or None, updated_only a set");
+        return -1;
+    }
+    s->file_key = PyLong_AsUnsignedLongLong(args[5]);
+    s->add = PyLong_AsLong(args[6]);
+    s->update = PyLong_AsLong(args[7]);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* replay_adds(records, start, entries, index, info_type, live, updated_only, file_key, add,
+   update) -> (stop, count, live_bytes): the run of ADD and UPDATE records from records[start]
+   replayed as store.file.reader.replay_file does with a store.journal.replay.Replayer (its
+   entries list and index dict) and, unless live is None, a LiveIndex (its records dict and
+   updated_only set); stops at the first record of another type (stop: its position). */
+static PyObject *replay_adds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "replay_adds takes 10 arguments");
+        return NULL;
+    }
+    Sink s;
+    if (replay_sink(&s, args + 2) < 0)
+        return NULL;
+    PyObject *records = args[0];
+    if (!PyList_CheckExact(records)) {
+        PyErr_SetString(PyExc_TypeError, "replay_adds: records must be a list");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(records), i = start < 0 ? 0 : start;
+    for (; i < n; i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) != 10) {
+            PyErr_SetString(PyExc_TypeError, "replay_adds: a record is not a 10-tuple");
+            return NULL;
+        }
+        long rtype = PyLong_AsLong(PyTuple_GET_ITEM(rec, 2));
+        if (rtype == -1 && PyErr_Occurred())
+            return NULL;
+        if (rtype != s.add && rtype != s.update)
+            break;
+        unsigned long long length = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(rec, 1));
+        if (PyErr_Occurred() ||
+            replay_positive(&s, PyTuple_GET_ITEM(rec, 6), PyTuple_GET_ITEM(rec, 3),
+                            PyTuple_GET_ITEM(rec, 9), rtype == s.update, length) < 0)
+            return NULL;
+    }
+    return Py_BuildValue("(nLK)", i, s.positives, s.live_bytes);
+}
+
+/* scan_replay(data, file_id, start, floor, pad_unit, entries, index, info_type, live,
+   updated_only, file_key, add, update, other) -> (end, last_lsn, count, first_lsn, positives,
+   live_bytes): scan and replay_adds in one pass, for a load: the records in sequence of data
+   (the rules of scan), each ADD or UPDATE replayed as replay_adds does without ever being a
+   raw record tuple, and every other record handed as one to other(record), in file order. */
+static PyObject *scan_replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "scan_replay takes 14 arguments");
+        return NULL;
+    }
+    Sink s;
+    if (replay_sink(&s, args + 5) < 0)
+        return NULL;
+    s.other = args[13];
+    if (!PyCallable_Check(s.other)) {
+        PyErr_SetString(PyExc_TypeError, "scan_replay: other must be callable");
+        return NULL;
+    }
+    unsigned long long file_id = PyLong_AsUnsignedLongLong(args[1]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    int floor = (int)PyLong_AsLong(args[3]);
+    Py_ssize_t pad_unit = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t end;
+    uint64_t last_lsn, first_lsn;
+    long long count;
+    int rc = scan_loop((const unsigned char *)view.buf, view.len, file_id, start, floor, pad_unit,
+                       &s, &end, &last_lsn, &count, &first_lsn);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        return NULL;
+    return Py_BuildValue("(nKLKLK)", end, (unsigned long long)last_lsn, count,
+                         (unsigned long long)first_lsn, s.positives, s.live_bytes);
+}
+
+static uint32_t be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+static int64_t be64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)be32(p) << 32) | (uint64_t)be32(p + 4));
+}
+
+/* peek_message(data, addresses, header_type, version) -> header_type(address, priority,
+   durable, scheduled_delivery) or None: store.messaging.message_records.peek_message, the
+   reference, with the same checks in the same order (an ADD_MESSAGE_PROTOCOL body without
+   properties that decode_message decodes whole into a valid Message); addresses caches the
+   decoded address of each raw address. */
+static PyObject *peek_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "peek_message takes 4 arguments");
+        return NULL;
+    }
+    PyObject *addresses = args[1];
+    PyTypeObject *header_type = (PyTypeObject *)args[2];
+    if (!PyBytes_CheckExact(args[0]) || !PyDict_CheckExact(addresses) || !PyType_Check(args[2]) ||
+        !PyType_IsSubtype(header_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "peek_message: data must be bytes, addresses a dict, header_type a tuple type");
+        return NULL;
+    }
+    long version = PyLong_AsLong(args[3]);
+    if (version == -1 && PyErr_Occurred())
+        return NULL;
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
+    if (n < 5 || d[0] != version)
+        Py_RETURN_NONE;
+    Py_ssize_t end = 5 + (Py_ssize_t)be32(d + 1);
+    if (end + 30 + 4 > n)
+        Py_RETURN_NONE;
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)d + 5, end - 5);
+    if (raw == NULL)
+        return NULL;
+    PyObject *address = PyDict_GetItemWithError(addresses, raw); /* borrowed */
+    if (address == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(raw);
+            return NULL;
+        }
+        address = PyUnicode_DecodeUTF8((const char *)d + 5, end - 5, NULL);
+        if (address == NULL) {
+            Py_DECREF(raw);
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                return NULL;
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (PyUnicode_GET_LENGTH(address) == 0) {
+            Py_DECREF(address);
+            Py_DECREF(raw);
+            Py_RETURN_NONE;
+        }
+        int rc = PyDict_SetItem(addresses, raw, address);
+        Py_DECREF(address); /* the dict holds it now */
+        if (rc < 0) {
+            Py_DECREF(raw);
+            return NULL;
+        }
+    }
+    Py_DECREF(raw);
+    const unsigned char *f = d + end;
+    unsigned int priority = f[0], durable = f[1];
+    int64_t timestamp = be64(f + 2), expiration = be64(f + 10), scheduled = be64(f + 18);
+    int32_t count = (int32_t)be32(f + 26);
+    Py_ssize_t body_at = end + 30;
+    if (priority > 9 || durable > 1 || count != 0 || timestamp < 0 || expiration < 0 ||
+        scheduled < 0 || body_at + 4 + (Py_ssize_t)be32(d + body_at) != n)
+        Py_RETURN_NONE;
+    PyObject *header = header_type->tp_alloc(header_type, 4);
+    if (header == NULL)
+        return NULL;
+    PyObject *p = PyLong_FromLong((long)priority), *sd = PyLong_FromLongLong((long long)scheduled);
+    if (p == NULL || sd == NULL) {
+        Py_XDECREF(p);
+        Py_XDECREF(sd);
+        Py_DECREF(header);
+        return NULL;
+    }
+    PyObject *flag = durable ? Py_True : Py_False;
+    Py_INCREF(address);
+    Py_INCREF(flag);
+    PyTuple_SET_ITEM(header, 0, address);
+    PyTuple_SET_ITEM(header, 1, p);
+    PyTuple_SET_ITEM(header, 2, flag);
+    PyTuple_SET_ITEM(header, 3, sd);
+    return header;
+}
+
+static PyMethodDef methods[] = {
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, "
+     "tx_count, data) -> None: one whole record appended to the bytearray buf."},
+    {"crc32", (PyCFunction)(void (*)(void))py_crc32, METH_FASTCALL,
+     "crc32(data, value=0) -> int: zlib.crc32's answer, folded with PCLMULQDQ where the CPU "
+     "has it."},
+    {"peek_message", (PyCFunction)(void (*)(void))peek_message, METH_FASTCALL,
+     "peek_message(data, addresses, header_type, version) -> header or None: "
+     "store.messaging.message_records.peek_message, compiled."},
+    {"replay_adds", (PyCFunction)(void (*)(void))replay_adds, METH_FASTCALL,
+     "replay_adds(records, start, entries, index, info_type, live, updated_only, file_key, "
+     "add, update) -> (stop, count, live_bytes): a run of ADD and UPDATE records replayed, "
+     "as store.file.reader.replay_file."},
+    {"scan_replay", (PyCFunction)(void (*)(void))scan_replay, METH_FASTCALL,
+     "scan_replay(data, file_id, start, floor, pad_unit, entries, index, info_type, live, "
+     "updated_only, file_key, add, update, other) -> (end, last_lsn, count, first_lsn, "
+     "positives, live_bytes): scan and replay_adds in one pass, as store.file.reader."},
+    {"scan", scan, METH_VARARGS,
+     "scan(data, file_id, start, floor, pad_unit) -> (records, end, last_lsn, count): the "
+     "records in sequence, as store.file.reader.scan."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_speedups",
+    "Compiled per-record loops of the file journal (see store.speedups).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+#ifdef HAVE_CLMUL_CODE
+    __builtin_cpu_init();
+    have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "CLMUL", have_clmul) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
