@@ -40,7 +40,7 @@ import logging
 import os
 import threading
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from store.errors import (
     ConfigError,
@@ -54,11 +54,18 @@ from store.errors import (
 )
 from store.file import format as fmt
 from store.file import integrity
-from store.file.index import LiveIndex, reclaimable
+from store.file.index import ENTRY_SHIFT, LiveIndex, reclaimable
 from store.file.io import IOBackend, make_backend
 from store.file.lock import DirectoryLock
 from store.file.options import FileJournalOptions
-from store.file.reader import SPEEDUPS, Cursor, Tail, find_after, replay_file, scan
+from store.file.reader import (
+    SPEEDUPS,
+    Cursor,
+    Tail,
+    find_after,
+    scan,
+    scan_and_replay,
+)
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
 from store.file.writer import GroupCommitWriter
 from store.journal.api import (
@@ -92,7 +99,7 @@ _pack_tail = fmt.RECORD_TAIL.pack
 _crc32 = zlib.crc32
 _OVERHEAD = fmt.OVERHEAD
 _FLOOR = fmt.FLAG_FLOOR
-# The compiled record encoder (store/file/_speedups.c), or None: then the three steps below.
+# The compiled record encoder (store/_speedups.c), or None: then the three steps below.
 _append_record = getattr(SPEEDUPS, "append_record", None)
 
 
@@ -232,24 +239,23 @@ class FileJournal(Journal):
         data: list[Segment] = []
         free: list[Segment] = []
         facts: list[integrity.FileFacts] = []
-        newest: tuple[int, bytes, list[Any]] | None = None
+        newest: tuple[int, bytes, int] | None = None
         max_lsn = 0
         for seg, header in files:
             assert seg.handle is not None
             raw = seg.handle.pread(seg.size, 0)
             cur = Cursor()
-            records = scan(raw, seg.file_id, cur)
-            replay_file(records, seg, replayer, index)
+            scan_and_replay(raw, seg, cur, replayer, index)
             seg.end = cur.end
             tail = Tail(cur.end, find_after(raw, seg.file_id, cur.end))
             # Only records in sequence count: a torn tail is zeroed before anything new is
             # written, and new records must continue the sequence right after the last good one.
             max_lsn = max(max_lsn, cur.last_lsn)
             if cur.count:
-                seg.first_lsn = records[0][5]
+                seg.first_lsn = cur.first_lsn
                 seg.last_lsn = cur.last_lsn
                 data.append(seg)
-                newest = (len(facts), raw, records)  # files come in file-id order
+                newest = (len(facts), raw, seg.file_id)  # files come in file-id order
             else:
                 free.append(seg)
             facts.append(
@@ -259,9 +265,10 @@ class FileJournal(Journal):
                 )
             )
         if newest is not None:
-            # Only the newest file's markers say which files must exist: one pass over the
-            # records of one file.
-            facts[newest[0]].markers = integrity.read_markers(newest[1], newest[2])
+            # Only the newest file's markers say which files must exist: its records scanned
+            # again (the replay above kept none of them), one file.
+            at, raw, file_id = newest
+            facts[at].markers = integrity.read_markers(raw, scan(raw, file_id, Cursor()))
         problems = integrity.judge(facts, naming=self._naming, retired=retired)
         if problems:
             for seg, _h in files:
@@ -370,6 +377,15 @@ class FileJournal(Journal):
             return JournalClosedError(f"journal {self.options.directory} is closed")
         return JournalStateError(f"journal {self.options.directory}: load() must be called first")
 
+    def _refusal(self, size: int) -> StoreError:
+        """Why a record of ``size`` body bytes cannot be appended now."""
+        if self.writer is None:
+            return self._not_ready()
+        return RecordTooLargeError(
+            f"record of {size} bytes does not fit a journal file of "
+            f"{self.file_size} bytes (at most {self._max_record - _OVERHEAD})"
+        )
+
     def _append(
         self,
         rtype: int,
@@ -382,27 +398,16 @@ class FileJournal(Journal):
         check: bool = True,
     ) -> None:
         n = _OVERHEAD + len(data)
-        if n > self._max_record:
-            if self.writer is None:
-                raise self._not_ready()
-            raise RecordTooLargeError(
-                f"record of {len(data)} bytes does not fit a journal file of "
-                f"{self.file_size} bytes (at most {self._max_record - _OVERHEAD})"
-            )
-        if not (MIN_ID <= id <= MAX_ID and MIN_ID <= tx_id <= MAX_ID):
-            raise ValueError(
-                f"record and transaction ids must be signed 64-bit integers: {id}, {tx_id}"
-            )
-        if not 0 <= urt <= 255:
-            raise ValueError(f"user_record_type must be 0..255, not {urt}")
-        body_crc = _crc32(data)
         w = self.writer
-        if w is None:
-            raise self._not_ready()
+        if n > self._max_record or w is None:
+            raise self._refusal(len(data))
+        if _append_record is None:  # the compiled encode makes these checks itself
+            _check_fields(id, tx_id, urt)
         with w.lock:
-            w.check_locked()  # waits while a compaction runs, which replaces the index
+            if w.refusing:
+                w.check_locked()  # waits while a compaction runs, which replaces the index
             index = self.index
-            if check:
+            if check and rtype != ADD:
                 if rtype == UPDATE or rtype == DELETE:
                     if id not in index.records or (
                         index.updated_only and id in index.updated_only
@@ -421,11 +426,10 @@ class FileJournal(Journal):
                 self._begin_file_locked(seg, n)
             tx_count = index.tx_count(tx_id, seg) if rtype == PREPARE or rtype == COMMIT else 0
             lsn = w.lsn + 1
-            w.lsn = lsn
             if _append_record is not None:
                 _append_record(
                     w.buf, rtype, urt, _FLOOR, seg.file_id, lsn, w.stamp_lsn,
-                    id, tx_id, tx_count, data, body_crc,
+                    id, tx_id, tx_count, data,
                 )  # fmt: skip
             else:
                 head = _pack_head(
@@ -434,9 +438,25 @@ class FileJournal(Journal):
                 buf = w.buf
                 buf += head
                 buf += data
-                buf += _pack_tail(_crc32(head, body_crc), n)
+                buf += _pack_tail(_crc32(head, _crc32(data)), n)
+            w.lsn = lsn
             seg.end += n
-            if rtype == ADD or rtype == UPDATE:
+            if rtype == ADD:
+                # LiveIndex.add of an add, written out: an add is most of all appends.
+                seg.pos += 1
+                seg.live_bytes += n
+                if index.updated_only:
+                    index.updated_only.discard(id)
+                records = index.records
+                entry = seg.file_id << ENTRY_SHIFT | n
+                where = records.get(id)
+                if where is None:
+                    records[id] = entry
+                elif type(where) is int:
+                    records[id] = [where, entry]
+                else:
+                    where.append(entry)  # type: ignore[union-attr]
+            elif rtype == UPDATE:
                 index.add(id, seg, n)
             elif rtype == DELETE:
                 index.delete(id, seg)
@@ -452,7 +472,12 @@ class FileJournal(Journal):
                 index.commit(tx_id, seg)
             elif rtype == ROLLBACK:
                 index.rollback(tx_id, seg)
-            token = w.after_append_locked(wait)
+            if wait or w.direct or len(w.buf) >= w.buffer_size:
+                token = w.after_append_locked(wait)
+            else:
+                token = None
+                if not w.woken:
+                    w.wake_locked()
         if token is not None:
             w.wait(token)
 
@@ -538,6 +563,7 @@ class FileJournal(Journal):
         w = self.writer
         assert w is not None
         seg.first_lsn = w.lsn + 1
+        self.index.enter(seg)
         if not self.data_files and not always:
             return
         files = tuple(_entry(f) for f in self.data_files)
@@ -595,11 +621,16 @@ class FileJournal(Journal):
         seg.end += n
 
     def reclaim(self) -> int:
-        """Reuse every data file whose records are all dead; returns how many were reclaimed."""
+        """Reuse every data file whose records are all dead; returns how many were reclaimed.
+
+        With retention on, the finished files not yet copied to the history folder are copied
+        first (a file is never reused before its copy exists), so that a call reclaims
+        everything dead now rather than what the maintenance thread happened to archive."""
         w = self.writer
         if w is None:
             raise self._not_ready()
         with self._maint_lock:
+            self._retention_pass()
             return self._reclaim_locked()
 
     def _reclaim_locked(self) -> int:
@@ -612,6 +643,8 @@ class FileJournal(Journal):
                 return 0
             gone_set = set(gone)
             self.data_files = [f for f in self.data_files if f not in gone_set]
+            for f in gone:
+                self.index.leave(f)
             for f in (*self.data_files, w.current):
                 for target in [t for t in f.neg if t in gone_set]:
                     del f.neg[target]
@@ -768,6 +801,16 @@ class FileJournal(Journal):
             self._lock_file.release()
         if err is not None:
             raise err
+
+
+def _check_fields(id: int, tx_id: int, urt: int) -> None:
+    """The argument checks of an append (the compiled encode makes the same ones)."""
+    if not (MIN_ID <= id <= MAX_ID and MIN_ID <= tx_id <= MAX_ID):
+        raise ValueError(
+            f"record and transaction ids must be signed 64-bit integers: {id}, {tx_id}"
+        )
+    if not 0 <= urt <= 255:
+        raise ValueError(f"user_record_type must be 0..255, not {urt}")
 
 
 def _aligned_file_size(size: int, align: int) -> int:

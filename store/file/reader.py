@@ -4,16 +4,17 @@ The rules are those of ``store.file.format`` ("a record is valid if and only if 
 sequence", "end of data"); this module applies them to a whole file's bytes:
 
 - :func:`scan` yields the records in sequence and leaves, in a :class:`Cursor`, where the data
-  ends and the last lsn read; its per-record loop is compiled (``store/file/_speedups.c``,
+  ends and the last lsn read; its per-record loop is compiled (``store/_speedups.c``,
   built by ``setup.py`` where a compiler is present: ``SPEEDUPS``), with
   :func:`python_scan` the reference and the fallback;
 - :func:`find_after` finds every valid record of the file beyond a position (the bytes after the
   end of data): it searches for the file's id, which every record of this use of the file
   carries, so it runs at ``bytes.find`` speed rather than byte by byte;
 - :func:`replay_file` dispatches a file's records to the shared replay rules (and the live
-  index), the one place the record types are dispatched; :class:`FileReplay` feeds it whole
-  files for the compactor and the offline tools, and keeps what they watch (counts per type,
-  events, what deletes removed).
+  index), the one place the record types are dispatched (:func:`scan_and_replay`, a load's
+  scan and replay in one compiled pass, applies the same rules and is tested against it);
+  :class:`FileReplay` feeds it whole files for the compactor and the offline tools, and keeps
+  what they watch (counts per type, events, what deletes removed).
 
 Whether the records after the end of data are a torn tail or prove corruption is decided in
 ``store.file.integrity``, with every other judgement of a journal directory.
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import re
 import struct
 import zlib
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from store.file import format as fmt
-from store.file.index import LiveIndex
+from store.file.index import ENTRY_SHIFT, LiveIndex
 from store.file.segments import Segment
 from store.journal.api import (
     ADD,
@@ -51,6 +51,10 @@ from store.journal.api import (
     RecordInfo,
 )
 from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer, TxOp
+from store.speedups import SPEEDUPS
+
+_replay_adds = getattr(SPEEDUPS, "replay_adds", None)
+_scan_replay = getattr(SPEEDUPS, "scan_replay", None)
 
 log = logging.getLogger(__name__)
 
@@ -66,25 +70,12 @@ __all__ = [
     "python_scan",
     "replay_file",
     "scan",
+    "scan_and_replay",
 ]
 
 _NONZERO = re.compile(rb"[^\x00]")
 
 
-def _load_speedups() -> Any:
-    """The compiled per-record loops (``store/file/_speedups.c``), or None where they were not
-    built (no compiler at install time) or ``STORE_NO_SPEEDUPS=1`` asks for pure Python."""
-    if os.environ.get("STORE_NO_SPEEDUPS") == "1":
-        return None
-    try:
-        from store.file import _speedups  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _speedups
-
-
-#: The compiled module :func:`scan` uses, or None (pure Python: :func:`python_scan`).
-SPEEDUPS: Any = _load_speedups()
 _FILE_ID = struct.Struct("<Q")
 
 
@@ -95,6 +86,7 @@ class Cursor:
     end: int = fmt.DATA_START
     last_lsn: int = 0
     count: int = 0
+    first_lsn: int = 0  # of the first record read (set by scan_and_replay; 0: none)
 
 
 RawRecord = tuple[int, int, int, int, int, int, int, int, int, bytes]
@@ -261,6 +253,10 @@ def replay_file(
     ``observe``, when given, sees every record first, in order (the offline tools count types
     and keep events with it); the load passes none and pays nothing for it.
 
+    Runs of adds and updates into a :class:`~store.journal.replay.Replayer` go through the
+    compiled loop (``replay_adds`` of :data:`SPEEDUPS`) when it was built: the same rules,
+    tested against this function's Python loop, which stays the reference.
+
     A prepare or commit whose ``tx_count`` differs from the transaction's records counted in
     this file is an incomplete transaction: discarded (reported failed), never applied. A commit
     of a transaction nothing was collected for is legal and ignored (its records were
@@ -273,23 +269,43 @@ def replay_file(
     if observe is not None:
         for rec in records:
             observe(rec)
-    in_file: dict[int, int] = {}  # tx id -> its records seen in this file since it last ended
-    r_add, r_update, r_delete = replayer.add, replayer.update, replayer.delete
-    r_add_tx, r_update_tx, r_delete_tx = replayer.add_tx, replayer.update_tx, replayer.delete_tx
+    other = _OtherRecords(seg, replayer, index)
     # Adds and updates are most of any load: LiveIndex.add is written out here (same rules),
     # with this file's positive count and live bytes summed locally and added once at the end.
-    live: dict[int, tuple[Segment | int, ...] | list[Segment | int]] = (
-        index.records if index is not None else {}
-    )
+    live: dict[int, int | list[int]] = index.records if index is not None else {}
     updated_only = index.updated_only if index is not None else set()
+    if index is not None:
+        index.enter(seg)
+    file_key = seg.file_id << ENTRY_SHIFT  # an entry is file_key | size (store.file.index)
     pos = 0
     live_bytes = 0
-    for _off, length, rtype, urt, _cc, _lsn, rid, tx_id, tx_count, body in records:
+    if _replay_adds is not None and type(replayer) is Replayer and type(records) is list:
+        # The compiled loop replays each run of adds and updates (the same rules, into the
+        # replayer's and the index's own containers); the other records come back here.
+        entries, ids = replayer.containers()
+        tracked = live if index is not None else None
+        i, n = 0, len(records)
+        while i < n:
+            i, count, size = _replay_adds(
+                records, i, entries, ids, RecordInfo, tracked, updated_only, file_key, ADD, UPDATE
+            )
+            pos += count
+            live_bytes += size
+            if i < n:
+                other.replay(records[i])
+                i += 1
+        seg.pos += pos
+        seg.live_bytes += live_bytes
+        return
+    r_add, r_update = replayer.add, replayer.update
+    for rec in records:
+        rtype = rec[2]
         if rtype == ADD or rtype == UPDATE:
+            rid, length = rec[6], rec[1]
             if rtype == ADD:
-                r_add(rid, urt, body)
+                r_add(rid, rec[3], rec[9])
             else:
-                r_update(rid, urt, body)
+                r_update(rid, rec[3], rec[9])
             if index is not None:
                 pos += 1
                 live_bytes += length
@@ -300,26 +316,83 @@ def replay_file(
                 elif where is None:
                     updated_only.add(rid)
                 if where is None:
-                    live[rid] = (seg, length)
-                elif type(where) is tuple:
-                    live[rid] = [*where, seg, length]
+                    live[rid] = file_key | length
+                elif type(where) is int:
+                    live[rid] = [where, file_key | length]
                 else:
-                    where.append(seg)  # type: ignore[union-attr]
-                    where.append(length)  # type: ignore[union-attr]
-        elif rtype == DELETE:
-            r_delete(rid)
+                    where.append(file_key | length)  # type: ignore[union-attr]
+        else:
+            other.replay(rec)
+    seg.pos += pos
+    seg.live_bytes += live_bytes
+
+
+def scan_and_replay(
+    data: bytes,
+    seg: Segment,
+    cursor: Cursor,
+    replayer: ReplayTarget,
+    index: LiveIndex | None = None,
+) -> None:
+    """:func:`scan` of a whole file and :func:`replay_file` of its records, as a load does; also
+    sets ``cursor.first_lsn``. With the compiled module and a plain :class:`Replayer`, one
+    compiled pass does both: an add or update is replayed as it is read, never becoming a raw
+    record, and every other record goes through the same Python rules as in
+    :func:`replay_file`. Returns None; raises nothing of its own."""
+    if _scan_replay is None or type(replayer) is not Replayer:
+        records = scan(data, seg.file_id, cursor)
+        cursor.first_lsn = records[0][5] if records else 0
+        replay_file(records, seg, replayer, index)
+        return
+    other = _OtherRecords(seg, replayer, index)
+    if index is not None:
+        index.enter(seg)
+        live: dict[int, int | list[int]] | None = index.records
+        updated_only = index.updated_only
+    else:
+        live, updated_only = None, set()
+    entries, ids = replayer.containers()
+    (cursor.end, cursor.last_lsn, cursor.count, cursor.first_lsn, positives, live_bytes) = (
+        _scan_replay(
+            data, seg.file_id, fmt.DATA_START, fmt.FLAG_FLOOR, fmt.PAD_UNIT, entries, ids,
+            RecordInfo, live, updated_only, seg.file_id << ENTRY_SHIFT, ADD, UPDATE, other.replay,
+        )
+    )  # fmt: skip
+    seg.pos += positives
+    seg.live_bytes += live_bytes
+
+
+class _OtherRecords:
+    """The records of one file that are not plain adds or updates (deletes, transactions,
+    their ends), for :func:`replay_file`: the per-file count of each transaction's records
+    lives here."""
+
+    __slots__ = ("in_file", "index", "replayer", "seg")
+
+    def __init__(self, seg: Segment, replayer: ReplayTarget, index: LiveIndex | None) -> None:
+        self.seg = seg
+        self.replayer = replayer
+        self.index = index
+        # tx id -> its records seen in this file since it last ended
+        self.in_file: dict[int, int] = {}
+
+    def replay(self, rec: RawRecord) -> None:
+        _off, length, rtype, urt, _cc, _lsn, rid, tx_id, tx_count, body = rec
+        seg, replayer, index, in_file = self.seg, self.replayer, self.index, self.in_file
+        if rtype == DELETE:
+            replayer.delete(rid)
             if index is not None:
                 index.delete(rid, seg)
         elif rtype == ADD_TX or rtype == UPDATE_TX or rtype == DELETE_TX:
             in_file[tx_id] = in_file.get(tx_id, 0) + 1
             if rtype == ADD_TX:
-                r_add_tx(tx_id, rid, urt, body)
+                replayer.add_tx(tx_id, rid, urt, body)
                 kind = OP_ADD
             elif rtype == UPDATE_TX:
-                r_update_tx(tx_id, rid, urt, body)
+                replayer.update_tx(tx_id, rid, urt, body)
                 kind = OP_UPDATE
             else:
-                r_delete_tx(tx_id, rid)
+                replayer.delete_tx(tx_id, rid)
                 kind = OP_DELETE
             if index is not None:
                 index.tx_record(tx_id, kind, rid, seg, length)
@@ -352,8 +425,6 @@ def replay_file(
             if index is not None:
                 index.rollback(tx_id, seg)
         # EVENT records are kept for retention only; a load never returns them.
-    seg.pos += pos
-    seg.live_bytes += live_bytes
 
 
 class FileReplay:

@@ -93,7 +93,7 @@ class GroupCommitWriter:
         self._align_current()
         self.buffer_size = buffer_size
         self._timeout = buffer_timeout_ns / 1e9
-        self._direct = buffer_timeout_ns <= 0
+        self.direct = buffer_timeout_ns <= 0
         self._chunks: list[tuple[Segment, int, bytearray]] = []
         self._waiters: collections.deque[Waiter] = collections.deque()
         self._flushing = False
@@ -103,6 +103,12 @@ class GroupCommitWriter:
         self._unsynced: dict[Segment, None] = {}
         self._closed = False
         self._paused = False
+        #: True while appends must go through check_locked (paused, failed or closed): one
+        #: attribute test per append instead of a method call.
+        self.refusing = False
+        #: True once an append set ``_wake`` and the flusher has not yet taken it: later
+        #: appends skip ``Event.set`` (cleared by the flusher under the lock).
+        self.woken = False
         self._stop = threading.Event()
         self._unpaused = threading.Condition(self.lock)
         self._wake = threading.Event()
@@ -167,14 +173,19 @@ class GroupCommitWriter:
             w = Waiter(self.lsn)
             self._waiters.append(w)
             return w
-        if self._direct or len(self.buf) >= self.buffer_size:
+        if self.direct or len(self.buf) >= self.buffer_size:
             if not self._flushing:
                 self._flushing = True
                 return _LEADER
             return None
-        if not self._wake.is_set():
-            self._wake.set()
+        if not self.woken:
+            self.wake_locked()
         return None
+
+    def wake_locked(self) -> None:
+        """Have the background flusher write the buffer within the buffer timeout."""
+        self.woken = True
+        self._wake.set()
 
     # -- waiting and flushing ----------------------------------------------------------------
 
@@ -282,12 +293,17 @@ class GroupCommitWriter:
                 elif (
                     self._sync_req > durable
                     or self._future is not None
-                    or (self.buf and (self._direct or len(self.buf) >= self.buffer_size))
+                    or (self.buf and (self.direct or len(self.buf) >= self.buffer_size))
                     or self._chunks
                 ):
                     again = True
                 else:
                     self._flushing = False
+                    if self.buf and not self.woken:
+                        # Appended (without sync) while this round wrote: the background
+                        # flusher may have looked while we held _flushing and gone back to
+                        # sleep. Have it write them within the buffer timeout.
+                        self.wake_locked()
             for w in released:
                 w.lock.release()
             if fut is not None:
@@ -326,6 +342,7 @@ class GroupCommitWriter:
         log.error("journal write failed; the journal refuses further writes: %s", exc)
         with self.lock:
             self._error = exc
+            self.refusing = True
             self._flushing = False
             waiters = list(self._waiters)
             self._waiters.clear()
@@ -341,10 +358,12 @@ class GroupCommitWriter:
         """Make appenders wait (in :meth:`check_locked`) until :meth:`resume`; for compaction."""
         with self.lock:
             self._paused = True
+            self.refusing = True
 
     def resume(self) -> None:
         with self.lock:
             self._paused = False
+            self.refusing = self._error is not None or self._closed
             self._unpaused.notify_all()
 
     # -- background flusher ------------------------------------------------------------------
@@ -364,6 +383,7 @@ class GroupCommitWriter:
             # seen by the next turn of the loop, never lost.
             self._wake.clear()
             with self.lock:
+                self.woken = False
                 self._bg_sync = False
                 if self._flushing or self._error is not None:
                     continue
@@ -383,6 +403,7 @@ class GroupCommitWriter:
             err = exc
         with self.lock:
             self._closed = True
+            self.refusing = True
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)

@@ -102,6 +102,11 @@ class Replayer:
         else:
             where.append(pos)  # type: ignore[union-attr]
 
+    def containers(self) -> tuple[list[RecordInfo | None], dict[int, int | list[int]]]:
+        """The entries list and the id index that :meth:`add` and :meth:`update` fill, for a
+        compiled loop that applies the same two rules (``store.file.reader.replay_file``)."""
+        return self._entries, self._index
+
     def delete(self, id: int) -> None:
         where = self._index.pop(id, None)
         if where is None:

@@ -10,7 +10,7 @@ the next load finds the deleted record with nothing deleting it.
 
 from __future__ import annotations
 
-from store.file.index import LiveIndex, reclaimable
+from store.file.index import ENTRY_SHIFT, ENTRY_SIZE, LiveIndex, reclaimable
 from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions
 from store.file.segments import Segment
@@ -33,6 +33,8 @@ def test_commit_books_a_tx_delete_as_a_negative_of_the_delete_records_file() -> 
     aimed at F, so D cannot be reclaimed while F (Y live) stays."""
     f, d, c = _seg("F", 1), _seg("D", 2), _seg("C", 3)
     index = LiveIndex()
+    for seg in (f, d, c):
+        index.enter(seg)
     index.add(X, f, 100)
     index.add(Y, f, 100)
     index.tx_record(TX, OP_DELETE, X, d, 60)
@@ -72,7 +74,7 @@ def test_a_committed_tx_delete_stays_deleted_after_reclaim_and_restart() -> None
     journal.append_delete(Z, sync=True)  # Z, in D, is dead: only the rule keeps D
     index = journal.index
     assert journal.writer is not None
-    f = index.records[Y][0]
+    f = index.files_of(Y)[0]
     d = next(seg for seg in journal.data_files if seg is not f)
     c = journal.writer.current
     assert len({f, d, c}) == 3 and journal.data_files == [f, d], journal.data_files
@@ -86,3 +88,57 @@ def test_a_committed_tx_delete_stays_deleted_after_reclaim_and_restart() -> None
     finally:
         reopened.close()
     assert ids == [Y], f"X came back after reclaim and restart: {ids}"
+
+
+def _index_state(journal: FileJournal) -> tuple[object, ...]:
+    """The live index as comparable values: entries by id (file id and size), the update-only
+    ids, and each data file's positive count, live bytes and negatives by file id."""
+    index = journal.index
+    entries = {
+        rid: [(e >> ENTRY_SHIFT, e & ENTRY_SIZE) for e in ([w] if isinstance(w, int) else w)]
+        for rid, w in index.records.items()
+    }
+    assert journal.writer is not None
+    files = [*journal.data_files, journal.writer.current]
+    counts = {
+        f.file_id: (f.pos, f.live_bytes, {t.file_id: n for t, n in f.neg.items()})
+        for f in files
+        if f.pos or f.neg
+    }
+    return entries, set(index.updated_only), counts
+
+
+def test_the_live_index_appends_build_is_the_one_a_load_rebuilds() -> None:
+    """Adds (an id added twice too), updates, deletes and a committed transaction over several
+    files: the index the appends kept (entries, update-only ids, per-file counts and live
+    bytes) is the one a load of the same files rebuilds, record for record."""
+    import random
+
+    fs = FaultFileSystem()
+    fs.makedirs(DIRECTORY)
+    journal = _journal(fs)
+    journal.load()
+    rng = random.Random(11)
+    live: list[int] = []
+    for i in range(120):
+        journal.append_add(i, 1, rng.randbytes(rng.choice([0, 10, 300])))
+        live.append(i)
+        if i % 5 == 0:
+            journal.append_update(rng.choice(live), 2, rng.randbytes(20))
+        if i % 7 == 0 and len(live) > 3:
+            journal.append_delete(live.pop(rng.randrange(len(live))))
+        if i % 30 == 0:
+            journal.append_add(i, 3, b"again")  # a second add of the same id
+    journal.append_add_tx(TX, 1000, 1, b"tx")
+    journal.append_update_tx(TX, 2000, 1, b"update only")
+    journal.append_commit(TX, sync=True)
+    assert len(journal.data_files) > 3
+    appended = _index_state(journal)
+    journal.close()
+
+    reopened = _journal(fs)
+    try:
+        reopened.load()
+        assert _index_state(reopened) == appended
+    finally:
+        reopened.close()

@@ -41,8 +41,8 @@ def require_speedups() -> None:
 
     if reader.SPEEDUPS is None:
         if os.environ.get("CI"):
-            pytest.fail("store.file._speedups was not built (setup.py's optional extension)")
-        pytest.skip("store.file._speedups is not built here (no compiler at install time)")
+            pytest.fail("store._speedups was not built (setup.py's optional extension)")
+        pytest.skip("store._speedups is not built here (no compiler at install time)")
 
 
 F = 65536  # the file id of the file under test

@@ -1,4 +1,4 @@
-"""The compiled scan (``store/file/_speedups.c``) against the pure-Python reference
+"""The compiled scan (``store/_speedups.c``) against the pure-Python reference
 (:func:`store.file.reader.python_scan`) on generated files: sequences with padding of every
 kind, torn and damaged tails, stale records of an earlier use of the file, wrong lsns and
 random byte flips. Both must return the same records and leave the same cursor."""
@@ -12,20 +12,30 @@ import pytest
 from store.file import format as fmt
 from store.file import reader
 from store.file.reader import Cursor, python_scan
-from store.journal.api import ADD, ADD_TX, COMMIT, DELETE, PREPARE, UPDATE
+from store.journal.api import (
+    ADD,
+    ADD_TX,
+    COMMIT,
+    DELETE,
+    DELETE_TX,
+    PREPARE,
+    ROLLBACK,
+    UPDATE,
+    UPDATE_TX,
+)
 from tests.file.test_reader import require_speedups
 
 F = 65536
 SIZE = 8192
 
 
-def _file(rng: random.Random) -> bytes:
+def _file(rng: random.Random, file_id: int = F) -> bytes:
     data = bytearray(SIZE)
-    data[: fmt.HEADER_SIZE] = fmt.encode_header(F, fmt.KIND_MESSAGES, created_ns=1)
+    data[: fmt.HEADER_SIZE] = fmt.encode_header(file_id, fmt.KIND_MESSAGES, created_ns=1)
     if rng.random() < 0.3:  # stale records of an earlier use of the file, all over it
         pos = fmt.DATA_START
         while pos < SIZE - 200:
-            old = fmt.encode_record(ADD, file_id=F - 1, lsn=pos, durable_lsn=0, id=pos,
+            old = fmt.encode_record(ADD, file_id=file_id - 1, lsn=pos, durable_lsn=0, id=pos,
                                     body=bytes(rng.randrange(60)))  # fmt: skip
             data[pos : pos + len(old)] = old
             pos += len(old) + rng.randrange(3)
@@ -34,8 +44,9 @@ def _file(rng: random.Random) -> bytes:
     while pos < SIZE - 150 and rng.random() < 0.95:
         rtype = rng.choice([ADD, UPDATE, DELETE, ADD_TX, COMMIT, PREPARE])
         raw = fmt.encode_record(
-            rtype, file_id=F, lsn=lsn, durable_lsn=lsn - 1 if rng.random() < 0.9 else 0,
-            id=rng.randrange(-5, 1 << 40), tx_id=rng.randrange(-3, 50),
+            rtype, file_id=file_id, lsn=lsn, durable_lsn=lsn - 1 if rng.random() < 0.9 else 0,
+            id=rng.choice([rng.randrange(-5, 1 << 40), rng.randrange(30)]),
+            tx_id=rng.randrange(-3, 50),
             user_type=rng.randrange(256), tx_count=rng.randrange(5),
             body=rng.randbytes(rng.choice([0, 1, 7, 100, 300])),
             compact_count=rng.randrange(3), flags=rng.choice([0, fmt.FLAG_FLOOR]),
@@ -92,7 +103,6 @@ def test_compiled_scan_reads_a_memoryview_and_a_bytearray_as_bytes() -> None:
 @pytest.mark.parametrize("seed", range(5))
 def test_compiled_append_writes_the_bytes_of_encode_record(seed: int) -> None:
     require_speedups()
-    import zlib
 
     rng = random.Random(seed)
     buf = bytearray(b"already here")
@@ -108,7 +118,7 @@ def test_compiled_append_writes_the_bytes_of_encode_record(seed: int) -> None:
         flags = rng.choice([0, fmt.FLAG_FLOOR])
         reader.SPEEDUPS.append_record(
             buf, rtype, urt, flags, fields["file_id"], fields["lsn"], fields["durable_lsn"],
-            fields["id"], fields["tx_id"], fields["tx_count"], body, zlib.crc32(body),
+            fields["id"], fields["tx_id"], fields["tx_count"], body,
         )  # fmt: skip
         want += fmt.encode_record(rtype, user_type=urt, flags=flags, body=body, **fields)
         assert buf == want
@@ -117,9 +127,149 @@ def test_compiled_append_writes_the_bytes_of_encode_record(seed: int) -> None:
 def test_compiled_append_refuses_what_does_not_fit_its_fields() -> None:
     require_speedups()
     append = reader.SPEEDUPS.append_record
+    buf = bytearray(b"kept")
     with pytest.raises(OverflowError):
-        append(bytearray(), 256, 0, 0, 1, 1, 0, 1, 0, 0, b"", 0)
-    with pytest.raises(OverflowError):
-        append(bytearray(), 11, 0, 0, 1, 1, 0, 1 << 63, 0, 0, b"", 0)
+        append(buf, 256, 0, 0, 1, 1, 0, 1, 0, 0, b"")
+    with pytest.raises(ValueError, match="signed 64-bit integers: 9223372036854775808, 0"):
+        append(buf, 11, 0, 0, 1, 1, 0, 1 << 63, 0, 0, b"")
+    with pytest.raises(ValueError, match="signed 64-bit integers: 1, -9223372036854775809"):
+        append(buf, 11, 0, 0, 1, 1, 0, 1, -(1 << 63) - 1, 0, b"")
+    with pytest.raises(ValueError, match=r"user_record_type must be 0\.\.255, not 256"):
+        append(buf, 11, 256, 0, 1, 1, 0, 1, 0, 0, b"")
+    with pytest.raises(ValueError, match=r"user_record_type must be 0\.\.255, not -1"):
+        append(buf, 11, -1, 0, 1, 1, 0, 1, 0, 0, b"")
     with pytest.raises(TypeError):
-        append(b"not a bytearray", 11, 0, 0, 1, 1, 0, 1, 0, 0, b"", 0)
+        append(b"not a bytearray", 11, 0, 0, 1, 1, 0, 1, 0, 0, b"")
+    assert buf == b"kept"  # a refused record leaves the buffer as it was
+
+
+def test_compiled_crc32_gives_zlibs_answer_at_every_length_alignment_and_start_value() -> None:
+    """``store.speedups.crc32`` folds with PCLMULQDQ from 64 bytes on (where the CPU has it) and
+    hands the last bytes to zlib: every split of a buffer into folded bulk and zlib remainder,
+    at every alignment, must give zlib's answer."""
+    require_speedups()
+    import zlib
+
+    from store.speedups import crc32
+
+    assert crc32 is reader.SPEEDUPS.crc32
+    rng = random.Random(7)
+    data = rng.randbytes(5000)
+    for length in [*range(0, 300), 511, 512, 513, 1023, 1024, 1025, 4096, 4999]:
+        for start in (0, 1, 3, 8, 15):
+            piece = data[start : start + length]
+            for value in (0, 0xFFFFFFFF, rng.randrange(1 << 32)):
+                assert crc32(piece, value) == zlib.crc32(piece, value), (length, start, value)
+    big = rng.randbytes(3 * (1 << 20) + 5)  # over the size computed without the GIL
+    assert crc32(big) == zlib.crc32(big)
+    assert crc32(memoryview(big)[1:], 5) == zlib.crc32(memoryview(big)[1:], 5)
+    assert crc32(bytearray(b"123456789")) == 0xCBF43926  # the CRC-32 check value
+
+
+def test_without_the_compiled_module_crc32_is_zlibs() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "import zlib, store.speedups as s; print(s.crc32 is zlib.crc32, s.SPEEDUPS)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "STORE_NO_SPEEDUPS": "1"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert out.stdout.split() == ["True", "None"]
+
+
+def _records(rng: random.Random, file_id: int, first_id: int) -> list[reader.RawRecord]:
+    """A file's records in sequence: mostly adds and updates of a few ids (so ids repeat and
+    updates come before and after adds), with deletes and transactions between the runs."""
+    out: list[reader.RawRecord] = []
+    for _ in range(rng.randrange(0, 120)):
+        rtype = rng.choice([ADD] * 6 + [UPDATE] * 4 + [DELETE, ADD_TX, UPDATE_TX, DELETE_TX,
+                                                      PREPARE, COMMIT, ROLLBACK])  # fmt: skip
+        rid = first_id + rng.randrange(40)
+        body = rng.randbytes(rng.choice([0, 3, 50]))
+        tx_id = rng.randrange(1, 5)
+        out.append(
+            (0, fmt.OVERHEAD + len(body), rtype, rng.randrange(256), 0, 1, rid, tx_id,
+             rng.randrange(3), body)
+        )  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_compiled_replay_of_adds_and_updates_equals_the_python_loop(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``replay_file`` with the compiled run of adds and updates against its Python loop: the
+    same load result, the same live index (entries, updated-only ids, transactions) and the
+    same per-file counts, over files of adds, updates, deletes and transactions mixed."""
+    require_speedups()
+    from store.file.index import LiveIndex
+    from store.file.segments import Segment
+    from store.journal.replay import Replayer
+
+    rng = random.Random(seed)
+    files = [(F + k, _records(rng, F + k, rng.choice([0, 1 << 40, -20]))) for k in range(4)]
+
+    def replay(compiled: bool) -> tuple[object, ...]:
+        if not compiled:
+            monkeypatch.setattr(reader, "_replay_adds", None)
+        replayer, index = Replayer(), LiveIndex()
+        segs = [Segment(f"/x/{fid}", fid, 0, None) for fid, _ in files]
+        for seg, (_fid, records) in zip(segs, files, strict=True):
+            reader.replay_file(list(records), seg, replayer, index)
+        monkeypatch.undo()
+        result = replayer.result()
+        return (
+            result,
+            index.records,
+            index.updated_only,
+            sorted(index.txs),
+            [(s.pos, s.live_bytes, {t.file_id: n for t, n in s.neg.items()}) for s in segs],
+        )
+
+    got, want = replay(True), replay(False)
+    assert any(r[2] in (ADD, UPDATE) for _, records in files for r in records)
+    assert got == want
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_compiled_scan_and_replay_equals_the_python_scan_and_replay(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``scan_and_replay`` in one compiled pass against ``python_scan`` + the Python loop of
+    ``replay_file``, over several files of generated records (damage, torn tails, stale
+    records, transactions): the same load result, live index, cursors and per-file counts."""
+    require_speedups()
+    from store.file.index import LiveIndex
+    from store.file.segments import Segment
+    from store.journal.replay import Replayer
+
+    rng = random.Random(seed)
+    files = [(F + k, _file(rng, F + k)) for k in range(4)]
+
+    def load(compiled: bool) -> tuple[object, ...]:
+        if not compiled:
+            monkeypatch.setattr(reader, "_scan_replay", None)
+            monkeypatch.setattr(reader, "_replay_adds", None)
+            monkeypatch.setattr(reader, "SPEEDUPS", None)
+        replayer, index = Replayer(), LiveIndex()
+        segs, cursors = [], []
+        for fid, data in files:
+            seg, cur = Segment(f"/x/{fid}", fid, SIZE, None), Cursor()
+            reader.scan_and_replay(data, seg, cur, replayer, index)
+            segs.append(seg)
+            cursors.append((cur.end, cur.last_lsn, cur.count, cur.first_lsn))
+        monkeypatch.undo()
+        return (
+            replayer.result(),
+            index.records,
+            index.updated_only,
+            sorted(index.txs),
+            cursors,
+            [(s.pos, s.live_bytes, {t.file_id: n for t, n in s.neg.items()}) for s in segs],
+        )
+
+    got, want = load(True), load(False)
+    assert got == want

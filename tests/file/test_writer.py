@@ -40,3 +40,38 @@ def test_records_say_the_previous_file_was_durable_before_them(tmp_path: Path) -
         assert first is not None and first.flags & fmt.FLAG_FLOOR
         assert previous[-1] is not None and first.durable_lsn >= previous[-1].lsn
     assert all(r is not None and r.flags & fmt.FLAG_FLOOR for run in runs for r in run)
+
+
+def test_an_append_made_while_a_sync_round_writes_is_written_within_the_buffer_timeout() -> None:
+    """A non-sync append that lands while a syncing round holds the flusher role is written
+    by the background flusher within the buffer timeout, not left in the buffer until the
+    next append wakes it (the flusher looked while the round ran and went back to sleep)."""
+    import threading
+    import time
+
+    from tests.support.faultfs import Call, FaultFileSystem
+
+    fs = FaultFileSystem()
+    fs.makedirs("/j")
+    journal = FileJournal(
+        FileJournalOptions(directory="/j", fs=fs, file_size=65536, buffer_timeout_ns=1_000_000)
+    )
+    journal.load()
+    w = journal.writer
+    assert w is not None
+    armed = threading.Event()
+
+    def during_sync(call: Call) -> None:
+        if call.kind == "datasync" and call.phase == "before" and armed.is_set():
+            armed.clear()
+            journal.append_add(2, 1, b"late")  # wakes the background flusher ...
+            time.sleep(0.2)  # ... which looks, sees this round flushing, and sleeps again
+
+    fs.watch(during_sync)
+    armed.set()
+    journal.append_add(1, 1, b"first", sync=True)
+    deadline = time.monotonic() + 0.5  # 500 buffer timeouts; the flusher's nap is 1 s
+    while w.buf and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not w.buf, "the late append is still in the buffer"
+    journal.close()
