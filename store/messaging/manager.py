@@ -102,7 +102,16 @@ class StoredMessage:
     (:attr:`message`), and the encoded body released then, so one form is held at a time.
     """
 
-    __slots__ = ("_encoded", "_message", "_message_id", "large_size", "position", "refs", "size")
+    __slots__ = (
+        "_encoded",
+        "_message",
+        "_message_id",
+        "_record",
+        "large_size",
+        "position",
+        "refs",
+        "size",
+    )
 
     def __init__(
         self,
@@ -128,6 +137,7 @@ class StoredMessage:
         self.position = position
         #: The size of a body kept in the large-message store; None for an inline body.
         self.large_size = large_size
+        self._record: tuple[int, bytes] | None = None
 
     @property
     def message(self) -> Message:
@@ -158,6 +168,22 @@ class StoredMessage:
             return r.ADD_LARGE_MESSAGE, encode_large_message(m, self.large_size)
         assert isinstance(m.body, bytes)
         return r.ADD_MESSAGE_PROTOCOL, encode_message(m, m.body)
+
+    def prepare(self) -> None:
+        """Encode the journal record of a message about to be sent: its size is what the
+        message counts against its address (:attr:`size`), and the send writes it
+        (:meth:`take_record`) without encoding it again. Raises as :meth:`record`."""
+        rec = self._record = self.record()
+        self.size = len(rec[1])
+
+    def take_record(self) -> tuple[int, bytes]:
+        """The record :meth:`prepare` encoded, forgotten here so the message is held in one
+        form only (or :meth:`record`'s answer when there is none). Raises as :meth:`record`."""
+        rec = self._record
+        if rec is None:
+            return self.record()
+        self._record = None
+        return rec
 
     @property
     def message_id(self) -> int:
@@ -451,7 +477,7 @@ class StorageManager:
                 message, body=b"", message_id=mid, _opener=functools.partial(large.open, mid)
             )
             stored = StoredMessage(copy, large_size=size)
-        stored.size = len(stored.record()[1])
+        stored.prepare()
         return stored
 
     def _discard(self, stored: StoredMessage, message: Message) -> None:
@@ -544,7 +570,7 @@ class StorageManager:
         """Lock held: the journal (or page) records of a non-transactional send, then the
         message in its queues (unless paged)."""
         m, mid, journal = stored.message, stored.message_id, self._store.messages
-        kind, record = stored.record()
+        kind, record = stored.take_record()
         if decision == PAGE:
             paged = PagedMessage(mid, 0, kind, record, tuple(qids))
             self._pager.page(m.address, paged, sync=False)

@@ -47,11 +47,13 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from store.messaging.codec import VERSION, Reader, Writer
 from store.messaging.values import Message, PropertyValue
+from store.speedups import SPEEDUPS
 
 __all__ = [
     "PagedMessage",
@@ -62,6 +64,7 @@ __all__ = [
     "encode_large_message",
     "encode_message",
     "peek_message",
+    "python_peek_message",
 ]
 
 _NONE, _FALSE, _TRUE, _INT, _FLOAT, _STR, _BYTES = range(7)
@@ -182,6 +185,9 @@ class MessageHeader(NamedTuple):
     scheduled_delivery: int
 
 
+#: The compiled :func:`peek_message` (``store/_speedups.c``), or None.
+COMPILED_PEEK: Callable[..., Any] | None = getattr(SPEEDUPS, "peek_message", None)
+
 _U32 = struct.Struct(">I")
 #: priority u8, durable u8, timestamp, expiration, scheduled_delivery i64, property count i32
 _FIXED = struct.Struct(">BBqqqi")
@@ -193,7 +199,20 @@ def peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHeader | No
     can be decoded later, when the message is first used, without an error). ``addresses``
     caches decoded address names (one str per address, not per message). Returns None for a
     body with properties or with anything :func:`decode_message` would refuse: then it
-    decides, and names the fault. Raises nothing."""
+    decides, and names the fault. Raises nothing.
+
+    A load peeks at every message record: where the compiled module is built
+    (:data:`~store.speedups.SPEEDUPS`) a ``bytes`` body is peeked at by its ``peek_message``,
+    the same checks in C; :func:`python_peek_message` is the reference."""
+    if COMPILED_PEEK is not None and type(data) is bytes:
+        header: MessageHeader | None = COMPILED_PEEK(data, addresses, MessageHeader, VERSION)
+        return header
+    return python_peek_message(data, addresses)
+
+
+def python_peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHeader | None:
+    """:func:`peek_message` in Python: the reference the compiled one is tested against, and
+    the fallback. Same arguments and result."""
     n = len(data)
     if n < 5 or data[0] != VERSION:
         return None

@@ -39,6 +39,7 @@ from store.journal.api import LoadResult, RecordInfo
 from store.messaging import records as r
 from store.messaging.codec import VERSION
 from store.messaging.message_records import (
+    COMPILED_PEEK,
     MessageHeader,
     decode_large_message,
     decode_message,
@@ -372,6 +373,7 @@ def replay_messages(load: LoadResult, progress: Progress | None = None) -> Messa
     addresses: dict[bytes, str] = {}
     messages, ref_order = state.messages, state.ref_order
     add_ref, add_message = r.ADD_REF, r.ADD_MESSAGE_PROTOCOL
+    compiled_peek, header_type = COMPILED_PEEK, MessageHeader  # peek_message's, inline
     for done, rec in enumerate(load.records, 1):
         mid, kind, data, _ = rec
         if mid > highest:
@@ -384,7 +386,13 @@ def replay_messages(load: LoadResult, progress: Progress | None = None) -> Messa
                 ref = LoadedRef(mid, qid)
                 target.refs[qid] = ref
                 ref_order.append(ref)
-        elif kind == add_message and (header := peek_message(data, addresses)) is not None:
+        elif kind == add_message and (
+            header := (
+                compiled_peek(data, addresses, header_type, VERSION)
+                if compiled_peek is not None and type(data) is bytes
+                else peek_message(data, addresses)
+            )
+        ) is not None:
             messages[mid] = LoadedMessage(None, None, len(data), {}, mid, header, data)
         else:
             _apply(state, rec, addresses)

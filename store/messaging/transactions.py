@@ -170,13 +170,12 @@ class Transaction:
             return None
         mid, journal, tx = stored.message_id, sm._store.messages, self._work.tx_id
         qids = [q.info.id for q in targets]
+        kind, record = stored.take_record()
         if decision == PAGE:
-            kind, record = stored.record()
             paged = PagedMessage(mid, tx, kind, record, tuple(qids))
             position = sm._pager.page(message.address, paged, sync=False)
             self._work.paged_sends.append((message.address, position, paged))
         elif message.durable:
-            kind, record = stored.record()
             journal.append_add_tx(tx, mid, kind, record)
             for q in targets:
                 journal.append_update_tx(tx, mid, r.ADD_REF, r.RefRecord(q.info.id).encode())

@@ -26,6 +26,13 @@ journal-file-size = "64K"
 """
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables fit the terminal and shorten what does not fit: these tests look for whole
+    paths in the output, and pytest's temporary paths are long (longer still under xdist)."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 @pytest.fixture
 def config_file(tmp_path: Path) -> Path:
     path = tmp_path / "etc" / "store.toml"

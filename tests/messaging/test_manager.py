@@ -367,3 +367,36 @@ def test_the_manager_runs_on_zero_persistence_and_remembers_nothing(tmp_path) ->
         assert sm.queues() == [] and h.rec is not None and h.rec.messages == 0
     finally:
         factory.teardown()
+
+
+@pytest.mark.parametrize("durable", [True, False])
+@pytest.mark.parametrize("transactional", [False, True])
+def test_a_sent_message_is_encoded_once_and_held_in_one_form(
+    h: Harness, monkeypatch: pytest.MonkeyPatch, durable: bool, transactional: bool
+) -> None:
+    """The record a send encodes to size the message is the one it writes (not encoded a
+    second time), and it is not kept once written: an in-memory message holds its Message
+    only, durable or not, transactional or not."""
+    from store.messaging import manager
+
+    sm = h.setup("q1")
+    encoded: list[int] = []
+    real = manager.encode_message
+
+    def counting(m: Message, body: bytes) -> bytes:
+        encoded.append(1)
+        return real(m, body)
+
+    monkeypatch.setattr(manager, "encode_message", counting)
+    m = Message("orders", b"body", durable=durable)
+    if transactional:
+        tx = sm.begin()
+        mid = tx.send(m)
+        tx.commit()
+    else:
+        mid = sm.send(m)
+    assert mid is not None and len(encoded) == 1
+    held = sm._messages[mid]
+    assert held._record is None and held._encoded is None
+    assert held.size > 0
+    assert bodies(drain(sm, "q1")) == [b"body"]

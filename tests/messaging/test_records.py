@@ -4,6 +4,7 @@ documented bytes, the golden files of version 1, round trips, and refusals of ba
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given
@@ -330,3 +331,69 @@ def test_a_paged_message_gives_back_the_message_it_wraps() -> None:
 def test_bad_paged_messages_are_refused(body: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         mr.PagedMessage.decode(body)
+
+
+def _peek_bodies(rng: random.Random) -> list[bytes]:
+    """ADD_MESSAGE_PROTOCOL bodies of every shape a peek must tell apart: valid ones without
+    properties, ones with properties, and valid ones spoiled field by field, truncated,
+    lengthened and flipped at random."""
+    import struct
+
+    out: list[bytes] = []
+    for _ in range(300):
+        address = rng.choice(["q", "orders.eu", "é-ü", "x" * 300])
+        props = {"k": 1} if rng.random() < 0.2 else {}
+        m = Message(address, rng.randbytes(rng.choice([0, 1, 50])), priority=rng.randrange(10),
+                    durable=rng.random() < 0.5, properties=props,
+                    scheduled_delivery=rng.choice([0, 1, 2**40]))  # fmt: skip
+        body = mr.encode_message(m, m.body)
+        out.append(body)
+        raw = bytearray(body)
+        end = 5 + len(address.encode())
+        spoil = rng.randrange(9)
+        if spoil == 0:
+            raw[0] = 2  # another version
+        elif spoil == 1:
+            raw[end] = rng.choice([10, 255])  # priority
+        elif spoil == 2:
+            raw[end + 1] = 2  # durable
+        elif spoil in (3, 4, 5):  # a negative time
+            raw[end + 2 + 8 * (spoil - 3)] |= 0x80
+        elif spoil == 6:
+            raw[1:5] = struct.pack(">I", 0)  # empty address
+        elif spoil == 7:
+            raw[5] = 0xFF  # not UTF-8
+        else:
+            raw[end + 26 : end + 30] = struct.pack(">i", -1)  # property count
+        out.append(bytes(raw))
+        out.append(body[: rng.randrange(len(body))])
+        out.append(body + b"\0")
+        flipped = bytearray(body)
+        flipped[rng.randrange(len(body))] ^= 1 << rng.randrange(8)
+        out.append(bytes(flipped))
+    return out
+
+
+def test_compiled_peek_message_equals_the_python_reference() -> None:
+    """The compiled ``peek_message`` against :func:`python_peek_message` on valid and spoiled
+    bodies: the same header or None for each, and the same cache of decoded addresses; a
+    peeked body decodes, and an accepted header matches the decoded message."""
+    from tests.file.test_reader import require_speedups
+
+    require_speedups()
+    assert mr.COMPILED_PEEK is not None
+    bodies = _peek_bodies(random.Random(3))
+    got_cache: dict[bytes, str] = {}
+    want_cache: dict[bytes, str] = {}
+    accepted = 0
+    for body in bodies:
+        got = mr.peek_message(body, got_cache)
+        want = mr.python_peek_message(body, want_cache)
+        assert got == want, body
+        assert type(got) is type(want)
+        if got is not None:
+            accepted += 1
+            m = mr.decode_message(body, 1)
+            assert (m.address, m.priority, m.durable, m.scheduled_delivery) == got
+    assert got_cache == want_cache
+    assert 0 < accepted < len(bodies)
