@@ -164,12 +164,17 @@ class DatabaseNodeManager(NodeManager):
         _log.info("HA: database node manager on %s, holder %s", self.where, self.holder)
 
     def _install_session_setup(self) -> None:
-        statements = session_setup(self.engine.dialect, self.expiration_ms)
-        if not statements:
-            return
+        # The statements are chosen per connection, not now: a ``jdbc:mariadb:`` URL runs
+        # the mysql dialect, which learns that the server is MariaDB (``is_mariadb``) only
+        # when its first connection initializes it ("first_connect" runs before "connect").
+        # Chosen here, before any connection, MariaDB's node manager got no idle bound, and
+        # a node frozen between a renew's UPDATE and its COMMIT held the lock row for good.
 
         @event.listens_for(self.engine, "connect")
         def _on_connect(dbapi_connection: Any, record: Any) -> None:
+            statements = session_setup(self.engine.dialect, self.expiration_ms)
+            if not statements:
+                return
             cursor = dbapi_connection.cursor()
             try:
                 for statement in statements:

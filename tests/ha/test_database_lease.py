@@ -288,6 +288,38 @@ def test_a_backup_does_not_take_over_a_paused_primary(ha_config: StoreConfig) ->
         backup.close()
 
 
+@pytest.mark.parametrize("which", ["postgresql", "mariadb"])
+def test_a_node_frozen_inside_its_renew_transaction_does_not_keep_a_backup_out(
+    which: str, tmp_path: Path
+) -> None:
+    """A node stopped between a renew's UPDATE and its COMMIT holds the lock row's write
+    lock; its own engine's sessions bound an idle transaction by the expiration, so the
+    server ends it and another node takes the live lock. The frozen transaction is played
+    by a transaction left open on that engine with the row updated (MariaDB's ``jdbc:mariadb:``
+    engine once got no bound: the dialect learns it is MariaDB only at its first connect)."""
+    from store.db.migrate import drop_schema
+
+    config = StoreConfig.from_mapping(ha_mapping(tmp_path, unique_prefix(), which))
+    frozen, other = _nm(config), _nm(config)
+    t = frozen.table.table
+    conn = frozen.engine.connect()
+    try:
+        conn.begin()
+        conn.execute(t.update().where(t.c.id == PRIMARY_ROW).values(holder_id=t.c.holder_id))
+        started = time.monotonic()
+        other.start_primary(timeout=EXPIRATION_MS / 1000 + 5)
+        assert other.is_live
+        assert time.monotonic() - started <= EXPIRATION_MS / 1000 + 4
+        with pytest.raises(sa.exc.DBAPIError):  # the server ended the idle transaction
+            conn.execute(sa.select(t.c.id))
+    finally:
+        conn.invalidate()
+        conn.close()
+        other.close()
+        frozen.close()
+        drop_schema(config)
+
+
 @pytest.mark.parametrize("which", ["postgresql"])
 def test_a_failed_renew_is_retried_while_the_lease_lasts(which: str, tmp_path: Path) -> None:
     """A renew failure (the node manager's connections killed with pg_terminate_backend,
