@@ -93,11 +93,26 @@ class ChunkBuffer:
     returns (a back-end may write it in the background while the next frame fills, as long as
     each ``emit`` first waits for the write of the frame before). Memory: ``buffers`` frames.
 
+    ``direct(index, crc, payload)``, when given, takes whole chunks of an immutable ``bytes``
+    write without copying them: a chunk that starts at a chunk boundary and lies wholly in
+    such a write is handed over as the CRC-32 of ``payload`` and a view of the caller's
+    bytes (immutable, so a back-end may write it in the background as long as it holds the
+    view), at once rather than when a later byte arrives; the last frame :meth:`finish`
+    returns is then only the part of the body after the last chunk handed over that way
+    (None when the body ended on it). A 1 MiB piece copied into the frame cost 0.2-0.5 ms
+    per body on the file store, where its write and sync took 0.9 ms. The frame buffers are
+    allocated when a write first needs one.
+
     Thread-safety: one thread at a time.
     """
 
     def __init__(
-        self, chunk_size: int, emit: Callable[[int, memoryview], None], *, buffers: int = 1
+        self,
+        chunk_size: int,
+        emit: Callable[[int, memoryview], None],
+        *,
+        buffers: int = 1,
+        direct: Callable[[int, int, memoryview], None] | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk size must be at least 1 byte, not {chunk_size}")
@@ -105,7 +120,8 @@ class ChunkBuffer:
             raise ValueError(f"buffers must be 1 or 2, not {buffers}")
         self.chunk_size = chunk_size
         self._emit = emit
-        self._frame = bytearray(CRC.size + chunk_size)
+        self._direct = direct
+        self._frame_buffer: bytearray | None = None
         # The other buffer (buffers=2), allocated when the first frame is emitted.
         self._spare: bytearray | None = None
         self._double = buffers == 2
@@ -120,7 +136,15 @@ class ChunkBuffer:
         frame being emitted are then lost: the writer must abort)."""
         view = memoryview(data).cast("B")
         total = len(view)
+        direct = self._direct if type(data) is bytes else None
         while view:
+            if direct is not None and self._fill == 0 and len(view) >= self.chunk_size:
+                payload = view[: self.chunk_size]
+                direct(self.index, crc32(payload), payload)
+                self.index += 1
+                self.size += self.chunk_size
+                view = view[self.chunk_size :]
+                continue
             if self._fill == self.chunk_size:
                 self._emit(self.index, self._sealed())
                 self.index += 1
@@ -128,6 +152,7 @@ class ChunkBuffer:
                 if self._double:
                     spare = self._spare or bytearray(len(self._frame))
                     self._spare, self._frame = self._frame, spare
+                continue
             take = min(self.chunk_size - self._fill, len(view))
             start = CRC.size + self._fill
             self._frame[start : start + take] = view[:take]
@@ -135,6 +160,17 @@ class ChunkBuffer:
             self.size += take
             view = view[take:]
         return total
+
+    @property
+    def _frame(self) -> bytearray:
+        frame = self._frame_buffer
+        if frame is None:
+            frame = self._frame_buffer = bytearray(CRC.size + self.chunk_size)
+        return frame
+
+    @_frame.setter
+    def _frame(self, frame: bytearray) -> None:
+        self._frame_buffer = frame
 
     def _sealed(self) -> memoryview:
         end = CRC.size + self._fill

@@ -36,10 +36,13 @@ A file that breaks 1-3 raises :class:`~store.errors.CorruptionError` from ``open
 not hold whole); a damaged frame raises it from the read (``offset``: the chunk's body offset).
 
 Writing and crashes: frames are ``pwrite`` n at their offsets as the writer fills them (the
-header's place stays a hole); completing writes the header, ``fdatasync``\\ s the file,
-renames ``<id>.tmp`` to ``<id>.msg`` and syncs the directory, so a ``.msg`` file is always
-complete and durable. Every ``.tmp`` file left by a process that died mid-write is deleted
-when the store opens (as Artemis does). An aborted body's ``.tmp`` is deleted at once.
+header's place stays a hole; a whole chunk of an immutable ``bytes`` write is not copied into
+a frame but written from the caller's bytes, its checksum and its payload in two
+``pwrite`` s, see :class:`~store.large.chunks.ChunkBuffer`); completing writes the header,
+``fdatasync``\\ s the file, renames ``<id>.tmp`` to ``<id>.msg`` and syncs the directory, so
+a ``.msg`` file is always complete and durable. Every ``.tmp`` file left by a process that
+died mid-write is deleted when the store opens (as Artemis does). An aborted body's ``.tmp``
+is deleted at once.
 
 Versioning: a reader refuses a version it does not know (CorruptionError naming it); a new
 version gets a new number and this module keeps reading the old ones.
@@ -181,7 +184,7 @@ class _FileWriter(LargeMessageWriter):
         self._owner = owner
         self._handle: FileHandle | None = handle
         self._lock = threading.Lock()
-        self._chunks = ChunkBuffer(chunk_size, self._emit, buffers=2)
+        self._chunks = ChunkBuffer(chunk_size, self._emit, buffers=2, direct=self._direct)
         # The pwrite of the frame emitted last, running while the next frame fills.
         self._writing: concurrent.futures.Future[None] | None = None
         self._done = False
@@ -196,6 +199,20 @@ class _FileWriter(LargeMessageWriter):
         self._wait_written()
         offset = frame_offset(index, self._chunks.chunk_size)
         self._writing = _background().submit(handle.pwrite, frame, offset)
+
+    def _direct(self, index: int, crc: int, payload: memoryview) -> None:
+        # A whole chunk of the caller's immutable bytes, not copied: its checksum and its
+        # payload go to their places in two writes, in the background as a frame does.
+        handle = self._handle
+        assert handle is not None
+        self._wait_written()
+        offset = frame_offset(index, self._chunks.chunk_size)
+
+        def write() -> None:
+            handle.pwrite(CRC.pack(crc), offset)
+            handle.pwrite(payload, offset + CRC.size)
+
+        self._writing = _background().submit(write)
 
     def _wait_written(self) -> None:
         """Wait for the background pwrite; raises what it raised (StoreIOError)."""

@@ -26,9 +26,10 @@ def _large_dir(config: StoreConfig) -> str:
     return config.large_messages_directory
 
 
-@pytest.mark.parametrize("nth", [1, 3], ids=["first-chunk", "third-chunk"])
+@pytest.mark.parametrize("nth", [1, 5, 6], ids=["first-chunk", "third-chunk", "third-payload"])
 def test_a_chunk_write_the_disk_refuses_aborts_the_body(tmp_path: Path, nth: int) -> None:
-    """EIO on the nth chunk's pwrite (written in the background) reaches the writer as
+    """EIO on the nth pwrite of the chunks (written in the background; a whole chunk of a
+    ``bytes`` write is two, its checksum and its payload) reaches the writer as
     StoreIOError; the block aborts: nothing listed, no file left, the id can be written."""
     config = _config(tmp_path)
     fs = FaultFileSystem()
