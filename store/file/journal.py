@@ -775,7 +775,12 @@ class FileJournal(Journal):
             )
 
     def close(self) -> None:
-        """Make everything appended durable, stop background work, release the directory lock."""
+        """Make everything appended durable, stop background work, release the directory lock.
+
+        With retention on, the finished files the maintenance thread has not copied yet are
+        copied to the history folder first, so a clean close leaves a copy of every finished
+        file (a copy that fails is logged and left to the next open, which copies every data
+        file that has none)."""
         with self._state_lock:
             if self._closed:
                 return
@@ -789,6 +794,11 @@ class FileJournal(Journal):
             self._maint_lock.release()
             if self._maint_thread is not None:
                 self._maint_thread.join(timeout=30)
+            with self._maint_lock:
+                try:
+                    self._retention_pass()
+                except StoreError as exc:
+                    log.warning("journal history copy at close failed: %s", exc)
             try:
                 w.close()
             except StoreError as exc:

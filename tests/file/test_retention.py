@@ -325,3 +325,32 @@ def test_compaction_never_removes_a_file_before_its_retention_copy_exists(
         assert replaced, "the workload must finish some files"
         j.compact()
     assert replaced - set(_copies(history)) == set()
+
+
+def test_a_clean_close_copies_every_finished_file_the_maintenance_did_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The maintenance thread copies finished files to the history when it gets round to
+    it; close() copies the ones it has not, so the history is whole after a clean close.
+    Here the maintenance thread never copies anything (it only waits for the close)."""
+
+    def idle(self: FileJournal) -> None:
+        while not self._closed:
+            self._maint_wake.wait(0.05)
+            self._maint_wake.clear()
+
+    monkeypatch.setattr(FileJournal, "_maintenance", idle)
+    history = tmp_path / "history"
+    opts = FileJournalOptions(
+        directory=str(tmp_path / "j"), file_size=SIZE, compact_min_files=0,
+        retention=RetentionOptions(directory=str(history)),
+    )  # fmt: skip
+    with FileJournal(opts) as j:
+        j.load()
+        for i in range(100):
+            j.append_add(i, 45, b"m" * 60)
+        finished = {seg.file_id for seg in j.data_files}
+        assert len(finished) >= 3 and not _copies(history)
+    assert finished <= set(_copies(history))
+    with FileJournal(opts) as j:
+        assert [r.id for r in j.load().records] == list(range(100))
