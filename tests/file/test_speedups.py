@@ -157,7 +157,12 @@ def test_compiled_crc32_gives_zlibs_answer_at_every_length_alignment_and_start_v
     assert crc32 is reader.SPEEDUPS.crc32
     rng = random.Random(7)
     data = rng.randbytes(5000)
-    for length in [*range(0, 300), 511, 512, 513, 1023, 1024, 1025, 4096, 4999]:
+    # 512 bytes and up take the 256-byte AVX-512 strides first (where the CPU has them):
+    # lengths around its threshold and its stride, so every count of strides and leftovers.
+    wide = [
+        n + d for n in (512, 768, 1024, 1280, 2048) for d in (-17, -16, -1, 0, 1, 15, 16, 63, 64)
+    ]
+    for length in [*range(0, 300), *wide, 4096, 4999]:
         for start in (0, 1, 3, 8, 15):
             piece = data[start : start + length]
             for value in (0, 0xFFFFFFFF, rng.randrange(1 << 32)):
@@ -166,6 +171,32 @@ def test_compiled_crc32_gives_zlibs_answer_at_every_length_alignment_and_start_v
     assert crc32(big) == zlib.crc32(big)
     assert crc32(memoryview(big)[1:], 5) == zlib.crc32(memoryview(big)[1:], 5)
     assert crc32(bytearray(b"123456789")) == 0xCBF43926  # the CRC-32 check value
+
+
+def test_the_128_bit_fold_alone_gives_zlibs_answer_too() -> None:
+    """``STORE_NO_WIDE_CRC=1`` turns the AVX-512 strides off: the 128-bit loop then folds
+    every length itself, and must give zlib's answer on its own (on a CPU with AVX-512 the
+    test above exercises the wide strides instead)."""
+    require_speedups()
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import random, zlib, store._speedups as s\n"
+        "data = random.Random(3).randbytes(3000)\n"
+        "for n in range(0, 3000, 7):\n"
+        "    for start in (0, 5):\n"
+        "        piece = data[start:start + n]\n"
+        "        assert s.crc32(piece, 9) == zlib.crc32(piece, 9), n\n"
+        "print(s.CLMUL, s.WIDE_CLMUL)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "STORE_NO_WIDE_CRC": "1"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert out.stdout.split()[1] == "0"
 
 
 def test_without_the_compiled_module_crc32_is_zlibs() -> None:
