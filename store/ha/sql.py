@@ -137,6 +137,11 @@ class FenceSQL:
     """
 
     def __init__(self, table: sa.Table, dialect: Dialect, expiration_ms: int) -> None:
+        # From the engine's own dialect, which its first connection told whether the server
+        # is MariaDB: the positional copy made below knows nothing of the server, and a
+        # session setup chosen from it was empty, so a node frozen between a batch's share
+        # lock and its commit kept a takeover out for good.
+        self.session = mariadb_session_setup(dialect, expiration_ms)
         if not dialect.positional:
             dialect = type(dialect)(paramstyle="format")  # type: ignore[call-arg]
         clock = clock_for(dialect.name)
@@ -153,4 +158,3 @@ class FenceSQL:
             if dialect.name in ("postgresql", "mysql", "mariadb")
             else None
         )
-        self.session = mariadb_session_setup(dialect, expiration_ms)

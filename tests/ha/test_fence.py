@@ -161,3 +161,61 @@ def test_each_generation_writes_its_own_seq_range(slow_renew: StoreConfig) -> No
     assert [r[0] for r in rows] == [1, 2, 3, 4, 5, 6]
     assert all(r[1] > 1 << GENERATION_SEQ_SHIFT for r in rows[:3])
     assert all(r[1] > 2 << GENERATION_SEQ_SHIFT for r in rows[3:])
+
+
+@pytest.mark.parametrize("which", ["postgresql", "mariadb"])
+def test_a_batch_frozen_between_its_share_lock_and_its_commit_does_not_keep_a_takeover_out(
+    which: str, tmp_path: Path
+) -> None:
+    """The fence's share lock on the live-lock row is the last statement before a batch's
+    commit; a node stopped right there leaves that transaction idle on a store connection
+    (not the node manager's). The fence bounds the session's idle transaction by the
+    expiration on its first use, so the server ends it and an UPDATE of the row (what a
+    backup's takeover runs) goes through. MariaDB's fence once chose that bound from a copy
+    of the dialect that did not know the server was MariaDB: no bound, the row stayed locked
+    and a backup never went live."""
+    import sqlalchemy as sa
+
+    from store.db.engine import create_store_engine, dispose_store_engine
+
+    prefix = unique_prefix()
+    config = StoreConfig.from_mapping(ha_mapping(tmp_path, prefix, which))
+    # The writer of the row: a plain store engine that waits long enough to see the difference.
+    patient = StoreConfig.from_mapping(
+        ha_mapping(tmp_path, prefix, which, **{"jdbc-network-timeout": 9000})
+    )
+    assert config.database_store is not None and patient.database_store is not None
+    nm = open_node_manager(config)
+    assert isinstance(nm, DatabaseNodeManager)
+    store_engine, _ = create_store_engine(config.database_store)
+    admin_engine, _ = create_store_engine(patient.database_store)
+    frozen = store_engine.raw_connection()
+    try:
+        nm.start_primary(timeout=10)
+        fence = nm.fence()
+        fence(frozen.driver_connection)
+        fence.before_commit(frozen.driver_connection)  # ... and then no commit comes
+        t = nm.table.table
+        started = time.monotonic()
+        with admin_engine.begin() as conn:
+            if which == "mariadb":
+                conn.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 7"))
+            updated = conn.execute(
+                t.update()
+                .where(t.c.id == PRIMARY_ROW)
+                .values(holder_expiration_time=t.c.holder_expiration_time)
+            ).rowcount
+        waited = time.monotonic() - started
+        assert updated == 1
+        assert waited <= config.database_store.jdbc_lock_expiration / 1000 + 2.5, waited
+        driver_error = store_engine.dialect.loaded_dbapi.Error
+        with pytest.raises(driver_error):  # the server ended the idle transaction's session
+            cursor = frozen.cursor()
+            cursor.execute("SELECT 1")
+            cursor.fetchall()
+    finally:
+        frozen.invalidate()
+        nm.close()
+        dispose_store_engine(store_engine)
+        dispose_store_engine(admin_engine)
+        drop_schema(config)
