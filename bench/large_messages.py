@@ -8,13 +8,17 @@ Figures (MiB per second of body), for bodies of 1, 64 and 256 MiB (``--sizes``):
 * ``ours read``: ``lm.open(id)`` and ``readinto`` a 1 MiB buffer until the end;
 * reference, file store (``file``): the same bytes written to a new file of the same
   directory in 1 MiB ``os.write`` calls, then ``fsync``; read back with ``readinto`` 1 MiB at
-  a time. Before every timed read, ours and the reference's, the file is read once untimed
-  (see ``_settle``) and its pages are dropped from the page cache
-  (``posix_fadvise(DONTNEED)``), so timed reads measure the disk;
-* reference, database: one ``INSERT`` of the whole body into the same table through the same
-  driver and ``COMMIT``; one ``SELECT`` of it back (psycopg's binary cursor on PostgreSQL).
-  Where the server refuses a statement that big (MariaDB's ``max_allowed_packet``), the
-  reference moves the largest body it takes, and the output says so.
+  a time. Before every timed read, ours and the reference's, the file is read twice untimed
+  (see ``_settle``), its pages dropped from the page cache after each
+  (``posix_fadvise(DONTNEED)``), so timed reads come from the disk in the same state;
+* reference, database: one ``INSERT`` of the whole body through the same driver and
+  ``COMMIT``; one ``SELECT`` of it back (psycopg's binary cursor on PostgreSQL). The table is
+  a large-message table of the same definition, but of a second store opened beside ours
+  (its own tables; on SQLite and Derby its own database): a single row of 64 or 256 MiB
+  left Derby's database slow for every later insert of ours, 11 against 52 MiB/s, even
+  after the row was deleted. Where the server refuses a statement that big (MariaDB's
+  ``max_allowed_packet``), the reference moves the largest body it takes, and the output
+  says so.
 
 Bodies under 64 MiB are moved 64 MiB at a time (64 bodies of 1 MiB per run, the rate of them
 all), so that per-body costs show and one slow call does not decide the figure.
@@ -61,6 +65,7 @@ from bench.common import (
 from store import StoreConfig, open_store
 from store.db.dialects import Compiled
 from store.large.api import LargeMessageStore
+from store.large.files import FileLargeMessages
 
 __all__ = ["main"]
 
@@ -148,15 +153,19 @@ def _ours_read(lm: LargeMessageStore, mids: list[int], size: int, i: int) -> tup
 
 
 def _settle(path: str) -> None:
-    """Read ``path`` once untimed, then drop it from the page cache: the first read of a
-    file just written ran at 600-800 MiB/s here, ours and the reference's alike, the next
-    ones at 2.3-3.4 GiB/s (the VM's disk still writing back?), which made medians of three
-    runs a matter of luck. Timed reads are the second ones, both from the disk."""
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(MIB)
-        while f.readinto(buf):
-            pass
-    _drop_cache(path)
+    """Read ``path`` untimed and drop it from the page cache, twice: the timed read that
+    follows is the file's third, from the disk, for ours and the reference's alike. The
+    first read of a file just written ran at 600-800 MiB/s here, the next ones at 2.3-3.4
+    GiB/s (the VM's disk still writing back?); and the first read of a file from the disk at
+    500-700 MiB/s, later ones at 1,700-2,000 (the VM's host keeps what it last read), which
+    of ours and the reference got which being a matter of where the file's blocks fell.
+    Medians of three runs were a matter of luck either way."""
+    for _ in range(2):
+        with open(path, "rb", buffering=0) as f:
+            buf = bytearray(MIB)
+            while f.readinto(buf):
+                pass
+        _drop_cache(path)
 
 
 def _drop_cache(path: str) -> None:
@@ -186,13 +195,20 @@ class _Reference:
 
 
 class _FileReference(_Reference):
+    """Files of new names in every repeat, as ours are: a file rewritten under the same name
+    read back at 1,700 MiB/s where a new one read at 500-700 (the VM's disk keeps what it
+    last read of the same blocks), which made the reference's 256 MiB read look twice
+    ours."""
+
     def __init__(self, directory: str) -> None:
         self.directory = directory
+        self._round = 0
 
     def _path(self, i: int) -> str:
-        return os.path.join(self.directory, f"reference-{i}.bin")
+        return os.path.join(self.directory, f"reference-{self._round}-{i}.bin")
 
     def clear(self) -> None:
+        self._round += 1
         for name in os.listdir(self.directory):
             if name.startswith("reference-"):
                 os.unlink(os.path.join(self.directory, name))
@@ -302,18 +318,27 @@ class _DatabaseReference(_Reference):
 
 @contextlib.contextmanager
 def _store(which: str, data_dir: Path) -> Iterator[tuple[LargeMessageStore, _Reference]]:
+    """Ours and the reference of back-end ``which``: on a database, the reference writes to
+    a store of its own (module docstring)."""
+    with _one_store(which, data_dir) as lm:
+        if isinstance(lm, FileLargeMessages):
+            yield lm, _FileReference(lm.directory)
+            return
+        with _one_store(which, data_dir) as other:
+            ref = _DatabaseReference(other)
+            try:
+                yield lm, ref
+            finally:
+                ref.clear()
+
+
+@contextlib.contextmanager
+def _one_store(which: str, data_dir: Path) -> Iterator[LargeMessageStore]:
+    """A fresh store of back-end ``which``, removed after."""
     config = _config(which, data_dir)
     try:
         with open_store(config) as store:
-            lm = store.large_messages
-            if which == "file":
-                yield lm, _FileReference(config.large_messages_directory)
-            else:
-                ref = _DatabaseReference(lm)
-                try:
-                    yield lm, ref
-                finally:
-                    ref.clear()
+            yield store.large_messages
     finally:
         if config.database_store is not None:
             from store.db.migrate import drop_schema
