@@ -63,6 +63,18 @@ def test_seek_tell_readinto_across_chunk_boundaries(backend: BackendSpec, store_
         assert r.read() == data
         r.seek(len(data) + 100)
         assert r.read(5) == b""
+        # From a chunk's first byte into a buffer of a whole chunk (handed to the raw
+        # reader as it is), the last one short; and two chunks at once.
+        r.seek(0)
+        whole = memoryview(bytearray(cs))
+        for start, length in ((0, cs), (cs, cs), (2 * cs, 10)):
+            assert r.readinto(whole) == length
+            assert whole[:length].tobytes() == data[start : start + length]
+        assert r.readinto(whole) == 0
+        r.seek(0)
+        two = bytearray(2 * cs + 3)
+        assert r.readinto(two) == 2 * cs + 3
+        assert bytes(two) == data[: 2 * cs + 3]
 
 
 def test_empty_body(backend: BackendSpec, store_factory) -> None:

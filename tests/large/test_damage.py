@@ -55,6 +55,36 @@ def test_flipped_byte_in_a_chunk_raises_corruption_before_any_wrong_byte(
             r.read(10)
 
 
+def test_whole_chunk_readinto_of_a_damaged_chunk_leaves_none_of_its_bytes(
+    body_backend: BackendSpec, body_store_factory: StoreFactory
+) -> None:
+    """``readinto`` of a buffer of a whole chunk, from a chunk's first byte (the
+    BufferedReader hands such reads to the raw reader with the caller's buffer): chunk 0
+    comes back whole; chunk 1, damaged, raises CorruptionError at its offset, and the buffer
+    then holds no byte of it."""
+    lm = body_store_factory.open().large_messages
+    cs = chunk_size_of(lm)
+    data = body_bytes(43, 2 * cs + 500)
+    with lm.create(43) as w:
+        w.write(data)
+    damage_chunk(lm, 43, 1, at=cs // 2)
+    buf = bytearray(b"\xaa" * cs)
+    with lm.open(43) as r:
+        assert r.readinto(buf) == cs
+        assert buf[:cs] == data[:cs]
+        buf[:] = b"\xaa" * len(buf)
+        with pytest.raises(CorruptionError) as caught:
+            r.readinto(buf)
+        assert caught.value.offset == cs
+        assert set(buf) <= {0, 0xAA}
+        r.seek(2 * cs)
+        assert r.readinto(buf) == 500
+        assert buf[:500] == data[2 * cs :]
+        r.seek(0)
+        with pytest.raises(CorruptionError):
+            r.readinto(bytearray(2 * cs))
+
+
 def _file_store(tmp_path: Path) -> StoreConfig:
     return StoreConfig.from_mapping(file_config_mapping(tmp_path, "NIO"))
 
