@@ -578,6 +578,12 @@ static int replay_positive(Sink *s, PyObject *rid, PyObject *urt, PyObject *body
     PyTuple_SET_ITEM(info, 1, urt);
     PyTuple_SET_ITEM(info, 2, body);
     PyTuple_SET_ITEM(info, 3, flag);
+    /* Two ints, bytes and a bool cannot be part of a cycle: out of the collector's sight from
+       the start (as CPython's own collector untracks such tuples when it first meets them).
+       A load makes millions of these with the collector paused; left tracked, the first
+       collection after the load walked every one of them. */
+    if (PyBytes_CheckExact(body))
+        PyObject_GC_UnTrack(info);
     PyObject *pos = PyLong_FromSsize_t(PyList_GET_SIZE(s->entries));
     if (pos == NULL || PyList_Append(s->entries, info) < 0) {
         Py_XDECREF(pos);
@@ -673,6 +679,63 @@ static PyObject *replay_adds(PyObject *self, PyObject *const *args, Py_ssize_t n
             return NULL;
     }
     return Py_BuildValue("(nLK)", i, s.positives, s.live_bytes);
+}
+
+/* replay_rows(rows, start, entries, index, info_type, add, update, empty, plain) -> stop: the
+   run of ADD and UPDATE rows of a database journal's load from rows[start] (each a tuple
+   (id, record_type, tx_id, user_record_type, record, ...), as store.db.journal reads them)
+   replayed as Replayer.add / Replayer.update do (a NULL or empty record is empty), each id
+   appended to the list plain (the rows the caller counts into its index in bulk); stops at
+   the first row of another type, or not a tuple of an int record type, and returns its
+   position (len(rows) when none). */
+static PyObject *replay_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "replay_rows takes 9 arguments");
+        return NULL;
+    }
+    PyObject *rows = args[0], *empty = args[7], *plain = args[8];
+    Sink s;
+    memset(&s, 0, sizeof(s));
+    s.entries = args[2];
+    s.index = args[3];
+    s.info_type = (PyTypeObject *)args[4];
+    s.live = Py_None;
+    if (!PyList_CheckExact(rows) || !PyList_CheckExact(s.entries) ||
+        !PyDict_CheckExact(s.index) || !PyType_Check(args[4]) ||
+        !PyType_IsSubtype(s.info_type, &PyTuple_Type) || !PyList_CheckExact(plain)) {
+        PyErr_SetString(PyExc_TypeError, "replay_rows: rows, entries and plain must be lists, "
+                                         "index a dict, info_type a tuple type");
+        return NULL;
+    }
+    long add = PyLong_AsLong(args[5]), update = PyLong_AsLong(args[6]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows), i = start < 0 ? 0 : start;
+    for (; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 5)
+            break; /* not a row this loop knows: the caller's rules say what it is */
+        PyObject *rt = PyTuple_GET_ITEM(row, 1);
+        if (!PyLong_CheckExact(rt))
+            break; /* not an int: the caller's rules say what it is */
+        long rtype = PyLong_AsLong(rt);
+        if (rtype == -1 && PyErr_Occurred())
+            return NULL;
+        if (rtype != add && rtype != update)
+            break;
+        PyObject *rid = PyTuple_GET_ITEM(row, 0), *body = PyTuple_GET_ITEM(row, 4);
+        int truth = PyObject_IsTrue(body); /* "record or b''", as the caller's loop */
+        if (truth < 0)
+            return NULL;
+        if (!truth)
+            body = empty;
+        if (replay_positive(&s, rid, PyTuple_GET_ITEM(row, 3), body, rtype == update, 0) < 0 ||
+            PyList_Append(plain, rid) < 0)
+            return NULL;
+    }
+    return PyLong_FromSsize_t(i);
 }
 
 /* scan_replay(data, file_id, start, floor, pad_unit, entries, index, info_type, live,
@@ -824,6 +887,9 @@ static PyMethodDef methods[] = {
      "replay_adds(records, start, entries, index, info_type, live, updated_only, file_key, "
      "add, update) -> (stop, count, live_bytes): a run of ADD and UPDATE records replayed, "
      "as store.file.reader.replay_file."},
+    {"replay_rows", (PyCFunction)(void (*)(void))replay_rows, METH_FASTCALL,
+     "replay_rows(rows, start, entries, index, info_type, add, update, empty, plain) -> stop: "
+     "a run of a database journal's ADD and UPDATE rows replayed, as store.db.journal."},
     {"scan_replay", (PyCFunction)(void (*)(void))scan_replay, METH_FASTCALL,
      "scan_replay(data, file_id, start, floor, pad_unit, entries, index, info_type, live, "
      "updated_only, file_key, add, update, other) -> (end, last_lsn, count, first_lsn, "

@@ -90,7 +90,9 @@ from store.journal.api import PREPARE as _PREPARE
 from store.journal.api import ROLLBACK as _ROLLBACK
 from store.journal.api import UPDATE as _UPDATE
 from store.journal.api import UPDATE_TX as _UPDATE_TX
+from store.journal.api import RecordInfo as _INFO
 from store.journal.replay import Replayer
+from store.speedups import SPEEDUPS
 
 __all__ = ["DatabaseJournal", "JournalOptions"]
 
@@ -98,6 +100,8 @@ _log = logging.getLogger(__name__)
 
 _NONE: Final = -1  # id / userrecordtype of bookkeeping rows
 _EMPTY: Final = b""
+#: The compiled loop over a load's ADD and UPDATE rows (None: the Python loop alone).
+_replay_rows = getattr(SPEEDUPS, "replay_rows", None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,26 +210,44 @@ class DatabaseJournal(Journal):
         return result
 
     def _replay(self, replayer: Replayer, sink: Batch) -> int:
-        """Feed every row to the replayer and the row index; returns the last seq."""
+        """Feed every row to the replayer and the row index; returns the last seq.
+
+        With the compiled module, each run of ADD and UPDATE rows of a fetched chunk is
+        replayed by ``replay_rows`` (the same two rules as the loop here, in C); the row it
+        stops at goes through this loop's rules, and the run after it to C again."""
         add, update = replayer.add, replayer.update
         # Plain rows are counted into the index in bulk; anything else flushes them first, so
         # the index sees every row in table order.
         plain: list[int] = []
         note = plain.append
+        compiled = _replay_rows if type(replayer) is Replayer else None
+        entries, ids = replayer.containers()
         conn = self._engine.raw_connection()
         try:
             for rows in self._sql.stream(conn.driver_connection):
-                for id, rt, txid, urt, record, txdata, seq in rows:
-                    if rt == _ADD:
-                        add(id, urt, record or _EMPTY)
-                        note(id)
-                    elif rt == _UPDATE:
-                        update(id, urt, record or _EMPTY)
-                        note(id)
+                at, end = 0, len(rows)
+                while at < end:
+                    if compiled is not None and type(rows) is list:
+                        at = compiled(rows, at, entries, ids, _INFO, _ADD, _UPDATE, _EMPTY, plain)
+                        if at == end:
+                            break
+                        stop = at + 1  # one row through the rules below, then C again
                     else:
-                        self._index.add_many(plain)
-                        plain.clear()
-                        self._replay_other(replayer, sink, id, rt, txid, urt, record, txdata, seq)
+                        stop = end
+                    for id, rt, txid, urt, record, txdata, seq in rows[at:stop]:
+                        if rt == _ADD:
+                            add(id, urt, record or _EMPTY)
+                            note(id)
+                        elif rt == _UPDATE:
+                            update(id, urt, record or _EMPTY)
+                            note(id)
+                        else:
+                            self._index.add_many(plain)
+                            plain.clear()
+                            self._replay_other(
+                                replayer, sink, id, rt, txid, urt, record, txdata, seq
+                            )
+                    at = stop
             # The last seq, read apart: a dialect may leave seq out of plain rows (MySQL).
             cursor = conn.cursor()
             try:
