@@ -613,8 +613,8 @@ static int replay_positive(Sink *s, PyObject *rid, PyObject *urt, PyObject *body
     return rc;
 }
 
-/* The replay arguments shared by replay_adds and scan_replay: entries, index, info_type, live,
-   updated_only, file_key, add, update. Returns -1 with an exception set. */
+/* The replay arguments shared by replay_adds, replay_rows and scan_replay: entries, index,
+   info_type, live, updated_only, file_key, add, update. Returns -1 with an exception set. */
 static int replay_sink(Sink *s, PyObject *const *args) {
     memset(s, 0, sizeof(*s));
     s->entries = args[0];
@@ -681,7 +681,8 @@ static PyObject *replay_adds(PyObject *self, PyObject *const *args, Py_ssize_t n
     return Py_BuildValue("(nLK)", i, s.positives, s.live_bytes);
 }
 
-/* replay_rows(rows, start, entries, index, info_type, add, update, empty, plain) -> stop: the
+/* replay_rows(rows, start, entries, index, info_type, live, updated_only, file_key, add, update,
+   empty, plain) -> stop (live None: a database journal has no per-file index): the
    run of ADD and UPDATE rows of a database journal's load from rows[start] (each a tuple
    (id, record_type, tx_id, user_record_type, record, ...), as store.db.journal reads them)
    replayed as Replayer.add / Replayer.update do (a NULL or empty record is empty), each id
@@ -690,27 +691,20 @@ static PyObject *replay_adds(PyObject *self, PyObject *const *args, Py_ssize_t n
    position (len(rows) when none). */
 static PyObject *replay_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "replay_rows takes 9 arguments");
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "replay_rows takes 12 arguments");
         return NULL;
     }
-    PyObject *rows = args[0], *empty = args[7], *plain = args[8];
+    PyObject *rows = args[0], *empty = args[10], *plain = args[11];
     Sink s;
-    memset(&s, 0, sizeof(s));
-    s.entries = args[2];
-    s.index = args[3];
-    s.info_type = (PyTypeObject *)args[4];
-    s.live = Py_None;
-    if (!PyList_CheckExact(rows) || !PyList_CheckExact(s.entries) ||
-        !PyDict_CheckExact(s.index) || !PyType_Check(args[4]) ||
-        !PyType_IsSubtype(s.info_type, &PyTuple_Type) || !PyList_CheckExact(plain)) {
-        PyErr_SetString(PyExc_TypeError, "replay_rows: rows, entries and plain must be lists, "
-                                         "index a dict, info_type a tuple type");
+    if (replay_sink(&s, args + 2) < 0)
+        return NULL;
+    if (!PyList_CheckExact(rows) || !PyList_CheckExact(plain)) {
+        PyErr_SetString(PyExc_TypeError, "replay_rows: rows and plain must be lists");
         return NULL;
     }
-    long add = PyLong_AsLong(args[5]), update = PyLong_AsLong(args[6]);
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    if (PyErr_Occurred())
+    if (start == -1 && PyErr_Occurred())
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(rows), i = start < 0 ? 0 : start;
     for (; i < n; i++) {
@@ -723,7 +717,7 @@ static PyObject *replay_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
         long rtype = PyLong_AsLong(rt);
         if (rtype == -1 && PyErr_Occurred())
             return NULL;
-        if (rtype != add && rtype != update)
+        if (rtype != s.add && rtype != s.update)
             break;
         PyObject *rid = PyTuple_GET_ITEM(row, 0), *body = PyTuple_GET_ITEM(row, 4);
         int truth = PyObject_IsTrue(body); /* "record or b''", as the caller's loop */
@@ -731,7 +725,7 @@ static PyObject *replay_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
             return NULL;
         if (!truth)
             body = empty;
-        if (replay_positive(&s, rid, PyTuple_GET_ITEM(row, 3), body, rtype == update, 0) < 0 ||
+        if (replay_positive(&s, rid, PyTuple_GET_ITEM(row, 3), body, rtype == s.update, 0) < 0 ||
             PyList_Append(plain, rid) < 0)
             return NULL;
     }
@@ -888,7 +882,8 @@ static PyMethodDef methods[] = {
      "add, update) -> (stop, count, live_bytes): a run of ADD and UPDATE records replayed, "
      "as store.file.reader.replay_file."},
     {"replay_rows", (PyCFunction)(void (*)(void))replay_rows, METH_FASTCALL,
-     "replay_rows(rows, start, entries, index, info_type, add, update, empty, plain) -> stop: "
+     "replay_rows(rows, start, entries, index, info_type, live, updated_only, file_key, add, "
+     "update, empty, plain) -> stop: "
      "a run of a database journal's ADD and UPDATE rows replayed, as store.db.journal."},
     {"scan_replay", (PyCFunction)(void (*)(void))scan_replay, METH_FASTCALL,
      "scan_replay(data, file_id, start, floor, pad_unit, entries, index, info_type, live, "

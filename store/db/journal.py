@@ -46,7 +46,7 @@ from __future__ import annotations
 import concurrent.futures
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -102,6 +102,7 @@ _NONE: Final = -1  # id / userrecordtype of bookkeeping rows
 _EMPTY: Final = b""
 #: The compiled loop over a load's ADD and UPDATE rows (None: the Python loop alone).
 _replay_rows = getattr(SPEEDUPS, "replay_rows", None)
+_NO_IDS: Final[set[int]] = set()  # replay_rows's updated_only: unused without a live index
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,41 +214,24 @@ class DatabaseJournal(Journal):
         """Feed every row to the replayer and the row index; returns the last seq.
 
         With the compiled module, each run of ADD and UPDATE rows of a fetched chunk is
-        replayed by ``replay_rows`` (the same two rules as the loop here, in C); the row it
-        stops at goes through this loop's rules, and the run after it to C again."""
-        add, update = replayer.add, replayer.update
+        replayed by ``replay_rows`` (the same two rules as :meth:`_replay_chunk`, in C); the
+        row it stops at goes through :meth:`_replay_chunk`, and the run after it to C again."""
         # Plain rows are counted into the index in bulk; anything else flushes them first, so
         # the index sees every row in table order.
         plain: list[int] = []
-        note = plain.append
         compiled = _replay_rows if type(replayer) is Replayer else None
         entries, ids = replayer.containers()
         conn = self._engine.raw_connection()
         try:
             for rows in self._sql.stream(conn.driver_connection):
+                if compiled is None or type(rows) is not list:
+                    self._replay_chunk(replayer, sink, rows, plain)
+                    continue
                 at, end = 0, len(rows)
-                while at < end:
-                    if compiled is not None and type(rows) is list:
-                        at = compiled(rows, at, entries, ids, _INFO, _ADD, _UPDATE, _EMPTY, plain)
-                        if at == end:
-                            break
-                        stop = at + 1  # one row through the rules below, then C again
-                    else:
-                        stop = end
-                    for id, rt, txid, urt, record, txdata, seq in rows[at:stop]:
-                        if rt == _ADD:
-                            add(id, urt, record or _EMPTY)
-                            note(id)
-                        elif rt == _UPDATE:
-                            update(id, urt, record or _EMPTY)
-                            note(id)
-                        else:
-                            self._index.add_many(plain)
-                            plain.clear()
-                            self._replay_other(
-                                replayer, sink, id, rt, txid, urt, record, txdata, seq
-                            )
-                    at = stop
+                args = (entries, ids, _INFO, None, _NO_IDS, 0, _ADD, _UPDATE, _EMPTY, plain)
+                while (at := compiled(rows, at, *args)) < end:
+                    self._replay_chunk(replayer, sink, rows[at : at + 1], plain)
+                    at += 1
             # The last seq, read apart: a dialect may leave seq out of plain rows (MySQL).
             cursor = conn.cursor()
             try:
@@ -261,6 +245,24 @@ class DatabaseJournal(Journal):
             conn.close()
         self._index.add_many(plain)
         return int(last or 0)
+
+    def _replay_chunk(
+        self, replayer: Replayer, sink: Batch, rows: Sequence[Sequence[Any]], plain: list[int]
+    ) -> None:
+        """The rules of a load for ``rows``: adds and updates to the replayer (their ids to
+        ``plain``, counted into the index in bulk), anything else after flushing ``plain``."""
+        add, update, note = replayer.add, replayer.update, plain.append
+        for id, rt, txid, urt, record, txdata, seq in rows:
+            if rt == _ADD:
+                add(id, urt, record or _EMPTY)
+                note(id)
+            elif rt == _UPDATE:
+                update(id, urt, record or _EMPTY)
+                note(id)
+            else:
+                self._index.add_many(plain)
+                plain.clear()
+                self._replay_other(replayer, sink, id, rt, txid, urt, record, txdata, seq)
 
     def _replay_other(
         self,
