@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import io
 import struct
+import threading
 from collections.abc import Callable
 from typing import BinaryIO, Final
 
@@ -55,6 +56,7 @@ __all__ = [
     "ChunkBuffer",
     "ChunkedBody",
     "Frame",
+    "FramePool",
     "chunk_count",
     "chunk_length",
     "open_body",
@@ -82,6 +84,41 @@ def chunk_length(index: int, size: int, chunk_size: int) -> int:
     return max(0, min(chunk_size, size - index * chunk_size))
 
 
+class FramePool:
+    """Frame buffers kept for the next writer of a store, at most ``keep`` of them.
+
+    A new 1 MiB ``bytearray`` is fresh memory from the operating system: the first write into
+    it faults in its 257 pages, which measured 0.7-0.8 ms per body here (a 1 MiB copy into a
+    recycled buffer takes 0.02 ms), more than half of what a 1 MiB body cost the SQLite store
+    above its insert. A writer takes its buffers from the pool and gives them back when it is
+    done, so a store that writes one body after another reuses the same memory. Memory: at
+    most ``keep`` idle frames (2 MiB at the default chunk size).
+
+    Thread-safety: thread-safe.
+    """
+
+    def __init__(self, keep: int = 2) -> None:
+        self._keep = keep
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bytearray:
+        """Returns a buffer of ``size`` bytes (contents undefined), recycled when one of that
+        size is free. Raises nothing."""
+        with self._lock:  # the one given back last first: its pages are the warmest
+            for k in range(len(self._free) - 1, -1, -1):
+                if len(self._free[k]) == size:
+                    return self._free.pop(k)
+        return bytearray(size)
+
+    def give(self, buffer: bytearray) -> None:
+        """Keep ``buffer`` for a later :meth:`take` (dropped when ``keep`` are kept). The
+        caller must not use it, nor any view of it, afterwards. Raises nothing."""
+        with self._lock:
+            if len(self._free) < self._keep:
+                self._free.append(buffer)
+
+
 class ChunkBuffer:
     """Cuts a stream of writes into frames and hands each full one to ``emit(index, frame)``.
 
@@ -101,7 +138,8 @@ class ChunkBuffer:
     returns is then only the part of the body after the last chunk handed over that way
     (None when the body ended on it). A 1 MiB piece copied into the frame cost 0.2-0.5 ms
     per body on the file store, where its write and sync took 0.9 ms. The frame buffers are
-    allocated when a write first needs one.
+    allocated when a write first needs one, from ``pool`` when given; :meth:`release` gives
+    them back.
 
     Thread-safety: one thread at a time.
     """
@@ -113,6 +151,7 @@ class ChunkBuffer:
         *,
         buffers: int = 1,
         direct: Callable[[int, int, memoryview], None] | None = None,
+        pool: FramePool | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk size must be at least 1 byte, not {chunk_size}")
@@ -121,6 +160,7 @@ class ChunkBuffer:
         self.chunk_size = chunk_size
         self._emit = emit
         self._direct = direct
+        self._pool = pool
         self._frame_buffer: bytearray | None = None
         # The other buffer (buffers=2), allocated when the first frame is emitted.
         self._spare: bytearray | None = None
@@ -150,12 +190,13 @@ class ChunkBuffer:
                 self.index += 1
                 self._fill = 0
                 if self._double:
-                    spare = self._spare or bytearray(len(self._frame))
+                    spare = self._spare or self._new_frame()
                     self._spare, self._frame = self._frame, spare
                 continue
             take = min(self.chunk_size - self._fill, len(view))
             start = CRC.size + self._fill
-            self._frame[start : start + take] = view[:take]
+            # Through a memoryview: a bytearray slice assignment took twice as long (1 MiB).
+            memoryview(self._frame)[start : start + take] = view[:take]
             self._fill += take
             self.size += take
             view = view[take:]
@@ -165,12 +206,16 @@ class ChunkBuffer:
     def _frame(self) -> bytearray:
         frame = self._frame_buffer
         if frame is None:
-            frame = self._frame_buffer = bytearray(CRC.size + self.chunk_size)
+            frame = self._frame_buffer = self._new_frame()
         return frame
 
     @_frame.setter
     def _frame(self, frame: bytearray) -> None:
         self._frame_buffer = frame
+
+    def _new_frame(self) -> bytearray:
+        size = CRC.size + self.chunk_size
+        return bytearray(size) if self._pool is None else self._pool.take(size)
 
     def _sealed(self) -> memoryview:
         end = CRC.size + self._fill
@@ -182,6 +227,17 @@ class ChunkBuffer:
         if self._fill == 0:
             return None
         return self._sealed()
+
+    def release(self) -> None:
+        """Give the frame buffers to the pool, once the body is complete or aborted and every
+        write of a frame handed out has finished: neither this buffer nor any frame it handed
+        out may be used after. Raises nothing."""
+        buffers = (self._spare, self._frame_buffer)  # the current frame is taken first
+        self._frame_buffer = self._spare = None
+        if self._pool is not None:
+            for buffer in buffers:
+                if buffer is not None:
+                    self._pool.give(buffer)
 
 
 class ChunkedBody(io.RawIOBase):

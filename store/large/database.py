@@ -54,7 +54,14 @@ from store.errors import (
     UnknownRecordError,
 )
 from store.large.api import LargeMessageStore, LargeMessageWriter
-from store.large.chunks import CHUNK_SIZE, ChunkBuffer, ChunkedBody, chunk_count, open_body
+from store.large.chunks import (
+    CHUNK_SIZE,
+    ChunkBuffer,
+    ChunkedBody,
+    FramePool,
+    chunk_count,
+    open_body,
+)
 from store.large.memory import check_message_id
 
 __all__ = [
@@ -200,7 +207,7 @@ class _DatabaseWriter(LargeMessageWriter):
         self.message_id = message_id
         self._owner = owner
         self._lock = threading.Lock()
-        self._chunks = ChunkBuffer(chunk_size, self._emit)
+        self._chunks = ChunkBuffer(chunk_size, self._emit, pool=owner.frames)
         self._done = False
 
     def _emit(self, index: int, frame: memoryview) -> None:
@@ -234,6 +241,7 @@ class _DatabaseWriter(LargeMessageWriter):
             rows.append((msg_name(self.message_id), MSG_EXTENSION, descriptor))
             self._owner.write_rows("complete body", rows, final=True)
             self._done = True
+            self._chunks.release()
             self._owner.finished(self.message_id, self, clean=True, completed=True)
 
     def abort(self) -> None:
@@ -241,6 +249,7 @@ class _DatabaseWriter(LargeMessageWriter):
             if self._done:
                 return
             self._done = True
+            self._chunks.release()  # every frame was copied into its row (``_emit``)
             # Chunk ``index`` too: its insert may have failed at a commit the database applied.
             names = [chunk_name(self.message_id, k) for k in range(self._chunks.index + 1)]
             names.append(msg_name(self.message_id))
@@ -271,6 +280,8 @@ class DatabaseLargeMessages(LargeMessageStore):
         # Held around each write transaction where the database needs them one at a time.
         self._write_lock = threading.Lock()
         self._writers: dict[int, _DatabaseWriter] = {}
+        #: Frame buffers reused from one body to the next (:class:`FramePool`).
+        self.frames = FramePool()
         # Ids whose abort could not delete their rows: refused by create until reopened.
         self._dirty: set[int] = set()
         # Ids of the complete bodies (descriptor rows), read at open and kept up to date by

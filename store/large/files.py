@@ -79,6 +79,7 @@ from store.large.chunks import (
     CRC,
     ChunkBuffer,
     ChunkedBody,
+    FramePool,
     chunk_count,
     chunk_length,
     open_body,
@@ -184,7 +185,9 @@ class _FileWriter(LargeMessageWriter):
         self._owner = owner
         self._handle: FileHandle | None = handle
         self._lock = threading.Lock()
-        self._chunks = ChunkBuffer(chunk_size, self._emit, buffers=2, direct=self._direct)
+        self._chunks = ChunkBuffer(
+            chunk_size, self._emit, buffers=2, direct=self._direct, pool=owner.frames
+        )
         # The pwrite of the frame emitted last, running while the next frame fills.
         self._writing: concurrent.futures.Future[None] | None = None
         self._done = False
@@ -252,6 +255,7 @@ class _FileWriter(LargeMessageWriter):
             self._renamed = True
             self._owner.fs.fsync_dir(self._owner.directory)
             self._done = True
+            self._chunks.release()
             self._owner.finished(self.message_id, self)
 
     def abort(self) -> None:
@@ -263,6 +267,7 @@ class _FileWriter(LargeMessageWriter):
             try:
                 with contextlib.suppress(StoreError):
                     self._wait_written()  # never close a handle a pwrite still uses
+                self._chunks.release()
                 if self._handle is not None:
                     self._handle.close()
                     self._handle = None
@@ -287,6 +292,8 @@ class FileLargeMessages(LargeMessageStore):
         self.chunk_size = chunk_size
         self._lock = threading.Lock()
         self._writers: dict[int, _FileWriter] = {}
+        #: Frame buffers reused from one body to the next (:class:`FramePool`).
+        self.frames = FramePool()
         self._closed = False
         fs.makedirs(directory)
         stale = [n for n in fs.listdir(directory) if n.endswith(TMP)]

@@ -16,6 +16,7 @@ import pytest
 
 from store.errors import JournalClosedError, StoreError, UnknownRecordError
 from store.journal.api import MAX_ID, MIN_ID
+from store.large.chunks import CRC
 from tests.large.support import (
     body_bytes,
     chunk_size_of,
@@ -215,6 +216,40 @@ def test_many_bodies_written_and_read_from_threads(backend: BackendSpec, store_f
             th.join()
         assert not errors, [(e, str(e.__cause__)) for e in errors]
     assert lm.ids() == sorted(digests)
+
+
+def test_a_finished_writer_gives_its_frame_buffers_to_the_next(
+    backend: BackendSpec, store_factory
+) -> None:
+    """Memory: a writer's frame buffers go back to the store's pool when the body completes
+    or aborts, so the next body reuses them (a fresh 1 MiB buffer cost 0.7 ms of page
+    faults), and a recycled buffer's old bytes never reach another body."""
+    lm = store_factory.open().large_messages
+    if not backend.persistent:
+        pytest.skip("zero persistence keeps bodies as they are written, in no frames")
+    cs = chunk_size_of(lm)
+    frame = CRC.size + cs
+    size = cs + cs // 2
+    first = body_bytes(1, size)
+    with lm.create(1) as w:
+        w.write(bytearray(first))  # mutable: copied into frames (never handed over whole)
+    recycled = lm.frames.take(frame)
+    assert recycled[CRC.size : CRC.size + cs // 2] == first[cs:]  # chunk 1 was framed in it
+    lm.frames.give(recycled)
+    second = body_bytes(2, cs // 3)
+    with pytest.raises(RuntimeError, match="producer failed"), lm.create(2) as w:
+        w.write(bytearray(second))
+        raise RuntimeError("producer failed")
+    recycled = lm.frames.take(frame)
+    assert recycled[CRC.size : CRC.size + len(second)] == second
+    lm.frames.give(recycled)
+    third = body_bytes(3, cs // 4)  # shorter than what the recycled buffers hold
+    with lm.create(3) as w:
+        w.write(bytearray(third))
+    for mid, data in ((1, first), (3, third)):
+        with lm.open(mid) as r:
+            assert r.read() == data
+    assert lm.ids() == [1, 3]
 
 
 def test_calls_after_close_raise_journal_closed_error(backend: BackendSpec, store_factory) -> None:
