@@ -61,6 +61,7 @@ from store.large.chunks import (
     FramePool,
     chunk_count,
     open_body,
+    settle_allocator,
 )
 from store.large.memory import check_message_id
 
@@ -282,6 +283,7 @@ class DatabaseLargeMessages(LargeMessageStore):
         self._writers: dict[int, _DatabaseWriter] = {}
         #: Frame buffers reused from one body to the next (:class:`FramePool`).
         self.frames = FramePool()
+        settle_allocator()  # the driver's chunk rows from the heap, not an mmap each
         # Ids whose abort could not delete their rows: refused by create until reopened.
         self._dirty: set[int] = set()
         # Ids of the complete bodies (descriptor rows), read at open and kept up to date by

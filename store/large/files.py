@@ -83,6 +83,7 @@ from store.large.chunks import (
     chunk_count,
     chunk_length,
     open_body,
+    settle_allocator,
 )
 from store.large.memory import check_message_id
 
@@ -292,8 +293,10 @@ class FileLargeMessages(LargeMessageStore):
         self.chunk_size = chunk_size
         self._lock = threading.Lock()
         self._writers: dict[int, _FileWriter] = {}
-        #: Frame buffers reused from one body to the next (:class:`FramePool`).
+        #: Frame buffers of writers and readers, reused from one body to the next
+        #: (:class:`FramePool`).
         self.frames = FramePool()
+        settle_allocator()
         self._closed = False
         fs.makedirs(directory)
         stale = [n for n in fs.listdir(directory) if n.endswith(TMP)]
@@ -365,7 +368,17 @@ class FileLargeMessages(LargeMessageStore):
         fd = getattr(handle, "fd", None) if self.fs.native else None
         # A real file is read into one frame buffer reused for every chunk (the reader holds
         # one chunk at a time): a fresh 1 MiB object per chunk cost page faults and a copy.
-        frame = bytearray(CRC.size + min(chunk_size, body_size)) if fd is not None else None
+        # A body of a chunk or more takes its buffer from the pool and gives it back closed.
+        frame: bytearray | None = None
+        if fd is not None:
+            full = CRC.size + chunk_size
+            small = CRC.size + body_size
+            frame = self.frames.take(full) if body_size >= chunk_size else bytearray(small)
+
+        def close() -> None:
+            handle.close()
+            if frame is not None and len(frame) == CRC.size + chunk_size:
+                self.frames.give(frame)  # the reader dropped its view of it first
 
         def fetch(index: int) -> bytes | memoryview:
             self.check_open()
@@ -380,7 +393,7 @@ class FileLargeMessages(LargeMessageStore):
             size=body_size,
             chunk_size=chunk_size,
             fetch=fetch,
-            on_close=handle.close,
+            on_close=close,
         )
         return open_body(raw)
 

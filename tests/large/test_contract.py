@@ -17,6 +17,7 @@ import pytest
 from store.errors import JournalClosedError, StoreError, UnknownRecordError
 from store.journal.api import MAX_ID, MIN_ID
 from store.large.chunks import CRC
+from store.large.files import FileLargeMessages
 from tests.large.support import (
     body_bytes,
     chunk_size_of,
@@ -250,6 +251,11 @@ def test_a_finished_writer_gives_its_frame_buffers_to_the_next(
         with lm.open(mid) as r:
             assert r.read() == data
     assert lm.ids() == [1, 3]
+    if isinstance(lm, FileLargeMessages):  # its readers take their buffer from the pool too
+        with lm.open(1) as r:
+            assert r.read() == first
+        recycled = lm.frames.take(frame)
+        assert recycled[CRC.size : CRC.size + cs // 2] == first[cs:]
 
 
 def test_calls_after_close_raise_journal_closed_error(backend: BackendSpec, store_factory) -> None:
