@@ -19,6 +19,7 @@ dropped at the end.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 import uuid
@@ -50,12 +51,23 @@ def _timed(action: Any) -> float:
     return time.perf_counter() - started
 
 
-def _spark_figure(frame: Any) -> tuple[int, float]:
+def _busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every process, every core), from
+    ``/proc/stat``: the JVM, the Python workers and PostgreSQL's backends alike."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _spark_figure(frame: Any) -> tuple[int, float, float]:
+    """Returns (rows, seconds, cores busy on average during them)."""
     from pyspark.sql import functions as F
 
     result: list[Any] = []
+    busy = _busy_seconds()
     seconds = _timed(lambda: result.append(frame.agg(F.count("*"), F.sum("size")).first()))
-    return int(result[0][0]), seconds
+    return int(result[0][0]), seconds, (_busy_seconds() - busy) / seconds
 
 
 def _len_after(load: Any, count: list[int]) -> tuple[int, float]:
@@ -82,8 +94,8 @@ def main() -> None:
     fs = StoreConfig.from_mapping(file_config_mapping(tmp, "NIO") | {"journal-file-size": 10 << 20})
     upgrade(pg)
     print(f"record: {len(record)} bytes; master {args.master}; partitions {partitions}")
-    print("| rows | source | seconds | rows/s |")
-    print("| ---: | --- | ---: | ---: |")
+    print("| rows | source | seconds | rows/s | cores busy |")
+    print("| ---: | --- | ---: | ---: | ---: |")
     try:
         assert pg.database_store is not None
         _fill(pg, 0, 1_000, record)
@@ -96,22 +108,24 @@ def main() -> None:
                 _fill(pg, i, end, record)
                 _fill(fs, i, end, record)
             done = size
-            figures: list[tuple[str, int, float]] = []
+            figures: list[tuple[str, int, float, str]] = []
             for n in partitions:
                 read = sources.JdbcRead(partitions=n, fetchsize=10_000)
                 frame = sources.table_journal(spark, pg.database_store, "messages", read=read)
-                rows, seconds = _spark_figure(frame)
-                figures.append((f"JDBC read + decode, {n} partition(s)", rows, seconds))
-            rows, seconds = _spark_figure(
+                rows, seconds, cores = _spark_figure(frame)
+                name = f"JDBC read + decode, {n} partition(s)"
+                figures.append((name, rows, seconds, f"{cores:.2f}"))
+            rows, seconds, cores = _spark_figure(
                 sources.file_journal(spark, fs.journal_directory, "messages")
             )
-            figures.append(("file journal decode (Spark)", rows, seconds))
+            figures.append(("file journal decode (Spark)", rows, seconds, f"{cores:.2f}"))
             for name, config in (("PostgreSQL", pg), ("file", fs)):
                 rows, seconds = _len_after(lambda c=config: _load(c, out), out := [])
-                figures.append((f"Python loader replay, {name}", rows, seconds))
-            for source, rows, seconds in figures:
+                figures.append((f"Python loader replay, {name}", rows, seconds, "-"))
+            for source, rows, seconds, cores in figures:
                 print(
-                    f"| {size:,} | {source} | {seconds:.2f} | {rows / seconds:,.0f} |", flush=True
+                    f"| {size:,} | {source} | {seconds:.2f} | {rows / seconds:,.0f} | {cores} |",
+                    flush=True,
                 )
     finally:
         drop_schema(pg)
