@@ -124,6 +124,21 @@ class OsFileHandle:
         except OSError as exc:
             raise _io_error(exc, "cannot read", self.path) from exc
 
+    def pread_into(self, view: memoryview, offset: int) -> int:
+        """Fill ``view`` from ``offset``; returns how many bytes were read (fewer only at the
+        end of the file). Lets a reader reuse one buffer where :meth:`pread` makes a new
+        object per call. Raises StoreIOError."""
+        done = 0
+        try:
+            while done < len(view):
+                n = os.preadv(self.fd, [view[done:]], offset + done)
+                if n == 0:
+                    break
+                done += n
+        except OSError as exc:
+            raise _io_error(exc, "cannot read", self.path) from exc
+        return done
+
     def datasync(self) -> None:
         try:
             os.fdatasync(self.fd)

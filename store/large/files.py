@@ -72,7 +72,7 @@ from store.errors import (
     StoreIOError,
     UnknownRecordError,
 )
-from store.fs import FileHandle, FileSystem
+from store.fs import FileHandle, FileSystem, OsFileHandle
 from store.large.api import LargeMessageStore, LargeMessageWriter
 from store.large.chunks import (
     CHUNK_SIZE,
@@ -142,21 +142,6 @@ def _check_header(path: str, message_id: int, data: bytes, file_size: int) -> tu
             + (" (truncated)" if file_size < expected else ""),
         )
     return chunk_size, body_size
-
-
-def _pread_into(fd: int, path: str, view: memoryview, offset: int) -> memoryview:
-    """Fill ``view`` from ``offset`` of ``fd``; returns the part filled (shorter at the end of
-    the file). Raises StoreIOError."""
-    done = 0
-    try:
-        while done < len(view):
-            n = os.preadv(fd, [view[done:]], offset + done)
-            if n == 0:
-                break
-            done += n
-    except OSError as exc:
-        raise StoreIOError(f"cannot read {path}: {exc.strerror or exc}", path=path) from exc
-    return view[:done]
 
 
 _pool_lock = threading.Lock()
@@ -365,12 +350,12 @@ class FileLargeMessages(LargeMessageStore):
 
     def open(self, message_id: int) -> BinaryIO:
         handle, chunk_size, body_size = self._open(message_id)
-        fd = getattr(handle, "fd", None) if self.fs.native else None
+        native = handle if self.fs.native and isinstance(handle, OsFileHandle) else None
         # A real file is read into one frame buffer reused for every chunk (the reader holds
         # one chunk at a time): a fresh 1 MiB object per chunk cost page faults and a copy.
         # A body of a chunk or more takes its buffer from the pool and gives it back closed.
         frame: bytearray | None = None
-        if fd is not None:
+        if native is not None:
             full = CRC.size + chunk_size
             small = CRC.size + body_size
             frame = self.frames.take(full) if body_size >= chunk_size else bytearray(small)
@@ -384,9 +369,10 @@ class FileLargeMessages(LargeMessageStore):
             self.check_open()
             length = CRC.size + chunk_length(index, body_size, chunk_size)
             offset = frame_offset(index, chunk_size)
-            if fd is None or frame is None:
+            if native is None or frame is None:
                 return handle.pread(length, offset)
-            return _pread_into(fd, handle.path, memoryview(frame)[:length], offset)
+            view = memoryview(frame)[:length]
+            return view[: native.pread_into(view, offset)]
 
         raw = ChunkedBody(
             path=handle.path,
