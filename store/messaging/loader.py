@@ -43,14 +43,33 @@ def load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
 
     The cyclic garbage collector is paused meanwhile, as in the journals' own loads: a load
     creates a few long-lived objects per message and no cycles, and the collector would walk
-    them all again and again (about a third of the time of a large load)."""
+    them all again and again (about a third of the time of a large load). When it resumes,
+    what the load made goes straight to its oldest generation (:func:`_to_oldest`)."""
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         return _load_into(sm, progress)
     finally:
         if gc_was_enabled:
+            _to_oldest()
             gc.enable()
+
+
+def _to_oldest() -> None:
+    """Move every object the collector tracks into its oldest generation, without walking
+    them (``gc.freeze`` then ``gc.unfreeze``). Raises nothing.
+
+    With the collector paused, a load's objects (five per message: the stored message, its
+    queue entry, its set of queues, …) all stay in the youngest generation. The first
+    allocation after the load then set off a collection of that generation, which walked
+    them all: 1.0 s of a 7.8 s load of 1,000,000 messages here, with a walk of the middle
+    generation to follow. Objects that outlive a load are long-lived; this puts them where
+    those collections would have moved them. Only a full collection walks them now, as it
+    would have anyway. Skipped while the program has frozen objects of its own (``gc.freeze``):
+    ``unfreeze`` would release them too."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
