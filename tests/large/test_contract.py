@@ -220,14 +220,13 @@ def test_many_bodies_written_and_read_from_threads(backend: BackendSpec, store_f
 
 
 def test_a_finished_writer_gives_its_frame_buffers_to_the_next(
-    backend: BackendSpec, store_factory
+    body_backend: BackendSpec, body_store_factory: StoreFactory
 ) -> None:
     """Memory: a writer's frame buffers go back to the store's pool when the body completes
     or aborts, so the next body reuses them (a fresh 1 MiB buffer cost 0.7 ms of page
-    faults), and a recycled buffer's old bytes never reach another body."""
-    lm = store_factory.open().large_messages
-    if not backend.persistent:
-        pytest.skip("zero persistence keeps bodies as they are written, in no frames")
+    faults), and a recycled buffer's old bytes never reach another body. (Zero persistence
+    keeps bodies as they are written, in no frames.)"""
+    lm = body_store_factory.open().large_messages
     cs = chunk_size_of(lm)
     frame = CRC.size + cs
     size = cs + cs // 2
