@@ -187,7 +187,15 @@ class AsyncIOBackend(IOBackend):
         try:
             self._ctx.submit([block])
             while not done:
-                self._ctx.getEvents(min_nr=1, nr=1)
+                try:
+                    self._ctx.getEvents(min_nr=1, nr=1)
+                except InterruptedError:
+                    # A signal arrived while waiting (a profiler, a handler of the program):
+                    # the write is still in flight. Python retries its own calls after EINTR
+                    # (PEP 475) and runs the handler; libaio's wait does not, so it is
+                    # retried here. Before, the journal took it for a failed write and
+                    # refused every write after it.
+                    continue
         except OSError as exc:
             raise StoreIOError(f"AIO write to {seg.path} failed: {exc}", path=seg.path) from exc
         finally:
