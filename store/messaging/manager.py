@@ -197,6 +197,18 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _copy(message: Message, body: bytes, message_id: int) -> Message:
+    """What ``dataclasses.replace(message, body=body, message_id=message_id)`` returns, with
+    the same checks (the caller may have changed ``message`` since it was made), in half the
+    time: a send makes one. Raises ValueError as ``Message`` does."""
+    copy = object.__new__(Message)
+    copy.__dict__.update(message.__dict__)
+    copy.body = body
+    copy.message_id = message_id
+    copy.__post_init__()
+    return copy
+
+
 class StorageManager:
     """The storage manager over an opened store (see the module docstring).
 
@@ -471,7 +483,7 @@ class StorageManager:
         if inline is not None:
             if not isinstance(message.body, bytes):
                 message.body = inline
-            stored = StoredMessage(dataclasses.replace(message, body=inline, message_id=mid))
+            stored = StoredMessage(_copy(message, inline, mid))
         else:
             copy = dataclasses.replace(
                 message, body=b"", message_id=mid, _opener=functools.partial(large.open, mid)
@@ -577,7 +589,7 @@ class StorageManager:
         elif m.durable:
             journal.append_add(mid, kind, record)
             for qid in qids:
-                journal.append_update(mid, r.ADD_REF, r.RefRecord(qid).encode())
+                journal.append_update(mid, r.ADD_REF, r.queue_id_body(qid))
         if dup is not None:
             rid = self._dup_record_id(m)
             if rid is not None:
@@ -627,7 +639,7 @@ class StorageManager:
             return
         durable = stored.message.durable
         if durable and write_ack:
-            self._store.messages.append_update(mid, r.ACKNOWLEDGE_REF, r.AckRecord(qid).encode())
+            self._store.messages.append_update(mid, r.ACKNOWLEDGE_REF, r.queue_id_body(qid))
         if not stored.refs:
             del self._messages[mid]
             self._pager.hold_memory(stored.message.address, stored.size, -1)

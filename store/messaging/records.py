@@ -41,6 +41,7 @@ Thread-safety: immutable values and pure functions.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
@@ -68,6 +69,7 @@ __all__ = [
     "ScheduledTimeRecord",
     "decode_xid",
     "encode_xid",
+    "queue_id_body",
 ]
 
 QUEUE_BINDING_RECORD: Final = 21
@@ -189,6 +191,14 @@ class _QueueIdRecord:
         queue_id = r.i64("queue_id")
         r.done()
         return queue_id
+
+
+@functools.lru_cache(maxsize=4096)
+def queue_id_body(queue_id: int) -> bytes:
+    """The body of a :class:`RefRecord` or an :class:`AckRecord` of ``queue_id`` (the two
+    encode alike), made once per queue: a send writes one per queue it routes to and an ack
+    one, 0.5 µs each when encoded every time. Raises ValueError as ``encode``."""
+    return RefRecord(queue_id).encode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,6 +187,57 @@ def test_messages_round_trip_with_every_property_type(
     assert large.properties == m.properties
 
 
+@given(
+    address=TEXT.filter(bool),
+    body=st.binary(max_size=100),
+    durable=st.booleans(),
+    priority=st.integers(0, 9),
+    times=st.tuples(NONNEG, NONNEG, NONNEG),
+    properties=st.dictionaries(TEXT.filter(bool), PROPERTY, max_size=2),
+)
+def test_the_packed_message_encoding_is_the_field_by_field_one(
+    address: str,
+    body: bytes,
+    durable: bool,
+    priority: int,
+    times: tuple[int, int, int],
+    properties: dict[str, object],
+) -> None:
+    """encode_message packs a message without properties in one go: the same bytes as
+    write_message, the field-by-field reference (which messages with properties take)."""
+    m = Message(
+        address,
+        body,
+        durable=durable,
+        priority=priority,
+        timestamp=times[0],
+        expiration=times[1],
+        scheduled_delivery=times[2],
+        properties=properties,
+    )  # type: ignore[arg-type]
+    assert mr.encode_message(m, body) == mr.write_message(m, body)
+
+
+def test_a_packed_message_that_does_not_fit_is_refused_naming_the_field() -> None:
+    """A field changed after construction to a value its slot cannot hold falls back to the
+    field-by-field path, whose error names the field."""
+    m = Message("a", b"x")
+    m.timestamp = 2**64  # type: ignore[assignment]
+    with pytest.raises(ValueError, match="timestamp"):
+        mr.encode_message(m, b"x")
+    m = Message("\ud800 lone surrogate", b"x")
+    with pytest.raises(ValueError, match="address"):
+        mr.encode_message(m, b"x")
+
+
+def test_ref_and_ack_bodies_are_made_once_per_queue_and_encode_alike() -> None:
+    """queue_id_body: the body RefRecord and AckRecord both encode, for any queue id."""
+    for qid in (0, 1, 2**63 - 1, -5):
+        assert r.queue_id_body(qid) == r.RefRecord(qid).encode() == r.AckRecord(qid).encode()
+        assert r.RefRecord.decode(r.queue_id_body(qid)).queue_id == qid
+    assert r.queue_id_body(77) is r.queue_id_body(77)
+
+
 _GOOD_MESSAGE = mr.encode_message(Message("a", b"", properties={"k": 1}), b"")
 
 
