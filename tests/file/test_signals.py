@@ -18,12 +18,12 @@ from tests.support.backends import file_config_mapping
 
 
 @pytest.mark.parametrize("journal_type", ["NIO", "MAPPED", "ASYNCIO"])
-def test_durable_appends_survive_signals_sent_to_every_thread(
+def test_durable_appends_survive_signals_sent_to_the_writing_threads(
     tmp_path: Path, journal_type: str
 ) -> None:
-    """While two threads append durably, every thread of the process gets SIGUSR1 (a Python
-    handler installed, so system calls see EINTR) about every 50 µs for 1.5 s: every append
-    returns, none fails, and every record is there after a reopen."""
+    """While two threads append durably, they and the journals' flushers get SIGUSR1 (a
+    Python handler installed, so system calls see EINTR) about every 50 µs for 1.5 s: every
+    append returns, none fails, and every record is there after a reopen."""
     config = StoreConfig.from_mapping(file_config_mapping(tmp_path, journal_type))
     seen = [0]
 
@@ -56,8 +56,10 @@ def test_durable_appends_survive_signals_sent_to_every_thread(
             deadline = time.monotonic() + 1.5
             sent = 0
             while time.monotonic() < deadline and not errors:
+                # The threads that write: the appenders (a waiting appender may flush) and
+                # the journals' flushers; not the test runner's own.
                 for t in threading.enumerate():
-                    if t is not threading.current_thread() and t.ident is not None:
+                    if (t in appenders or t.name.endswith("-flusher")) and t.ident is not None:
                         try:
                             signal.pthread_kill(t.ident, signal.SIGUSR1)
                             sent += 1
@@ -68,7 +70,7 @@ def test_durable_appends_survive_signals_sent_to_every_thread(
             for t in appenders:
                 t.join()
         assert not errors, errors
-        assert sent > 1000 and seen[0] > 0
+        assert sent > 300 and seen[0] > 0
         with open_store(config) as store:
             ids = {r.id for r in store.messages.load().records}
         expected = set(written[0]) | set(written[1])
