@@ -147,27 +147,15 @@ def _same_property(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-@given(
-    address=TEXT.filter(bool),
-    body=st.binary(max_size=100),
-    durable=st.booleans(),
-    priority=st.integers(0, 9),
-    times=st.tuples(NONNEG, NONNEG, NONNEG),
-    properties=st.dictionaries(TEXT.filter(bool), PROPERTY, max_size=6),
-    message_id=I64,
-    size=NONNEG,
-)
-def test_messages_round_trip_with_every_property_type(
+def _message(
     address: str,
     body: bytes,
     durable: bool,
     priority: int,
     times: tuple[int, int, int],
     properties: dict[str, object],
-    message_id: int,
-    size: int,
-) -> None:
-    m = Message(
+) -> Message:
+    return Message(
         address,
         body,
         durable=durable,
@@ -175,47 +163,44 @@ def test_messages_round_trip_with_every_property_type(
         timestamp=times[0],
         expiration=times[1],
         scheduled_delivery=times[2],
-        properties=properties,
-    )  # type: ignore[arg-type]
-    decoded = mr.decode_message(mr.encode_message(m, body), message_id)
+        properties=properties,  # type: ignore[arg-type]
+    )
+
+
+def _messages(max_properties: int) -> st.SearchStrategy[Message]:
+    """Messages with inline bodies, every header and up to ``max_properties`` properties."""
+    return st.builds(
+        _message,
+        TEXT.filter(bool),
+        st.binary(max_size=100),
+        st.booleans(),
+        st.integers(0, 9),
+        st.tuples(NONNEG, NONNEG, NONNEG),
+        st.dictionaries(TEXT.filter(bool), PROPERTY, max_size=max_properties),
+    )
+
+
+@given(m=_messages(6), message_id=I64, size=NONNEG)
+def test_messages_round_trip_with_every_property_type(
+    m: Message, message_id: int, size: int
+) -> None:
+    assert isinstance(m.body, bytes)
+    decoded = mr.decode_message(mr.encode_message(m, m.body), message_id)
     assert decoded.message_id == message_id
     assert decoded.same_as(m)
-    assert all(_same_property(decoded.properties[k], v) for k, v in properties.items())
+    assert all(_same_property(decoded.properties[k], v) for k, v in m.properties.items())
     large, large_size = mr.decode_large_message(mr.encode_large_message(m, size), message_id)
     assert large_size == size
     assert large.body == b""
     assert large.properties == m.properties
 
 
-@given(
-    address=TEXT.filter(bool),
-    body=st.binary(max_size=100),
-    durable=st.booleans(),
-    priority=st.integers(0, 9),
-    times=st.tuples(NONNEG, NONNEG, NONNEG),
-    properties=st.dictionaries(TEXT.filter(bool), PROPERTY, max_size=2),
-)
-def test_the_packed_message_encoding_is_the_field_by_field_one(
-    address: str,
-    body: bytes,
-    durable: bool,
-    priority: int,
-    times: tuple[int, int, int],
-    properties: dict[str, object],
-) -> None:
+@given(m=_messages(2))
+def test_the_packed_message_encoding_is_the_field_by_field_one(m: Message) -> None:
     """encode_message packs a message without properties in one go: the same bytes as
     write_message, the field-by-field reference (which messages with properties take)."""
-    m = Message(
-        address,
-        body,
-        durable=durable,
-        priority=priority,
-        timestamp=times[0],
-        expiration=times[1],
-        scheduled_delivery=times[2],
-        properties=properties,
-    )  # type: ignore[arg-type]
-    assert mr.encode_message(m, body) == mr.write_message(m, body)
+    assert isinstance(m.body, bytes)
+    assert mr.encode_message(m, m.body) == mr.write_message(m, m.body)
 
 
 def test_a_packed_message_that_does_not_fit_is_refused_naming_the_field() -> None:
