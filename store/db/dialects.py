@@ -185,11 +185,15 @@ class JournalSQL:
 
     def _compile_deletes(self, table: sa.Table, dialect: Dialect) -> None:
         c = table.c
+        # ``seq + 0``: the bound is every row before the delete, so it must not be an index
+        # condition. PostgreSQL, without statistics for a young table, ANDed a bitmap scan of
+        # the primary key over all those rows with the scan of ``id``: 0.65 ms per deleted
+        # message at 26,000 rows, where the scan of ``id`` alone takes 0.03 ms.
         self.del_records = Compiled(
             sa.delete(table).where(
                 c.id == _var("id"),
                 c.recordtype.in_(_const("rt", _RECORD_ROWS)),
-                c.seq < _var("hi"),
+                c.seq + sa.literal_column("0", sa.BigInteger) < _var("hi"),
             ),
             dialect,
             ("id", "hi"),

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from store.errors import UnknownRecordError, UnknownTransactionError
 from store.journal.api import RecordInfo
+from tests.db.conftest import DbStore
 
 ADD, UPDATE, ADD_TX, UPDATE_TX, DELETE_TX, PREPARE, COMMIT = 11, 12, 13, 14, 15, 17, 18
 
@@ -374,3 +376,37 @@ def test_the_compiled_load_loop_and_the_python_loop_agree(db, monkeypatch) -> No
     s.messages.load()
     s.messages.append_delete(7, sync=True)  # UnknownRecordError if 7 were not indexed
     assert 7 not in {r.id for r in db.open().messages.load().records}
+
+
+def test_a_delete_finds_its_rows_by_id_alone_in_a_young_postgresql_table(
+    tmp_path: Path,
+) -> None:
+    """The delete of a record bounds ``seq`` by every row before it; PostgreSQL, with no
+    statistics for a young table, used that bound as a second index scan (over every row of
+    the table, ANDed with the scan of ``id``): 0.65 ms per deleted message at 26,000 rows,
+    3,000 messages/s where 19,000 go now. The plan must find the rows by ``id`` only. (A
+    question of PostgreSQL's planner; the other databases run the same statement.)"""
+    db = DbStore("postgresql", tmp_path)
+    try:
+        _explain_a_young_delete(db)
+    finally:
+        db.teardown()
+
+
+def _explain_a_young_delete(db: DbStore) -> None:
+    s = db.open()
+    j = s.messages
+    j.load()
+    for i in range(1, 20_001):
+        j.append_add(i, 45, b"x" * 100)
+    j.append_delete(5, sync=True)
+    sql = s.messages._sql.del_records.sql  # type: ignore[attr-defined]
+    raw = db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute("EXPLAIN " + sql, (7, 30_000))
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        raw.rollback()
+    finally:
+        raw.close()
+    assert "_idx" in plan and "pkey" not in plan, plan
