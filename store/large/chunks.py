@@ -113,7 +113,8 @@ def chunk_length(index: int, size: int, chunk_size: int) -> int:
 
 
 class FramePool:
-    """Frame buffers kept for the next writer of a store, at most ``keep`` of them.
+    """Frame buffers kept for the next writer (or, on the file store, reader) of a store, at
+    most ``keep`` of them.
 
     A new 1 MiB ``bytearray`` is fresh memory from the operating system: the first write into
     it faults in its 257 pages, which measured 0.7-0.8 ms per body here (a 1 MiB copy into a

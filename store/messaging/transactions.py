@@ -178,7 +178,7 @@ class Transaction:
         elif message.durable:
             journal.append_add_tx(tx, mid, kind, record)
             for q in targets:
-                journal.append_update_tx(tx, mid, r.ADD_REF, r.RefRecord(q.info.id).encode())
+                journal.append_update_tx(tx, mid, r.ADD_REF, r.queue_id_body(q.info.id))
             self._work.wrote = True
         if dup is not None:
             rid = sm._dup_record_id(message)
@@ -217,7 +217,7 @@ class Transaction:
                 self._work.cursor_acks[q.info.id, message_id] = (stored.position, rid)
                 self._work.wrote = True
             elif stored.message.durable:
-                body = r.AckRecord(q.info.id).encode()
+                body = r.queue_id_body(q.info.id)
                 sm._store.messages.append_update_tx(
                     self._work.tx_id, message_id, r.ACKNOWLEDGE_REF, body
                 )
