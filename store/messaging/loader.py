@@ -129,14 +129,15 @@ def _messages(
     cleaned: defaultdict[str, int],
     progress: Progress | None,
 ) -> None:
-    """Keep the messages some existing queue holds, delete the others, and fill the queues
-    in the order the refs were written (each queue in one go: its entries are known)."""
+    """Keep the messages some existing queue holds, delete the others, and fill the queues,
+    each in one go with its entries in the order the refs were written."""
     journal = sm._store.messages
     queues_by_id = sm._queues_by_id
+    existing = queues_by_id.keys()
     kept = sm._messages
     memory: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])  # address: size, count
     for mid, loaded in state.messages.items():
-        live = queues_by_id.keys() & loaded.refs.keys()
+        live = existing & loaded.refs.keys()
         if not live:
             journal.append_delete(mid)
             cleaned["messages"] += 1
@@ -147,28 +148,23 @@ def _messages(
         held[1] += 1
     for address, (size, count) in memory.items():
         sm._pager.hold_memory_total(address, size, count)
+    sm._order = state.orders  # sends are numbered after every loaded ref
     now = sm._clock()
-    order = sm._order
-    entries: defaultdict[int, list[tuple[int, int, int, int, int]]] = defaultdict(list)
     owners = state.messages
-    total = len(state.ref_order)
-    for done, ref in enumerate(state.ref_order, 1):
-        mid, qid = ref.message_id, ref.queue_id
-        owner = owners.get(mid)
-        if owner is None or mid not in kept or qid not in queues_by_id:
-            continue
-        if owner.refs.get(qid) is not ref:
-            continue  # acknowledged (or routed again later)
-        # header or message: both have the fields (the properties of LoadedMessage, inline)
-        m = owner.header or owner.message
-        scheduled = m.scheduled_delivery if ref.scheduled is None else ref.scheduled  # type: ignore[union-attr]
-        entries[qid].append((mid, m.priority, next(order), ref.delivery_count, scheduled))  # type: ignore[union-attr]
-        if done % 100_000 == 0 or done == total:
-            log.info("messaging load: phase=queues done=%d total=%d", done, total)
-            if progress is not None:
-                progress("queues", done, total)
-    for qid, items in entries.items():
-        queues_by_id[qid].add_all(items, now)
+    total = sum(len(entries) for entries in state.queue_entries.values())
+    done = 0
+    for qid, entries in state.queue_entries.items():
+        done += len(entries)
+        queue = queues_by_id.get(qid)
+        if queue is not None:
+            if qid in state.stale:  # keep the entries their message's refs still name
+                entries = [e for e in entries if owners[e.message_id].refs.get(qid) is e]
+            queue.add_entries(entries, now)
+        log.info("messaging load: phase=queues done=%d total=%d", done, total)
+        if progress is not None:
+            progress("queues", done, total)
+    if total == 0 and progress is not None:
+        progress("queues", 0, 0)
 
 
 def _stored(sm: StorageManager, loaded: LoadedMessage, refs: set[int]) -> StoredMessage:

@@ -85,19 +85,22 @@ class MessageQueue:
         self._make_ready_or_scheduled(entry, now)
         return entry
 
-    def add_all(self, items: list[tuple[int, int, int, int, int]], now: int) -> None:
+    def add_entries(self, entries: list[QueueEntry], now: int) -> None:
         """Put many messages on the queue at once, as :meth:`add` each would (a load knows a
-        queue's whole contents): ``items`` are ``(message id, priority, order, delivery count,
-        scheduled)``. Returns None. Raises nothing."""
-        entries = self._entries
+        queue's whole contents and makes the entries itself, ``READY``): each is made ready,
+        or scheduled when its ``scheduled`` time is after ``now``. Returns None. Raises
+        nothing."""
+        by_id = self._entries
         ready, scheduled = self._ready, self._scheduled
-        for mid, priority, order, delivery_count, at in items:
-            if at > now:
-                entries[mid] = QueueEntry(mid, priority, order, delivery_count, at, SCHEDULED)
-                scheduled.append((at, order, mid))
+        for entry in entries:
+            mid = entry.message_id
+            by_id[mid] = entry
+            if entry.scheduled > now:
+                entry.state = SCHEDULED
+                scheduled.append((entry.scheduled, entry.order, mid))
             else:
-                entries[mid] = QueueEntry(mid, priority, order, delivery_count, at, READY)
-                ready.append((-priority, order, mid))
+                entry.state = READY
+                ready.append((-entry.priority, entry.order, mid))
         heapq.heapify(ready)
         heapq.heapify(scheduled)
 
