@@ -186,3 +186,15 @@ def test_a_loads_objects_go_to_the_collectors_oldest_generation(h: Harness) -> N
     finally:
         if not was_enabled:
             gc.disable()
+
+
+def test_messages_sent_after_a_load_are_delivered_after_the_loaded_ones(h: Harness) -> None:
+    sm = h.setup("q1", "q2")
+    for i in range(3):
+        sm.send(msg(b"old-%d" % i))
+    sm.ack("q2", drain(sm, "q2", ack=False)[1].message.message_id or 0)  # q2 keeps 0 and 2
+    sm = h.restart()
+    for i in range(2):
+        sm.send(msg(b"new-%d" % i))
+    assert bodies(drain(sm, "q1")) == [b"old-0", b"old-1", b"old-2", b"new-0", b"new-1"]
+    assert bodies(drain(sm, "q2")) == [b"old-0", b"old-2", b"new-0", b"new-1"]
