@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from store.messaging.manager import StoredMessage
+from store.messaging.queues import QueueEntry
 from store.messaging.recovery import (
     LoadedMessage,
     MessagesState,
@@ -137,7 +138,8 @@ def _messages(
     kept = sm._messages
     memory: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])  # address: size, count
     for mid, loaded in state.messages.items():
-        live = existing & loaded.refs.keys()
+        refs = loaded.refs  # kept as the stored message's refs when all its queues exist
+        live = refs if refs.keys() <= existing else {q: refs[q] for q in refs if q in existing}
         if not live:
             journal.append_delete(mid)
             cleaned["messages"] += 1
@@ -167,7 +169,9 @@ def _messages(
         progress("queues", 0, 0)
 
 
-def _stored(sm: StorageManager, loaded: LoadedMessage, refs: set[int]) -> StoredMessage:
+def _stored(
+    sm: StorageManager, loaded: LoadedMessage, refs: dict[int, QueueEntry]
+) -> StoredMessage:
     """The manager's record of a loaded message; a large one reads its body from the store,
     an undecoded one keeps its encoded body."""
     m = loaded.message
@@ -213,7 +217,7 @@ def _duplicate_ids(
 def _prepared(sm: StorageManager, state: PreparedState) -> Transaction:
     work = TransactionWork(state.tx_id, state=PREPARED, xid=state.xid, wrote=True)
     for loaded, queue_ids in state.sends:
-        work.sends.append((_stored(sm, loaded, set()), queue_ids))
+        work.sends.append((_stored(sm, loaded, {}), queue_ids))
     for mid, qid in state.acks:
         queue = sm._queues_by_id.get(qid)
         if queue is not None and mid in queue:

@@ -66,7 +66,7 @@ from store.messaging.message_records import (
     encode_message,
 )
 from store.messaging.paging import BLOCK, DROP, PAGE, Pager
-from store.messaging.queues import MessageQueue
+from store.messaging.queues import MessageQueue, QueueEntry
 from store.messaging.recovery import Progress, Recovery
 from store.messaging.transactions import (
     Transaction,
@@ -93,7 +93,8 @@ log = logging.getLogger(__name__)
 
 
 class StoredMessage:
-    """A message the manager holds, and the ids of the queues still holding it.
+    """A message the manager holds, and the queues still holding it (``refs``: queue id -> the
+    message's entry on that queue; a load hands over the dict it replayed the refs into).
 
     ``size`` is what it counts against its address's limit (its record's size);
     ``position`` is set for a message read back from a page (it has no journal record).
@@ -116,7 +117,7 @@ class StoredMessage:
     def __init__(
         self,
         message: Message | None,
-        refs: set[int] | None = None,
+        refs: dict[int, QueueEntry] | None = None,
         size: int = 0,
         position: PagePosition | None = None,
         large_size: int | None = None,
@@ -132,7 +133,7 @@ class StoredMessage:
         self._message = message
         self._encoded = encoded
         self._message_id = message.message_id if message is not None else message_id
-        self.refs: set[int] = set() if refs is None else refs
+        self.refs: dict[int, QueueEntry] = {} if refs is None else refs
         self.size = size
         self.position = position
         #: The size of a body kept in the large-message store; None for an inline body.
@@ -617,8 +618,7 @@ class StorageManager:
         m = stored.message
         self._pager.hold_memory(m.address, stored.size, 1)
         for qid in live:
-            stored.refs.add(qid)
-            self._queues_by_id[qid].add(
+            stored.refs[qid] = self._queues_by_id[qid].add(
                 stored.message_id,
                 priority=m.priority,
                 order=next(self._order),
@@ -632,7 +632,7 @@ class StorageManager:
         stored = self._messages.get(mid)
         if stored is None:
             return
-        stored.refs.discard(qid)
+        stored.refs.pop(qid, None)
         if stored.position is not None:  # paged: no journal record; the cursor tracks it
             if not stored.refs:
                 del self._messages[mid]
@@ -683,9 +683,8 @@ class StorageManager:
             if stored is None:
                 stored = StoredMessage(self._paged_message(paged), position=position)
                 self._messages[paged.message_id] = stored
-            stored.refs.add(qid)
             m = stored.message
-            q.add(
+            stored.refs[qid] = q.add(
                 paged.message_id,
                 priority=m.priority,
                 order=next(self._order),
