@@ -61,7 +61,7 @@ def _to_oldest() -> None:
     them (``gc.freeze`` then ``gc.unfreeze``). Raises nothing.
 
     With the collector paused, a load's objects (five per message: the stored message, its
-    queue entry, its set of queues, …) all stay in the youngest generation. The first
+    queue entry, its refs dict, …) all stay in the youngest generation. The first
     allocation after the load then set off a collection of that generation, which walked
     them all: 1.0 s right after a load of 1,000,000 messages here (the first ``receive``
     took it), with a walk of the middle generation to follow. Objects that outlive a load
@@ -165,8 +165,6 @@ def _messages(
         log.info("messaging load: phase=queues done=%d total=%d", done, total)
         if progress is not None:
             progress("queues", done, total)
-    if total == 0 and progress is not None:
-        progress("queues", 0, 0)
 
 
 def _stored(
