@@ -27,6 +27,11 @@
  *   RECORD_TAIL.pack. An id or tx_id outside signed 64 bits, or a user_type outside 0..255, is
  *   the ValueError the Python path raises, with its message; buf is then left as it was.
  *
+ * peek_message(data, addresses, header_type, version) and replay_message_run(records, start,
+ * end, ...): the messaging load's look at a message record without decoding it, and its loop
+ * over the two records of every message (store.messaging.recovery.replay_messages, whose
+ * inline Python code is the reference; tests/messaging/test_replay.py compares the two).
+ *
  * Record head (little-endian, 52 bytes): length u32, type u8, user_type u8, compact_count u8,
  * flags u8, file_id u64, lsn u64, durable_lsn u64, id i64, tx_id i64, tx_count u32; then the
  * body; then the tail: checksum u32 (CRC-32 of the body, continued over the head), length u32.
@@ -36,6 +41,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <structmember.h>
 #include <zlib.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -780,30 +786,12 @@ static int64_t be64(const unsigned char *p) {
     return (int64_t)(((uint64_t)be32(p) << 32) | (uint64_t)be32(p + 4));
 }
 
-/* peek_message(data, addresses, header_type, version) -> header_type(address, priority,
-   durable, scheduled_delivery) or None: store.messaging.message_records.peek_message, the
-   reference, with the same checks in the same order (an ADD_MESSAGE_PROTOCOL body without
-   properties that decode_message decodes whole into a valid Message); addresses caches the
-   decoded address of each raw address. */
-static PyObject *peek_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "peek_message takes 4 arguments");
-        return NULL;
-    }
-    PyObject *addresses = args[1];
-    PyTypeObject *header_type = (PyTypeObject *)args[2];
-    if (!PyBytes_CheckExact(args[0]) || !PyDict_CheckExact(addresses) || !PyType_Check(args[2]) ||
-        !PyType_IsSubtype(header_type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "peek_message: data must be bytes, addresses a dict, header_type a tuple type");
-        return NULL;
-    }
-    long version = PyLong_AsLong(args[3]);
-    if (version == -1 && PyErr_Occurred())
-        return NULL;
-    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
+/* The header of an ADD_MESSAGE_PROTOCOL body (bytes) that peek_message accepts, or None (both
+   new references); NULL with an exception set. */
+static PyObject *peek_header(PyObject *data, PyObject *addresses, PyTypeObject *header_type,
+                             long version) {
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
     if (n < 5 || d[0] != version)
         Py_RETURN_NONE;
     Py_ssize_t end = 5 + (Py_ssize_t)be32(d + 1);
@@ -867,6 +855,253 @@ static PyObject *peek_message(PyObject *self, PyObject *const *args, Py_ssize_t 
     return header;
 }
 
+
+/* peek_message(data, addresses, header_type, version) -> header_type(address, priority,
+   durable, scheduled_delivery) or None: store.messaging.message_records.peek_message, the
+   reference, with the same checks in the same order (an ADD_MESSAGE_PROTOCOL body without
+   properties that decode_message decodes whole into a valid Message); addresses caches the
+   decoded address of each raw address. */
+static PyObject *peek_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "peek_message takes 4 arguments");
+        return NULL;
+    }
+    PyObject *addresses = args[1];
+    PyTypeObject *header_type = (PyTypeObject *)args[2];
+    if (!PyBytes_CheckExact(args[0]) || !PyDict_CheckExact(addresses) || !PyType_Check(args[2]) ||
+        !PyType_IsSubtype(header_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "peek_message: data must be bytes, addresses a dict, header_type a tuple type");
+        return NULL;
+    }
+    long version = PyLong_AsLong(args[3]);
+    if (version == -1 && PyErr_Occurred())
+        return NULL;
+    return peek_header(args[0], addresses, header_type, version);
+}
+
+/* A slot of an object of a class with __slots__, by its member offset: borrowed, NULL if unset. */
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* A new instance of a class with __slots__ (no __init__ run), each slot in offsets given the
+   matching value (new references taken); NULL with an exception set. */
+static PyObject *new_slotted(PyTypeObject *type, const Py_ssize_t *offsets, PyObject **values,
+                             int n) {
+    PyObject *obj = type->tp_alloc(type, 0);
+    if (obj == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        Py_INCREF(values[i]);
+        SLOT(obj, offsets[i]) = values[i];
+    }
+    return obj;
+}
+
+/* The member offsets of names (a tuple of str) in type, into out (n of them); -1 with an
+   exception set unless each is a __slots__ member of type. */
+static int slot_offsets(PyTypeObject *type, PyObject *names, Py_ssize_t *out, int n) {
+    if (!PyTuple_Check(names) || PyTuple_GET_SIZE(names) != n) {
+        PyErr_Format(PyExc_TypeError, "expected a tuple of %d slot names", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyDict_GetItemWithError(type->tp_dict, PyTuple_GET_ITEM(names, i));
+        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%R is not a slot of %s",
+                             PyTuple_GET_ITEM(names, i), type->tp_name);
+            return -1;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) {
+            PyErr_Format(PyExc_TypeError, "%R is not a writable object slot",
+                         PyTuple_GET_ITEM(names, i));
+            return -1;
+        }
+        out[i] = m->offset;
+    }
+    return 0;
+}
+
+/* replay_message_run(records, start, end, messages, queue_entries, orders, addresses,
+   header_type, version, add_ref, add_message, loaded_type, entry_type, ready) ->
+   (stop, highest): the two records of every message, as the inline loop of
+   store.messaging.recovery.replay_messages replays them (the reference), from records[start]
+   up to records[end]: an ADD_MESSAGE_PROTOCOL record that peek_message accepts, of an id not
+   seen yet, becomes a LoadedMessage in messages; a 9-byte ADD_REF of a message known, with a
+   header and no ref to that queue yet, becomes its QueueEntry (numbered by orders, READY) in
+   the message's refs and at the end of the queue's list in queue_entries. Stops at the first
+   record it does not replay so (stop: its position; end when none) for the caller to replay;
+   highest is the largest id among the records it replayed (0 if none). loaded_type and
+   entry_type are classes with __slots__ whose fields are written directly, in the order of
+   LOADED_SLOTS and ENTRY_SLOTS below. */
+static const char *LOADED_SLOTS[] = {"message", "large_size", "size", "refs",
+                                     "message_id", "header", "encoded"};
+static const char *ENTRY_SLOTS[] = {"message_id", "priority", "order", "delivery_count",
+                                    "scheduled", "state"};
+
+static int offsets_of(PyTypeObject *type, const char **names, Py_ssize_t *out, int n) {
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        PyObject *name = PyUnicode_InternFromString(names[i]);
+        if (name == NULL) {
+            Py_DECREF(t);
+            return -1;
+        }
+        PyTuple_SET_ITEM(t, i, name);
+    }
+    int rc = slot_offsets(type, t, out, n);
+    Py_DECREF(t);
+    return rc;
+}
+
+static PyObject *replay_message_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "replay_message_run takes 14 arguments");
+        return NULL;
+    }
+    PyObject *records = args[0], *messages = args[3], *queue_entries = args[4];
+    PyObject *orders = args[5], *addresses = args[6], *ready = args[13];
+    PyTypeObject *header_type = (PyTypeObject *)args[7];
+    PyTypeObject *loaded_type = (PyTypeObject *)args[11], *entry_type = (PyTypeObject *)args[12];
+    if (!PyList_CheckExact(records) || !PyDict_CheckExact(messages) ||
+        !PyDict_Check(queue_entries) || !PyIter_Check(orders) || !PyDict_CheckExact(addresses) ||
+        !PyType_Check(args[7]) || !PyType_IsSubtype(header_type, &PyTuple_Type) ||
+        !PyType_Check(args[11]) || !PyType_Check(args[12])) {
+        PyErr_SetString(PyExc_TypeError, "replay_message_run: bad argument types");
+        return NULL;
+    }
+    Py_ssize_t loaded_at[7], entry_at[6];
+    if (offsets_of(loaded_type, LOADED_SLOTS, loaded_at, 7) < 0 ||
+        offsets_of(entry_type, ENTRY_SLOTS, entry_at, 6) < 0)
+        return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
+    long version = PyLong_AsLong(args[8]), add_ref = PyLong_AsLong(args[9]);
+    long add_message = PyLong_AsLong(args[10]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    if (end > n)
+        end = n;
+    PyObject *zero = PyLong_FromLong(0); /* cached small int: never fails */
+    long long highest = 0;
+    Py_ssize_t i = start < 0 ? 0 : start;
+    for (; i < end; i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) < 3)
+            break;
+        PyObject *mid = PyTuple_GET_ITEM(rec, 0), *data = PyTuple_GET_ITEM(rec, 2);
+        if (!PyLong_CheckExact(mid) || !PyLong_CheckExact(PyTuple_GET_ITEM(rec, 1)) ||
+            !PyBytes_CheckExact(data))
+            break;
+        int overflow;
+        long long id = PyLong_AsLongLongAndOverflow(mid, &overflow);
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(rec, 1));
+        if (overflow || (id == -1 && PyErr_Occurred()) || (kind == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            break; /* the reference decides */
+        }
+        const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
+        Py_ssize_t len = PyBytes_GET_SIZE(data);
+        if (kind == add_ref && len == 9 && d[0] == version) {
+            PyObject *target = PyDict_GetItemWithError(messages, mid); /* borrowed */
+            if (target == NULL) {
+                if (PyErr_Occurred())
+                    goto error;
+            } else {
+                if (Py_TYPE(target) != loaded_type)
+                    break;
+                PyObject *header = SLOT(target, loaded_at[5]), *refs = SLOT(target, loaded_at[3]);
+                if (header == NULL || header == Py_None || refs == NULL ||
+                    !PyDict_CheckExact(refs) || !PyTuple_Check(header) ||
+                    PyTuple_GET_SIZE(header) < 4)
+                    break;
+                PyObject *qid = PyLong_FromLongLong(be64(d + 1));
+                if (qid == NULL)
+                    goto error;
+                int has = PyDict_Contains(refs, qid);
+                if (has != 0) {
+                    Py_DECREF(qid);
+                    if (has < 0)
+                        goto error;
+                    break; /* routed again: the reference's _route */
+                }
+                PyObject *order = PyIter_Next(orders);
+                if (order == NULL) {
+                    Py_DECREF(qid);
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_RuntimeError, "replay_message_run: orders ended");
+                    goto error;
+                }
+                PyObject *values[6] = {mid, PyTuple_GET_ITEM(header, 1), order, zero,
+                                       PyTuple_GET_ITEM(header, 3), ready};
+                PyObject *entry = new_slotted(entry_type, entry_at, values, 6);
+                Py_DECREF(order);
+                if (entry == NULL) {
+                    Py_DECREF(qid);
+                    goto error;
+                }
+                int rc = PyDict_SetItem(refs, qid, entry);
+                PyObject *list = rc < 0 ? NULL : PyDict_GetItemWithError(queue_entries, qid);
+                if (rc == 0 && list == NULL && !PyErr_Occurred()) {
+                    list = PyList_New(0);
+                    rc = list == NULL ? -1 : PyDict_SetItem(queue_entries, qid, list);
+                    Py_XDECREF(list); /* the dict holds it */
+                }
+                if (rc == 0 && (list == NULL || !PyList_CheckExact(list) ||
+                                PyList_Append(list, entry) < 0)) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_TypeError, "queue_entries holds a non-list");
+                    rc = -1;
+                }
+                Py_DECREF(entry);
+                Py_DECREF(qid);
+                if (rc < 0)
+                    goto error;
+            }
+        } else if (kind == add_message) {
+            int seen = PyDict_Contains(messages, mid);
+            if (seen < 0)
+                goto error;
+            if (seen)
+                break; /* written again: the reference's _add_message */
+            PyObject *header = peek_header(data, addresses, header_type, version);
+            if (header == NULL)
+                goto error;
+            if (header == Py_None) {
+                Py_DECREF(header);
+                break; /* properties, or a body peek refuses: the reference decodes it */
+            }
+            PyObject *size = PyLong_FromSsize_t(len), *refs = PyDict_New();
+            PyObject *loaded = NULL;
+            if (size != NULL && refs != NULL) {
+                PyObject *values[7] = {Py_None, Py_None, size, refs, mid, header, data};
+                loaded = new_slotted(loaded_type, loaded_at, values, 7);
+            }
+            Py_XDECREF(size);
+            Py_XDECREF(refs);
+            Py_DECREF(header);
+            if (loaded == NULL)
+                goto error;
+            int rc = PyDict_SetItem(messages, mid, loaded);
+            Py_DECREF(loaded);
+            if (rc < 0)
+                goto error;
+        } else {
+            break;
+        }
+        if (id > highest)
+            highest = id;
+    }
+    return Py_BuildValue("(nL)", i, highest);
+error:
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, "
@@ -881,6 +1116,10 @@ static PyMethodDef methods[] = {
      "replay_adds(records, start, entries, index, info_type, live, updated_only, file_key, "
      "add, update) -> (stop, count, live_bytes): a run of ADD and UPDATE records replayed, "
      "as store.file.reader.replay_file."},
+    {"replay_message_run", (PyCFunction)(void (*)(void))replay_message_run, METH_FASTCALL,
+     "replay_message_run(records, start, end, messages, queue_entries, orders, addresses, "
+     "header_type, version, add_ref, add_message, loaded_type, entry_type, ready) -> (stop, "
+     "highest): the messaging load's inline replay of message and ref records, compiled."},
     {"replay_rows", (PyCFunction)(void (*)(void))replay_rows, METH_FASTCALL,
      "replay_rows(rows, start, entries, index, info_type, live, updated_only, file_key, add, "
      "update, empty, plain) -> stop: "

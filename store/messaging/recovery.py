@@ -65,6 +65,7 @@ from store.messaging.page_records import (
 )
 from store.messaging.queues import READY, QueueEntry
 from store.messaging.values import AddressInfo, Message, QueueInfo, Xid
+from store.speedups import SPEEDUPS
 
 if TYPE_CHECKING:
     from store.messaging.transactions import Transaction
@@ -261,6 +262,12 @@ def _message_of(rec: RecordInfo, addresses: dict[bytes, str]) -> LoadedMessage |
 
 _I64 = struct.Struct(">q")
 
+#: The compiled loop of :func:`replay_messages` (``store/_speedups.c``, its inline code the
+#: reference), or None.
+COMPILED_RUN: Callable[..., tuple[int, int]] | None = getattr(
+    SPEEDUPS, "replay_message_run", None
+)
+
 
 def _ref_queue_id(rec: RecordInfo) -> int:
     """The queue id of an ADD_REF record (as RefRecord.decode, without its objects). Raises
@@ -405,39 +412,53 @@ def replay_messages(load: LoadResult, progress: Progress | None = None) -> Messa
     messages, queue_entries, orders = state.messages, state.queue_entries, state.orders
     add_ref, add_message, ready = r.ADD_REF, r.ADD_MESSAGE_PROTOCOL, READY
     compiled_peek, header_type = COMPILED_PEEK, MessageHeader  # peek_message's, inline
-    for done, rec in enumerate(load.records, 1):
-        mid, kind, data, _ = rec
-        if mid > highest:
-            highest = mid
-        # The two records of every message inline (as _apply would), the others through it.
-        if kind == add_ref and len(data) == 9 and data[0] == VERSION:
-            target = messages.get(mid)
-            if target is not None:
-                qid: int = _I64.unpack_from(data, 1)[0]
-                header = target.header
-                if header is None or qid in target.refs:
-                    _route(state, target, qid)
-                else:  # _route, inline: (address, priority, durable, scheduled_delivery)
-                    entry = QueueEntry(mid, header[1], next(orders), 0, header[3], ready)
-                    target.refs[qid] = entry
-                    queue_entries[qid].append(entry)
-        elif (
-            kind == add_message
-            and mid not in messages
-            and (
-                header := (
-                    compiled_peek(data, addresses, header_type, VERSION)
-                    if compiled_peek is not None and type(data) is bytes
-                    else peek_message(data, addresses)
+    records, run, at = load.records, COMPILED_RUN, 0
+    while at < total:
+        end = min(total, at - at % _PROGRESS_EVERY + _PROGRESS_EVERY)
+        stop = end
+        if run is not None:
+            # The compiled loop replays what the inline code below would, up to a record
+            # it leaves to this code (one at a time, then back to it).
+            at, high = run(
+                records, at, end, messages, queue_entries, orders, addresses, header_type,
+                VERSION, add_ref, add_message, LoadedMessage, QueueEntry, ready,
+            )  # fmt: skip
+            highest = max(highest, high)
+            stop = min(end, at + 1)
+        for i in range(at, stop):
+            mid, kind, data, _ = records[i]
+            if mid > highest:
+                highest = mid
+            # The two records of every message inline (as _apply would), the others through it.
+            if kind == add_ref and len(data) == 9 and data[0] == VERSION:
+                target = messages.get(mid)
+                if target is not None:
+                    qid: int = _I64.unpack_from(data, 1)[0]
+                    header = target.header
+                    if header is None or qid in target.refs:
+                        _route(state, target, qid)
+                    else:  # _route, inline: (address, priority, durable, scheduled_delivery)
+                        entry = QueueEntry(mid, header[1], next(orders), 0, header[3], ready)
+                        target.refs[qid] = entry
+                        queue_entries[qid].append(entry)
+            elif (
+                kind == add_message
+                and mid not in messages
+                and (
+                    header := (
+                        compiled_peek(data, addresses, header_type, VERSION)
+                        if compiled_peek is not None and type(data) is bytes
+                        else peek_message(data, addresses)
+                    )
                 )
-            )
-            is not None
-        ):
-            messages[mid] = LoadedMessage(None, None, len(data), {}, mid, header, data)
-        else:
-            _apply(state, rec, addresses)
-        if done % _PROGRESS_EVERY == 0 or done == total:
-            _report(progress, "messages", done, total)
+                is not None
+            ):
+                messages[mid] = LoadedMessage(None, None, len(data), {}, mid, header, data)
+            else:
+                _apply(state, records[i], addresses)
+        at = stop
+        if at == end:
+            _report(progress, "messages", at, total)
     for tx in load.prepared:
         state.prepared.append(_prepared(tx.records, tx.tx_id, tx.xid, addresses))
         highest = max(highest, tx.tx_id, *(x.id for x in tx.records))
