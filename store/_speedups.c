@@ -27,10 +27,13 @@
  *   RECORD_TAIL.pack. An id or tx_id outside signed 64 bits, or a user_type outside 0..255, is
  *   the ValueError the Python path raises, with its message; buf is then left as it was.
  *
- * peek_message(data, addresses, header_type, version) and replay_message_run(records, start,
- * end, ...): the messaging load's look at a message record without decoding it, and its loop
- * over the two records of every message (store.messaging.recovery.replay_messages, whose
- * inline Python code is the reference; tests/messaging/test_replay.py compares the two).
+ * peek_message(data, addresses, header_type, version), replay_message_run(records, start,
+ * end, ...), keep_run(messages, ...) and add_entries_run(entries, ...): the messaging load's
+ * look at a message record without decoding it, its loop over the two records of every
+ * message (store.messaging.recovery.replay_messages), its keeping of the loaded messages
+ * (store.messaging.loader._messages) and its filling of each queue
+ * (store.messaging.queues.MessageQueue.add_entries). The Python code of each is the
+ * reference; tests/messaging/test_replay.py compares them.
  *
  * Record head (little-endian, 52 bytes): length u32, type u8, user_type u8, compact_count u8,
  * flags u8, file_id u64, lsn u64, durable_lsn u64, id i64, tx_id i64, tx_count u32; then the
@@ -1102,6 +1105,169 @@ error:
     return NULL;
 }
 
+/* keep_run(messages, queues, kept, memory, loaded_type, stored_type, other) -> None: the
+   keeping of loaded messages, as store.messaging.loader._messages does it (its Python code the
+   reference): each LoadedMessage of messages that is inline and undecoded (message and
+   large_size None, a header) and whose refs all name a queue of queues (a dict) becomes a
+   StoredMessage in kept, holding its encoded body and its refs dict, and counts its size in
+   memory[address] ([size, count], made when missing); every other item goes to other(id,
+   loaded), in the same order. stored_type's slots are written directly (STORED_SLOTS). */
+static const char *STORED_SLOTS[] = {"_encoded", "_message", "_message_id", "_record",
+                                     "large_size", "position", "refs", "size"};
+
+static int count_memory(PyObject *memory, PyObject *address, PyObject *size) {
+    PyObject *held = PyDict_GetItemWithError(memory, address); /* borrowed */
+    if (held == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        held = Py_BuildValue("[ii]", 0, 0);
+        if (held == NULL)
+            return -1;
+        int rc = PyDict_SetItem(memory, address, held);
+        Py_DECREF(held); /* the dict holds it */
+        if (rc < 0)
+            return -1;
+    }
+    if (!PyList_CheckExact(held) || PyList_GET_SIZE(held) != 2) {
+        PyErr_SetString(PyExc_TypeError, "keep_run: memory holds a non-[size, count]");
+        return -1;
+    }
+    PyObject *one = PyLong_FromLong(1); /* cached small int */
+    PyObject *total = PyNumber_Add(PyList_GET_ITEM(held, 0), size);
+    PyObject *count = total == NULL ? NULL : PyNumber_Add(PyList_GET_ITEM(held, 1), one);
+    Py_DECREF(one);
+    if (count == NULL) {
+        Py_XDECREF(total);
+        return -1;
+    }
+    PyList_SetItem(held, 0, total); /* steal; cannot fail on an index in range */
+    PyList_SetItem(held, 1, count);
+    return 0;
+}
+
+static PyObject *keep_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "keep_run takes 7 arguments");
+        return NULL;
+    }
+    PyObject *messages = args[0], *queues = args[1], *kept = args[2], *memory = args[3];
+    PyObject *other = args[6];
+    PyTypeObject *loaded_type = (PyTypeObject *)args[4], *stored_type = (PyTypeObject *)args[5];
+    if (!PyDict_CheckExact(messages) || !PyDict_Check(queues) || !PyDict_Check(kept) ||
+        !PyDict_Check(memory) || !PyType_Check(args[4]) || !PyType_Check(args[5]) ||
+        !PyCallable_Check(other)) {
+        PyErr_SetString(PyExc_TypeError, "keep_run: bad argument types");
+        return NULL;
+    }
+    Py_ssize_t loaded_at[7], stored_at[8];
+    if (offsets_of(loaded_type, LOADED_SLOTS, loaded_at, 7) < 0 ||
+        offsets_of(stored_type, STORED_SLOTS, stored_at, 8) < 0)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *mid, *loaded;
+    while (PyDict_Next(messages, &pos, &mid, &loaded)) {
+        int mine = Py_TYPE(loaded) == loaded_type;
+        PyObject *header = NULL, *refs = NULL, *size = NULL, *encoded = NULL;
+        if (mine) {
+            header = SLOT(loaded, loaded_at[5]);
+            refs = SLOT(loaded, loaded_at[3]);
+            size = SLOT(loaded, loaded_at[2]);
+            encoded = SLOT(loaded, loaded_at[6]);
+            mine = SLOT(loaded, loaded_at[0]) == Py_None && SLOT(loaded, loaded_at[1]) == Py_None &&
+                   header != NULL && PyTuple_Check(header) && PyTuple_GET_SIZE(header) >= 1 &&
+                   refs != NULL && PyDict_CheckExact(refs) && PyDict_GET_SIZE(refs) > 0 &&
+                   size != NULL && encoded != NULL && encoded != Py_None;
+        }
+        if (mine) {
+            Py_ssize_t at = 0;
+            PyObject *qid, *entry;
+            while (mine && PyDict_Next(refs, &at, &qid, &entry)) {
+                int has = PyDict_Contains(queues, qid);
+                if (has < 0)
+                    return NULL;
+                mine = has;
+            }
+        }
+        if (!mine) { /* the reference decides: partly gone, gone, decoded or large */
+            PyObject *r = PyObject_CallFunctionObjArgs(other, mid, loaded, NULL);
+            if (r == NULL)
+                return NULL;
+            Py_DECREF(r);
+            continue;
+        }
+        PyObject *values[8] = {encoded, Py_None, mid, Py_None, Py_None, Py_None, refs, size};
+        PyObject *stored = new_slotted(stored_type, stored_at, values, 8);
+        if (stored == NULL)
+            return NULL;
+        int rc = PyDict_SetItem(kept, mid, stored);
+        Py_DECREF(stored);
+        if (rc < 0 || count_memory(memory, PyTuple_GET_ITEM(header, 0), size) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* add_entries_run(entries, by_id, ready, scheduled, now, entry_type, ready_state,
+   scheduled_state) -> None: store.messaging.queues.MessageQueue.add_entries's loop (its
+   Python code the reference), before the heaps are made: each QueueEntry into by_id under its
+   message id, then scheduled ((scheduled, order, id) onto scheduled) when its scheduled time
+   is after now, else ready ((-priority, order, id) onto ready), its state set to match. */
+static PyObject *add_entries_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "add_entries_run takes 8 arguments");
+        return NULL;
+    }
+    PyObject *entries = args[0], *by_id = args[1], *ready = args[2], *scheduled = args[3];
+    PyObject *now = args[4], *ready_state = args[6], *scheduled_state = args[7];
+    PyTypeObject *entry_type = (PyTypeObject *)args[5];
+    if (!PyList_CheckExact(entries) || !PyDict_Check(by_id) || !PyList_CheckExact(ready) ||
+        !PyList_CheckExact(scheduled) || !PyType_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "add_entries_run: bad argument types");
+        return NULL;
+    }
+    Py_ssize_t at[6];
+    if (offsets_of(entry_type, ENTRY_SLOTS, at, 6) < 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        if (Py_TYPE(entry) != entry_type) {
+            PyErr_SetString(PyExc_TypeError, "add_entries_run: an entry is not a QueueEntry");
+            return NULL;
+        }
+        PyObject *mid = SLOT(entry, at[0]), *priority = SLOT(entry, at[1]);
+        PyObject *order = SLOT(entry, at[2]), *when = SLOT(entry, at[4]);
+        if (mid == NULL || priority == NULL || order == NULL || when == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "add_entries_run: an entry is not filled");
+            return NULL;
+        }
+        if (PyDict_SetItem(by_id, mid, entry) < 0)
+            return NULL;
+        int later = PyObject_RichCompareBool(when, now, Py_GT);
+        if (later < 0)
+            return NULL;
+        PyObject *item;
+        if (later) {
+            item = PyTuple_Pack(3, when, order, mid);
+        } else {
+            PyObject *neg = PyNumber_Negative(priority);
+            item = neg == NULL ? NULL : PyTuple_Pack(3, neg, order, mid);
+            Py_XDECREF(neg);
+        }
+        if (item == NULL)
+            return NULL;
+        int rc = PyList_Append(later ? scheduled : ready, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            return NULL;
+        PyObject *state = later ? scheduled_state : ready_state;
+        Py_INCREF(state);
+        Py_XSETREF(SLOT(entry, at[5]), state);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, "
@@ -1120,6 +1286,12 @@ static PyMethodDef methods[] = {
      "replay_message_run(records, start, end, messages, queue_entries, orders, addresses, "
      "header_type, version, add_ref, add_message, loaded_type, entry_type, ready) -> (stop, "
      "highest): the messaging load's inline replay of message and ref records, compiled."},
+    {"keep_run", (PyCFunction)(void (*)(void))keep_run, METH_FASTCALL,
+     "keep_run(messages, queues, kept, memory, loaded_type, stored_type, other) -> None: the "
+     "messaging load's keeping of loaded messages, compiled."},
+    {"add_entries_run", (PyCFunction)(void (*)(void))add_entries_run, METH_FASTCALL,
+     "add_entries_run(entries, by_id, ready, scheduled, now, entry_type, ready_state, "
+     "scheduled_state) -> None: MessageQueue.add_entries's loop, compiled."},
     {"replay_rows", (PyCFunction)(void (*)(void))replay_rows, METH_FASTCALL,
      "replay_rows(rows, start, entries, index, info_type, live, updated_only, file_key, add, "
      "update, empty, plain) -> stop: "

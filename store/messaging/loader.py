@@ -14,6 +14,7 @@ import functools
 import gc
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from store.messaging.manager import StoredMessage
@@ -29,11 +30,16 @@ from store.messaging.recovery import (
 )
 from store.messaging.transactions import PREPARED, Transaction, TransactionWork
 from store.messaging.values import Xid
+from store.speedups import SPEEDUPS
 
 if TYPE_CHECKING:
     from store.messaging.manager import StorageManager
 
 __all__ = ["load_into"]
+
+#: The compiled loop of :func:`_messages` (``store/_speedups.c``; ``keep`` the reference), or
+#: None.
+COMPILED_KEEP: Callable[..., None] | None = getattr(SPEEDUPS, "keep_run", None)
 
 log = logging.getLogger(__name__)
 
@@ -137,17 +143,25 @@ def _messages(
     existing = queues_by_id.keys()
     kept = sm._messages
     memory: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])  # address: size, count
-    for mid, loaded in state.messages.items():
+
+    def keep(mid: int, loaded: LoadedMessage) -> None:
         refs = loaded.refs  # kept as the stored message's refs when all its queues exist
         live = refs if refs.keys() <= existing else {q: refs[q] for q in refs if q in existing}
         if not live:
             journal.append_delete(mid)
             cleaned["messages"] += 1
-            continue
+            return
         kept[mid] = _stored(sm, loaded, live)
         held = memory[(loaded.header or loaded.message).address]  # type: ignore[union-attr]
         held[0] += loaded.size
         held[1] += 1
+
+    if COMPILED_KEEP is not None:  # keep() for the common message, compiled; the rest to it
+        types = (LoadedMessage, StoredMessage)
+        COMPILED_KEEP(state.messages, queues_by_id, kept, memory, *types, keep)
+    else:
+        for mid, loaded in state.messages.items():
+            keep(mid, loaded)
     for address, (size, count) in memory.items():
         sm._pager.hold_memory_total(address, size, count)
     sm._order = state.orders  # sends are numbered after every loaded ref

@@ -21,13 +21,19 @@ Thread-safety: none; the storage manager's lock guards every queue.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from store.errors import UnknownMessageError
 from store.messaging.values import QueueInfo
+from store.speedups import SPEEDUPS
 
 __all__ = ["DELIVERED", "HELD", "READY", "SCHEDULED", "MessageQueue", "QueueEntry"]
+
+#: The compiled loop of :meth:`MessageQueue.add_entries` (``store/_speedups.c``; the Python
+#: loop the reference), or None.
+COMPILED_ADD: Callable[..., None] | None = getattr(SPEEDUPS, "add_entries_run", None)
 
 READY: Final = 0
 SCHEDULED: Final = 1
@@ -92,6 +98,9 @@ class MessageQueue:
         nothing."""
         by_id = self._entries
         ready, scheduled = self._ready, self._scheduled
+        if COMPILED_ADD is not None:  # the loop below, compiled
+            COMPILED_ADD(entries, by_id, ready, scheduled, now, QueueEntry, READY, SCHEDULED)
+            entries = []
         for entry in entries:
             mid = entry.message_id
             by_id[mid] = entry
