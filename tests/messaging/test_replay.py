@@ -21,6 +21,7 @@ from store.messaging import message_records as mr
 from store.messaging import records as r
 from store.messaging.queues import QueueEntry
 from store.messaging.values import Message
+from tests.support.backends import file_config_mapping
 
 IDS = st.sampled_from([1, 2, 3, 2**31 + 5, 2**62 + 7])
 QUEUES = st.sampled_from([1, 2, 2**40])
@@ -132,14 +133,7 @@ def test_the_compiled_replay_refuses_a_class_it_cannot_fill() -> None:
 
 
 def _file_store_config(root: Path) -> StoreConfig:
-    return StoreConfig.from_mapping(
-        {
-            "journal-directory": str(root / "journal"),
-            "bindings-directory": str(root / "bindings"),
-            "large-messages-directory": str(root / "large"),
-            "paging-directory": str(root / "paging"),
-        }
-    )
+    return StoreConfig.from_mapping(file_config_mapping(root, "NIO"))
 
 
 _GONE = 987_654  # a queue id no queue has: its refs are of a queue that is gone
