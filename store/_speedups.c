@@ -944,7 +944,28 @@ static const char *LOADED_SLOTS[] = {"message", "large_size", "size", "refs",
 static const char *ENTRY_SLOTS[] = {"message_id", "priority", "order", "delivery_count",
                                     "scheduled", "state"};
 
-static int offsets_of(PyTypeObject *type, const char **names, Py_ssize_t *out, int n) {
+/* The slot offsets of the last type asked for with one list of names: the loops are called
+   once per run of records, which can be one record long. Holds a reference to the type. */
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t at[8];
+} SlotCache;
+
+static int offsets_uncached(PyTypeObject *type, const char **names, Py_ssize_t *out, int n);
+
+static int offsets_of_cached(SlotCache *cache, PyTypeObject *type, const char **names,
+                             Py_ssize_t *out, int n) {
+    if (cache->type != type) {
+        if (offsets_uncached(type, names, cache->at, n) < 0)
+            return -1;
+        Py_INCREF(type);
+        Py_XSETREF(cache->type, type);
+    }
+    memcpy(out, cache->at, (size_t)n * sizeof(Py_ssize_t));
+    return 0;
+}
+
+static int offsets_uncached(PyTypeObject *type, const char **names, Py_ssize_t *out, int n) {
     PyObject *t = PyTuple_New(n);
     if (t == NULL)
         return -1;
@@ -960,6 +981,8 @@ static int offsets_of(PyTypeObject *type, const char **names, Py_ssize_t *out, i
     Py_DECREF(t);
     return rc;
 }
+
+static SlotCache loaded_cache, entry_cache, stored_cache;
 
 static PyObject *replay_message_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -979,8 +1002,8 @@ static PyObject *replay_message_run(PyObject *self, PyObject *const *args, Py_ss
         return NULL;
     }
     Py_ssize_t loaded_at[7], entry_at[6];
-    if (offsets_of(loaded_type, LOADED_SLOTS, loaded_at, 7) < 0 ||
-        offsets_of(entry_type, ENTRY_SLOTS, entry_at, 6) < 0)
+    if (offsets_of_cached(&loaded_cache, loaded_type, LOADED_SLOTS, loaded_at, 7) < 0 ||
+        offsets_of_cached(&entry_cache, entry_type, ENTRY_SLOTS, entry_at, 6) < 0)
         return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
     long version = PyLong_AsLong(args[8]), add_ref = PyLong_AsLong(args[9]);
@@ -1161,8 +1184,8 @@ static PyObject *keep_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
         return NULL;
     }
     Py_ssize_t loaded_at[7], stored_at[8];
-    if (offsets_of(loaded_type, LOADED_SLOTS, loaded_at, 7) < 0 ||
-        offsets_of(stored_type, STORED_SLOTS, stored_at, 8) < 0)
+    if (offsets_of_cached(&loaded_cache, loaded_type, LOADED_SLOTS, loaded_at, 7) < 0 ||
+        offsets_of_cached(&stored_cache, stored_type, STORED_SLOTS, stored_at, 8) < 0)
         return NULL;
     Py_ssize_t pos = 0;
     PyObject *mid, *loaded;
@@ -1228,7 +1251,7 @@ static PyObject *add_entries_run(PyObject *self, PyObject *const *args, Py_ssize
         return NULL;
     }
     Py_ssize_t at[6];
-    if (offsets_of(entry_type, ENTRY_SLOTS, at, 6) < 0)
+    if (offsets_of_cached(&entry_cache, entry_type, ENTRY_SLOTS, at, 6) < 0)
         return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
         PyObject *entry = PyList_GET_ITEM(entries, i);
