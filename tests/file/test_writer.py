@@ -129,7 +129,7 @@ def test_a_sync_appender_interrupted_while_waiting_does_not_strand_the_others() 
 def test_an_interrupted_link_of_a_wake_chain_still_wakes_the_rest() -> None:
     """The waiters a sync covered are woken one after another, each by the one before; a
     waiter interrupted before its turn (already covered, so durable) wakes the next itself,
-    and the next leader, last in the chain, still flushes."""
+    and the next leader, a link of the chain, still flushes."""
     _, journal, holding, go = _held_sync_journal()
     w = journal.writer
     assert w is not None
@@ -159,4 +159,46 @@ def test_an_interrupted_link_of_a_wake_chain_still_wakes_the_rest() -> None:
     w._pass_on(a)
     w._abandon(b)  # b's thread was interrupted before it took its turn
     assert c.lock.acquire(timeout=1), "the link after the interrupted one was never woken"
+    journal.close()
+
+
+def test_the_next_leader_is_woken_next_to_last_and_wakes_the_last_link() -> None:
+    """A round that covers waiters while another waits uncovered wakes the covered ones as a
+    chain with the uncovered one, the next leader, next to last: it wakes the last link before
+    its own round, so that link's work overlaps the leader's write and sync."""
+    fs = FaultFileSystem()
+    fs.makedirs("/j")
+    journal = FileJournal(FileJournalOptions(directory="/j", fs=fs, file_size=65536))
+    journal.load()
+    w = journal.writer
+    assert w is not None
+    held, gate = threading.Semaphore(0), threading.Semaphore(0)
+
+    def hold(call: Call) -> None:
+        if call.kind == "datasync" and call.phase == "before":
+            held.release()
+            assert gate.acquire(timeout=10), "a held sync was never let go"
+
+    fs.watch(hold)
+    threads = [_sync_appender(journal, 1)]
+    threads[0].start()
+    assert held.acquire(timeout=5)  # round 1 (record 1) is syncing
+    threads += [_sync_appender(journal, 10 + i) for i in range(3)]
+    for t in threads[1:]:
+        t.start()
+    _waiting(journal, 3)  # records 10, 11, 12: after round 1's snapshot
+    gate.release()  # round 1 ends: record 10's waiter leads round 2, which takes 10..12
+    assert held.acquire(timeout=5)
+    late = _sync_appender(journal, 20)
+    late.start()
+    _waiting(journal, 3)  # 11 and 12 (covered by round 2) and 20 (not)
+    with w.lock:
+        b, c, d = w._waiters
+    for _ in range(10):
+        gate.release()
+    for t in [*threads, late]:
+        t.join(5)
+        assert not t.is_alive()
+    assert d.leader and not b.leader and not c.leader
+    assert (b.next, d.next, c.next) == (d, c, None), "the chain is not B -> leader -> C"
     journal.close()
