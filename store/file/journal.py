@@ -523,8 +523,9 @@ class FileJournal(Journal):
         w = self.writer
         if w is None:
             raise self._not_ready()
-        with w.lock:
-            w.check_locked()
+        if w.refusing:  # paused, failed or closed (else check_locked has nothing to do)
+            with w.lock:
+                w.check_locked()
         w.flush()
 
     def sync_future(self) -> concurrent.futures.Future[None]:

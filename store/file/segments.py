@@ -106,11 +106,6 @@ class Segment:
     def __repr__(self) -> str:
         return f"Segment({os.path.basename(self.path)} id={self.file_id} end={self.end})"
 
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
 
 
 class SegmentManager:

@@ -246,6 +246,7 @@ class StorageManager:
         self._large_limit = config.min_large_message_size
         self._doomed: list[int] = []  # large bodies to delete once their deletes are durable
         self._space = threading.Condition(self._lock)  # notified when an address frees room
+        self._blocked = 0  # senders waiting on _space (BLOCK): deletes notify only then
         self._pager = Pager(
             config, store.messages, store.paging, self._ids.next_id, self._queue_address
         )
@@ -446,6 +447,10 @@ class StorageManager:
             return [q for q in self._queues.values() if q.info.address == address]
         if isinstance(names, str):
             raise ValueError("queues is a list of queue names, not one string")
+        if type(names) is list and len(names) == 1:  # most sends: one queue
+            one = self._queues.get(names[0])
+            if one is not None and one.info.address == address:
+                return [one]
         targets = [self._queue(n) for n in dict.fromkeys(names)]
         for q in targets:
             if q.info.address != address:
@@ -513,6 +518,8 @@ class StorageManager:
 
     def _reap(self) -> None:
         """Without the lock: delete the large bodies of messages deleted since the last call."""
+        if not self._doomed and not self._pager.doomed:
+            return  # read without the lock: a body doomed meanwhile is reaped by its doomer
         with self._lock:
             doomed, self._doomed = self._doomed, []
             doomed.extend(self._pager.take_doomed())
@@ -575,7 +582,11 @@ class StorageManager:
             )
             if decision != BLOCK:
                 return targets, decision
-            self._space.wait()
+            self._blocked += 1
+            try:
+                self._space.wait()
+            finally:
+                self._blocked -= 1
 
     def _store_message(
         self, stored: StoredMessage, qids: list[int], dup: bytes | None, decision: str
@@ -637,17 +648,23 @@ class StorageManager:
             if not stored.refs:
                 del self._messages[mid]
             return
-        durable = stored.message.durable
-        if durable and write_ack:
-            self._store.messages.append_update(mid, r.ACKNOWLEDGE_REF, r.queue_id_body(qid))
+        message = stored.message
+        durable = message.durable
         if not stored.refs:
+            # The message's last ref: its DELETE (which drops every record of the message)
+            # is the ack, written without an ACKNOWLEDGE_REF before it. An ack that waits
+            # waits for the DELETE, so nothing acknowledged comes back; one that does not
+            # may lose the DELETE in a crash, as it may lose an ACKNOWLEDGE_REF.
             del self._messages[mid]
-            self._pager.hold_memory(stored.message.address, stored.size, -1)
-            self._space.notify_all()
+            self._pager.hold_memory(message.address, stored.size, -1)
+            if self._blocked:
+                self._space.notify_all()
             if durable:
                 self._store.messages.append_delete(mid)
             if stored.large_size is not None:
                 self._doomed.append(mid)  # deleted by _reap once the delete is durable
+        elif durable and write_ack:
+            self._store.messages.append_update(mid, r.ACKNOWLEDGE_REF, r.queue_id_body(qid))
 
     def _flush_messages(self, wait: bool) -> None:
         if wait:

@@ -156,6 +156,11 @@ class Pager:
         #: Ids of the large bodies the pages kept at the last load refer to.
         self.large_ids: set[int] = set()
 
+    @property
+    def doomed(self) -> bool:
+        """True when :meth:`take_doomed` has ids to hand out (a hint: read without a lock)."""
+        return bool(self._doomed)
+
     def take_doomed(self) -> list[int]:
         """The ids of large bodies whose pages were deleted since the last call (cleared)."""
         doomed, self._doomed = self._doomed, []

@@ -109,11 +109,29 @@ class Message:
             raise ValueError(f"a message body is bytes or a binary stream, not {self.body!r}")
         if isinstance(self.priority, bool) or not 0 <= self.priority <= 9:
             raise ValueError(f"priority is 0..9, not {self.priority!r}")
-        for name in ("expiration", "timestamp", "scheduled_delivery"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _I64_MAX:
-                raise ValueError(f"{name} is milliseconds since the epoch (>= 0), not {value!r}")
-        self.properties = check_properties(self.properties)
+        # The three times checked at once when all are plain ints in range (a send checks
+        # every message twice: when made and when stored), one by one to name the bad one.
+        e, t, d = self.expiration, self.timestamp, self.scheduled_delivery
+        if not (
+            type(e) is int
+            and type(t) is int
+            and type(d) is int
+            and 0 <= e <= _I64_MAX
+            and 0 <= t <= _I64_MAX
+            and 0 <= d <= _I64_MAX
+        ):
+            for name in ("expiration", "timestamp", "scheduled_delivery"):
+                value = getattr(self, name)
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int)
+                    or not 0 <= value <= _I64_MAX
+                ):
+                    raise ValueError(
+                        f"{name} is milliseconds since the epoch (>= 0), not {value!r}"
+                    )
+        props = self.properties
+        self.properties = {} if type(props) is dict and not props else check_properties(props)
 
     @property
     def is_large(self) -> bool:

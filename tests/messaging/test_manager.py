@@ -63,6 +63,42 @@ def test_a_message_is_routed_to_every_queue_and_survives_a_restart_until_acked(h
     assert 45 not in _raw_message_records(h)  # every message record was deleted
 
 
+def test_the_ack_of_a_messages_last_ref_is_its_delete_alone(h: Harness) -> None:
+    """A message on two queues: the first ack writes an ACKNOWLEDGE_REF, the last writes only
+    the DELETE that drops the message (no ACKNOWLEDGE_REF before it). Both acks hold after a
+    crash (the store closed without a clean stop of the manager)."""
+    from store.messaging.records import ACKNOWLEDGE_REF
+
+    sm = h.setup("q1", "q2")
+    journal = sm._store.messages
+    written: list[tuple[str, int, int]] = []
+    real_update, real_delete = journal.append_update, journal.append_delete
+
+    def update(id: int, user_record_type: int, data: bytes, *, sync: bool = False) -> None:
+        written.append(("update", id, user_record_type))
+        real_update(id, user_record_type, data, sync=sync)
+
+    def delete(id: int, *, sync: bool = False) -> None:
+        written.append(("delete", id, 0))
+        real_delete(id, sync=sync)
+
+    journal.append_update = update  # type: ignore[method-assign]
+    journal.append_delete = delete  # type: ignore[method-assign]
+    mid = sm.send(msg(b"both"))
+    assert mid is not None
+    written.clear()
+    assert bodies(drain(sm, "q1")) == [b"both"]
+    assert written == [("update", mid, ACKNOWLEDGE_REF)]
+    written.clear()
+    assert bodies(drain(sm, "q2")) == [b"both"]
+    assert written == [("delete", mid, 0)]
+
+    sm = h.crash_restart()
+    assert h.rec is not None and h.rec.messages == 0
+    assert (sm.depth("q1"), sm.depth("q2")) == (0, 0)
+    sm.close()
+
+
 def test_queues_deliver_by_priority_then_send_order_also_after_a_restart(h: Harness) -> None:
     sm = h.setup("q")
     for i, p in enumerate([4, 9, 0, 9, 4, 5]):

@@ -322,6 +322,9 @@ def test_values_that_do_not_fit_are_refused_when_encoding(make: object, message:
     [
         ({"priority": 10}, "priority"),
         ({"timestamp": -1}, "timestamp"),
+        ({"timestamp": 1.5}, "timestamp"),
+        ({"expiration": True}, "expiration"),
+        ({"scheduled_delivery": 2**63}, "scheduled_delivery"),
         ({"properties": {"k": 2**63}}, "64 bits"),
         ({"properties": {"k": [1]}}, "list is not one of"),
         ({"properties": {"": 1}}, "non-empty"),
