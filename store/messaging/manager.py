@@ -236,6 +236,7 @@ class StorageManager:
         self._ids = IdGenerator(store.bindings, batch=id_batch)
         self._loaded = False
         self._closed = False
+        self._ready = False  # _loaded and not _closed
         self._addresses: dict[str, tuple[int, AddressInfo]] = {}
         self._queues: dict[str, MessageQueue] = {}
         self._queues_by_id: dict[int, MessageQueue] = {}
@@ -271,6 +272,7 @@ class StorageManager:
                 raise JournalStateError("StorageManager.load() was already called")
             rec = load_into(self, progress)
             self._loaded = True
+            self._ready = True
             return rec
 
     def close(self) -> None:
@@ -280,6 +282,7 @@ class StorageManager:
             if self._closed:
                 return
             self._closed = True
+            self._ready = False
             self._space.notify_all()  # blocked senders see the close
             try:
                 if self._loaded:
@@ -329,6 +332,8 @@ class StorageManager:
             raise JournalClosedError("the storage manager is closed")
 
     def _check_ready(self) -> None:
+        if self._ready:  # loaded and not closed: one attribute test on every call
+            return
         self._check_open()
         if not self._loaded:
             raise JournalStateError("StorageManager.load() must be called first")
@@ -541,7 +546,7 @@ class StorageManager:
         under the FAIL policy, UnknownQueueError, ValueError for a queue of another address,
         JournalClosedError when the manager closes while the send is BLOCKed, and what the
         journal and the page store raise. Under DROP a full address returns None."""
-        dup = dup_bytes(dup_id)
+        dup = None if dup_id is None else dup_bytes(dup_id)
         stored = self._prepare_message(message)  # the body streams without the lock
         stored_it = False
         try:
@@ -558,7 +563,8 @@ class StorageManager:
         wait = sync and message.durable
         if wait and decision == PAGE:
             self._store.paging.store(message.address).flush()
-        self._flush_messages(wait and self._sync_non_tx and (decision != PAGE or dup is not None))
+        if wait and self._sync_non_tx and (decision != PAGE or dup is not None):
+            self._store.messages.flush()
         return mid
 
     def _admit(
@@ -618,7 +624,11 @@ class StorageManager:
 
     def _enqueue(self, stored: StoredMessage, queue_ids: list[int]) -> None:
         now = self._clock()
-        live = [qid for qid in queue_ids if qid in self._queues_by_id]
+        queues = self._queues_by_id
+        if len(queue_ids) == 1 and queue_ids[0] in queues:  # most sends: one live queue
+            live = queue_ids
+        else:
+            live = [qid for qid in queue_ids if qid in queues]
         if not live:  # its queues went while a transaction held it
             if stored.message.durable:
                 self._store.messages.append_delete(stored.message_id)
@@ -629,7 +639,7 @@ class StorageManager:
         m = stored.message
         self._pager.hold_memory(m.address, stored.size, 1)
         for qid in live:
-            stored.refs[qid] = self._queues_by_id[qid].add(
+            stored.refs[qid] = queues[qid].add(
                 stored.message_id,
                 priority=m.priority,
                 order=next(self._order),

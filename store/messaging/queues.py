@@ -88,7 +88,11 @@ class MessageQueue:
         returns its entry. Raises nothing."""
         entry = QueueEntry(message_id, priority, order, delivery_count, scheduled, READY)
         self._entries[message_id] = entry
-        self._make_ready_or_scheduled(entry, now)
+        if scheduled > now:
+            entry.state = SCHEDULED
+            heapq.heappush(self._scheduled, (scheduled, order, message_id))
+        else:  # _make_ready_or_scheduled, written out: every send and load comes here
+            heapq.heappush(self._ready, (-priority, order, message_id))
         return entry
 
     def add_entries(self, entries: list[QueueEntry], now: int) -> None:
