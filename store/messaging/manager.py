@@ -226,6 +226,8 @@ class StorageManager:
         id_batch: int = DEFAULT_BATCH,
     ) -> None:
         self._store = store
+        self._journal = store.messages  # the store's parts are fixed: looked up once
+        self._large = store.large_messages
         self._clock = clock or _now_ms
         config = store.config
         self._id_cache_size = config.id_cache_size
@@ -300,7 +302,7 @@ class StorageManager:
         """Return once everything appended so far to both journals and the page stores is
         durable. Raises what the journals and page stores raise."""
         self._store.bindings.flush()
-        self._store.messages.flush()
+        self._journal.flush()
         paging = self._store.paging
         for address in paging.addresses():
             paging.store(address).flush()
@@ -309,7 +311,7 @@ class StorageManager:
         """A future that completes when everything appended so far to both journals is
         durable (paged sends are durable when a ``sync`` send returns, or after ``flush``).
         Raises what the journals raise."""
-        parts = [self._store.bindings.sync_future(), self._store.messages.sync_future()]
+        parts = [self._store.bindings.sync_future(), self._journal.sync_future()]
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         settling = threading.Lock()  # both parts' callbacks may fire at once
 
@@ -489,10 +491,15 @@ class StorageManager:
         self._check_ready()
         mid = self._ids.next_id()
         message.message_id = mid
-        large = self._store.large_messages
-        inline, size = store_body(large, mid, message.body, self._large_limit)
+        body = message.body
+        if type(body) is bytes and len(body) <= self._large_limit:  # most sends
+            stored = StoredMessage(_copy(message, body, mid))
+            stored.prepare()
+            return stored
+        large = self._large
+        inline, size = store_body(large, mid, body, self._large_limit)
         if inline is not None:
-            if not isinstance(message.body, bytes):
+            if not isinstance(body, bytes):
                 message.body = inline
             stored = StoredMessage(_copy(message, inline, mid))
         else:
@@ -514,10 +521,10 @@ class StorageManager:
         """Delete large bodies, after making the journal deletes of their messages durable
         (``flush``), so a crash never leaves a message without its body. Logs failures."""
         if flush:
-            self._store.messages.flush()
+            self._journal.flush()
         for mid in ids:
             try:
-                self._store.large_messages.delete(mid)
+                self._large.delete(mid)
             except StoreError as exc:  # already gone, or the store failed: the load sweeps it
                 log.warning("large body %d not deleted: %s", mid, exc)
 
@@ -564,7 +571,7 @@ class StorageManager:
         if wait and decision == PAGE:
             self._store.paging.store(message.address).flush()
         if wait and self._sync_non_tx and (decision != PAGE or dup is not None):
-            self._store.messages.flush()
+            self._journal.flush()
         return mid
 
     def _admit(
@@ -599,7 +606,7 @@ class StorageManager:
     ) -> None:
         """Lock held: the journal (or page) records of a non-transactional send, then the
         message in its queues (unless paged)."""
-        m, mid, journal = stored.message, stored.message_id, self._store.messages
+        m, mid, journal = stored.message, stored.message_id, self._journal
         kind, record = stored.take_record()
         if decision == PAGE:
             paged = PagedMessage(mid, 0, kind, record, tuple(qids))
@@ -620,7 +627,7 @@ class StorageManager:
 
     def _add_dup(self, address: str, dup: bytes, record_id: int | None) -> None:
         for old in self._dup_cache(address).add(dup, record_id):
-            self._store.messages.append_delete(old)
+            self._journal.append_delete(old)
 
     def _enqueue(self, stored: StoredMessage, queue_ids: list[int]) -> None:
         now = self._clock()
@@ -631,16 +638,17 @@ class StorageManager:
             live = [qid for qid in queue_ids if qid in queues]
         if not live:  # its queues went while a transaction held it
             if stored.message.durable:
-                self._store.messages.append_delete(stored.message_id)
+                self._journal.append_delete(stored.message_id)
             if stored.large_size is not None:
                 self._doomed.append(stored.message_id)
             return
-        self._messages[stored.message_id] = stored
+        mid = stored.message_id
+        self._messages[mid] = stored
         m = stored.message
         self._pager.hold_memory(m.address, stored.size, 1)
         for qid in live:
             stored.refs[qid] = queues[qid].add(
-                stored.message_id,
+                mid,
                 priority=m.priority,
                 order=next(self._order),
                 now=now,
@@ -670,15 +678,15 @@ class StorageManager:
             if self._blocked:
                 self._space.notify_all()
             if durable:
-                self._store.messages.append_delete(mid)
+                self._journal.append_delete(mid)
             if stored.large_size is not None:
                 self._doomed.append(mid)  # deleted by _reap once the delete is durable
         elif durable and write_ack:
-            self._store.messages.append_update(mid, r.ACKNOWLEDGE_REF, r.queue_id_body(qid))
+            self._journal.append_update(mid, r.ACKNOWLEDGE_REF, r.queue_id_body(qid))
 
     def _flush_messages(self, wait: bool) -> None:
         if wait:
-            self._store.messages.flush()
+            self._journal.flush()
 
     def receive(self, queue: str, max_messages: int = 1) -> list[Delivery]:
         """Up to ``max_messages`` messages of ``queue`` that are ready, in delivery order
@@ -722,7 +730,7 @@ class StorageManager:
     def _paged_message(self, paged: PagedMessage) -> Message:
         message = paged.message()
         if paged.record_type == r.ADD_LARGE_MESSAGE:
-            opener = functools.partial(self._store.large_messages.open, paged.message_id)
+            opener = functools.partial(self._large.open, paged.message_id)
             message = dataclasses.replace(message, _opener=opener)
         return message
 
@@ -801,7 +809,7 @@ class StorageManager:
         stored = self._messages[mid]
         if stored.message.durable and stored.position is None:
             body = r.DeliveryCountRecord(qid, count).encode()
-            self._store.messages.append_update(mid, r.UPDATE_DELIVERY_COUNT, body)
+            self._journal.append_update(mid, r.UPDATE_DELIVERY_COUNT, body)
 
     def depth(self, queue: str) -> int:
         """Messages on ``queue`` not yet acknowledged (delivered, scheduled and held by a

@@ -101,14 +101,21 @@ class Message:
     _opener: Callable[[], BinaryIO] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.address, str) or not self.address:
-            raise ValueError(f"a message needs a non-empty address, not {self.address!r}")
-        if isinstance(self.body, bytearray | memoryview):
-            self.body = bytes(self.body)
-        elif not isinstance(self.body, bytes) and not hasattr(self.body, "read"):
-            raise ValueError(f"a message body is bytes or a binary stream, not {self.body!r}")
-        if isinstance(self.priority, bool) or not 0 <= self.priority <= 9:
-            raise ValueError(f"priority is 0..9, not {self.priority!r}")
+        # Exact-type tests first (a send checks every message twice: when made and when
+        # stored); the isinstance tests decide for anything else.
+        address = self.address
+        if not (type(address) is str or isinstance(address, str)) or not address:
+            raise ValueError(f"a message needs a non-empty address, not {address!r}")
+        body = self.body
+        if type(body) is bytes:
+            pass
+        elif isinstance(body, bytearray | memoryview):
+            self.body = bytes(body)
+        elif not isinstance(body, bytes) and not hasattr(body, "read"):
+            raise ValueError(f"a message body is bytes or a binary stream, not {body!r}")
+        p = self.priority
+        if not (type(p) is int and 0 <= p <= 9) and (isinstance(p, bool) or not 0 <= p <= 9):
+            raise ValueError(f"priority is 0..9, not {p!r}")
         # The three times checked at once when all are plain ints in range (a send checks
         # every message twice: when made and when stored), one by one to name the bad one.
         e, t, d = self.expiration, self.timestamp, self.scheduled_delivery
