@@ -6,8 +6,8 @@ Figures (1 KiB bodies everywhere):
   ``receive`` and ``ack(sync=True)``; messages acknowledged per second. Beside it, on the same
   store type in the same run, the journal's durable append ceiling (16 threads of
   ``append_add(sync=True)``) and, on PostgreSQL, the raw COPY baseline of
-  :mod:`bench.db_baselines`. A message costs four journal records (add, ref, ack, delete) of
-  which two are waited for (the send's and the ack's).
+  :mod:`bench.db_baselines`. A message costs three journal records (add, ref, and the
+  delete that is its ack) of which two are waited for (the send's and the ack's).
 - ``non-blocking send+ack``: one producer ``send(sync=False)`` keeping up to 1,000 messages in
   flight (a ``sync_future()`` per 1,000), one consumer acking likewise; messages/s made
   durable end to end.

@@ -6,12 +6,14 @@ Journal usage (reference §3.2; record bodies in :mod:`store.messaging.records` 
 
 - ``create_address`` / ``create_queue``: an ADD of 44 / 21 to the bindings journal, synced;
   ``delete_queue`` / ``delete_address``: its DELETE, synced; a deleted queue's messages are
-  acknowledged (33) and deleted when no other queue holds them.
+  acknowledged (33), or deleted when no other queue holds them (as ``ack``).
 - ``send``: ADD 45 (id = message id), then one UPDATE 32 per queue, then, with a duplicate id,
   ADD 37; only the last waits for durability (one ``flush`` outside the lock, so concurrent
   senders share one sync). A non-durable message writes nothing.
-- ``ack``: UPDATE 33, then DELETE of the message once no queue holds it (never waited for:
-  losing it leaves a message the next load sweeps). ``cancel``: UPDATE 34 with the new count.
+- ``ack``: UPDATE 33 while another queue still holds the message; the ack of its last ref
+  is the DELETE of the message alone (a DELETE drops every record of its id, so an UPDATE 33
+  before it would tell a load nothing; Artemis writes both). With ``sync`` the ack returns
+  once that record is durable. ``cancel``: UPDATE 34 with the new count.
 - transactions: the ``-tx`` forms, PREPARE with the XID in its extra data, COMMIT / ROLLBACK
   (:mod:`store.messaging.transactions`, whose Transaction carries out its own operations with
   the manager's helpers). Deletes of messages whose last ref a commit removed are
