@@ -107,7 +107,6 @@ class Segment:
         return f"Segment({os.path.basename(self.path)} id={self.file_id} end={self.end})"
 
 
-
 class SegmentManager:
     """Creates, neutralises, reuses and pre-opens the files of one journal."""
 
