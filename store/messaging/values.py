@@ -101,10 +101,10 @@ class Message:
     _opener: Callable[[], BinaryIO] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        # Exact-type tests first (a send checks every message twice: when made and when
-        # stored); the isinstance tests decide for anything else.
+        # A send checks every message twice (when made and when stored): the common cases
+        # (a bytes body, three plain int times) are tested by exact type first.
         address = self.address
-        if not (type(address) is str or isinstance(address, str)) or not address:
+        if not isinstance(address, str) or not address:
             raise ValueError(f"a message needs a non-empty address, not {address!r}")
         body = self.body
         if type(body) is bytes:
@@ -113,11 +113,9 @@ class Message:
             self.body = bytes(body)
         elif not isinstance(body, bytes) and not hasattr(body, "read"):
             raise ValueError(f"a message body is bytes or a binary stream, not {body!r}")
-        p = self.priority
-        if not (type(p) is int and 0 <= p <= 9) and (isinstance(p, bool) or not 0 <= p <= 9):
-            raise ValueError(f"priority is 0..9, not {p!r}")
-        # The three times checked at once when all are plain ints in range (a send checks
-        # every message twice: when made and when stored), one by one to name the bad one.
+        if isinstance(self.priority, bool) or not 0 <= self.priority <= 9:
+            raise ValueError(f"priority is 0..9, not {self.priority!r}")
+        # The three times at once; one by one only to name the bad one.
         e, t, d = self.expiration, self.timestamp, self.scheduled_delivery
         if not (
             type(e) is int
