@@ -100,7 +100,9 @@ def open_store(
     ``fs`` replaces the file-system seam of the file store (tests use a fault-injecting one).
     ``node_manager`` (DESIGN §8): a live HA node manager of this store; its live lock replaces
     the store lock, and every write batch of a database store (journals, page stores) checks
-    in its own transaction that this node still holds that lock with its generation.
+    in its own transaction that this node still holds that lock with its generation. A write
+    that fails gives the lock up (``node_manager.store_failed``: through the fence on a
+    database, through the file-system seam on files), so the backup takes over.
     Raises LockLostError when ``node_manager`` is not live, StoreLockedError when another
     process holds the store (or, without a node manager, a live HA lease on it), ConfigError
     for settings the back-end refuses, StoreUnavailableError when a database cannot be
@@ -128,7 +130,13 @@ def open_store(
 
     if node_manager is None:
         _refuse_live_file_node(config)
-    return Store(config, open_file_store(config, fs=fs, lock=node_manager is None))
+        return Store(config, open_file_store(config, fs=fs))
+    from store.fs import OsFileSystem
+    from store.ha.watch import WatchedFileSystem
+
+    # A write that fails on the store's files gives the live lock up (DESIGN §8).
+    watched = WatchedFileSystem(fs or OsFileSystem(), node_manager.store_failed)
+    return Store(config, open_file_store(config, fs=watched, lock=False))
 
 
 def _refuse_live_file_node(config: StoreConfig) -> None:

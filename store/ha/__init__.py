@@ -11,10 +11,20 @@
         ...
     nm.close()
 
+A store that can no longer write gives the live lock up (DESIGN §8, as Artemis stops a server
+on a critical I/O error): the store reports a failed write to its node manager through
+:meth:`NodeManager.store_failed <store.ha.api.NodeManager.store_failed>` — a database store from
+its write fence, a file store from the file-system seam :func:`store.open_store` wraps around
+it. The node stops renewing at once, says so through ``on_lock_lost`` (the documented callback:
+run once, on the node manager's thread; stop the application's writes there), and then
+releases the live lock, so the backup goes live on its next try without anyone restarting the
+failed process.
+
 Modules: :mod:`~store.ha.api` (the contract, states, :class:`Lease`), :mod:`~store.ha.database`
 (leases in ``node-manager-store-table-name``, and the write fence), :mod:`~store.ha.lease` (the
 conditional ``UPDATE`` s), :mod:`~store.ha.sql` (per-database statements),
 :mod:`~store.ha.files` (``server.lock`` and lock files in ``node-manager-lock-directory``),
+:mod:`~store.ha.watch` (a file store's failed writes reported to its node manager),
 :mod:`~store.ha.status` (what ``store ha status`` shows), :mod:`~store.ha.run` (what ``store ha
 run`` does).
 

@@ -6,6 +6,18 @@ use to form a primary/backup pair.
 the lock-lost callbacks (run once per loss, on the node manager's own thread, whoever noticed
 the loss first), and waiting with timeouts. The subclasses own the locks themselves.
 
+**A store that can no longer write gives the live lock up** (DESIGN §8, Artemis's critical
+I/O error listener, which stops the server and so releases its lock): the store a node serves
+reports a failed write through :meth:`NodeManager.store_failed` — a database store through its
+write fence (:meth:`store.ha.database.LeaseFence.after_failure`), a file store through the
+file-system seam that :func:`store.open_store` wraps (:mod:`store.ha.watch`). The node stops
+renewing at once (``is_live`` turns False, so every fenced write raises LockLostError), the
+``on_lock_lost`` callbacks run on the node manager's thread, and then the live lock is
+released (the database lease, or the file lock), so the backup goes live within one of its
+tries instead of waiting for an application restart. The release comes *after* the callbacks
+on purpose: a callback is where the application stops writing (Artemis stops the server
+before its lock goes), which matters on the file store, whose writes are not fenced.
+
 States (DESIGN §8, reference §4.10; the letter is what the database row / ``server.lock`` byte
 holds):
 
@@ -119,6 +131,8 @@ class NodeManager(ABC):
         self._callbacks: list[Callable[[], None]] = []
         self._loss_pending = False
         self._loss_reason = ""
+        # Set by store_failed: the live lock is released once the callbacks ran (or at close).
+        self._release_pending = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -274,6 +288,19 @@ class NodeManager(ABC):
         with self._mutex:
             self._callbacks.append(callback)
 
+    def store_failed(self, reason: str) -> None:
+        """Report that the store this node serves can no longer write (a write failed with
+        StoreUnavailableError / StoreIOError: the journals' writer and the page flusher refuse
+        every write after one; see the module docstring). When live: stop renewing now, run
+        the ``on_lock_lost`` callbacks once on the node manager's thread, then release the live
+        lock (or at :meth:`close`, whichever comes first). Idempotent, callable from any thread
+        (it never waits for the database or a file); returns None; raises nothing."""
+        with self._mutex:
+            if not self._live or self._closed:
+                return
+            self._release_pending = True
+        self._lock_lost(f"the store can no longer write ({reason})")
+
     def pause(self) -> None:
         """Step down for failback: write PAUSED, stop renewing, release the live lock.
         Backups do not take over while the state is PAUSED. Returns nothing; raises
@@ -306,6 +333,7 @@ class NodeManager(ABC):
                     release()
                 except Exception:
                     _log.warning("releasing a lock at close failed", exc_info=True)
+        self._release_after_failure()
         self._dispose()
 
     def __enter__(self) -> NodeManager:
@@ -335,6 +363,7 @@ class NodeManager(ABC):
         with self._mutex:
             self._live = True
             self._loss_pending = False
+            self._release_pending = False  # a lock taken again is not the one given up
         self._ensure_thread()
 
     def _ensure_thread(self) -> None:
@@ -381,3 +410,19 @@ class NodeManager(ABC):
                 callback()
             except Exception:
                 _log.exception("HA: an on_lock_lost callback failed")
+        self._release_after_failure()
+
+    def _release_after_failure(self) -> None:
+        """Release the live lock a failed store gave up (:meth:`store_failed`), once: after
+        the callbacks on the node manager's thread, or at :meth:`close` if that comes first.
+        A release that fails is logged (a database lease then expires; a file lock goes with
+        the process)."""
+        with self._mutex:
+            pending, self._release_pending = self._release_pending, False
+        if not pending:
+            return
+        try:
+            self._release_live()
+            _log.error("HA: released the live lock: the store can no longer write")
+        except Exception:
+            _log.warning("HA: releasing the live lock after a store failure failed", exc_info=True)
