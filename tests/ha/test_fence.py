@@ -10,18 +10,21 @@ takeover first: the fence is what must."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from store import Store, StoreConfig, open_store
+from store.db import open_database_store
 from store.db.migrate import drop_schema
 from store.errors import LockLostError, StoreLockedError
 from store.ha import open_node_manager
-from store.ha.database import DatabaseNodeManager
+from store.ha.database import DatabaseNodeManager, LeaseFence
 from store.ha.lease import PRIMARY_ROW
 from tests.ha.conftest import HA_DATABASES, ha_mapping
 from tests.support.backends import unique_prefix
@@ -219,3 +222,180 @@ def test_a_batch_frozen_between_its_share_lock_and_its_commit_does_not_keep_a_ta
         dispose_store_engine(store_engine)
         dispose_store_engine(admin_engine)
         drop_schema(config)
+
+
+def _expire(nm: DatabaseNodeManager) -> None:
+    """What a lease nobody renewed for the expiration looks like: the row still names this
+    node and its generation, its expiry passed by the database clock (no takeover)."""
+    t = nm.table.table
+    with nm.engine.begin() as conn:
+        conn.execute(
+            t.update()
+            .where(t.c.id == PRIMARY_ROW)
+            .values(holder_expiration_time=t.c.holder_expiration_time - 60_000)
+        )
+
+
+def _plain_ids(config: StoreConfig) -> list[int]:
+    """The message ids in the store, read by a plain open once the live lock is released."""
+    with open_store(config) as plain:
+        plain.bindings.load()
+        return [r.id for r in plain.messages.load().records]
+
+
+def test_a_lease_expired_by_the_database_clock_fences_the_next_batch_off(
+    slow_renew: StoreConfig,
+) -> None:
+    """A node that stopped renewing and whose lease expired by the database clock, with no
+    takeover yet (holder and generation still its own): its next batch raises LockLostError
+    and commits nothing; every later write too. A fence checking holder and generation only
+    let that batch commit."""
+    nm = open_node_manager(slow_renew)
+    assert isinstance(nm, DatabaseNodeManager)
+    try:
+        nm.start_primary(timeout=10)
+        with open_store(slow_renew, node_manager=nm) as store:
+            store.bindings.load()
+            store.messages.load()
+            store.messages.append_add(1, 7, b"before", sync=True)
+            _expire(nm)
+            row = nm.read_live_row()
+            assert row.raw is not None and row.raw.endswith(nm.holder) and not row.held
+            assert nm.is_live  # the renew thread sleeps for 10 s: only the fence can tell
+            with pytest.raises(LockLostError, match="expired"):
+                store.messages.append_add(2, 7, b"after", sync=True)
+            assert not nm.is_live
+            with pytest.raises(LockLostError):
+                store.paging.store("orders").append(b"page-after", sync=True)
+    finally:
+        nm.close()
+    assert _plain_ids(slow_renew) == [1]
+
+
+class _HookedFence:
+    """The node manager's fence with a hook after its first check and one after its share
+    lock (the seam :func:`store.db.open_database_store` takes a fence through)."""
+
+    def __init__(self, fence: LeaseFence) -> None:
+        self.fence = fence
+        self.after_check: Callable[[], None] | None = None
+        self.after_lock: Callable[[], None] | None = None
+
+    def __call__(self, conn: Any) -> None:
+        self.fence(conn)
+        hook, self.after_check = self.after_check, None
+        if hook is not None:
+            hook()
+
+    def before_commit(self, conn: Any) -> None:
+        self.fence.before_commit(conn)
+        hook, self.after_lock = self.after_lock, None
+        if hook is not None:
+            hook()
+
+    def after_failure(self) -> LockLostError | None:
+        return self.fence.after_failure()
+
+
+def _hooked_store(config: StoreConfig, nm: DatabaseNodeManager) -> tuple[Store, _HookedFence]:
+    fence = _HookedFence(nm.fence())
+    parts = open_database_store(config, fence=fence, store_lock=False, seq_floor=nm.seq_floor())
+    store = Store(config, parts)
+    store.bindings.load()
+    store.messages.load()
+    return store, fence
+
+
+@pytest.mark.parametrize("which", ["postgresql", "mariadb"])
+def test_a_takeover_between_a_batchs_fence_and_its_commit_is_refused(
+    which: str, tmp_path: Path
+) -> None:
+    """A backup takes the lease over (another connection, committed) after a batch's first
+    fence check passed and before its commit: the share-locked re-check just before the
+    commit sees it, the batch raises LockLostError and commits nothing."""
+    config = StoreConfig.from_mapping(
+        ha_mapping(
+            tmp_path,
+            unique_prefix(),
+            which,
+            **{"jdbc-lock-renew-period": 10_000, "jdbc-lock-expiration": 30_000},
+        )
+    )
+    nm = open_node_manager(config)
+    assert isinstance(nm, DatabaseNodeManager)
+    try:
+        nm.start_primary(timeout=10)
+        store, fence = _hooked_store(config, nm)
+        try:
+            store.messages.append_add(1, 7, b"before", sync=True)
+            fence.after_check = lambda: _take_over(nm)
+            with pytest.raises(LockLostError):
+                store.messages.append_add(2, 7, b"inside", sync=True)
+            assert fence.after_check is None  # the takeover did land inside the batch
+            assert not nm.is_live
+        finally:
+            with contextlib.suppress(LockLostError):
+                store.close()
+    finally:
+        nm.close()
+        _release_for_plain_open(config)
+    try:
+        assert _plain_ids(config) == [1]
+    finally:
+        drop_schema(config)
+
+
+@pytest.mark.parametrize("which", ["postgresql", "mariadb"])
+def test_a_takeover_waits_for_a_batch_holding_the_share_lock_then_fences_the_next(
+    which: str, tmp_path: Path
+) -> None:
+    """The other order: a takeover that comes once the batch holds the share lock waits
+    for its commit (the two never interleave): that batch commits, the next is refused."""
+    config = StoreConfig.from_mapping(
+        ha_mapping(
+            tmp_path,
+            unique_prefix(),
+            which,
+            **{"jdbc-lock-renew-period": 10_000, "jdbc-lock-expiration": 30_000},
+        )
+    )
+    nm = open_node_manager(config)
+    assert isinstance(nm, DatabaseNodeManager)
+    took: list[float] = []
+    try:
+        nm.start_primary(timeout=10)
+        store, fence = _hooked_store(config, nm)
+        taker = threading.Thread(target=lambda: (_take_over(nm), took.append(time.monotonic())))
+
+        def hold() -> None:
+            taker.start()
+            time.sleep(0.5)
+            assert took == []  # waiting for this batch's share lock
+
+        try:
+            fence.after_lock = hold
+            store.messages.append_add(1, 7, b"committed", sync=True)
+            taker.join(10)
+            assert len(took) == 1
+            with pytest.raises(LockLostError):
+                store.messages.append_add(2, 7, b"refused", sync=True)
+        finally:
+            with contextlib.suppress(LockLostError):
+                store.close()
+    finally:
+        nm.close()
+        _release_for_plain_open(config)
+    try:
+        assert _plain_ids(config) == [1]
+    finally:
+        drop_schema(config)
+
+
+def _release_for_plain_open(config: StoreConfig) -> None:
+    """The row is "backup"'s after _take_over; clear it so a plain open may look."""
+    check = open_node_manager(config)
+    assert isinstance(check, DatabaseNodeManager)
+    t = check.table.table
+    with check.engine.begin() as conn:
+        conn.execute(t.update().where(t.c.id == PRIMARY_ROW).values(holder_id="9:"))
+    check.close()
