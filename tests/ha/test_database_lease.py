@@ -415,6 +415,64 @@ def test_a_database_outage_loses_the_lock_once_after_retrying(tmp_path: Path) ->
         admin.dispose()
 
 
+def test_a_renewed_lease_outlives_a_database_outage_until_its_renewed_deadline(
+    tmp_path: Path,
+) -> None:
+    """A successful renew moves the local deadline forward: a node renewing for twice the
+    expiration, then cut off (its own user may no longer log in, its sessions terminated),
+    stays live until the lease it last renewed really runs out (less the renew period it
+    keeps for a retry), and not longer. A renew that left the deadline where the acquisition
+    put it lost the lock at the first failed retry, long before."""
+    from store.db.migrate import drop_schema
+    from tests.ha.conftest import RENEW_MS
+
+    role = f"ha_ren_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(
+        "postgresql+psycopg://postgres@127.0.0.1:5432/test", isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+        conn.exec_driver_sql(f"GRANT USAGE, CREATE ON SCHEMA public TO {role}")
+    mapping = ha_mapping(tmp_path, unique_prefix(), "postgresql")
+    config = StoreConfig.from_mapping(mapping)
+    mapping["database-store"]["jdbc-user"] = role
+    nm = _nm(StoreConfig.from_mapping(mapping))
+    reader = _nm(config)
+    calls: list[float] = []
+    try:
+        nm.start_primary(timeout=10)
+        nm.on_lock_lost(lambda: calls.append(time.monotonic()))
+        time.sleep(2 * EXPIRATION_MS / 1000)  # past the deadline of the acquisition
+        assert nm.is_live
+        row = reader.table.read(PRIMARY_ROW)
+        assert row.held and row.holder == nm.holder
+        left = (row.expires_at_ms - row.now_ms) / 1000  # of the lease last renewed
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER ROLE {role} NOLOGIN")
+            started = time.monotonic()
+            conn.exec_driver_sql(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+            )
+        earliest = left - RENEW_MS / 1000 - 0.15
+        time.sleep(max(0.0, earliest - (time.monotonic() - started)))
+        assert nm.is_live and calls == [], "lost before the renewed lease ran out"
+        deadline = started + EXPIRATION_MS / 1000 + 2
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(calls) == 1 and not nm.is_live
+        lost_after = calls[0] - started
+        assert earliest <= lost_after <= EXPIRATION_MS / 1000 + 0.3, (lost_after, left)
+    finally:
+        nm.close()
+        reader.close()
+        drop_schema(config)
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"ALTER ROLE {role} LOGIN")
+            conn.exec_driver_sql(f"DROP OWNED BY {role}")
+            conn.exec_driver_sql(f"DROP ROLE {role}")
+        admin.dispose()
+
+
 def test_a_clock_difference_beyond_the_allowed_one_is_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
