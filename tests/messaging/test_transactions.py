@@ -210,6 +210,29 @@ def test_an_xid_can_be_prepared_by_one_transaction_at_a_time(h: Harness) -> None
     second.commit()
 
 
+def test_a_committed_duplicate_id_is_refused_at_once_without_a_restart(h: Harness) -> None:
+    """The commit moves the transaction's reservation into the cache: a plain send and a
+    transactional send of the same id raise DuplicateIdError right away (a commit that only
+    released the reservation let them through until a restart reloaded the cache)."""
+    sm = h.setup("q")
+    tx = sm.begin()
+    tx.send(msg(b"1"), dup_id=b"k")
+    tx.commit()
+    with pytest.raises(DuplicateIdError):
+        sm.send(msg(b"2"), dup_id=b"k")
+    again = sm.begin()
+    with pytest.raises(DuplicateIdError):
+        again.send(msg(b"3"), dup_id=b"k")
+    again.rollback()
+    prepared = sm.begin()
+    prepared.send(msg(b"4"), dup_id=b"j")
+    prepared.prepare(X1)
+    prepared.commit()
+    with pytest.raises(DuplicateIdError):
+        sm.send(msg(b"5"), dup_id=b"j")
+    assert bodies(drain(sm, "q")) == [b"1", b"4"]
+
+
 def test_duplicate_ids_in_a_transaction_count_from_commit(h: Harness) -> None:
     sm = h.setup("q")
     tx = sm.begin()
