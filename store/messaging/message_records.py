@@ -268,7 +268,12 @@ def encode_message(message: Message, body: bytes) -> bytes:
     A message without properties (what a send writes most) is packed in one go; anything
     else, and anything that does not fit, goes field by field through
     :func:`write_message`, which names the field. Both give the same bytes (tested)."""
-    if not message.properties and type(body) is bytes and not _has_artemis_headers(message):
+    if (
+        not message.properties  # so no property_types either
+        and type(body) is bytes
+        and message.user_id is None
+        and message.message_type == DEFAULT_MESSAGE_TYPE
+    ):
         try:
             address = message.address.encode("utf-8")
             fixed = _FIXED.pack(

@@ -135,7 +135,7 @@ def _stored(config: StoreConfig) -> bytes:
     return render(addresses, queues, messages, typed_nulls=True)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=_messages())
 def test_an_artemis_export_comes_back_out_byte_for_byte(
     messages: list[JavaMessage], tmp_path_factory: pytest.TempPathFactory
