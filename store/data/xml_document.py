@@ -17,11 +17,20 @@ base64 (``abcd``) is read as base64: write such a text as base64. A base64 body 
 decoded; Artemis's own text-message framing inside it is not interpreted. Large bodies
 (``isLarge="true"``) are always base64.
 
-Message attributes: ``id`` and ``user-id`` are read (``id`` checked) and not used further by
-the importer; missing ``priority``, ``expiration`` and ``timestamp`` are 0, as in Artemis's
-importer; ``type`` is one of Artemis's (``default`` when missing). ``_AMQ_SCHED_DELIVERY``
-becomes ``scheduled_delivery``. An address's empty ``routing-types`` is an empty tuple here
-(the importer decides); ``filter-string=""`` is no filter.
+Message attributes: ``id`` is read and checked, and not used further by the importer;
+``user-id`` is kept as written (Artemis's importer makes a new one; we keep the message's);
+missing ``priority``, ``expiration`` and ``timestamp`` are 0, as in Artemis's importer;
+``type`` is one of Artemis's (``default`` when missing). Each property's ``type`` is kept in
+``XmlMessage.property_types``. ``_AMQ_SCHED_DELIVERY`` becomes ``scheduled_delivery``. An
+address's empty ``routing-types`` is an empty tuple here (the importer decides);
+``filter-string=""`` is no filter.
+
+Artemis 1.x's ``<binding address filter-string queue-name id/>`` is read as Artemis's
+importer reads it (without ``--legacy-prefixes``): an address starting ``jms.queue.`` is
+ANYCAST, any other MULTICAST, and ``jms.queue.`` / ``jms.topic.`` is cut from the address
+and the queue name; it yields an :class:`AddressBinding` with that one routing type and a
+:class:`QueueBinding` (none for the filter ``__AMQX=-1``, 1.x's placeholder of a topic), and
+the messages' ``<queue name>`` of a renamed queue is renamed alike.
 
 Thread-safety: a generator belongs to the thread that iterates it.
 """
@@ -35,7 +44,7 @@ from typing import BinaryIO, Final, cast
 
 from store.data import xml_format as f
 from store.data.xml_reader import Event, XmlFormatError, read_events
-from store.messaging.values import ANYCAST, ROUTING_TYPES, PropertyValue
+from store.messaging.values import ANYCAST, MULTICAST, ROUTING_TYPES, PropertyValue
 
 __all__ = [
     "SPOOL",
@@ -83,8 +92,10 @@ class XmlMessage:
     expiration: int
     timestamp: int
     type: str
+    user_id: str | None
     scheduled_delivery: int
     properties: dict[str, PropertyValue]
+    property_types: dict[str, str]
     queues: list[str]
     body: BinaryIO | None
     body_size: int
@@ -204,7 +215,9 @@ class _MessageBuilder:
         self.type = a.get("type", f.DEFAULT_TYPE).strip() or f.DEFAULT_TYPE
         if self.type not in f.MESSAGE_TYPES:
             raise _Fault(f"message type {self.type!r} is not one of {', '.join(f.MESSAGE_TYPES)}")
+        self.user_id = a.get(f.USER_ID)
         self.properties: dict[str, PropertyValue] = {}
+        self.property_types: dict[str, str] = {}
         self.scheduled = 0
         self.queues: list[str] = []
         self.body: _Body | None = None
@@ -227,6 +240,7 @@ class _MessageBuilder:
             self.scheduled = value
         else:
             self.properties[name] = value
+            self.property_types[name] = kind
 
     def close(self) -> None:
         if self.body is not None:
@@ -247,8 +261,10 @@ class _MessageBuilder:
             self.expiration,
             self.timestamp,
             self.type,
+            self.user_id,
             self.scheduled,
             self.properties,
+            self.property_types,
             self.queues,
             body,
             size,
@@ -258,6 +274,31 @@ class _MessageBuilder:
         )
 
 
+def _strip_old_prefix(name: str) -> str:
+    for prefix in (f.OLD_QUEUE_PREFIX, f.OLD_TOPIC_PREFIX):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def _old_binding(event: Event, renamed: dict[str, str]) -> Iterator[Item]:
+    """The address (and queue) of a 1.x ``<binding>`` (see the module docstring); records a
+    renamed queue in ``renamed``."""
+    a = event.attrs
+    old_address = _required(a, f.OLD_ADDRESS, f.OLD_BINDING)
+    old_queue = _required(a, f.OLD_QUEUE, f.OLD_BINDING)
+    routing = ANYCAST if old_address.startswith(f.OLD_QUEUE_PREFIX) else MULTICAST
+    address, queue = _strip_old_prefix(old_address), _strip_old_prefix(old_queue)
+    if not address or not queue:
+        raise _Fault(f"<{f.OLD_BINDING}> names nothing once its JMS prefix is cut")
+    if queue != old_queue:
+        renamed[old_queue] = queue
+    yield AddressBinding(address, (routing,), event.line, event.column)
+    filter_ = a.get(f.OLD_FILTER) or None
+    if filter_ != f.IGNORED_FILTER:
+        yield QueueBinding(queue, address, routing, filter_, event.line, event.column)
+
+
 def read_document(stream: BinaryIO, path: str, *, keep_bodies: bool) -> Iterator[Item]:
     """The bindings and messages of the export document in ``stream`` (named ``path`` in
     errors), in document order. With ``keep_bodies`` each message's body is decoded into a
@@ -265,6 +306,7 @@ def read_document(stream: BinaryIO, path: str, *, keep_bodies: bool) -> Iterator
     measured only. Raises XmlFormatError naming the line and column of the first fault."""
     current: _MessageBuilder | None = None
     event: Event | None = None
+    renamed: dict[str, str] = {}  # 1.x queue names -> ours
     try:
         for event in read_events(stream, path):
             kind = event.kind
@@ -286,6 +328,8 @@ def read_document(stream: BinaryIO, path: str, *, keep_bodies: bool) -> Iterator
                     event.line,
                     event.column,
                 )
+            elif kind == f.OLD_BINDING:
+                yield from _old_binding(event, renamed)
             elif kind == f.MESSAGE:
                 current = _MessageBuilder(event, keep=keep_bodies)
             elif current is None:
@@ -293,7 +337,8 @@ def read_document(stream: BinaryIO, path: str, *, keep_bodies: bool) -> Iterator
             elif kind == f.PROPERTY:
                 current.property(event)
             elif kind == f.QUEUE:
-                current.queues.append(_required(event.attrs, "name", kind))
+                name = _required(event.attrs, "name", kind)
+                current.queues.append(renamed.get(name, name))
             elif kind == f.BODY:
                 if current.body is not None:
                     raise _Fault("a message has one body")

@@ -12,14 +12,28 @@ loads it through :class:`~store.messaging.StorageManager` and writes:
   of the queues that still hold it. Non-durable messages are never stored, so never exported.
 
 Message attributes: ``id`` (the store's message id), ``priority``, ``expiration``,
-``timestamp``, ``type="default"`` (messages have no type here). Properties in the message's
-own order, then a non-zero ``scheduled_delivery`` as ``_AMQ_SCHED_DELIVERY``. The body is
-URL-safe base64 with padding in one CDATA section on its own line; a large body
-(``isLarge="true"``) is a series of CDATA sections, each the base64 of 1000 raw bytes, read
-from ``message.open_body()`` a megabyte at a time, so memory stays bounded whatever its size.
-Attribute values escape ``& < > "`` and the whitespace characters attribute normalisation
-would change; a name or value holding a character XML 1.0 cannot carry (U+0000 and the other
-C0 controls but tab, newline, carriage return) is refused with an error naming it.
+``timestamp``, ``type`` (``Message.message_type``: ``default`` unless the message came from
+Artemis), and ``user-id`` when the message has one. Properties in the message's own order,
+each with its Java type (``Message.property_types``, else the type its value implies; values
+spelt as Java's ``toString`` spells them: :mod:`store.data.xml_format`), then a non-zero
+``scheduled_delivery`` as ``_AMQ_SCHED_DELIVERY`` (``long``). The body is URL-safe base64
+with padding in one CDATA section on its own line; a large body (``isLarge="true"``) is a
+series of CDATA sections, each the base64 of 1000 raw bytes, read from
+``message.open_body()`` a megabyte at a time, so memory stays bounded whatever its size.
+
+The bytes are Artemis's (``XmlDataExporter`` since 2.6 with its ``PrettyPrintHandler``, on a
+system whose line separator is ``\n``): no XML declaration; every element and CDATA section
+on a line of its own, preceded by the newline and three spaces per level (so the document
+starts with a newline and ends with ``</activemq-journal>``, no newline after it); empty
+elements as ``<name …/>``; attributes in Artemis's order, their values escaping ``& < > "``.
+One deliberate difference: we also escape tab, newline and carriage return in attribute
+values (``&#9;`` …), which Artemis writes raw and every XML reader then turns into spaces. A
+name or value holding a character XML 1.0 cannot carry (U+0000 and the other C0 controls but
+tab, newline, carriage return) is refused with an error naming it (Artemis writes it and
+its file does not parse). Two orders are ours: messages by id (Artemis: the journal's by
+id, then the paged ones by page) and properties as the message holds them (Artemis: its hash
+map's order, with ``_AMQ_SCHED_DELIVERY`` among them); an import keeps the file's order, so a
+file Artemis wrote comes back out in its order.
 
 What a user could notice: nothing. The load may sweep what nothing refers to (as every start
 does: large bodies without a message, messages without a queue, stale cursor records) and
@@ -109,35 +123,35 @@ class _Writer:
         self.body_bytes = 0
 
     def line(self, depth: int, text: str) -> None:
-        self._out.write(f"{_INDENT * depth}{text}\n".encode())
+        """Write ``text`` on a line of its own at ``depth`` (Artemis's layout: the newline
+        comes before each line, none after the last)."""
+        self._out.write(f"\n{_INDENT * depth}{text}".encode())
 
     def message(self, message: Message, queues: tuple[str, ...]) -> None:
         mid = message.message_id
         what = f"message {mid}"
-        head = _attrs(
-            what,
-            [
-                ("id", str(mid)),
-                ("priority", str(message.priority)),
-                ("expiration", str(message.expiration)),
-                ("timestamp", str(message.timestamp)),
-                ("type", f.DEFAULT_TYPE),
-            ],
-        )
-        lines = [f"{_INDENT * 2}<message {head}>", f"{_INDENT * 3}<properties>"]
-        properties = list(message.properties.items())
+        pairs = [
+            ("id", str(mid)),
+            ("priority", str(message.priority)),
+            ("expiration", str(message.expiration)),
+            ("timestamp", str(message.timestamp)),
+            ("type", message.message_type),
+        ]
+        if message.user_id is not None:
+            pairs.append((f.USER_ID, message.user_id))
+        lines = [f"{_INDENT * 2}<message {_attrs(what, pairs)}>", f"{_INDENT * 3}<properties>"]
+        types = message.property_types
+        for name, value in message.properties.items():
+            lines.append(self._property(what, name, *f.encode_property(value, types.get(name))))
         if message.scheduled_delivery:
-            properties.append((f.SCHEDULED_DELIVERY, message.scheduled_delivery))
-        for name, value in properties:
-            text, kind = f.encode_property(value)
-            pairs = [("name", name), ("value", text), ("type", kind)]
-            lines.append(f"{_INDENT * 4}<property {_attrs(f'{what} property', pairs)}/>")
+            text, kind = f.encode_property(message.scheduled_delivery)
+            lines.append(self._property(what, f.SCHEDULED_DELIVERY, text, kind))
         lines.append(f"{_INDENT * 3}</properties>")
         lines.append(f"{_INDENT * 3}<queues>")
         for name in queues:
             lines.append(f'{_INDENT * 4}<queue name="{_attr(name, f"{what} queue")}"/>')
         lines.append(f"{_INDENT * 3}</queues>")
-        self._out.write(("\n".join(lines) + "\n").encode())
+        self._out.write(("\n" + "\n".join(lines)).encode())
         if message.is_large:
             self._large_body(message)
         else:
@@ -149,14 +163,19 @@ class _Writer:
         self.line(2, "</message>")
         self.messages += 1
 
+    @staticmethod
+    def _property(what: str, name: str, text: str, kind: str) -> str:
+        pairs = [("name", name), ("value", text), ("type", kind)]
+        return f"{_INDENT * 4}<property {_attrs(f'{what} property', pairs)}/>"
+
     def _large_body(self, message: Message) -> None:
         self.line(3, f'<body {f.IS_LARGE}="true">')
-        prefix = f"{_INDENT * 4}<![CDATA["
+        prefix = f"\n{_INDENT * 4}<![CDATA["
         with message.open_body() as body:
             for block in _blocks(body):
                 view = memoryview(block)
                 text = "".join(
-                    f"{prefix}{f.encode_b64(view[i : i + f.BODY_CHUNK])}]]>\n"
+                    f"{prefix}{f.encode_b64(view[i : i + f.BODY_CHUNK])}]]>"
                     for i in range(0, len(block), f.BODY_CHUNK)
                 )
                 self._out.write(text.encode("ascii"))
@@ -190,7 +209,6 @@ def write_xml(
     the store and ``out`` raise."""
     started = time.perf_counter()
     w = _Writer(out)
-    w.line(0, '<?xml version="1.0" encoding="UTF-8"?>')
     w.line(0, f"<{f.ROOT}>")
     w.line(1, f"<{f.BINDINGS}>")
     addresses = sm.addresses()

@@ -18,21 +18,30 @@ The document::
     </activemq-journal>
 
 Property values (:func:`encode_property` / :func:`decode_property`), as Artemis writes them
-(``XmlDataExporterUtil``) and as we map them to the storage manager's Python values:
+(``XmlDataExporterUtil``: the value's ``toString()``) and as we map them to the storage
+manager's Python values. Each property keeps its Java type through import, store and export
+(``Message.property_types``, :mod:`store.messaging.values`); a value without one has the type
+its Python value implies:
 
-==========================  ==================================  ==========================
-Python value (export)       ``type`` / ``value``                 read back (import)
-==========================  ==================================  ==========================
-``None``                    ``bytes`` / ``_AMQ_NULL``            ``None`` (any type)
-``bool``                    ``boolean`` / ``true`` | ``false``  ``bool``
-``int``                     ``long`` / decimal                  ``int`` (also ``byte``,
-                                                                ``short``, ``integer``)
-``float``                   ``double`` / ``repr``; ``Infinity``, ``float`` (also ``float``)
-                            ``-Infinity``, ``NaN`` (Java's)
-``str``                     ``string`` / the text               ``str`` (also
-                                                                ``simple-string``)
-``bytes``                   ``bytes`` / URL-safe base64, padded ``bytes`` (either alphabet)
-==========================  ==================================  ==========================
+====================================  ==========================  ==========================
+``type``                              ``value`` (export)          Python value (import)
+====================================  ==========================  ==========================
+``boolean``                           ``true`` | ``false``        ``bool``
+``byte``, ``short``, ``integer``,     decimal                     ``int`` (in the type's
+``long`` (implied by an ``int``)                                  range)
+``float``                             ``Float.toString``          ``float``: the 32-bit
+                                                                  float Artemis holds
+``double`` (implied by a ``float``)   ``Double.toString``         ``float``
+``string`` (implied by a ``str``),    the text                    ``str``
+``simple-string``
+``bytes``                             URL-safe base64, padded     ``bytes`` (either
+                                                                  alphabet)
+any (``bytes`` implied by ``None``)   ``_AMQ_NULL``               ``None``
+====================================  ==========================  ==========================
+
+``Float.toString`` / ``Double.toString`` are Java's spelling (:mod:`store.data.xml_numbers`:
+``1.0E20``, ``0.001``, ``NaN``, ``-Infinity``), so an export is what Artemis writes; on import
+a ``float`` is rounded once to 32 bits, as ``Float.parseFloat`` does.
 
 ``_AMQ_NULL`` stands for null whatever the type, as in Artemis: a ``str`` property whose value
 is the text ``_AMQ_NULL`` comes back as ``None`` (the format cannot tell them apart). A
@@ -40,6 +49,10 @@ message's ``scheduled_delivery`` travels as Artemis's ``_AMQ_SCHED_DELIVERY`` (`
 property and comes back as ``scheduled_delivery``, never as a property; the name is the
 format's, so a message's own property of that name does not survive an export and import
 (Artemis has the same rule).
+
+Artemis 1.x wrote ``<binding address=".." filter-string=".." queue-name=".." id=".."/>``
+in ``<bindings>`` instead of the address and queue bindings; its importer still reads it,
+and so do we (:mod:`store.data.xml_document`).
 
 Base64: Artemis writes the URL-safe alphabet with padding (``Base64.URL_SAFE``); we write the
 same and read both alphabets. A body is a series of padded base64 pieces (one per CDATA
@@ -53,12 +66,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 import re
 from collections.abc import Callable
 from typing import Final
 
-from store.messaging.values import PropertyValue
+from store.data.xml_numbers import java_double, java_float, parse_float32
+from store.messaging.values import (
+    DEFAULT_MESSAGE_TYPE,
+    PROPERTY_TYPES,
+    PropertyValue,
+    check_property_types,
+    implied_type,
+)
 
 __all__ = [
     "BODY_CHUNK",
@@ -77,6 +96,17 @@ ROOT: Final = "activemq-journal"
 BINDINGS: Final = "bindings"
 ADDRESS_BINDING: Final = "address-binding"
 QUEUE_BINDING: Final = "queue-binding"
+#: Artemis 1.x's binding element and its attributes (XmlDataConstants.OLD_*).
+OLD_BINDING: Final = "binding"
+OLD_ADDRESS: Final = "address"
+OLD_QUEUE: Final = "queue-name"
+OLD_FILTER: Final = "filter-string"
+#: 1.x's JMS prefixes: an address or queue name with one loses it (Artemis's default,
+#: without ``--legacy-prefixes``); the address prefix also gives the routing type.
+OLD_QUEUE_PREFIX: Final = "jms.queue."
+OLD_TOPIC_PREFIX: Final = "jms.topic."
+#: The filter of 1.x's placeholder queue of a JMS topic: no queue is made for it.
+IGNORED_FILTER: Final = "__AMQX=-1"
 MESSAGES: Final = "messages"
 MESSAGE: Final = "message"
 PROPERTIES: Final = "properties"
@@ -92,10 +122,12 @@ NULL: Final = "_AMQ_NULL"
 SCHEDULED_DELIVERY: Final = "_AMQ_SCHED_DELIVERY"
 #: Raw bytes per CDATA section of a large body (Artemis's LARGE_MESSAGE_CHUNK_SIZE).
 BODY_CHUNK: Final = 1000
-#: Message types Artemis writes; we have none of our own and write ``default``.
+#: Message types Artemis writes (``Message.message_type``).
 MESSAGE_TYPES: Final = ("default", "bytes", "map", "object", "stream", "text")
-DEFAULT_TYPE: Final = "default"
+DEFAULT_TYPE: Final = DEFAULT_MESSAGE_TYPE
 TEXT_TYPE: Final = "text"
+#: The message attribute holding Artemis's user id.
+USER_ID: Final = "user-id"
 
 _INT_RANGES: Final = {
     "byte": (-(2**7), 2**7 - 1),
@@ -103,9 +135,8 @@ _INT_RANGES: Final = {
     "integer": (-(2**31), 2**31 - 1),
     "long": (-(2**63), 2**63 - 1),
 }
-_FLOATS: Final = ("float", "double")
 _STRINGS: Final = ("string", "simple-string")
-PROPERTY_TYPES: Final = ("boolean", *_INT_RANGES, *_FLOATS, *_STRINGS, "bytes")
+assert set(PROPERTY_TYPES) == {"boolean", "float", "double", "bytes", *_INT_RANGES, *_STRINGS}
 
 _TO_STANDARD: Final = bytes.maketrans(b"-_", b"+/")
 _SPACE: Final = re.compile(r"[ \t\r\n]+")
@@ -223,32 +254,35 @@ def _decode_piece(piece: bytes) -> bytes:
 
 
 def format_double(value: float) -> str:
-    """``value`` as text Java's ``Double.parseDouble`` and Python's ``float`` both read back
-    exactly: Java's spelling for the infinities and NaN, ``repr`` otherwise. Raises
-    nothing."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return repr(value)
+    """``value`` as Java's ``Double.toString`` writes it (which Java's ``Double.parseDouble``
+    and Python's ``float`` both read back exactly). Raises nothing."""
+    return java_double(value)
 
 
-def encode_property(value: PropertyValue) -> tuple[str, str]:
-    """The ``(value, type)`` attributes of a property value (see the module docstring).
-    Raises TypeError for a value of another type."""
+def encode_property(value: PropertyValue, kind: str | None = None) -> tuple[str, str]:
+    """The ``(value, type)`` attributes of a property value whose Java type is ``kind``
+    (None: the type the value implies); see the module docstring. Raises TypeError for a
+    value of another type, ValueError for a ``kind`` the value cannot have."""
+    try:
+        implied = implied_type(value)
+    except ValueError:
+        raise TypeError(f"a property value cannot be {type(value).__name__}") from None
+    kind = kind or implied
+    if kind != implied:  # a type the value can have: in range, a float exactly 32-bit
+        check_property_types({"value": value}, {"value": kind})
     if value is None:
-        return NULL, "bytes"
+        return NULL, kind
     if isinstance(value, bool):
-        return ("true" if value else "false"), "boolean"
-    if isinstance(value, int):
-        return str(value), "long"
-    if isinstance(value, float):
-        return format_double(value), "double"
-    if isinstance(value, str):
-        return value, "string"
-    if isinstance(value, bytes):
-        return encode_b64(value), "bytes"
-    raise TypeError(f"a property value cannot be {type(value).__name__}")
+        text = "true" if value else "false"
+    elif isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, float):
+        text = java_float(value) if kind == "float" else java_double(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = encode_b64(value)
+    return text, kind
 
 
 def _parse_boolean(text: str) -> bool:
@@ -258,11 +292,15 @@ def _parse_boolean(text: str) -> bool:
     return lowered == "true"
 
 
-def _parse_float(text: str) -> float:
+def _clean_float(text: str) -> str:
     cleaned = text.strip()
     if cleaned[-1:] in ("f", "F", "d", "D"):  # Java's literal suffixes
         cleaned = cleaned[:-1]
-    return float(cleaned)
+    return cleaned
+
+
+def _parse_float(text: str) -> float:
+    return float(_clean_float(text))
 
 
 def decode_property(kind: str, text: str) -> PropertyValue:
@@ -282,7 +320,9 @@ def decode_property(kind: str, text: str) -> PropertyValue:
         if not low <= value <= high:
             raise ValueError(f"{value} is outside the range of a {kind} ({low}..{high})")
         return value
-    elif kind in _FLOATS:
+    elif kind == "float":
+        return parse_float32(_clean_float(text))
+    elif kind == "double":
         parse = _parse_float
     elif kind in _STRINGS:
         return text

@@ -15,8 +15,10 @@
    transactions committed every ``commit_interval`` messages, or in one transaction
    (``transactional``). A message's address is its queues' address; new ids are assigned.
 
-A message keeps its body, properties (exactly: none added; ``_AMQ_SCHED_DELIVERY`` becomes
-``scheduled_delivery``), priority, expiration and timestamp. Bodies arrive decoded in
+A message keeps its body, properties (exactly: none added, each with its Java type;
+``_AMQ_SCHED_DELIVERY`` becomes ``scheduled_delivery``), priority, expiration, timestamp, type
+and user id (``Message.message_type``, ``user_id``, ``property_types``), so that its export
+is what the file said. Bodies arrive decoded in
 temporary files (:mod:`store.data.xml_document`, which also says how ``type="text"`` bodies
 are read) and are sent as streams, so the storage manager puts one over
 ``min-large-message-size`` in the large-message store without ever holding it whole;
@@ -326,5 +328,8 @@ def _send(tx: Transaction, item: XmlMessage, routes: dict[str, str], path: str) 
             timestamp=item.timestamp,
             scheduled_delivery=item.scheduled_delivery,
             properties=item.properties,
+            message_type=item.type,
+            user_id=item.user_id,
+            property_types=item.property_types,
         )
         tx.send(message, queues=list(dict.fromkeys(item.queues)))

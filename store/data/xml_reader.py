@@ -46,8 +46,9 @@ FEED: Final = 64 * 1024
 _CHILDREN: Final[dict[str | None, tuple[str, ...]]] = {
     None: (f.ROOT,),
     f.ROOT: (f.BINDINGS, f.MESSAGES),
-    f.BINDINGS: (f.ADDRESS_BINDING, f.QUEUE_BINDING),
+    f.BINDINGS: (f.ADDRESS_BINDING, f.QUEUE_BINDING, f.OLD_BINDING),
     f.ADDRESS_BINDING: (),
+    f.OLD_BINDING: (),
     f.QUEUE_BINDING: (),
     f.MESSAGES: (f.MESSAGE,),
     f.MESSAGE: (f.PROPERTIES, f.QUEUES, f.BODY),
@@ -58,7 +59,9 @@ _CHILDREN: Final[dict[str | None, tuple[str, ...]]] = {
     f.BODY: (),
 }
 # elements whose start and end are events (the others only structure the document)
-_EVENTS: Final = frozenset({f.ADDRESS_BINDING, f.QUEUE_BINDING, f.MESSAGE, f.PROPERTY, f.QUEUE})
+_EVENTS: Final = frozenset(
+    {f.ADDRESS_BINDING, f.QUEUE_BINDING, f.OLD_BINDING, f.MESSAGE, f.PROPERTY, f.QUEUE}
+)
 
 
 class XmlFormatError(CorruptionError):
@@ -77,7 +80,8 @@ class XmlFormatError(CorruptionError):
 @dataclass(frozen=True, slots=True)
 class Event:
     """One part of the document: ``kind`` is the element's name for a start (``message``,
-    ``property``, ``queue``, ``address-binding``, ``queue-binding``, ``body``), ``/message``
+    ``property``, ``queue``, ``address-binding``, ``queue-binding``, 1.x's ``binding``,
+    ``body``), ``/message``
     and ``/body`` for those ends, or ``body-text`` for a piece of a body's text (``text``: what
     its CDATA sections and its character data hold, except character data that is only
     whitespace, the layout between sections; at most one piece per feed). ``line`` and

@@ -29,6 +29,9 @@ __all__ = ["VERSION", "Reader", "Writer"]
 VERSION: Final = 1
 
 _U8 = struct.Struct(">B")
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_F32 = struct.Struct(">f")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -36,11 +39,12 @@ _F64 = struct.Struct(">d")
 
 
 class Writer:
-    """Builds one record body; the version byte is written first."""
+    """Builds one record body; the version byte (``version``, :data:`VERSION` unless a record
+    has a later layout of its own) is written first."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, version: int = VERSION) -> None:
         self._what = what
-        self._parts: list[bytes] = [_U8.pack(VERSION)]
+        self._parts: list[bytes] = [_U8.pack(version)]
 
     def _pack(self, layout: struct.Struct, value: object, field: str) -> None:
         try:
@@ -51,6 +55,16 @@ class Writer:
     def u8(self, value: int, field: str) -> Writer:
         """Append an unsigned byte; returns self. Raises ValueError when it does not fit."""
         self._pack(_U8, value, field)
+        return self
+
+    def i8(self, value: int, field: str) -> Writer:
+        """Append a signed byte; returns self. Raises ValueError when it does not fit."""
+        self._pack(_I8, value, field)
+        return self
+
+    def i16(self, value: int, field: str) -> Writer:
+        """Append a signed 16-bit int; returns self. Raises ValueError when it does not fit."""
+        self._pack(_I16, value, field)
         return self
 
     def i32(self, value: int, field: str) -> Writer:
@@ -66,6 +80,15 @@ class Writer:
     def f64(self, value: float, field: str) -> Writer:
         """Append an IEEE 754 double; returns self. Raises nothing."""
         self._parts.append(_F64.pack(value))
+        return self
+
+    def f32(self, value: float, field: str) -> Writer:
+        """Append an IEEE 754 single (``value`` rounded to it); returns self. Raises
+        ValueError when it is beyond the single range."""
+        try:
+            self._parts.append(_F32.pack(value))
+        except OverflowError as exc:
+            raise ValueError(f"{self._what}: {field} {value!r} does not fit: {exc}") from exc
         return self
 
     def raw(self, value: bytes, field: str) -> Writer:
@@ -101,21 +124,25 @@ class Writer:
 
 
 class Reader:
-    """Reads one record body; checks the version byte on construction.
+    """Reads one record body; checks the version byte on construction (one of ``versions``,
+    :data:`VERSION` alone unless a record reads later layouts of its own; :attr:`version` is
+    the one read).
 
-    Raises ValueError (naming ``what``) for an empty body or a version other than
-    :data:`VERSION`.
+    Raises ValueError (naming ``what``) for an empty body or a version not in ``versions``.
     """
 
-    def __init__(self, body: bytes, what: str) -> None:
+    def __init__(self, body: bytes, what: str, versions: tuple[int, ...] = (VERSION,)) -> None:
         self._body = memoryview(body)
         self._what = what
         self._pos = 0
         if not body:
             raise ValueError(f"{what}: empty body")
         version = self.u8("version")
-        if version != VERSION:
-            raise ValueError(f"{what}: body has version {version}, not {VERSION}")
+        if version not in versions:
+            expected = " or ".join(map(str, versions))
+            raise ValueError(f"{what}: body has version {version}, not {expected}")
+        #: The body's version byte.
+        self.version = version
 
     def _take(self, n: int, field: str) -> memoryview:
         end = self._pos + n
@@ -136,6 +163,14 @@ class Reader:
         """Read an unsigned byte. Raises ValueError when the body ends."""
         return self._unpack(_U8, field)
 
+    def i8(self, field: str) -> int:
+        """Read a signed byte. Raises ValueError when the body ends."""
+        return self._unpack(_I8, field)
+
+    def i16(self, field: str) -> int:
+        """Read a signed 16-bit int. Raises ValueError when the body ends."""
+        return self._unpack(_I16, field)
+
     def i32(self, field: str) -> int:
         """Read a signed 32-bit int. Raises ValueError when the body ends."""
         return self._unpack(_I32, field)
@@ -147,6 +182,11 @@ class Reader:
     def f64(self, field: str) -> float:
         """Read a double. Raises ValueError when the body ends."""
         value: float = _F64.unpack(self._take(_F64.size, field))[0]
+        return value
+
+    def f32(self, field: str) -> float:
+        """Read an IEEE 754 single, as a float. Raises ValueError when the body ends."""
+        value: float = _F32.unpack(self._take(_F32.size, field))[0]
         return value
 
     def raw(self, field: str) -> bytes:

@@ -7,20 +7,33 @@ byte strings as :mod:`store.messaging.codec` documents:
 ===============================  ==========================================================
 field                            encoding
 ===============================  ==========================================================
-version                          u8, 1
+version                          u8, 1 or 2 (see below)
 address                          str
 priority                         u8, 0..9
 durable                          u8, 0 or 1
 timestamp                        i64, ms since the epoch (UTC)
 expiration                       i64, ms since the epoch, 0 = never
 scheduled_delivery               i64, ms since the epoch, 0 = at once
+version 2 only: message_type     u8, Artemis's type byte: 0 default · 2 object · 3 text ·
+                                 4 bytes · 5 map · 6 stream
+version 2 only: user_id          str? (-1: None)
 property count                   i32, >= 0
   x count: name                  str
   x count: tag, value            u8 tag, then: 0 None (nothing) · 1 False (nothing) ·
-                                 2 True (nothing) · 3 int i64 · 4 float f64 · 5 str · 6 bytes
+                                 2 True (nothing) · 3 int i64 · 4 float f64 · 5 str · 6 bytes;
+                                 version 2 also: 7 byte i8 · 8 short i16 · 9 integer i32 ·
+                                 10 float f32 · 11 simple-string str · 12 typed null, u8 the
+                                 index of its type in ``PROPERTY_TYPES``
 then, type 45: body              bytes (u32 length + the body)
 then, type 30: body_size         i64, the size of the body in the large-message store
 ===============================  ==========================================================
+
+Version 2 carries Artemis's headers (``message_type``, ``user_id``, ``property_types``: see
+:mod:`store.messaging.values`) and is written only for a message that has one of them (one
+imported from Artemis's XML); every other message is written as version 1, byte for byte as
+before, so the load's compiled fast path (``peek_message``, which takes version 1 bodies
+without properties) keeps every message it took, and hands a version 2 body back to Python
+(:func:`decode_message`) as it does a body with properties.
 
 A **paged message** (a record of an address's page store, :mod:`store.paging`, not of the
 journal) wraps one of those bodies:
@@ -39,7 +52,8 @@ queue count                      i32, >= 0
 
 Decoding checks the version, every tag, every length, and that nothing follows; it raises
 ``ValueError`` naming the record type otherwise. Versioning: a change bumps the version byte;
-readers keep decoding every older version (none yet).
+readers keep decoding every older version (the message records read 1 and 2; the paged
+message wrapper is at 1).
 
 Thread-safety: pure functions.
 """
@@ -52,7 +66,13 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from store.messaging.codec import VERSION, Reader, Writer
-from store.messaging.values import Message, PropertyValue
+from store.messaging.values import (
+    DEFAULT_MESSAGE_TYPE,
+    MESSAGE_TYPES,
+    PROPERTY_TYPES,
+    Message,
+    PropertyValue,
+)
 from store.speedups import SPEEDUPS
 
 __all__ = [
@@ -69,19 +89,71 @@ __all__ = [
 ]
 
 _NONE, _FALSE, _TRUE, _INT, _FLOAT, _STR, _BYTES = range(7)
+# version 2: the exact Java types of Artemis's properties
+_BYTE, _SHORT, _INTEGER, _FLOAT32, _SIMPLE_STRING, _TYPED_NULL = range(7, 13)
+#: The message records' layout with Artemis's headers (the module docstring).
+VERSION_ARTEMIS = 2
+_VERSIONS = (VERSION, VERSION_ARTEMIS)
+_TYPE_NAMES = {code: name for name, code in MESSAGE_TYPES.items()}
+
+
+def _has_artemis_headers(message: Message) -> bool:
+    return bool(
+        message.property_types
+        or message.user_id is not None
+        or message.message_type != DEFAULT_MESSAGE_TYPE
+    )
+
+
+def _writer(what: str, message: Message) -> Writer:
+    """A writer of the record's version: 2 only for a message with Artemis's headers."""
+    return Writer(what, VERSION_ARTEMIS if _has_artemis_headers(message) else VERSION)
 
 
 def _write_header(w: Writer, message: Message) -> None:
+    artemis = _has_artemis_headers(message)
     w.text(message.address, "address")
     w.u8(message.priority, "priority")
     w.u8(1 if message.durable else 0, "durable")
     w.i64(message.timestamp, "timestamp")
     w.i64(message.expiration, "expiration")
     w.i64(message.scheduled_delivery, "scheduled_delivery")
+    if artemis:
+        code = MESSAGE_TYPES.get(message.message_type)
+        if code is None:
+            raise ValueError(f"message_type {message.message_type!r} cannot be stored")
+        w.u8(code, "message_type")
+        w.optional_text(message.user_id, "user_id")
     w.i32(len(message.properties), "property count")
+    types = message.property_types
     for name, value in message.properties.items():
         w.text(name, "property name")
-        _write_property(w, name, value)
+        kind = types.get(name) if artemis else None
+        if kind is None:
+            _write_property(w, name, value)
+        else:
+            _write_typed_property(w, name, value, kind)
+
+
+def _write_typed_property(w: Writer, name: str, value: PropertyValue, kind: str) -> None:
+    """A property whose Java type is not the one its value implies (version 2)."""
+    field = f"property {name!r}"
+    if value is None:
+        if kind not in PROPERTY_TYPES:
+            raise ValueError(f"{field}: type {kind!r} cannot be stored")
+        w.u8(_TYPED_NULL, field).u8(PROPERTY_TYPES.index(kind), field)
+    elif kind == "byte" and isinstance(value, int):
+        w.u8(_BYTE, field).i8(value, field)
+    elif kind == "short" and isinstance(value, int):
+        w.u8(_SHORT, field).i16(value, field)
+    elif kind == "integer" and isinstance(value, int):
+        w.u8(_INTEGER, field).i32(value, field)
+    elif kind == "float" and isinstance(value, float):
+        w.u8(_FLOAT32, field).f32(value, field)
+    elif kind == "simple-string" and isinstance(value, str):
+        w.u8(_SIMPLE_STRING, field).text(value, field)
+    else:
+        _write_property(w, name, value)  # the type its value implies
 
 
 def _write_property(w: Writer, name: str, value: PropertyValue) -> None:
@@ -104,9 +176,27 @@ def _write_property(w: Writer, name: str, value: PropertyValue) -> None:
         raise ValueError(f"{field}: {type(value).__name__} cannot be stored")
 
 
-def _read_property(r: Reader, what: str, name: str) -> PropertyValue:
+def _read_typed_property(r: Reader, what: str, name: str, tag: int) -> tuple[PropertyValue, str]:
+    """A version 2 property of tag ``tag`` (7..12): its value and its Java type."""
     field = f"property {name!r}"
-    tag = r.u8(field)
+    if tag == _BYTE:
+        return r.i8(field), "byte"
+    if tag == _SHORT:
+        return r.i16(field), "short"
+    if tag == _INTEGER:
+        return r.i32(field), "integer"
+    if tag == _FLOAT32:
+        return r.f32(field), "float"
+    if tag == _SIMPLE_STRING:
+        return r.text(field), "simple-string"
+    index = r.u8(field)
+    if index >= len(PROPERTY_TYPES):
+        raise ValueError(f"{what}: {field} is a null of unknown type {index}")
+    return None, PROPERTY_TYPES[index]
+
+
+def _read_property(r: Reader, what: str, name: str, tag: int) -> PropertyValue:
+    field = f"property {name!r}"
     if tag == _NONE:
         return None
     if tag == _FALSE:
@@ -140,13 +230,26 @@ def _read_header(r: Reader, what: str) -> dict[str, object]:
         "expiration": r.i64("expiration"),
         "scheduled_delivery": r.i64("scheduled_delivery"),
     }
+    artemis = r.version == VERSION_ARTEMIS
+    types: dict[str, str] = {}
+    if artemis:
+        code = r.u8("message_type")
+        if code not in _TYPE_NAMES:
+            raise ValueError(f"{what}: message type {code} is not one of Artemis's")
+        header["message_type"] = _TYPE_NAMES[code]
+        header["user_id"] = r.optional_text("user_id")
+        header["property_types"] = types
     count = r.i32("property count")
     if count < 0:
         raise ValueError(f"{what}: property count {count} is negative")
     properties: dict[str, PropertyValue] = {}
     for _ in range(count):
         name = r.text("property name")
-        properties[name] = _read_property(r, what, name)
+        tag = r.u8(f"property {name!r}")
+        if artemis and _BYTE <= tag <= _TYPED_NULL:
+            properties[name], types[name] = _read_typed_property(r, what, name, tag)
+        else:
+            properties[name] = _read_property(r, what, name, tag)
     header["properties"] = properties
     return header
 
@@ -165,7 +268,12 @@ def encode_message(message: Message, body: bytes) -> bytes:
     A message without properties (what a send writes most) is packed in one go; anything
     else, and anything that does not fit, goes field by field through
     :func:`write_message`, which names the field. Both give the same bytes (tested)."""
-    if not message.properties and type(body) is bytes:
+    if (
+        not message.properties  # so no property_types either
+        and type(body) is bytes
+        and message.user_id is None
+        and message.message_type == DEFAULT_MESSAGE_TYPE
+    ):
         try:
             address = message.address.encode("utf-8")
             fixed = _FIXED.pack(
@@ -186,7 +294,7 @@ def encode_message(message: Message, body: bytes) -> bytes:
 def write_message(message: Message, body: bytes) -> bytes:
     """:func:`encode_message` field by field: the reference of its packed path, and the path
     of messages with properties. Raises ValueError naming the field that does not fit."""
-    w = Writer("ADD_MESSAGE_PROTOCOL")
+    w = _writer("ADD_MESSAGE_PROTOCOL", message)
     _write_header(w, message)
     return w.raw(body, "body").body()
 
@@ -195,7 +303,7 @@ def decode_message(data: bytes, message_id: int) -> Message:
     """The message of an ADD_MESSAGE_PROTOCOL (45) record whose id is ``message_id``. Raises
     ValueError for a bad body."""
     what = "ADD_MESSAGE_PROTOCOL"
-    r = Reader(data, what)
+    r = Reader(data, what, _VERSIONS)
     header = _read_header(r, what)
     body = r.raw("body")
     r.done()
@@ -275,7 +383,7 @@ def python_peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHead
 def encode_large_message(message: Message, body_size: int) -> bytes:
     """The ADD_LARGE_MESSAGE (30) body of ``message`` whose body (``body_size`` bytes) is in
     the large-message store. Raises ValueError when a field does not fit its slot."""
-    w = Writer("ADD_LARGE_MESSAGE")
+    w = _writer("ADD_LARGE_MESSAGE", message)
     _write_header(w, message)
     return w.i64(body_size, "body_size").body()
 
@@ -285,7 +393,7 @@ def decode_large_message(data: bytes, message_id: int) -> tuple[Message, int]:
     ADD_LARGE_MESSAGE (30) record whose id is ``message_id``. Raises ValueError for a bad
     body."""
     what = "ADD_LARGE_MESSAGE"
-    r = Reader(data, what)
+    r = Reader(data, what, _VERSIONS)
     header = _read_header(r, what)
     size = r.i64("body_size")
     r.done()

@@ -6,6 +6,18 @@ UTC; ``expiration`` 0 means never, ``scheduled_delivery`` 0 means at once. Prior
 (4 by default, as JMS and Artemis). Property values are ``None | bool | int | float | str |
 bytes``; ints must fit a signed 64-bit slot (they are stored as one).
 
+Artemis's own headers, kept so that a message imported from Artemis's XML export goes back out
+exactly (:mod:`store.data.xml_export`); a message made here needs none of them:
+
+- ``message_type``: Artemis's message type (:data:`MESSAGE_TYPES`: ``default``, ``object``,
+  ``text``, ``bytes``, ``map``, ``stream``), a label: the body is not interpreted.
+- ``user_id``: Artemis's user id (a UUID's text in Artemis), an opaque string, or None.
+- ``property_types``: a property's Java type where it is not the one its Python value
+  implies (:data:`PROPERTY_TYPES`; an int is a ``long``, a float a ``double``, a str a
+  ``string``, None ``bytes``): ``byte``, ``short``, ``integer`` (the int must fit), ``float``
+  (the float must be exactly a 32-bit float), ``simple-string``, or any type for None (a typed
+  null). :func:`check_property_types` checks them and drops the implied ones.
+
 Thread-safety: :class:`Xid`, :class:`AddressInfo`, :class:`QueueInfo` and :class:`Delivery` are
 immutable. A :class:`Message` is a plain value whose ``message_id`` is set by ``send``; do not
 change a message while a ``send`` of it runs on another thread.
@@ -14,13 +26,18 @@ change a message while a ``send`` of it runs on another thread.
 from __future__ import annotations
 
 import io
+import math
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import BinaryIO, Final, TypeAlias
 
 __all__ = [
     "ANYCAST",
+    "DEFAULT_MESSAGE_TYPE",
+    "MESSAGE_TYPES",
     "MULTICAST",
+    "PROPERTY_TYPES",
     "ROUTING_TYPES",
     "AddressInfo",
     "Delivery",
@@ -29,6 +46,8 @@ __all__ = [
     "QueueInfo",
     "Xid",
     "check_properties",
+    "check_property_types",
+    "implied_type",
     "dup_bytes",
 ]
 
@@ -38,6 +57,34 @@ MULTICAST: Final = "MULTICAST"
 ROUTING_TYPES: Final = (ANYCAST, MULTICAST)
 
 PropertyValue: TypeAlias = bool | int | float | str | bytes | None
+
+#: Artemis's message types, each with the byte Artemis (and our message record) stores.
+MESSAGE_TYPES: Final = {"default": 0, "object": 2, "text": 3, "bytes": 4, "map": 5, "stream": 6}
+DEFAULT_MESSAGE_TYPE: Final = "default"
+#: Artemis's property types (XmlDataConstants.PROPERTY_TYPE_*), in a fixed order.
+PROPERTY_TYPES: Final = (
+    "boolean",
+    "byte",
+    "short",
+    "integer",
+    "long",
+    "float",
+    "double",
+    "string",
+    "simple-string",
+    "bytes",
+)
+#: The Java types a Python value may have, the implied one first.
+_TYPES_OF: Final[dict[type, tuple[str, ...]]] = {
+    bool: ("boolean",),
+    int: ("long", "byte", "short", "integer"),
+    float: ("double", "float"),
+    str: ("string", "simple-string"),
+    bytes: ("bytes",),
+    type(None): ("bytes", *PROPERTY_TYPES),
+}
+_INT_RANGES: Final = {"byte": 8, "short": 16, "integer": 32, "long": 64}
+_F32 = struct.Struct(">f")
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _XID_PART_MAX = 64  # XA: global transaction id and branch qualifier are at most 64 bytes
@@ -63,6 +110,50 @@ def check_properties(properties: Mapping[str, object]) -> dict[str, PropertyValu
             )
         checked[key] = value  # type: ignore[assignment]
     return checked
+
+
+def implied_type(value: PropertyValue) -> str:
+    """The Java type a property value has when nothing says otherwise (see the module
+    docstring). Raises ValueError for a value of another type."""
+    types = _TYPES_OF.get(type(value))
+    if types is None:
+        raise ValueError(f"{type(value).__name__} is not a property value")
+    return types[0]
+
+
+def check_property_types(
+    properties: Mapping[str, PropertyValue], types: Mapping[str, str]
+) -> dict[str, str]:
+    """Returns ``types`` without the entries a value implies anyway, after checking that each
+    names a property of ``properties`` and a Java type its value can have (see the module
+    docstring). Raises ValueError otherwise."""
+    kept: dict[str, str] = {}
+    for name, kind in types.items():
+        if name not in properties:
+            raise ValueError(f"property_types names {name!r}, which is not a property")
+        value = properties[name]
+        allowed = _TYPES_OF.get(type(value), ())
+        if kind not in allowed:
+            raise ValueError(f"property {name!r}: a {type(value).__name__} cannot be a {kind!r}")
+        if kind == allowed[0]:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            bits = _INT_RANGES[kind]
+            if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+                raise ValueError(f"property {name!r}: {value} is outside the range of a {kind}")
+        elif isinstance(value, float) and not _is_float32(value):
+            raise ValueError(f"property {name!r}: {value!r} is not exactly a float (32-bit)")
+        kept[name] = kind
+    return kept
+
+
+def _is_float32(value: float) -> bool:
+    if math.isnan(value):
+        return True
+    try:
+        return bool(_F32.unpack(_F32.pack(value))[0] == value)
+    except OverflowError:
+        return False
 
 
 def dup_bytes(dup_id: bytes | str | None) -> bytes | None:
@@ -96,6 +187,9 @@ class Message:
     timestamp: int = 0
     scheduled_delivery: int = 0
     properties: dict[str, PropertyValue] = field(default_factory=dict)
+    message_type: str = DEFAULT_MESSAGE_TYPE
+    user_id: str | None = None
+    property_types: dict[str, str] = field(default_factory=dict)
     message_id: int | None = None
     #: Opens a stored body (large messages); None when ``body`` holds it.
     _opener: Callable[[], BinaryIO] | None = field(default=None, repr=False)
@@ -137,6 +231,18 @@ class Message:
                     )
         props = self.properties
         self.properties = {} if type(props) is dict and not props else check_properties(props)
+        # Artemis's headers: absent on every message made here, so one test for all three.
+        if self.property_types or self.user_id is not None or self.message_type != "default":
+            self._check_artemis_headers()
+
+    def _check_artemis_headers(self) -> None:
+        if self.message_type not in MESSAGE_TYPES:
+            raise ValueError(
+                f"message_type is one of {', '.join(MESSAGE_TYPES)}, not {self.message_type!r}"
+            )
+        if self.user_id is not None and not isinstance(self.user_id, str):
+            raise ValueError(f"user_id is a str or None, not {self.user_id!r}")
+        self.property_types = check_property_types(self.properties, self.property_types)
 
     @property
     def is_large(self) -> bool:
@@ -167,6 +273,9 @@ class Message:
             and self.timestamp == other.timestamp
             and self.scheduled_delivery == other.scheduled_delivery
             and self.properties == other.properties
+            and self.message_type == other.message_type
+            and self.user_id == other.user_id
+            and self.property_types == other.property_types
         )
 
 

@@ -200,7 +200,9 @@ def test_export_writes_every_binding_and_every_message_still_on_a_queue(stores: 
     ids = populate(source)
     xml = _ok(source.exp())
     text = xml.decode()
-    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n<activemq-journal>\n')
+    # Artemis's layout: no declaration, a newline before each line, none after the last
+    assert text.startswith("\n<activemq-journal>\n   <bindings>\n")
+    assert text.endswith("\n   </messages>\n</activemq-journal>")
     assert '<address-binding routing-types="ANYCAST,MULTICAST" name="orders" id="' in text
     assert '<address-binding routing-types="MULTICAST" name="empty" id="' in text
     assert re.search(
@@ -392,6 +394,16 @@ def test_a_handwritten_artemis_export_imports_and_is_delivered(stores: Any, kind
             "nothing-string": None,
         }
         assert list(m.properties)[:3] == ["flag", "tiny", "blob"]  # the file's order
+        # Artemis's headers as the file says, not widened
+        assert (m.message_type, m.user_id) == ("bytes", "0b6a2e4c-1f0d-11ee-be56-0242ac120002")
+        assert m.property_types == {
+            "tiny": "byte",
+            "small": "short",
+            "medium": "integer",
+            "ratio": "float",
+            "simple": "simple-string",
+            "nothing-string": "string",
+        }
         all_ = sm.receive("orders.all", max_messages=10)
         assert [d.message.body for d in all_[:1]] == [b"hello world"]
         large = all_[1].message
@@ -401,12 +413,64 @@ def test_a_handwritten_artemis_export_imports_and_is_delivered(stores: Any, kind
         assert [d.message.body for d in audit] == [
             b"Plain text, as a text message may carry: <not markup> & more."
         ]
+        assert audit[0].message.message_type == "text" and audit[0].message.user_id is None
         assert audit[0].message.properties == {"std-alphabet": b"\xfb\xff\xfe"}
         assert sm.depth("audit") == 2  # the scheduled one is held until its time
         held = [m for m, queues in sm.browse() if queues == ("audit",) and m.body == b"scheduled"]
         assert [(m.scheduled_delivery, m.properties) for m in held] == [
             (4102444800000, {"kind": "scheduled"})
         ]
+
+
+# Artemis 1.5's export: <binding> elements with JMS prefixes, a topic's placeholder queue.
+OLD_EXPORT = """<?xml version="1.0"?>
+<activemq-journal>
+   <bindings>
+      <binding address="jms.queue.orders" filter-string="" queue-name="jms.queue.orders" id="2"/>
+      <binding address="jms.topic.news" filter-string="__AMQX=-1" queue-name="jms.topic.news" id="3"/>
+      <binding address="jms.topic.news" filter-string="kind = 'a'" queue-name="client.sub" id="4"/>
+   </bindings>
+   <messages>
+      <message id="6" priority="4" expiration="0" timestamp="5" type="text">
+         <properties/>
+         <queues>
+            <queue name="jms.queue.orders"/>
+         </queues>
+         <body>
+            <![CDATA[b3JkZXI=]]>
+         </body>
+      </message>
+      <message id="7" priority="4" expiration="0" timestamp="6" type="text">
+         <properties/>
+         <queues>
+            <queue name="client.sub"/>
+         </queues>
+         <body>
+            <![CDATA[bmV3cw==]]>
+         </body>
+      </message>
+   </messages>
+</activemq-journal>
+"""  # noqa: E501
+
+
+def test_an_artemis_1x_export_imports_as_artemis_imports_it(stores: Any, tmp_path: Path) -> None:
+    target = stores("file")
+    path = tmp_path / "artemis-1.5.xml"
+    path.write_text(OLD_EXPORT)
+    done = target.imp(path)
+    assert done.returncode == 0, done.stderr.decode()
+    with target.manager() as sm:
+        assert {(a.name, a.routing_types) for a in sm.addresses()} == {
+            ("orders", ("ANYCAST",)),
+            ("news", ("MULTICAST",)),
+        }
+        assert {(q.name, q.address, q.routing_type, q.filter) for q in sm.queues()} == {
+            ("orders", "orders", "ANYCAST", None),
+            ("client.sub", "news", "MULTICAST", "kind = 'a'"),
+        }
+        assert [d.message.body for d in sm.receive("orders")] == [b"order"]
+        assert [d.message.body for d in sm.receive("client.sub")] == [b"news"]
 
 
 # -- failures --------------------------------------------------------------------------------

@@ -29,6 +29,42 @@ def test_encode_property_writes_artemis_types(value: object, text: str, kind: st
     assert f.encode_property(value) == (text, kind)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("value", "kind", "text"),
+    [
+        pytest.param(-128, "byte", "-128", id="byte"),
+        pytest.param(32767, "short", "32767", id="short"),
+        pytest.param(-(2**31), "integer", "-2147483648", id="integer"),
+        pytest.param(1.100000023841858, "float", "1.1", id="float-as-Float.toString"),
+        pytest.param(1e20, "double", "1.0E20", id="double-as-Double.toString"),
+        pytest.param(1e20, None, "1.0E20", id="implied-double-as-Double.toString"),
+        pytest.param("s", "simple-string", "s", id="simple-string"),
+        pytest.param(None, "string", "_AMQ_NULL", id="typed-null"),
+        pytest.param(None, "integer", "_AMQ_NULL", id="typed-null-integer"),
+    ],
+)
+def test_encode_property_writes_the_exact_java_type(
+    value: object, kind: str | None, text: str
+) -> None:
+    assert f.encode_property(value, kind) == (text, kind or "double")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "message"),
+    [
+        pytest.param(128, "byte", "outside the range of a byte", id="byte-out-of-range"),
+        pytest.param(0.1, "float", "not exactly a float", id="float-not-32-bit"),
+        pytest.param("s", "integer", "cannot be a 'integer'", id="str-as-integer"),
+        pytest.param(1, "char", "cannot be a 'char'", id="unknown-type"),
+    ],
+)
+def test_encode_property_refuses_a_type_the_value_cannot_have(
+    value: object, kind: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        f.encode_property(value, kind)  # type: ignore[arg-type]
+
+
 def test_nan_is_written_as_java_spells_it_and_read_back() -> None:
     text, kind = f.encode_property(math.nan)
     assert (text, kind) == ("NaN", "double")
@@ -69,6 +105,8 @@ def test_every_value_round_trips_exactly(value: object) -> None:
         pytest.param("short", "32767", 32767, id="short"),
         pytest.param("integer", "-2147483648", -(2**31), id="integer"),
         pytest.param("float", "1.5", 1.5, id="float"),
+        pytest.param("float", "1.1", 1.100000023841858, id="float-is-the-32-bit-value"),
+        pytest.param("double", "1.0E20", 1e20, id="double-java-exponent"),
         pytest.param("float", "2.5f", 2.5, id="java-float-suffix"),
         pytest.param("simple-string", "s", "s", id="simple-string"),
         pytest.param("boolean", "TRUE", True, id="boolean-any-case"),
@@ -93,6 +131,7 @@ def test_decode_property_reads_every_artemis_type(kind: str, text: str, expected
         pytest.param("double", "one", id="double-not-number"),
         pytest.param("bytes", "a*b=", id="bytes-not-base64"),
         pytest.param("char", "c", id="unknown-type"),
+        pytest.param("float", "1e39", id="float-out-of-range"),
     ],
 )
 def test_decode_property_refuses_bad_values(kind: str, text: str) -> None:
