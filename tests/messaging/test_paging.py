@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from store.errors import AddressFullError, JournalClosedError
-from store.messaging import Xid
+from store.errors import AddressFullError, ConfigError, JournalClosedError
+from store.messaging import Message, Xid
 from store.messaging.page_records import (
     ACKNOWLEDGE_CURSOR,
     PAGE_CURSOR_COMPLETE,
@@ -379,3 +379,37 @@ def test_paged_sends_of_a_prepared_transaction_survive_a_restart_invisible(
     sm = h.restart()
     assert h.rec is not None and h.rec.messages == 0 and h.rec.cleaned == {}
     assert PAGE_TRANSACTION not in _journal_types(h)
+
+
+def test_a_zero_limit_under_block_is_refused_at_the_first_send_never_waited_on(
+    h: Harness,
+) -> None:
+    """Matches that meet only on a concrete address pass the configuration's own check; the
+    first send to that address raises instead of waiting forever (a send that waits fails the
+    test, released by the close)."""
+    h.factory.config = h.factory.config.replace(
+        address_settings={
+            "orders.*": {"max_size_bytes": 0},
+            "*.eu": {"address_full_policy": "BLOCK"},
+        }
+    )
+    sm = h.setup("q", address="orders.eu")
+    errors: list[BaseException] = []
+
+    def sends() -> None:
+        for send in (sm.send, sm.begin().send):
+            try:
+                send(Message("orders.eu", b"never waits"))
+            except BaseException as exc:  # checked below
+                errors.append(exc)
+
+    worker = threading.Thread(target=sends)
+    worker.start()
+    worker.join(10)
+    waited = worker.is_alive()
+    if waited:
+        sm.close()
+        worker.join(10)
+    assert not waited, "a send to a BLOCK address limited to 0 waited"
+    assert [type(e) for e in errors] == [ConfigError, ConfigError]
+    assert "BLOCK" in str(errors[0]) and sm.depth("q") == 0
