@@ -58,6 +58,17 @@ matches configured                     address          merge order (most specif
 ``orders.#``, ``*.#``                  ``orders.x``     ``orders.#`` (longer), ``*.#``
 =====================================  ===============  =====================================
 
+**A limit that can never be met is refused.** ``max-size-bytes`` or ``max-size-messages`` of
+0 makes an address full before its first message: under PAGE every durable message is paged,
+under DROP every message dropped, under FAIL every send refused — each a defined, if unusual,
+behaviour — but under BLOCK the first send would wait forever for room no ack can make. So a
+limit of 0 that merges with BLOCK is a :class:`~store.errors.ConfigError` naming the key, the
+match that gave it and the match that gave BLOCK. The configuration checks each match as the
+address written like it (``orders.#`` stands for the addresses it matches, ``#`` for all), so
+the usual cases (one match giving both, ``#`` giving BLOCK and ``orders`` giving 0) fail when
+the configuration is built; two wildcard matches that only meet on some concrete address fail
+when that address's settings are first merged (:func:`settings_for`, at its first send).
+
 **Sources.** In TOML and :meth:`~store.config.StoreConfig.from_mapping` an unknown key inside an
 address setting is a :class:`~store.errors.ConfigError` naming the key and the match (with the
 closest known key); ``broker.xml`` carries many address-setting keys this library does not use
@@ -81,6 +92,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from store.errors import ConfigError
 from store.sizes import (
     INT32_MAX,
     INT64_MAX,
@@ -231,7 +243,7 @@ def freeze_address_settings(value: object) -> FrozenMap:
     ``value`` maps each match to a mapping of :class:`AddressSettings` field names to values
     (ints, a policy text). Returns them as a :class:`FrozenMap` of ``FrozenMap`` (policies in
     upper case). Raises :class:`ConfigError` for a bad match, an unknown field (naming the
-    closest) or a bad value.
+    closest), a bad value, or a limit of 0 merged with BLOCK (module docstring).
     """
     if not isinstance(value, Mapping):
         raise invalid(SECTION, value, "a mapping of match to settings")
@@ -247,7 +259,12 @@ def freeze_address_settings(value: object) -> FrozenMap:
                 raise unknown_key(str(name), _RULES, where)
             checked[name] = _checked_value(name, item, _value_key(match, name.replace("_", "-")))
         frozen[match] = FrozenMap(checked)
-    return FrozenMap(frozen)
+    result = FrozenMap(frozen)
+    for match in result:  # the settings an address written as the match itself would get
+        literal = _ANY_WORDS not in match and _ONE_WORD not in match
+        where = f"address {match!r}" if literal else f"an address matching {match!r}"
+        _check_satisfiable(*_merge(result, match), where)
+    return result
 
 
 def read_address_settings(section: object) -> dict[str, dict[str, Any]]:
@@ -314,12 +331,47 @@ def settings_for(configured: Mapping[str, Mapping[str, Any]], address: str) -> A
 
     ``configured`` is what :func:`freeze_address_settings` returns. Returns the merged
     :class:`AddressSettings` (defaults where no match gives a key). Raises :class:`TypeError`
-    when ``address`` is not a text.
+    when ``address`` is not a text, :class:`ConfigError` when the merged settings can never
+    admit a message (a limit of 0 under BLOCK: see the module docstring), naming the key
+    and the match that gave it.
     """
     if not isinstance(address, str):
         raise TypeError(f"address must be a str, not {type(address).__name__}")
+    merged, given_by = _merge(configured, address)
+    _check_satisfiable(merged, given_by, f"address {address!r}")
+    return AddressSettings(**merged)
+
+
+def _merge(
+    configured: Mapping[str, Mapping[str, Any]], address: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The keys the matches of ``address`` give, most specific first, and which match gave
+    each."""
     merged: dict[str, Any] = {}
+    given_by: dict[str, str] = {}
     for match in sorted((m for m in configured if matches(m, address)), key=match_precedence):
         for name, value in configured[match].items():
-            merged.setdefault(name, value)
-    return AddressSettings(**merged)
+            if name not in merged:
+                merged[name] = value
+                given_by[name] = match
+    return merged, given_by
+
+
+def _check_satisfiable(merged: Mapping[str, Any], given_by: Mapping[str, str], where: str) -> None:
+    """Refuse a limit of 0 under BLOCK (see the module docstring), naming the key and match."""
+    if merged.get("address_full_policy") != "BLOCK":
+        return
+    for name in ("max_size_bytes", "max_size_messages"):
+        if merged.get(name) == 0:
+            key = name.replace("_", "-")
+            policy_from = given_by["address_full_policy"]
+            raise ConfigError(
+                f"{_value_key(given_by[name], key)} is 0 and address-full-policy is BLOCK"
+                f' (from match "{policy_from}"), so a send to {where} would wait forever'
+                " for room that never comes; allowed: a limit above 0, -1 (no limit), or"
+                " the PAGE, DROP or FAIL policy",
+                key=_value_key(given_by[name], key),
+                value=0,
+                allowed="above 0 or -1 under BLOCK",
+                hint="a limit of 0 pages (PAGE), drops (DROP) or refuses (FAIL) every message",
+            )

@@ -12,14 +12,20 @@ listed here alphabetically, plus ``max-redelivery-records``, which later release
 ``artemis create`` writes. When Artemis adds an element, add its name here; until then a
 ``broker.xml`` using it only gets a warning, never an error.
 
-Thread-safety: a constant; safe from any thread.
+:data:`ADDRESS_SETTING_ELEMENTS` does the same for the children of ``<address-setting>``: a
+key there that is not one of them (``<max-size-byte>``, ``<adress-full-policy>``) is warned
+about, while Artemis's own keys this library does not read (``<dead-letter-address>``, …) are
+skipped quietly. Source: the ``addressSettingType`` complex type of the same schema at commit
+``6700541d4604`` (a superset of the list at ``0b321ab8ff62``), alphabetically.
+
+Thread-safety: constants; safe from any thread.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["CORE_ELEMENTS"]
+__all__ = ["ADDRESS_SETTING_ELEMENTS", "CORE_ELEMENTS"]
 
 CORE_ELEMENTS: Final[frozenset[str]] = frozenset(
     {
@@ -139,5 +145,89 @@ CORE_ELEMENTS: Final[frozenset[str]] = frozenset(
         "transaction-timeout-scan-period",
         "wild-card-routing-enabled",
         "wildcard-addresses",
+    }
+)
+
+ADDRESS_SETTING_ELEMENTS: Final[frozenset[str]] = frozenset(
+    {
+        "address-full-policy",
+        "auto-create-addresses",
+        "auto-create-dead-letter-resources",
+        "auto-create-expiry-resources",
+        "auto-create-jms-queues",
+        "auto-create-jms-topics",
+        "auto-create-queues",
+        "auto-delete-addresses",
+        "auto-delete-addresses-delay",
+        "auto-delete-addresses-skip-usage-check",
+        "auto-delete-created-queues",
+        "auto-delete-jms-queues",
+        "auto-delete-jms-topics",
+        "auto-delete-queues",
+        "auto-delete-queues-delay",
+        "auto-delete-queues-message-count",
+        "auto-delete-queues-skip-usage-check",
+        "config-delete-addresses",
+        "config-delete-diverts",
+        "config-delete-queues",
+        "dead-letter-address",
+        "dead-letter-queue-prefix",
+        "dead-letter-queue-suffix",
+        "default-address-routing-type",
+        "default-consumer-window-size",
+        "default-consumers-before-dispatch",
+        "default-delay-before-dispatch",
+        "default-exclusive-queue",
+        "default-group-buckets",
+        "default-group-first-key",
+        "default-group-rebalance",
+        "default-group-rebalance-pause-dispatch",
+        "default-last-value-key",
+        "default-last-value-queue",
+        "default-max-consumers",
+        "default-non-destructive",
+        "default-purge-on-no-consumers",
+        "default-queue-routing-type",
+        "default-ring-size",
+        "disk-full-policy",
+        "enable-ingress-timestamp",
+        "enable-metrics",
+        "expiry-address",
+        "expiry-delay",
+        "expiry-queue-prefix",
+        "expiry-queue-suffix",
+        "id-cache-size",
+        "initial-queue-buffer-size",
+        "last-value-queue",
+        "management-browse-page-size",
+        "management-message-attribute-size-limit",
+        "max-delivery-attempts",
+        "max-expiry-delay",
+        "max-read-page-bytes",
+        "max-read-page-messages",
+        "max-redelivery-delay",
+        "max-size-bytes",
+        "max-size-bytes-reject-threshold",
+        "max-size-messages",
+        "message-counter-history-day-limit",
+        "min-expiry-delay",
+        "no-expiry",
+        "page-full-policy",
+        "page-limit-bytes",
+        "page-limit-messages",
+        "page-max-cache-size",
+        "page-size-bytes",
+        "prefetch-page-bytes",
+        "prefetch-page-messages",
+        "redelivery-collision-avoidance-factor",
+        "redelivery-delay",
+        "redelivery-delay-multiplier",
+        "redistribution-delay",
+        "retroactive-message-count",
+        "send-to-dla-on-no-route",
+        "slow-consumer-check-period",
+        "slow-consumer-policy",
+        "slow-consumer-threshold",
+        "slow-consumer-threshold-measurement-unit",
     }
 )

@@ -17,9 +17,12 @@ addresses, cluster connections, …) is ignored, as are elements in foreign name
 - ``<address-settings><address-setting match="…">``: of each, only the keys
   :data:`store.address_settings.ADDRESS_SETTING_KEYS` (``page-size-bytes``, ``max-size-bytes``,
   …). A real ``broker.xml`` gives many more (``dead-letter-address``, ``redelivery-delay``,
-  ``auto-create-queues``, …), which are skipped without a word, as is an address setting that
-  gives none of ours (its match is still kept and checked). A match given twice, or one key
-  given twice in one address setting, is an error.
+  ``auto-create-queues``, …), which are skipped (logged at DEBUG), as is an address setting
+  that gives none of ours (its match is still kept and checked). A key that is not an Artemis
+  address-setting element at all (:data:`store.config_artemis.ADDRESS_SETTING_ELEMENTS`),
+  most likely a misspelled one such as ``<max-size-byte>``, is skipped too but warned about,
+  naming the match and the closest key, as for ``<core>`` below. A match given twice, or one
+  key given twice in one address setting, is an error.
 
 A child of ``<core>`` that is not an Artemis configuration element at all
 (:data:`store.config_artemis.CORE_ELEMENTS`), most likely a misspelled key such as
@@ -60,7 +63,7 @@ import defusedxml
 import defusedxml.ElementTree as SafeET
 
 from store.address_settings import ADDRESS_SETTING_KEYS
-from store.config_artemis import CORE_ELEMENTS
+from store.config_artemis import ADDRESS_SETTING_ELEMENTS, CORE_ELEMENTS
 from store.errors import ConfigError
 from store.sizes import closest_name, invalid
 
@@ -114,7 +117,7 @@ def parse_broker_xml(
             if database is not None:
                 _put(mapping, "database-store", database)
         elif name == "address-settings":
-            _put(mapping, name, _address_settings(child))
+            _put(mapping, name, _address_settings(child, path))
         elif name == "ha-policy":
             role = _ha_role(child)
             if role is not None:
@@ -328,7 +331,7 @@ def _properties(elem: ET.Element) -> dict[str, str]:
     return result
 
 
-def _address_settings(elem: ET.Element) -> dict[str, dict[str, str]]:
+def _address_settings(elem: ET.Element, path: Path) -> dict[str, dict[str, str]]:
     result: dict[str, dict[str, str]] = {}
     for setting in _children(elem):
         if _local(setting) != "address-setting":
@@ -344,9 +347,29 @@ def _address_settings(elem: ET.Element) -> dict[str, dict[str, str]]:
         for child in _children(setting):
             key = _local(child)
             if key not in ADDRESS_SETTING_KEYS:
-                continue  # dead-letter-address, auto-create-queues, …: not ours to read
+                _skip_address_setting(key, match, path)
+                continue
             if key in values:
                 raise _repeated(f"{where}.{key}")
             values[key] = _text(child, f"{where}.{key}")
         result[match] = values
     return result
+
+
+def _skip_address_setting(key: str, match: str, path: Path) -> None:
+    """An address-setting key we do not read: Artemis's own (dead-letter-address, …) at DEBUG,
+    anything else (most likely a typo of one of ours) as a warning naming the closest key."""
+    if key in ADDRESS_SETTING_ELEMENTS:
+        _log.debug(
+            'broker.xml: <%s> of address-setting "%s" is not read by this library', key, match
+        )
+        return
+    close = closest_name(key, ADDRESS_SETTING_ELEMENTS)  # ours are among them
+    _log.warning(
+        'broker.xml %r: <%s> in <address-setting match="%s"> is not an Artemis address setting;'
+        " ignored%s",
+        str(path),
+        key,
+        match,
+        f"; did you mean <{close}>?" if close else "",
+    )

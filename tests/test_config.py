@@ -1109,6 +1109,8 @@ def test_bad_address_setting_value_names_the_key_and_match(key, given, reported)
         ("page-size-byte", "page-size-bytes"),
         ("max_size_bytes", "max-size-bytes"),
         ("address-full-policies", "address-full-policy"),
+        ("max-size-byte", "max-size-bytes"),
+        ("adress-full-policy", "address-full-policy"),
         ("dead-letter-address", None),
     ],
 )
@@ -1174,6 +1176,59 @@ def test_address_settings_are_given_to_the_constructor_and_replace_by_field_name
     with pytest.raises(ConfigError) as info:
         cfg.replace(address_settings={"#": {"page_size_bytes": "1M"}})  # typed values only
     assert info.value.key == 'address-settings."#".page-size-bytes'
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "policy_from"),
+    [
+        (
+            {"orders": {"max-size-bytes": 0, "address-full-policy": "BLOCK"}},
+            'address-settings."orders".max-size-bytes',
+            '"orders"',
+        ),
+        (
+            {"orders.#": {"max-size-messages": "0", "address-full-policy": "block"}},
+            'address-settings."orders.#".max-size-messages',
+            '"orders.#"',
+        ),
+        (
+            {"#": {"address-full-policy": "BLOCK"}, "orders": {"max-size-bytes": "0K"}},
+            'address-settings."orders".max-size-bytes',
+            '"#"',
+        ),
+        (
+            {"#": {"max-size-messages": 0}, "orders.*": {"address-full-policy": "BLOCK"}},
+            'address-settings."#".max-size-messages',
+            '"orders.*"',
+        ),
+    ],
+    ids=["one-match", "one-wildcard-match", "block-from-hash", "zero-from-hash"],
+)
+def test_a_zero_limit_under_block_is_refused_naming_the_key_and_matches(settings, key, policy_from):
+    """A limit of 0 makes the address full before its first message: under BLOCK the first
+    send would wait forever, so the configuration refuses it."""
+    err = raises_config(key, {"address-settings": settings})
+    assert "BLOCK" in str(err) and f"from match {policy_from}" in str(err)
+    assert err.value == 0
+
+
+@pytest.mark.parametrize("policy", ["PAGE", "DROP", "FAIL"])
+def test_a_zero_limit_under_the_other_policies_is_accepted(policy):
+    cfg = with_settings({"orders": {"max-size-bytes": 0, "address-full-policy": policy}})
+    assert cfg.address_settings_for("orders").max_size_bytes == 0
+
+
+def test_a_zero_limit_meeting_block_only_on_some_addresses_is_refused_when_merged():
+    """Two wildcard matches that meet on no match text (``orders.*`` and ``*.eu``) are
+    accepted, and the address where they meet is refused when its settings are merged."""
+    cfg = with_settings(
+        {"orders.*": {"max-size-bytes": 0}, "*.eu": {"address-full-policy": "BLOCK"}}
+    )
+    assert cfg.address_settings_for("orders.us").max_size_bytes == 0
+    with pytest.raises(ConfigError) as info:
+        cfg.address_settings_for("orders.eu")
+    assert info.value.key == 'address-settings."orders.*".max-size-bytes'
+    assert "'orders.eu'" in str(info.value) and 'from match "*.eu"' in str(info.value)
 
 
 def test_address_settings_for_needs_a_text():

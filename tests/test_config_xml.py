@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from store.address_settings import AddressSettings
+from store.address_settings import ADDRESS_SETTING_KEYS, AddressSettings
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
+from store.config_artemis import ADDRESS_SETTING_ELEMENTS
 from store.errors import ConfigError
 
 TESTDATA = Path(__file__).parent / "testdata" / "config"
@@ -421,6 +422,61 @@ def test_broker_xml_written_by_artemis_create_loads():
     assert cfg.address_settings_for("orders") == orders
     assert cfg.address_settings_for("orders.eu.de") == orders
     assert cfg.address_settings_for("ordersx") == defaults
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("<max-size-byte>3K</max-size-byte>", "max-size-bytes"),
+        ("<adress-full-policy>FAIL</adress-full-policy>", "address-full-policy"),
+        ("<page-size-byte>1M</page-size-byte>", "page-size-bytes"),
+        ("<dead-leter-address>DLA</dead-leter-address>", "dead-letter-address"),
+    ],
+)
+def test_misspelled_address_setting_is_warned_with_the_match_and_closest_key(
+    tmp_path, caplog, given, meant
+):
+    with caplog.at_level(logging.WARNING, logger="store.config_xml"):
+        cfg = xml_core(
+            tmp_path,
+            f'<address-settings><address-setting match="orders.#">{given}'
+            "</address-setting></address-settings>",
+        )
+    assert cfg.address_settings == {"orders.#": {}}  # still ignored
+    [warning] = _xml_warnings(caplog)
+    typo = given[1 : given.index(">")]
+    assert f"<{typo}>" in warning and '"orders.#"' in warning
+    assert f"did you mean <{meant}>?" in warning
+
+
+def test_unknown_address_setting_without_a_close_key_is_still_warned(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="store.config_xml"):
+        xml_core(
+            tmp_path,
+            '<address-settings><address-setting match="#"><zzz-qqq>1</zzz-qqq>'
+            "</address-setting></address-settings>",
+        )
+    [warning] = _xml_warnings(caplog)
+    assert "<zzz-qqq>" in warning and "did you mean" not in warning
+
+
+def test_artemis_address_settings_we_do_not_read_are_logged_at_debug_only(tmp_path, caplog):
+    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+        xml_core(
+            tmp_path,
+            '<address-settings><address-setting match="#">'
+            "<redelivery-delay>5</redelivery-delay><page-limit-bytes>1M</page-limit-bytes>"
+            "</address-setting></address-settings>",
+        )
+    assert _xml_warnings(caplog) == []
+    skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert any("<redelivery-delay>" in m for m in skipped)
+    assert any("<page-limit-bytes>" in m for m in skipped)
+
+
+def test_every_address_setting_we_read_is_an_artemis_address_setting():
+    """A key of ours missing from Artemis's list would be warned about as a typo."""
+    assert set(ADDRESS_SETTING_KEYS) <= ADDRESS_SETTING_ELEMENTS
 
 
 def test_address_settings_in_xml_read_our_keys_and_skip_the_others(tmp_path, caplog):

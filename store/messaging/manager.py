@@ -583,9 +583,12 @@ class StorageManager:
         dup: bytes | None,
         *,
         transactional: bool,
+        wait: bool = True,
     ) -> tuple[list[MessageQueue], str]:
         """Lock held: the queues ``message`` goes to and where it goes (MEMORY, PAGE, DROP),
-        waiting while its address is full under BLOCK. Raises as ``send``."""
+        waiting while its address is full under BLOCK (unless ``wait`` is false: a
+        transaction that holds memory, see ``Pager.refuse_block``). Raises as ``send``, and
+        AddressFullError for a full BLOCK address when ``wait`` is false."""
         while True:
             self._check_ready()
             targets = self._route(message.address, queues)
@@ -597,6 +600,8 @@ class StorageManager:
             )
             if decision != BLOCK:
                 return targets, decision
+            if not wait:
+                raise self._pager.refuse_block(message.address)
             self._blocked += 1
             try:
                 self._space.wait()

@@ -12,7 +12,9 @@ it any more). The address is *full* when ``max-size-bytes`` (≥ 0) is reached o
   paged messages are delivered after those in memory, in page order;
 - ``DROP``: nothing is stored, ``send`` returns None;
 - ``FAIL``: :class:`~store.errors.AddressFullError`, nothing stored;
-- ``BLOCK``: the sender waits until an ack (from any thread) makes room.
+- ``BLOCK``: the sender waits until an ack (from any thread) makes room. A limit of 0 under
+  BLOCK can never make room: the configuration refuses it (``ConfigError``, see
+  :mod:`store.address_settings`).
 
 **Cursors.** Each queue reads the pages of its address from its cursor, taking the records
 routed to it that it has not acknowledged, only when ``receive`` has nothing ready in memory
@@ -27,14 +29,33 @@ When every queue the page routes to has completed it, the page is deleted, then 
 in ``cleaned["page_cursors"]``; pages no existing queue still needs are deleted
 (``cleaned["pages"]``).
 
-**Transactions.** A transaction's paged sends are written to the pages at ``tx.send`` with its
-transaction id, invisible; at prepare or commit the pages are flushed and a PAGE_TRANSACTION
-record (35) joins the journal transaction, so the records are visible exactly when it commits
-(at load: a record whose transaction has a committed 35 record is visible, one of a prepared
-transaction is pending, any other is never visible). Queues' cursors go back to a record made
-visible behind them. A page is kept while it holds records of an undecided transaction; the 35
-record is deleted with the last page holding its records. A prepared transaction's cursor acks
-hold their messages across restarts.
+**Transactions obey the limits at ``tx.send``** (DESIGN §9). A transaction's in-memory sends
+are counted against their address from ``tx.send`` (not from commit), so the address is full
+when what queues hold plus what open transactions hold reaches the limit, and the policy
+applies to the transaction's next send as to any other: PAGE pages it (below), DROP drops it,
+FAIL raises ``AddressFullError`` (the transaction stays usable; nothing of that message is
+stored). Rollback uncounts them; commit hands them to their queues, which count them from then.
+What one transaction holds in memory is therefore bounded by its addresses' limits (plus one
+message, as for any sender; non-durable messages under PAGE excepted, below), and once it has
+paged to an address its later durable sends there are paged too, so they still become
+deliverable in send order.
+
+``BLOCK`` in a transaction: a ``tx.send`` waits for room as a plain send does only while its
+transaction holds nothing (no in-memory send to any address, no acknowledged message). A
+transaction that holds something fails fast with ``AddressFullError`` instead: the room it
+would wait for may be its own (only its commit or rollback frees what it holds, and its caller
+is the one waiting), or held by another transaction waiting on it; refusing to wait while
+holding is what keeps BLOCK free of such deadlocks. The transaction stays usable: commit or
+roll back, then send again.
+
+**Paged transactional sends.** A transaction's paged sends are written to the pages at
+``tx.send`` with its transaction id, invisible; at prepare or commit the pages are flushed and
+a PAGE_TRANSACTION record (35) joins the journal transaction, so the records are visible
+exactly when it commits (at load: a record whose transaction has a committed 35 record is
+visible, one of a prepared transaction is pending, any other is never visible). Queues' cursors
+go back to a record made visible behind them. A page is kept while it holds records of an
+undecided transaction; the 35 record is deleted with the last page holding its records. A
+prepared transaction's cursor acks hold their messages across restarts.
 
 Non-durable messages are never paged (they are never written): they stay in memory, past the
 limit.
@@ -170,7 +191,9 @@ class Pager:
         return self._queue_address(qid) is not None
 
     def address(self, name: str) -> AddressPaging:
-        """The paging state of ``name``, made from its address settings on first use."""
+        """The paging state of ``name``, made from its address settings on first use.
+        Raises ConfigError when its merged settings can never admit a message (a limit of 0
+        under BLOCK from two matches the configuration could not check together)."""
         state = self._addresses.get(name)
         if state is None:
             s = self._config.address_settings_for(name)
@@ -187,8 +210,11 @@ class Pager:
 
     def admit(self, address: str, *, durable: bool, transactional: bool) -> str:
         """Where a new message of ``address`` goes: MEMORY, PAGE, DROP or BLOCK (wait and ask
-        again); ``transactional`` sends page like the others (invisible until commit). Raises
-        AddressFullError under the FAIL policy."""
+        again). ``transactional`` sends are judged the same way (they page invisibly until
+        commit): the transaction counts its in-memory sends with :meth:`hold_memory` at
+        ``tx.send``, so they weigh on the limit as the queues' messages do. Raises
+        AddressFullError under the FAIL policy, ConfigError for settings that can never
+        admit a message (see :meth:`address`)."""
         del transactional
         state = self.address(address)
         if state.policy == PAGE:
@@ -203,6 +229,17 @@ class Pager:
                 f" {state.memory_bytes} bytes) and its address-full-policy is FAIL"
             )
         return DROP if state.policy == DROP else BLOCK
+
+    def refuse_block(self, address: str) -> AddressFullError:
+        """The error for a ``tx.send`` to ``address``, full under BLOCK, by a transaction that
+        holds memory and so may not wait (module docstring). Returns it. Raises nothing."""
+        state = self.address(address)
+        return AddressFullError(
+            f"address {address!r} is full ({state.memory_messages} messages,"
+            f" {state.memory_bytes} bytes) and its address-full-policy is BLOCK; a transaction"
+            " that holds messages (sent or acknowledged) does not wait, since the room it"
+            " would wait for may be its own: commit or roll back, then send again"
+        )
 
     def hold_memory(self, address: str, size: int, delta: int) -> None:
         """Count (``delta`` 1) or uncount (-1) a message of ``size`` bytes in memory."""
@@ -566,7 +603,10 @@ class Pager:
             if paged.tx_id in pending_txs:
                 page.pending += 1
                 sends = self.pending_sends.setdefault(paged.tx_id, [])
-                sends.append((address, PagePosition(page_no, index), paged))
+                light = PagedMessage(
+                    paged.message_id, paged.tx_id, paged.record_type, b"", paged.queue_ids
+                )
+                sends.append((address, PagePosition(page_no, index), light))  # no body held
                 return ()
             if paged.tx_id not in page_txs:
                 return ()  # rolled back, or never committed

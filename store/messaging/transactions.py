@@ -57,12 +57,24 @@ class TransactionWork:
     #: Paged messages a recovered prepared transaction acked: (address, queue id, position,
     #: cursor-ack record id); they are held by the pager, not by a queue in memory.
     held_pages: list[tuple[str, int, PagePosition, int]] = field(default_factory=list)
-    #: Messages it paged: (address, position, paged record); visible at commit.
+    #: Messages it paged: (address, position, paged record without its body: a few hundred
+    #: bytes each); visible at commit.
     paged_sends: list[tuple[str, PagePosition, PagedMessage]] = field(default_factory=list)
     #: Its PAGE_TRANSACTION record id, once written (at prepare or commit).
     page_tx_record: int | None = None
+    #: Addresses it paged to: its later durable sends there are paged too (in send order).
+    paged_addresses: set[str] = field(default_factory=set)
+    #: What its in-memory sends count against each address's limit since ``tx.send``:
+    #: address -> [bytes, messages]. Uncounted at commit (the queues count them from then) and
+    #: at rollback. A prepared transaction recovered at load counts nothing until its commit.
+    memory: dict[str, list[int]] = field(default_factory=dict)
     #: True once a record of this transaction is in the journal.
     wrote: bool = False
+
+    def holds(self) -> bool:
+        """True when it holds memory only its own commit or rollback frees: in-memory sends
+        (any address) or acknowledged messages. Raises nothing."""
+        return bool(self.memory or self.acks)
 
 
 class Transaction:
@@ -162,34 +174,61 @@ class Transaction:
     def _send_locked(
         self, stored: StoredMessage, queues: Sequence[str] | None, dup: bytes | None
     ) -> int | None:
-        sm, message = self._manager, stored.message
+        sm, message, work = self._manager, stored.message, self._work
+        address = message.address
         self._check_state(ACTIVE)
-        targets, decision = sm._admit(message, queues, dup, transactional=True)
+        targets, decision = sm._admit(
+            message, queues, dup, transactional=True, wait=not work.holds()
+        )
         self._check_state(ACTIVE)  # a BLOCKed send may have waited
         if not targets or decision == DROP:
             return None
-        mid, journal, tx = stored.message_id, sm._store.messages, self._work.tx_id
+        if decision != PAGE and message.durable and address in work.paged_addresses:
+            decision = PAGE  # never ahead of its own paged sends: they commit in send order
+        mid, journal, tx = stored.message_id, sm._store.messages, work.tx_id
         qids = [q.info.id for q in targets]
         kind, record = stored.take_record()
         if decision == PAGE:
             paged = PagedMessage(mid, tx, kind, record, tuple(qids))
-            position = sm._pager.page(message.address, paged, sync=False)
-            self._work.paged_sends.append((message.address, position, paged))
+            position = sm._pager.page(address, paged, sync=False)
+            # Kept without its record (commit and rollback need the queues and the position
+            # only), so a long transaction to a paging address holds no bodies.
+            work.paged_sends.append(
+                (address, position, PagedMessage(mid, tx, kind, b"", paged.queue_ids))
+            )
+            work.paged_addresses.add(address)
         elif message.durable:
             journal.append_add_tx(tx, mid, kind, record)
             for q in targets:
                 journal.append_update_tx(tx, mid, r.ADD_REF, r.queue_id_body(q.info.id))
-            self._work.wrote = True
+            work.wrote = True
         if dup is not None:
             rid = sm._dup_record_id(message)
             if rid is not None:
                 body = r.DuplicateIdRecord(message.address, dup).encode()
                 journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
             sm._dup_cache(message.address).reserve(dup)
-            self._work.dups.append((message.address, dup, rid))
+            work.dups.append((message.address, dup, rid))
         if decision != PAGE:
-            self._work.sends.append((stored, qids))
+            work.sends.append((stored, qids))
+            # Counted now, not at commit: what open transactions hold weighs on the limit.
+            sm._pager.hold_memory(address, stored.size, 1)
+            held = work.memory.setdefault(address, [0, 0])
+            held[0] += stored.size
+            held[1] += 1
         return mid
+
+    def _release_memory(self) -> None:
+        """Lock held, at commit or rollback: uncount what its in-memory sends counted against
+        their addresses' limits, and wake BLOCKed senders if that made room."""
+        sm, work = self._manager, self._work
+        if not work.memory:
+            return
+        for address, (size, count) in work.memory.items():
+            sm._pager.hold_memory_total(address, -size, -count)
+        work.memory = {}
+        if sm._blocked:
+            sm._space.notify_all()
 
     def _write_page_tx(self) -> None:
         """Lock held, before PREPARE or COMMIT: the paged records are made durable, then the
@@ -256,6 +295,7 @@ class Transaction:
             for address, dup, rid in self._work.dups:
                 sm._dup_cache(address).release(dup)
                 sm._add_dup(address, dup, rid)
+            self._release_memory()  # the queues count them from here
             for stored, queue_ids in self._work.sends:
                 sm._enqueue(stored, queue_ids)
             for qid, mid in self._work.acks:
@@ -283,6 +323,7 @@ class Transaction:
             for address, dup, _ in self._work.dups:
                 sm._dup_cache(address).release(dup)
             sm._pager.rollback_paged(self._work.paged_sends)
+            self._release_memory()
             now = sm._clock()
             # Each goes to the head: in reverse, so they come back in the order acknowledged.
             for qid, mid in reversed(self._work.acks):

@@ -1,7 +1,9 @@
 """Paging and the address-full policies of the storage manager on every back-end (DESIGN §9):
 PAGE (paged messages delivered after those in memory, in order; cursor acks surviving restarts;
-pages deleted once every queue consumed them), DROP, FAIL, BLOCK, and transactions acking paged
-messages (prepared ones held across a restart)."""
+pages deleted once every queue consumed them; a send after acks freed memory still behind older
+paged messages), DROP, FAIL, BLOCK (a limit of 0 refused, never waited on), and transactions
+acking paged messages (prepared ones held across a restart). Limits inside transactions:
+test_transaction_limits.py."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from store.errors import AddressFullError, JournalClosedError
-from store.messaging import Xid
+from store.errors import AddressFullError, ConfigError, JournalClosedError
+from store.messaging import Message, Xid
 from store.messaging.page_records import (
     ACKNOWLEDGE_CURSOR,
     PAGE_CURSOR_COMPLETE,
@@ -379,3 +381,62 @@ def test_paged_sends_of_a_prepared_transaction_survive_a_restart_invisible(
     sm = h.restart()
     assert h.rec is not None and h.rec.messages == 0 and h.rec.cleaned == {}
     assert PAGE_TRANSACTION not in _journal_types(h)
+
+
+def test_a_zero_limit_under_block_is_refused_at_the_first_send_never_waited_on(
+    h: Harness,
+) -> None:
+    """Matches that meet only on a concrete address pass the configuration's own check; the
+    first send to that address raises instead of waiting forever (a send that waits fails the
+    test, released by the close)."""
+    h.factory.config = h.factory.config.replace(
+        address_settings={
+            "orders.*": {"max_size_bytes": 0},
+            "*.eu": {"address_full_policy": "BLOCK"},
+        }
+    )
+    sm = h.setup("q", address="orders.eu")
+    errors: list[BaseException] = []
+
+    def sends() -> None:
+        for send in (sm.send, sm.begin().send):
+            try:
+                send(Message("orders.eu", b"never waits"))
+            except BaseException as exc:  # checked below
+                errors.append(exc)
+
+    worker = threading.Thread(target=sends)
+    worker.start()
+    worker.join(10)
+    waited = worker.is_alive()
+    if waited:
+        sm.close()
+        worker.join(10)
+    assert not waited, "a send to a BLOCK address limited to 0 waited"
+    assert [type(e) for e in errors] == [ConfigError, ConfigError]
+    assert "BLOCK" in str(errors[0]) and sm.depth("q") == 0
+
+
+def test_a_send_after_acks_freed_memory_still_waits_behind_the_older_paged_messages(
+    h: Harness,
+) -> None:
+    """Single-threaded: page, free all memory by acks, send again: the address keeps paging
+    while paged messages are unacknowledged, so the new message never overtakes them."""
+    _limit(h, max_size_messages=2, address_full_policy="PAGE", page_size_bytes=1024)
+    sm = h.setup("q")
+    _send(h, *PAYLOADS[:6])  # two in memory, four paged
+    assert _pages(h) != []
+    memory = sm.receive("q", 2)
+    assert bodies(memory) == PAYLOADS[:2]
+    for d in memory:
+        sm.ack("q", d.message.message_id)  # type: ignore[arg-type]
+    _send(h, b"new 1")  # memory is empty now: only the paged ones stand before it
+    first_paged = sm.receive("q", 2)
+    assert bodies(first_paged) == PAYLOADS[2:4]
+    for d in first_paged:
+        sm.ack("q", d.message.message_id)  # type: ignore[arg-type]
+    _send(h, b"new 2")  # two paged messages are still unacknowledged
+    assert bodies(sm.receive("q", 10)) == [*PAYLOADS[4:6], b"new 1", b"new 2"]
+    sm = h.restart()
+    assert bodies(drain(sm, "q")) == [*PAYLOADS[4:6], b"new 1", b"new 2"]
+    assert _pages(h) == []

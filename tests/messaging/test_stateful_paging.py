@@ -6,6 +6,9 @@ adds paging to the one of ``test_stateful``, also written from DESIGN §9:
   once whatever their queues; paged messages read back do not count) or while any paged
   message is still unacknowledged; non-durable ones stay in memory; a transactional send is
   decided at ``tx.send`` and becomes visible at commit, a paged one at its place in the pages;
+  the in-memory sends of open transactions count against the limit from ``tx.send`` (until
+  their commit or rollback; a prepared transaction recovered at a restart counts nothing), and
+  a transaction that paged a send pages its later durable ones too;
 - ``receive`` takes what is ready in memory first; if that is fewer than asked, it reads the
   next paged messages of the queue, in page order, and takes among them by priority;
 - a restart puts every unacknowledged paged message back in its page, in page order, with its
@@ -19,9 +22,12 @@ import itertools
 from typing import ClassVar
 
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
 
 from tests.messaging.test_stateful import (
     HELD,
+    PRIORITIES,
     QUEUES,
     READY,
     ManagerMachine,
@@ -40,9 +46,12 @@ class PagingModel(Model):
         self.paged_live = 0  # paged refs not acknowledged (read back and held included)
         self.page_seq = itertools.count()
         self.held_paged: list[tuple[str, MRef]] = []
+        self.tx_held: set[int] = set()  # in-memory sends of open transactions (counted)
+        self.tx_paged = False  # the transaction sending now paged an earlier send
 
     def _in_memory(self) -> int:
-        return len({mid for refs in self.queues.values() for mid, r in refs.items() if not r.paged})
+        committed = {mid for refs in self.queues.values() for mid, r in refs.items() if not r.paged}
+        return len(committed) + len(self.tx_held)
 
     def _pages(self, durable: bool) -> bool:
         return durable and (self.paged_live > 0 or self._in_memory() >= LIMIT)
@@ -62,15 +71,25 @@ class PagingModel(Model):
     def tx_send(
         self, mid: int, priority: int, durable: bool, queues: tuple[str, ...]
     ) -> tuple[int, int, bool, tuple[str, ...], int | None]:
-        seq = next(self.page_seq) if self._pages(durable) else None
+        paged = self._pages(durable) or (durable and self.tx_paged)
+        seq = next(self.page_seq) if paged else None
+        if seq is None:
+            self.tx_held.add(mid)
         return (mid, priority, durable, queues, seq)
 
     def commit_send(self, send: tuple[int, int, bool, tuple[str, ...], int | None]) -> None:
         mid, priority, durable, queues, seq = send
+        self.tx_held.discard(mid)
         if seq is None:
             self.enqueue(mid, priority, durable, queues)
         else:
             self._page(mid, priority, queues, seq)
+
+    def rollback_sends(
+        self, sends: list[tuple[int, int, bool, tuple[str, ...], int | None]]
+    ) -> None:
+        for mid, *_ in sends:
+            self.tx_held.discard(mid)
 
     def take(self, queue: str, n: int) -> list[MRef]:
         taken = super().take(queue, n)
@@ -120,6 +139,7 @@ class PagingModel(Model):
         for q, ref in self.held_paged:
             self.queues[q][ref.mid] = ref
         self.held_paged = []
+        self.tx_held = set()  # the open transaction is lost; recovered ones count nothing
         super().restart(prepared)
 
 
@@ -132,6 +152,18 @@ class PagingMachine(ManagerMachine):
             "page-size-bytes": 512,
         }
     }
+
+    @precondition(lambda self: self.tx is not None)
+    @rule(priority=PRIORITIES, durable=st.booleans(), which=st.integers(0, 2))
+    def tx_send(self, priority: int, durable: bool, which: int) -> None:
+        assert self.tx is not None and isinstance(self.model, PagingModel)
+        self.model.tx_paged = any(seq is not None for *_, seq in self.tx.sends)
+        super().tx_send(priority, durable, which)
+
+    def _rollback(self, tx: MTx) -> None:
+        super()._rollback(tx)
+        assert isinstance(self.model, PagingModel)
+        self.model.rollback_sends(tx.sends)
 
 
 TestPagingMachine = PagingMachine.TestCase
