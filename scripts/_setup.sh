@@ -64,8 +64,13 @@ ensure_install() {
     say "+ pip install -e '$spec'"
     (cd "$ROOT" && "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$spec")
     if ! install_works; then
+        # pip leaves a package it thinks installed alone, however damaged (an interrupted
+        # install, a file deleted): install everything again, once.
         rm -f "$STAMP"
-        die "the install into .venv does not work: .venv/bin/store --help says why"
+        say "+ pip install --force-reinstall -e '$spec'"
+        (cd "$ROOT" && "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+            --force-reinstall -e "$spec")
+        install_works || die "the install into .venv does not work: .venv/bin/store --help says why"
     fi
     printf '%s %s\n' "$hash" "$extras" >>"$STAMP"
 }
