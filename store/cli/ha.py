@@ -9,9 +9,9 @@
 ``run`` waits to go live (a status line on stderr), then sends durable messages through the
 storage manager (queue ``store-ha.smoke``) and prints each acknowledged message id on stdout,
 one per line, until interrupted or sent SIGTERM (exit 0; a node still waiting stops waiting)
-or until the live lock is lost (a message on stderr, exit 3). ``status`` prints the live lock's holder,
-generation, expiry by the database clock, the node id and the state. Each is one call of
-:mod:`store.ha.run` / :mod:`store.ha.status`.
+or until the live lock is lost (a message on stderr, exit 3). ``status`` prints the live
+lock's holder, generation, expiry by the database clock, the node id and the state. Each is
+one call of :mod:`store.ha.run` / :mod:`store.ha.status`.
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
