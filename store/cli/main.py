@@ -74,7 +74,12 @@ subcommand. Returns the parser.
     Raises nothing (a subcommand module that is missing from this build is left out).
     """
     parser = argparse.ArgumentParser(
-        prog="store", description="Persistence layer of a message broker: journals, tools, reports."
+        prog="store",
+        description="Persistence layer of a message broker: journals, tools, reports.",
+        epilog="exit codes: 0 success, 1 the command found a problem, 2 bad usage or "
+        "configuration (or a missing extra: the line names the pip install), 3 the store is "
+        "locked (or the lock was lost), 4 store or database unavailable, 5 corruption that "
+        "needs an operator, 6 any other store error, 7 bad input (a malformed or refused file)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     _add_shell_options(parser, depth=0)
