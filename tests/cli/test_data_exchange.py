@@ -424,7 +424,7 @@ def _prefill_full_address(target: Backend) -> None:
 def _failing_file(tmp_path: Path) -> Path:
     """Five messages for a new address, then one for the full address (refused: FAIL)."""
     messages = "".join(
-        f'<message id="{i}" priority="4" expiration="0" timestamp="{i}" type="default">'
+        f'<message id="{i}" priority="4" expiration="0" timestamp="{i + 1}" type="default">'
         f'<properties/><queues><queue name="new.q"/></queues><body><![CDATA[bmV3]]></body></message>\n'  # noqa: E501
         for i in range(5)
     )
@@ -454,7 +454,8 @@ def test_a_failed_import_keeps_what_it_committed(stores: Any, tmp_path: Path, ki
     with target.manager() as sm:
         # batches [0, 1] and [2, 3] committed; [4, the refused one] rolled back
         assert sm.depth("new.q") == 4 and sm.depth("full.q") == 2
-        assert [d.message.timestamp for d in sm.receive("new.q", max_messages=10)] == [0, 1, 2, 3]
+        # (timestamps from 1: a send stamps a timestamp of 0 with the send time)
+        assert [d.message.timestamp for d in sm.receive("new.q", max_messages=10)] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("kind", ["file", "postgresql"])
