@@ -48,27 +48,46 @@ ensure_venv() {
 }
 
 # ensure_install EXTRAS: `pip install -e .[EXTRAS]` unless the stamp says it is done already and
-# `store` imports from this checkout. An empty EXTRAS is satisfied by any install of this
-# pyproject.toml (every extra includes the base package).
+# the install works (below). An empty EXTRAS is satisfied by any install of this
+# pyproject.toml (every extra includes the base package). A stamp is written only for an
+# install that works, and a stamped install that stopped working (an interrupted pip, a
+# package removed since) is installed again rather than trusted.
 ensure_install() {
     local extras=$1 spec=. hash
     [ -n "$extras" ] && spec=".[$extras]"
     hash=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
-    if [ -f "$STAMP" ] && store_imports_here; then
+    if [ -f "$STAMP" ] && install_works; then
         if grep -qx "$hash $extras" "$STAMP" || { [ -z "$extras" ] && grep -q "^$hash " "$STAMP"; }; then
             return 0
         fi
     fi
     say "+ pip install -e '$spec'"
     (cd "$ROOT" && "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$spec")
+    if ! install_works; then
+        # pip leaves a package it thinks installed alone, however damaged (an interrupted
+        # install, a file deleted): install everything again, once.
+        rm -f "$STAMP"
+        say "+ pip install --force-reinstall -e '$spec'"
+        (cd "$ROOT" && "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+            --force-reinstall -e "$spec")
+        install_works || die "the install into .venv does not work: .venv/bin/store --help says why"
+    fi
     printf '%s %s\n' "$hash" "$extras" >>"$STAMP"
 }
 
-store_imports_here() {
+# install_works: `store` imports from this checkout and its command line builds (every
+# subcommand's module imports, so a base dependency missing from the install fails here, not
+# in the user's first command), and the `store` script exists.
+install_works() {
     local where
+    [ -x "$VENV/bin/store" ] || return 1
     # From / so that the checkout's own folder on sys.path cannot stand in for the install.
-    where=$(cd / && "$VENV/bin/python" -c \
-        'import store, os; print(os.path.dirname(store.__path__[0]))' 2>/dev/null) || return 1
+    where=$(cd / && "$VENV/bin/python" -c '
+import os
+import store
+from store.cli.main import build_parser
+build_parser()
+print(os.path.dirname(store.__path__[0]))' 2>/dev/null) || return 1
     [ "$where" = "$ROOT" ]
 }
 

@@ -59,7 +59,7 @@ def test_readme_says_what_docker_compose_starts() -> None:
 
 def test_readme_says_how_to_run_store_and_how_long_the_tests_take() -> None:
     readme = _readme()
-    assert "scripts/perf      #" in readme and "scripts/test      #" in readme  # Quick start
+    assert "\nscripts/perf " in readme and "\nscripts/test " in readme  # Quick start
     assert ".venv/bin/store" in readme and ". .venv/bin/activate" in readme
     assert re.search(r"takes about \d+\u2013\d+ minutes on a machine with 2 cores", readme)
 
@@ -101,3 +101,22 @@ def test_every_command_has_help_and_a_line_in_the_readmes_command_reference(
         if f"`store {' '.join(words)}" not in section:
             missing.append(" ".join(words))
     assert not missing, f"commands without an entry in the README's command reference: {missing}"
+
+
+def _quick_start_commands() -> list[str]:
+    """The commands of the README's Quick-start block, as written (comments cut)."""
+    section = _readme().split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block is not None, "the Quick start has no sh block"
+    return [line.split("  #", 1)[0].rstrip() for line in block.group(1).splitlines() if line]
+
+
+def test_ci_runs_the_readmes_first_command_verbatim_in_a_fresh_clone_then_the_tests() -> None:
+    first, *rest = _quick_start_commands()
+    assert first.startswith("scripts/perf") and rest == ["scripts/test"]
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    steps = [line for line in lines if line and not line.startswith(("#", "printf"))]
+    clone = steps.index('git clone -q "$PWD" "$tmp"')
+    run_first = steps.index(f'(cd "$tmp" && {first})')  # exactly the README's words
+    assert clone < run_first < steps.index("exec scripts/test")
+    assert "set -euo pipefail" in steps  # a failing first command fails CI

@@ -25,7 +25,9 @@ from store.config import load_config
 
 __all__ = ["register"]
 
-_DIALECTS = ("postgresql", "mysql", "sqlite", "derby", "h2")
+_DIALECTS = ("postgresql", "mysql", "mariadb", "sqlite", "derby", "h2")
+#: Names a DBA may give for a dialect the store renders under another: MariaDB's DDL is MySQL's.
+_DIALECT_ALIASES = {"mariadb": "mysql"}
 
 
 def register(subparsers: Any) -> None:
@@ -110,6 +112,7 @@ def run_sql(args: argparse.Namespace) -> int:
     from store.db.migrate import render_sql
     from store.db.schema import TableNames
 
+    dialect = _DIALECT_ALIASES.get(args.dialect, args.dialect)
     names = None
     if args.config:
         config = load_config(args.config)
@@ -123,7 +126,7 @@ def run_sql(args: argparse.Namespace) -> int:
                 allowed="a database-store section",
             )
         # The configured names, within the target database's identifier limit.
-        limit = TableNames.defaults(args.dialect).max_length
+        limit = TableNames.defaults(dialect).max_length
         names = dataclasses.replace(TableNames.from_config(config.database_store), max_length=limit)
-    print(render_sql(args.dialect, names), end="")
+    print(render_sql(dialect, names), end="")
     return 0

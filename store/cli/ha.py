@@ -6,12 +6,12 @@
     store ha run --config etc/broker.xml                  # role from <ha-policy>
     store ha status --config etc/broker.xml [--json]      # holder, generation, expiry, state
 
-``run`` waits to go live (a status line on stderr), then appends durable records and prints
-each acknowledged id on stdout, one per line, until interrupted or sent SIGTERM (exit 0; a
-node still waiting stops waiting) or until the live lock is lost (a message on stderr,
-exit 3). ``status`` prints the live lock's holder,
-generation, expiry by the database clock, the node id and the state. Each is one call of
-:mod:`store.ha.run` / :mod:`store.ha.status`.
+``run`` waits to go live (a status line on stderr), then sends durable messages through the
+storage manager (queue ``store-ha.smoke``) and prints each acknowledged message id on stdout,
+one per line, until interrupted or sent SIGTERM (exit 0; a node still waiting stops waiting)
+or until the live lock is lost (a message on stderr, exit 3). ``status`` prints the live
+lock's holder, generation, expiry by the database clock, the node id and the state. Each is
+one call of :mod:`store.ha.run` / :mod:`store.ha.status`.
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
@@ -41,7 +41,9 @@ def register(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="ha_command", metavar="SUBCOMMAND", required=True)
 
-    run = sub.add_parser("run", help="go live (primary or backup), then write until stopped")
+    run = sub.add_parser(
+        "run", help="go live (primary or backup), then send messages until stopped"
+    )
     _config_arg(run)
     run.add_argument(
         "--role",
@@ -52,7 +54,7 @@ def register(subparsers: Any) -> None:
         "--timeout", type=float, default=None, help="seconds to wait to go live (default: forever)"
     )
     run.add_argument(
-        "--pause", type=float, default=0.0, help="seconds between appends (default: 0)"
+        "--pause", type=float, default=0.0, help="seconds between sends (default: 0)"
     )
     run.set_defaults(func=run_node)
 

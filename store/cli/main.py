@@ -17,11 +17,14 @@ Exit codes scripts can rely on:
 ====  =====================================================================
 0     success
 1     the command ran and found a problem (verify found damage, perf lost a record)
-2     bad usage or bad configuration (ConfigError)
+2     bad usage or bad configuration (ConfigError: an option naming a file that is not
+      there included), or a missing extra (the line names the ``pip install 'store[…]'``
+      that brings it)
 3     the store is locked by another process or the lock was lost
 4     the store or database is unavailable, or an I/O error
 5     corruption that needs an operator (CorruptionError)
 6     any other StoreError
+7     bad input: a file the command reads is malformed or refused (``store data imp``)
 ====  =====================================================================
 """
 
@@ -46,6 +49,7 @@ from store.errors import (
     StoreLockedError,
     StoreUnavailableError,
 )
+from store.extras import extra_for, missing_extra_message
 
 __all__ = ["build_parser", "main", "package_version", "parse_args", "silence_stdout"]
 
@@ -59,6 +63,7 @@ EXIT_LOCKED = 3
 EXIT_UNAVAILABLE = 4
 EXIT_CORRUPT = 5
 EXIT_ERROR = 6
+EXIT_BAD_INPUT = 7
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,7 +74,12 @@ subcommand. Returns the parser.
     Raises nothing (a subcommand module that is missing from this build is left out).
     """
     parser = argparse.ArgumentParser(
-        prog="store", description="Persistence layer of a message broker: journals, tools, reports."
+        prog="store",
+        description="Persistence layer of a message broker: journals, tools, reports.",
+        epilog="exit codes: 0 success, 1 the command found a problem, 2 bad usage or "
+        "configuration (or a missing extra: the line names the pip install), 3 the store is "
+        "locked (or the lock was lost), 4 store or database unavailable, 5 corruption that "
+        "needs an operator, 6 any other store error, 7 bad input (a malformed or refused file)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     _add_shell_options(parser, depth=0)
@@ -191,6 +201,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if exc.hint and exc.hint not in str(exc):  # said once: "did you mean" is in both
                     print(f"store: hint: {exc.hint}", file=sys.stderr)
             return exit_code_for(exc)
+        except ModuleNotFoundError as exc:
+            # A module of an extra this install lacks (a driver, PySpark): one line naming the
+            # extra, as the drivers' ConfigError says it. Any other missing module is a bug.
+            extra = extra_for(exc.name)
+            if extra is None or args.traceback:
+                raise
+            print(f"store: error: {missing_extra_message(exc.name or '?', extra)}", file=sys.stderr)
+            return EXIT_USAGE
         except KeyboardInterrupt:
             return 130
         except BrokenPipeError:

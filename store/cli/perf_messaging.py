@@ -134,6 +134,14 @@ def _check_text(c: RecoveryCheck) -> str:
     )
 
 
+#: What each latency row times (its count is the number of such calls).
+_CALLS = {
+    "send": "single sends",
+    "ack": "single acks",
+    "commit": "transactions, of sends or of acks",
+}
+
+
 def print_result(out: Console, r: MessagingPerfResult) -> None:
     """Print the results table, the latency table and any problem. Returns None. Raises
     nothing of its own."""
@@ -147,19 +155,30 @@ def print_result(out: Console, r: MessagingPerfResult) -> None:
     summary.add_row(
         "workload",
         f"{r.producers} producers, {r.consumers} consumers, {len(r.queues)} queues (one "
-        f"paging), {r.size} B bodies, {r.large_ratio:g} large ({r.large_size:,} B), tx-ratio "
-        f"{r.tx_ratio:g}, seed {r.seed}",
+        f"paging), bodies {r.size:,} B; large messages {r.large_ratio:.0%} of sends, "
+        f"{r.large_size:,} B each (1 KiB over min-large-message-size); transactions "
+        f"{r.tx_ratio:.0%} of sends and of ack batches; seed {r.seed}",
     )
+    # Every count below adds up: the run's figures (the rates) are what was acknowledged
+    # while producers ran; the totals add the sends that were finishing when they stopped and
+    # the acks of the drain, and split into single calls and calls in transactions.
+    ops = r.operations
+    sends = ops.get("send", 0) + ops.get("tx_send", 0)
+    acks = ops.get("ack", 0) + ops.get("tx_ack", 0)
     summary.add_row(
         "throughput",
-        f"{r.sends:,} sends, {r.acks:,} acks in {r.run_seconds:.2f} s: "
-        f"{r.sends_per_second:,.0f} messages/s sent, {r.acks_per_second:,.0f} messages/s acked",
+        f"in the {r.run_seconds:.2f} s run: {r.sends:,} sends ({r.sends_per_second:,.0f} "
+        f"messages/s sent), {r.acks:,} acks ({r.acks_per_second:,.0f} messages/s acked)",
     )
-    ops = r.operations
     summary.add_row(
-        "operations",
-        f"send {ops.get('send', 0):,} (+{ops.get('tx_send', 0):,} in transactions), ack "
-        f"{ops.get('ack', 0):,} (+{ops.get('tx_ack', 0):,} in transactions)",
+        "sends",
+        f"{sends:,} = {ops.get('send', 0):,} single + {ops.get('tx_send', 0):,} in "
+        f"transactions; {r.sends:,} in the run + {sends - r.sends:,} finishing as it ended",
+    )
+    summary.add_row(
+        "acks",
+        f"{acks:,} = {ops.get('ack', 0):,} single + {ops.get('tx_ack', 0):,} in transactions; "
+        f"{r.acks:,} in the run + {acks - r.acks:,} after it (finishing, and the drain)",
     )
     summary.add_row(
         "times",
@@ -185,7 +204,8 @@ def print_result(out: Console, r: MessagingPerfResult) -> None:
     for name in ("count", "p50", "p99", "max"):
         latency.add_column(name, justify="right")
     for group, s in r.latency.items():
-        latency.add_row(group, f"{s.count:,}", f"{s.p50:.3f}", f"{s.p99:.3f}", f"{s.max:.3f}")
+        label = f"{group} ({_CALLS.get(group, group)})"
+        latency.add_row(label, f"{s.count:,}", f"{s.p50:.3f}", f"{s.p99:.3f}", f"{s.max:.3f}")
     out.print(latency)
     for check in (r.reopen, r.crash.check if r.crash else None):
         for problem in check.problems if check is not None else ():

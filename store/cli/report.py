@@ -9,7 +9,9 @@
     store report --config etc/store.toml --out report/ --master spark://127.0.0.1:7077
 
 One call of :func:`store.reporting.run_report`; progress on stderr while Spark runs, a short
-summary on stdout. No Java, no PySpark or no JDBC driver is a ``ReportError``: one line, exit 6.
+summary on stdout. Without the spark extra (PySpark, PyArrow): one line naming it, exit 2. Before
+Spark starts: a folder that does not exist is exit 2, a database that cannot be reached (or
+does not exist) exit 4. No Java or no JDBC driver jar is a ``ReportError``: one line, exit 6.
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
@@ -20,6 +22,7 @@ import argparse
 from typing import Any
 
 from store.config import load_config
+from store.extras import require
 
 __all__ = ["register", "run_report_command"]
 
@@ -77,14 +80,19 @@ def run_report_command(args: argparse.Namespace) -> int:
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    for module in ("pyspark", "pyarrow"):
+        require(module, "store report")
     from store.cli.output import progress_console
-    from store.reporting.report import AuditWindow, run_report
+    from store.reporting.report import AuditWindow, check_source, run_report
     from store.reporting.session import build_session, jdbc_driver_for
 
     source = _source(args)
+    # Before Spark starts, fail fast: folders that are not there (exit 2), a database that
+    # does not answer (exit 4), a JDBC driver jar that is missing (exit 6).
+    check_source(source)
     database = source.config.database_store if source.config is not None else None
     if database is not None:
-        jdbc_driver_for(database.jdbc_connection_url)  # before Spark starts: fail fast
+        jdbc_driver_for(database.jdbc_connection_url)
     window = AuditWindow(address=args.address, start_ms=args.since, end_ms=args.until)
     with Progress(
         TextColumn("{task.description}"),

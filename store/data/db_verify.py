@@ -73,11 +73,11 @@ from sqlalchemy.engine import Engine
 from store.config import StoreConfig
 from store.db import refuse_live_lease
 from store.db.engine import create_store_engine, dispose_store_engine
-from store.db.jdbc_dbapi import booted_elsewhere
 from store.db.lock import acquire_store_lock
 from store.db.migrate import ensure_schema
 from store.db.rows import RowIndex
 from store.db.schema import StoreSchema, TableNames
+from store.db.sqlstates import booted_elsewhere
 from store.errors import (
     ConfigError,
     CorruptionError,

@@ -39,12 +39,12 @@ from sqlalchemy.engine import Engine
 
 from store.db.dialects import journal_sql_for
 from store.db.engine import create_store_engine, dispose_store_engine
-from store.db.jdbc_dbapi import booted_elsewhere
 from store.db.jdbc_dialect import register_dialects
 from store.db.journal import DatabaseJournal, JournalOptions
 from store.db.lock import StoreLock, acquire_store_lock
 from store.db.migrate import ensure_schema
 from store.db.schema import StoreSchema, TableNames
+from store.db.sqlstates import booted_elsewhere
 from store.db.urls import DatabaseTarget
 from store.db.writer import BacklogLimits, Fence
 from store.errors import ConfigError, StoreError, StoreLockedError, StoreUnavailableError

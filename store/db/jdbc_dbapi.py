@@ -30,32 +30,9 @@ from typing import Any
 import jaydebeapi
 
 from store.db.jvm import load_driver
+from store.db.sqlstates import booted_elsewhere, sqlstate_of
 
 __all__ = ["JdbcConnection", "JdbcCursor", "booted_elsewhere", "connect", "sqlstate_of"]
-
-# SQLStates meaning "another process has this embedded database open" (Derby's XSDB6).
-_BOOTED_ELSEWHERE = frozenset({"XSDB6"})
-
-
-def booted_elsewhere(exc: BaseException) -> bool:
-    """True if ``exc`` (or what it wraps) says another process holds the embedded database."""
-    seen: BaseException | None = exc
-    for _ in range(10):
-        if seen is None:
-            return False
-        if _BOOTED_ELSEWHERE.intersection(getattr(seen, "sqlstates", None) or ()):
-            return True
-        seen = getattr(seen, "orig", None) or seen.__cause__
-    return False
-
-
-def sqlstate_of(exc: BaseException) -> str | None:
-    """The SQLState of a wrapped or Java SQL exception, or None."""
-    state = getattr(exc, "sqlstate", None)
-    if state:
-        return str(state)
-    getter = getattr(exc, "getSQLState", None)
-    return str(getter()) if getter is not None and getter() is not None else None
 
 
 def _wrap(exc: BaseException) -> jaydebeapi.Error:

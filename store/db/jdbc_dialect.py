@@ -32,7 +32,7 @@ from alembic.ddl.impl import DefaultImpl
 from sqlalchemy.engine import default, reflection
 from sqlalchemy.sql import compiler
 
-from store.db.jdbc_dbapi import sqlstate_of
+from store.db.sqlstates import sqlstate_of
 
 __all__ = ["DerbyDialect", "GenericJdbcDialect", "H2Dialect", "register_dialects"]
 

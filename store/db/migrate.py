@@ -226,7 +226,7 @@ def _where(db: DatabaseStoreConfig) -> str:
 
 
 def _database_error(what: str, exc: BaseException) -> StoreError:
-    from store.db.jdbc_dbapi import booted_elsewhere
+    from store.db.sqlstates import booted_elsewhere
 
     if booted_elsewhere(exc):
         return StoreLockedError(

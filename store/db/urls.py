@@ -41,8 +41,10 @@ Thread-safety: pure functions and immutable results.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -53,6 +55,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from store.config import DatabaseStoreConfig, db_dialect_of, redact_url
 from store.errors import ConfigError
+from store.extras import require
 
 __all__ = [
     "DatabaseTarget",
@@ -296,6 +299,8 @@ def _jdbc(config: DatabaseStoreConfig, url: str, dialect: str) -> DatabaseTarget
     )
     if "driverClassName" not in config.data_source_properties:
         _require_driver_class(config, url)
+    for module in ("jaydebeapi", "jpype"):  # JayDeBeApi over JPype: the jdbc extra
+        require(module, f"jdbc-connection-url {redact_url(url)!r}", key=_KEY)
     name = dialect if dialect in ("derby", "h2") else "jdbc"
     return DatabaseTarget(
         dialect=dialect,
@@ -337,6 +342,49 @@ def _require_driver_class(config: DatabaseStoreConfig, url: str) -> None:
     )
 
 
+#: The schemes of ``jdbc:`` URLs this module knows, with the form each takes: what a
+#: mistyped scheme is compared with.
+_KNOWN_SCHEMES: Final = {
+    "postgresql": "jdbc:postgresql://host[:port]/database",
+    "mysql": "jdbc:mysql://host[:port]/database",
+    "mariadb": "jdbc:mariadb://host[:port]/database",
+    "sqlite": "jdbc:sqlite:/path/store.db",
+    "derby": "jdbc:derby:path;create=true",
+}
+
+
+def _check_scheme(config: DatabaseStoreConfig, url: str) -> None:
+    """Refuse a ``jdbc:`` URL that falls through to the generic JDBC driver only because its
+    scheme is mistyped: a known scheme without its ``:`` (``jdbc:postgresql//…``) always, and a
+    scheme close to a known one (``jdbc:postgresq:``) unless a driver class is configured (a
+    JDBC driver of that name may exist). Without this the error would ask for a
+    ``jdbc-driver-class-name``, which is not what is wrong. Raises ConfigError naming
+    ``jdbc-connection-url`` with the closest known scheme."""
+    body = url[len("jdbc:") :]
+    match = re.match(r"[A-Za-z0-9_-]*", body)
+    scheme = match.group(0).lower() if match else ""
+    separated = body[len(scheme) : len(scheme) + 1] == ":"
+    if scheme in _KNOWN_SCHEMES and separated:
+        return  # derby, the one known scheme the generic JDBC path serves
+    driver_given = (
+        config.jdbc_driver_class_name_given or "driverClassName" in config.data_source_properties
+    )
+    if scheme in _KNOWN_SCHEMES:
+        closest = scheme
+    else:
+        close = difflib.get_close_matches(scheme, list(_KNOWN_SCHEMES), n=1, cutoff=0.75)
+        if not close or driver_given:
+            return
+        closest = close[0]
+    form = _KNOWN_SCHEMES[closest]
+    raise _bad(
+        url,
+        f"a jdbc: URL of a database the store knows ({form}) or a driver's own scheme with "
+        "jdbc-driver-class-name",
+        hint=f"did you mean jdbc:{closest}: ? ({form})",
+    )
+
+
 def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
     """Work out database, driver, SQLAlchemy URL and connection arguments for ``config``.
 
@@ -356,8 +404,10 @@ def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
     try:
         if low.startswith("jdbc:postgresql:"):
             sa_url, args = _postgresql(url, user, password)
+            _load_driver(sa_url, url)
         elif low.startswith(("jdbc:mysql:", "jdbc:mariadb:")):
             sa_url, args = _mysql(url, user, password)
+            _load_driver(sa_url, url)
         elif low.startswith("jdbc:postgres:"):
             raise _bad(
                 url,
@@ -369,6 +419,7 @@ def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
             sa_url, path = _sqlite(url)
             return DatabaseTarget("sqlite", sa_url, {}, redact_url(url), sqlite_path=path)
         elif low.startswith("jdbc:"):
+            _check_scheme(config, url)
             return _jdbc(config, url, dialect)
         else:
             sa_url, args = _sqlalchemy(url, user, password)
@@ -423,9 +474,18 @@ def _sqlalchemy(url: str, user: str | None, password: str | None) -> tuple[URL, 
     return sa_url, {}
 
 
+#: The Python driver module of each SQLAlchemy backend the store drives (its extra is in
+#: :data:`store.extras.EXTRA_OF_MODULE`).
+_DRIVER_MODULES: Final = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
+
+
 def _load_driver(sa_url: URL, url: str) -> None:
     """Load the SQLAlchemy dialect and Python driver module of ``sa_url`` now, so a missing
-    one is a ConfigError here rather than a traceback from create_engine."""
+    one is a ConfigError here (one line naming the extra to install) rather than a traceback
+    from create_engine."""
+    module = _DRIVER_MODULES.get(sa_url.get_backend_name())
+    if module is not None:
+        require(module, f"jdbc-connection-url {redact_url(url)!r}", key=_KEY)
     try:
         sa_url.get_dialect().import_dbapi()
     except NoSuchModuleError as exc:

@@ -493,6 +493,8 @@ class StorageManager:
         self._check_ready()
         mid = self._ids.next_id()
         message.message_id = mid
+        if not message.timestamp:  # stamped at send when the caller gave none, as Artemis does
+            message.timestamp = self._clock()
         body = message.body
         if type(body) is bytes and len(body) <= self._large_limit:  # most sends
             stored = StoredMessage(_copy(message, body, mid))
@@ -549,8 +551,10 @@ class StorageManager:
     ) -> int | None:
         """Store ``message`` and route it to ``queues`` (None: every queue of its address);
         returns its id (also set as ``message.message_id``), None when routed to no queue
-        (nothing stored). With ``sync`` it returns once durable (unless
-        ``journal-sync-non-transactional`` is false). Raises DuplicateIdError when ``dup_id``
+        (nothing stored). A ``timestamp`` of 0 becomes the send time (ms since the epoch, from
+        the manager's clock; also set on ``message``), as Artemis's producer stamps it.
+        With ``sync`` it returns once durable (unless ``journal-sync-non-transactional`` is
+        false). Raises DuplicateIdError when ``dup_id``
         is in the address's cache (nothing stored), AddressFullError when the address is full
         under the FAIL policy, UnknownQueueError, ValueError for a queue of another address,
         JournalClosedError when the manager closes while the send is BLOCKed, and what the

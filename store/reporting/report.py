@@ -17,15 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from store.config import StoreConfig
-from store.errors import ConfigError
+from store.config import DatabaseStoreConfig, StoreConfig, db_dialect_of
+from store.errors import ConfigError, StoreError, StoreUnavailableError
 from store.reporting import jobs, schemas, sources
 from store.reporting.html import write_charts, write_index
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["AuditWindow", "Progress", "ReportSource", "ReportSummary", "run_report"]
+__all__ = [
+    "AuditWindow",
+    "Progress",
+    "ReportSource",
+    "ReportSummary",
+    "check_source",
+    "run_report",
+]
 
 #: ``(step, done, total)``: called before each step and once at the end (done == total).
 Progress = Callable[[str, int, int], None]
@@ -84,6 +91,76 @@ class ReportSummary:
     datasets: dict[str, int]
     charts: list[str]
     seconds: float
+
+
+def check_source(source: ReportSource) -> None:
+    """Check, before Spark starts, that ``source`` can be read: its folders exist and its
+    database answers. A report of nothing is refused rather than written empty, and an
+    unreachable database is one line rather than a Spark traceback, in a second rather than
+    after Spark's JDBC retries.
+
+    The database is probed with the store's own Python driver where this install has it
+    (PostgreSQL, MySQL/MariaDB, SQLite); other JDBC databases and a missing driver are left to
+    Spark, whose JVM must not share the process with a second one. Returns None. Raises
+    ConfigError naming the option and folder that does not exist (or a source naming
+    nothing), StoreUnavailableError when the database cannot be reached, does not exist or
+    refuses the login.
+    """
+    config = source.config
+    folders: list[tuple[str, str | None]] = [("--history", source.history)]
+    if config is not None and config.database_store is not None:
+        _probe_database(config.database_store)
+    elif config is not None:
+        folders.append(("journal-directory", config.journal_directory))
+    else:
+        folders += [("--journal", source.journal), ("--bindings", source.bindings)]
+        folders.append(("--paging", source.paging))
+        if source.journal is None and source.history is None:
+            raise ConfigError(
+                "a report needs a store: --config, --jdbc-url, --journal or --history"
+            )
+    for option, folder in folders:
+        if folder is not None and not os.path.isdir(folder):
+            what = "is not a folder" if os.path.exists(folder) else "does not exist"
+            raise ConfigError(
+                f"{option}: {folder} {what}", key=option, value=folder, allowed="a folder"
+            )
+
+
+#: The Python driver module the probe needs, by dialect (sqlite3 is always there).
+_PROBE_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "sqlite": None}
+
+
+def _probe_database(db: DatabaseStoreConfig) -> None:
+    import importlib.util
+
+    dialect = db_dialect_of(db.jdbc_connection_url)
+    if dialect not in _PROBE_DRIVERS:
+        return
+    module = _PROBE_DRIVERS[dialect]
+    try:
+        if module is not None and importlib.util.find_spec(module) is None:
+            return
+    except ImportError:
+        return
+    from store.db.engine import create_store_engine, dispose_store_engine
+
+    engine, target = create_store_engine(db)
+    try:
+        if target.sqlite_path is not None and not os.path.isfile(target.sqlite_path):
+            raise StoreUnavailableError(f"the SQLite database {target.sqlite_path} does not exist")
+        with engine.connect():
+            pass
+    except StoreError:
+        raise
+    except Exception as exc:  # the drivers' and SQLAlchemy's errors have no common class
+        cause = exc.__cause__ or exc
+        reason = " ".join(str(cause).split())  # one line
+        raise StoreUnavailableError(
+            f"cannot connect to {target.display}: {type(cause).__name__}: {reason}"
+        ) from exc
+    finally:
+        dispose_store_engine(engine)
 
 
 def _records(spark: SparkSession, source: ReportSource) -> tuple[DataFrame | None, DataFrame]:

@@ -144,8 +144,8 @@ def _fill(config: StoreConfig) -> Written:
             "none": None,
             "raw": b"\x01\x02",
         }
-        secret = sm.send(Message("orders", SECRET_BODY, priority=7, properties=properties),
-                         dup_id=DUP_ID)  # fmt: skip
+        secret = sm.send(Message("orders", SECRET_BODY, priority=7, properties=properties,
+                                 timestamp=1_700_000_000_000), dup_id=DUP_ID)  # fmt: skip
         acked = sm.send(Message("orders", b"acked"))
         sm.receive("orders.eu", 5)
         assert acked is not None
@@ -211,7 +211,7 @@ def test_print_decodes_every_part_of_a_store(case: Case) -> None:
     assert "ID_COUNTER_RECORD next_id=" in out
     # Messages: headers, properties and the body's first bytes; refs, acks, duplicate ids.
     assert (
-        'ADD_MESSAGE_PROTOCOL address="orders" priority=7 durable=True timestamp=0 '
+        'ADD_MESSAGE_PROTOCOL address="orders" priority=7 durable=True timestamp=1700000000000 '
         f'expiration=0 scheduled_delivery=0 properties={{region: "{SECRET_PROPERTY}", n: 7, '
         f"flag: True, none: None, raw: 0x0102}} body_size={len(SECRET_BODY)} "
         f"body=0x{SECRET_BODY.hex()}"

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
+from store.messaging import StorageManager
 from tests.ha.conftest import EXPIRATION_MS, RENEW_MS, ha_mapping
 from tests.ha.nodes import Node, write_toml
 from tests.support.backends import unique_prefix
@@ -50,10 +51,10 @@ class Pair:
         return node
 
     def records(self) -> dict[int, bytes]:
-        """Every message record in the store (opened plainly: no node may be live)."""
-        with open_store(self.config) as store:
-            store.bindings.load()
-            return {r.id: r.data for r in store.messages.load().records}
+        """Every message in the store by id, its body (opened plainly: no node may be live)."""
+        with StorageManager(open_store(self.config)) as sm:
+            sm.load()
+            return {m.message_id: m.body for m, _ in sm.browse()}  # type: ignore[misc]
 
     def close(self) -> None:
         for node in self.nodes:

@@ -6,11 +6,12 @@ import does and what a failed one keeps). ``exp`` writes the XML to standard out
 ``--output FILE``, its summary to stderr; ``imp`` reads ``--input FILE`` and prints its
 summary. Both show a progress bar (messages) on stderr unless ``--quiet``.
 
-Exit codes: 0 done; 2 no store to export or a bad configuration; 3 the store is held by
-another process; 4 the input cannot be read or the output written (before any store is
-opened); 5 the input is malformed or refused (file, line and column named; nothing imported);
-6 the store refused a message (e.g. an address full under the FAIL policy: what was committed
-stays).
+Exit codes: 0 done; 2 no store to export, a bad configuration, or an ``--input`` that does
+not exist or cannot be read (a usage error: nothing is wrong with the store); 3 the store is
+held by another process; 4 the output cannot be written or the store is unavailable; 7 the
+input is malformed or refused (file, line and column named; nothing imported) -- its own code,
+so that a script can tell a bad file from a damaged store (5); 6 the store refused a message
+(e.g. an address full under the FAIL policy: what was committed stays).
 
 Unlike the other ``store data`` commands, ``imp`` creates the store when it does not exist
 (a fresh store is where an import usually goes); ``exp`` never creates one.
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,8 +32,9 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from store.cli.data.options import add_store_options, store_config
-from store.cli.main import EXIT_OK
+from store.cli.main import EXIT_BAD_INPUT, EXIT_OK
 from store.cli.output import progress_console
+from store.errors import ConfigError, StoreIOError
 
 __all__ = ["register"]
 
@@ -75,6 +79,28 @@ def register(sub: Any) -> None:
         help="import everything in one transaction",
     )
     i.set_defaults(func=run_import)
+
+
+def _check_input(path: str) -> None:
+    """Refuse an ``--input`` that is not a readable file before any store is opened. Raises
+    ConfigError (exit 2: the command line names something that is not there)."""
+    try:
+        with open(path, "rb"):
+            pass
+        if not os.path.isfile(path):
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: str, exc: BaseException) -> ConfigError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ConfigError(
+        f"cannot read {path}: {reason}",
+        key="--input",
+        value=path,
+        allowed="a readable XML export file",
+    )
 
 
 def _positive(text: str) -> int:
@@ -140,20 +166,31 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    """Import the file. Returns 0; raises StoreError (unreadable or malformed file, locked
-    store, I/O)."""
+    """Import the file. Returns 0, or 7 (one line on stderr) when the file is malformed or
+    refused. Raises ConfigError (exit 2) for an ``--input`` that cannot be read, StoreError
+    for the store's failures (locked, unavailable, I/O)."""
     from store.data.xml_import import import_xml
+    from store.data.xml_reader import XmlFormatError
 
     config = store_config(args, command="store data imp")
-    with _progress(args, "importing messages") as (start, update):
-        result = import_xml(
-            config,
-            args.input,
-            commit_interval=args.commit_interval,
-            transactional=args.transactional,
-            on_open=start,
-            on_progress=update,
-        )
+    _check_input(args.input)
+    try:
+        with _progress(args, "importing messages") as (start, update):
+            result = import_xml(
+                config,
+                args.input,
+                commit_interval=args.commit_interval,
+                transactional=args.transactional,
+                on_open=start,
+                on_progress=update,
+            )
+    except XmlFormatError as exc:
+        print(f"store: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except StoreIOError as exc:
+        if exc.path is not None and os.path.abspath(exc.path) == os.path.abspath(args.input):
+            raise _unreadable(args.input, exc.__cause__ or exc) from exc
+        raise
     print(
         f"imported {result.messages} messages ({result.large_messages} large, "
         f"{result.body_bytes} body bytes); created {result.addresses_created} addresses and "
