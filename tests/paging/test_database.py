@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from store.errors import StoreUnavailableError
 from store.paging.database import ADDRESS_ROW, decode_directory, encode_directory
+from store.paging.manifest import MANIFEST_NAME
 from store.paging.format import page_file_name
 from tests.paging.contract import PagingFactory
 from tests.support.backends import StoreFactory, unique_prefix
