@@ -52,7 +52,13 @@ from sqlalchemy.engine import Connection, Engine
 from store.db.dialects import SQLITE_WRITE_LOCK_OPTION
 from store.db.schema import StoreSchema
 from store.db.writer import Fence, fence_before_commit, fenced_failure
-from store.errors import CorruptionError, LostDataError, StoreError, StoreUnavailableError
+from store.errors import (
+    ConfigError,
+    CorruptionError,
+    LostDataError,
+    StoreError,
+    StoreUnavailableError,
+)
 from store.paging.base import GroupCommitPagingManager, PageBackend, Survey
 from store.paging.flusher import WriteBatch
 from store.paging.format import page_file_name, page_number_of
@@ -530,6 +536,66 @@ class DatabasePageBackend(PageBackend):
             self._suffixes.discard(found.suffix)
             with self._write() as conn:
                 t.drop(conn)
+
+    # -- the operator's repairs (store.paging.repair) -----------------------------------------
+
+    def _suffix_of(self, name: str) -> int:
+        prefix = self.schema.names.page_store
+        rest = name.lower()[len(prefix) :]
+        if not name.lower().startswith(prefix) or not rest.isdigit():
+            raise ConfigError(
+                f"{name} is not a page table of this store (they are named {prefix}<n>)",
+                key="--adopt-pages / --remove-pages",
+            )
+        return int(rest)
+
+    def adopt_table(self, name: str, address: str) -> str:
+        """Make the page table ``name`` the store of ``address``: its address row written and
+        the table listed in the directory, in one transaction. Returns the table's name.
+        Raises ConfigError when it is not one of this store's page tables."""
+        suffix = self._suffix_of(name)
+        table = self.schema.page_table(suffix)
+        with self._errors("adopting a page table", table.name), self._write() as conn:
+            if suffix not in self._existing_tables(conn):
+                raise ConfigError(f"page table {table.name} does not exist", key="--adopt-pages")
+            try:
+                listed = self._read_directory(conn)
+            except CorruptionError:
+                listed = set()
+            data = address.encode("utf-8")
+            named = sa.or_(table.c.filename == ADDRESS_ROW, table.c.filename == TOMBSTONE_ROW)
+            conn.execute(table.delete().where(named | table.c.filename.is_(None)))
+            conn.execute(table.insert().values(filename=ADDRESS_ROW, extension="txt", data=data))
+            self._set_directory(conn, listed | {suffix})
+        return table.name
+
+    def remove_table(self, name: str) -> str:
+        """Unlist the page table ``name`` and drop it (or only unlist it when it is missing).
+        Returns what was done. Raises ConfigError when it is not one of this store's."""
+        suffix = self._suffix_of(name)
+        table = self.schema.page_table(suffix)
+        with self._errors("removing a page table", table.name):
+            with self._write() as conn:
+                try:
+                    listed = self._read_directory(conn)
+                except CorruptionError:
+                    listed = set()
+                exists = suffix in self._existing_tables(conn)
+                if suffix in listed:
+                    self._set_directory(conn, listed - {suffix})
+            if exists:
+                with self._write() as conn:
+                    table.drop(conn)
+        return f"removed table {table.name}" + ("" if exists else " from the page directory")
+
+    def rewrite_manifest(self, locator: Hashable, lengths: dict[int, int]) -> str:
+        """Replace the store's manifest by ``lengths`` (accepting a loss). Returns the table's
+        name."""
+        found = _table(locator)
+        with self._errors("rewriting a page manifest", found.table.name), self._write() as conn:
+            manifest_id = self._note(conn, found, lengths)
+        self._noted(found, lengths, manifest_id)
+        return found.table.name
 
     def close(self) -> None:
         """Nothing to release: connections go back to the journals' pool."""

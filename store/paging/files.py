@@ -211,6 +211,16 @@ class FilePageBackend(PageBackend):
         finally:
             handle.close()
 
+    @staticmethod
+    def store_path(locator: Hashable) -> str:
+        """The folder of the store ``locator``. Raises nothing."""
+        return _folder(locator).path
+
+    def write_named(self, folder_path: str, name: str, data: bytes) -> None:
+        """Write the file ``name`` in the folder at ``folder_path`` atomically and durably
+        (``store.paging.repair``'s adopt and accept). Raises StoreIOError."""
+        self._replace(folder_path, name, data)
+
     def _replace(self, folder_path: str, name: str, data: bytes) -> None:
         """Write ``name`` in the folder atomically and durably (tmp, fdatasync, rename, fsync
         of the folder)."""
