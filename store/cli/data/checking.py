@@ -330,12 +330,11 @@ def _verify_database(config: StoreConfig, args: argparse.Namespace) -> int:
         f"database: {verdict}: {len(report.tables)} tables, {len(report.errors)} errors, "
         f"{len(report.warnings)} warnings"
     )
-    worst = EXIT_OK
     if report.errors:
-        worst = EXIT_CORRUPT
-    elif report.warnings:
-        worst = EXIT_PROBLEM
-    return max(worst, _verify_pages(config, args))
+        # Without the store's schema there are no page tables to read either.
+        schema = any(f.kind == "schema" for f in report.errors)
+        return EXIT_CORRUPT if schema else max(EXIT_CORRUPT, _verify_pages(config, args))
+    return max(EXIT_PROBLEM if report.warnings else EXIT_OK, _verify_pages(config, args))
 
 
 def _repair_database(config: StoreConfig, args: argparse.Namespace) -> int:
