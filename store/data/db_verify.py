@@ -43,10 +43,15 @@ kind                         severity  what
                                        gone, or whose descriptor does not decode: the message
                                        cannot be read
 ``large-body-missing``       warning   a live large message (type 30) with no body rows
-``missing-page-table``       warning   a page table the page-store directory lists but the
-                                       database lacks (the load ignores it: its pages are lost)
-``unlisted-page-table``      warning   a page table the directory does not list (a crash while
-                                       it was created or removed): the next open drops it
+``missing-page-table``       error     a page table the page-store directory lists but the
+                                       database lacks: its pages are lost and open refuses
+                                       the store (``store data repair --remove-pages``)
+``unlisted-page-table``      warning   a page table the directory does not list that holds a
+                                       tombstone or no page row (a crash while it was created
+                                       or removed): the next open drops it
+``unlisted-page-table-with-  error     a page table the directory does not list that holds
+pages``                                page rows: open refuses the store and keeps the table
+                                       (``store data repair --adopt-pages/--remove-pages``)
 ===========================  ========  ======================================================
 
 :func:`store.data.db_repair.repair_database` removes what a load ignores anyway, on this
@@ -100,7 +105,8 @@ from store.messaging.page_records import (
     PAGE_TRANSACTION,
     decode_page_record,
 )
-from store.paging.database import DIRECTORY_ROW, decode_directory
+from store.paging.database import DIRECTORY_ROW, TOMBSTONE_ROW, decode_directory
+from store.paging.format import page_number_of
 
 __all__ = [
     "DatabaseVerifyReport",
@@ -658,7 +664,7 @@ def _scan_pages(engine: Engine, schema: StoreSchema) -> tuple[list[TableSummary]
         for suffix in sorted(listed - existing):
             findings.append(
                 DbFinding(
-                    WARNING,
+                    ERROR,
                     "missing-page-table",
                     f"{prefix}{suffix}",
                     None,
@@ -669,6 +675,22 @@ def _scan_pages(engine: Engine, schema: StoreSchema) -> tuple[list[TableSummary]
                 )
             )
         for suffix in sorted(existing - listed):
+            table = schema.page_table(suffix)
+            names = set(conn.execute(sa.select(table.c.filename).distinct()).scalars())
+            pages = {n for n in names if n is None or page_number_of(n) is not None}
+            if pages and TOMBSTONE_ROW not in names:  # store.paging.database: kept, reported
+                findings.append(
+                    DbFinding(
+                        ERROR,
+                        "unlisted-page-table-with-pages",
+                        table.name,
+                        None,
+                        f"page table {table.name} holds page rows but the page directory does "
+                        "not list it: open refuses the store (`store data repair "
+                        "--adopt-pages` or `--remove-pages`)",
+                    )
+                )
+                continue
             findings.append(
                 DbFinding(
                     WARNING,

@@ -38,6 +38,11 @@ directory          ``directory.txt`` ``txt``    the suffixes of every address ta
                                                 decimal ASCII followed by ``\n``, ascending
                                                 (empty: no address has pages); one row
 ``<prefix><n>``    ``address.txt``   ``txt``    the address, UTF-8 (no newline); one row
+                                                (renamed ``removed.txt`` in the transaction
+                                                that unlists the table: a tombstone)
+``<prefix><n>``    ``pages.txt``     ``txt``    the page manifest (:mod:`store.paging.manifest`):
+                                                every page and its exact length, updated in
+                                                each transaction that writes or deletes pages
 ``<prefix><n>``    ``NNNNNNNNN.page`` ``page``   one flushed batch of records of page
                                                 ``NNNNNNNNN`` (9 digits, zero-padded), framed
                                                 as :mod:`store.paging.format` says; a page is

@@ -30,6 +30,14 @@ Rules every implementation follows (the contract tests in ``tests/paging/`` chec
    a new, empty one.
 5. After the manager's ``close()`` every call raises :class:`~store.errors.JournalClosedError`;
    a clean close makes everything appended durable.
+6. Open never deletes what it cannot prove is its own unfinished work (a removal it had
+   committed, a store whose creation a crash interrupted before it held a record, a page
+   whose deletion it had recorded): a folder or table holding page records that lost its
+   address or directory entry is kept and reported as :class:`~store.errors.CorruptionError`
+   naming it (``store data repair --adopt-pages / --remove-pages``). Each page store keeps a
+   manifest of the pages that must exist (:mod:`store.paging.manifest`): a page it lists that
+   is missing or shorter than written is :class:`~store.errors.LostDataError` at load and on
+   read, never fewer records (``store data repair --accept-lost-pages`` accepts the loss).
 
 Thread-safety: every method may be called from any number of threads.
 """

@@ -30,21 +30,35 @@ import copy
 import logging
 import threading
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 
 from store.errors import (
     CorruptionError,
     JournalClosedError,
+    LostDataError,
     RecordTooLargeError,
     UnknownRecordError,
 )
 from store.paging.api import PagePosition, PageStore, PagingManager
 from store.paging.flusher import Flusher, WriteBatch
 from store.paging.format import MAX_RECORD_SIZE, encode_record, scan_page
+from store.paging.manifest import Manifest
 from store.paging.memory import PageRoller, check_address
 
-__all__ = ["GroupCommitPagingManager", "PageBackend"]
+__all__ = ["GroupCommitPagingManager", "PageBackend", "Survey"]
 
 _log = logging.getLogger(__name__)
+
+
+@dataclass
+class Survey:
+    """What a back-end finds in its storage, without changing anything: the page stores
+    (address -> locator), ``leftovers`` (what open deletes because it can prove them its own
+    unfinished work: (where, why)) and ``problems`` (what open refuses, kept as it is)."""
+
+    stores: dict[str, Hashable] = field(default_factory=dict)
+    leftovers: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[CorruptionError] = field(default_factory=list)
 
 
 class PageBackend(abc.ABC):
@@ -65,9 +79,31 @@ class PageBackend(abc.ABC):
         """Where the pages live, for messages. Raises nothing."""
 
     @abc.abstractmethod
+    def survey(self) -> Survey:
+        """Every page store present, what a crash left half made and what is damaged, read
+        without changing anything (the one place the back-end's open rule is decided; open
+        and ``store data verify`` both use it). Raises StoreIOError / StoreUnavailableError."""
+
     def discover(self) -> dict[str, Hashable]:
-        """Every page store present, by address; clears what a crash left half made. Raises
+        """Every page store present, by address, after removing the leftovers of the
+        :meth:`survey`. Raises its first problem (a CorruptionError: nothing was removed),
         StoreIOError / StoreUnavailableError."""
+        found = self.survey()
+        if found.problems:
+            raise found.problems[0]
+        for where, why in found.leftovers:
+            _log.warning("page store: removing %s (%s)", where, why)
+            self.remove_leftover(where)
+        self.adopt(found.stores)
+        return found.stores
+
+    @abc.abstractmethod
+    def remove_leftover(self, where: str) -> None:
+        """Delete one leftover of :meth:`survey`. Raises as ``survey``."""
+
+    @abc.abstractmethod
+    def adopt(self, stores: dict[str, Hashable]) -> None:
+        """Take the stores of a survey as this back-end's open stores. Raises nothing."""
 
     @abc.abstractmethod
     def create(self, address: str) -> Hashable:
@@ -86,6 +122,23 @@ class PageBackend(abc.ABC):
     def read_bytes(self, locator: Hashable, page: int) -> bytes | None:
         """The page's bytes (its record stream), or None when it is not there. Raises as
         ``discover``."""
+
+    @abc.abstractmethod
+    def manifest(self, locator: Hashable) -> Manifest | None:
+        """The store's page manifest as the back-end keeps it now (read at ``discover``, kept
+        up to date by ``write`` and ``delete_page``), or None for a store written before
+        manifests (then nothing is checked). Raises nothing."""
+
+    @abc.abstractmethod
+    def problems(self, locator: Hashable) -> list[CorruptionError]:
+        """What is wrong with the store's pages as stored, without changing anything: pages
+        its manifest lists that are missing or of the wrong length (``store.paging.manifest``),
+        rows or files that cannot be read as pages. Raises as ``discover``."""
+
+    @abc.abstractmethod
+    def stale_pages(self, locator: Hashable) -> list[int]:
+        """Pages present that the manifest proves were being deleted when the store stopped
+        (their deletion is finished at load). Raises as ``discover``."""
 
     @abc.abstractmethod
     def page_path(self, locator: Hashable, page: int) -> tuple[str, str]:
@@ -272,14 +325,26 @@ class GroupCommitPagingManager(PagingManager):
         return _Store(self, address, locator, roller, set())
 
     def _load(self, address: str, locator: Hashable) -> _Store:
-        """The store found at open, its roll state continued from its highest page."""
+        """The store found at open, its roll state continued from its highest page. Raises
+        LostDataError / CorruptionError for pages its manifest says are gone or damaged
+        (``store.paging.manifest``); finishes page deletions a crash interrupted."""
         size = self.backend.page_size(self._page_size_of(address))
+        problems = self.backend.problems(locator)
+        if problems:
+            raise problems[0]
+        for page in self.backend.stale_pages(locator):
+            _log.info(
+                "page store of address %r: finishing the deletion of page %d", address, page
+            )
+            self.backend.delete_page(locator, page)
         pages = self.backend.page_numbers(locator)
         if not pages:
             return _Store(self, address, locator, PageRoller(size), set())
         highest = pages[-1]
         data = self.backend.read_bytes(locator, highest) or b""
         path, _ = self.backend.page_path(locator, highest)
+        manifest = self.backend.manifest(locator)
+        durable = manifest.expected(highest) if manifest is not None else None
         try:
             records, end = scan_page(data, path=path, torn_tail=self.backend.torn_tails)
         except CorruptionError as exc:
@@ -291,6 +356,15 @@ class GroupCommitPagingManager(PagingManager):
                 highest + 1,
             )
             return _Store(self, address, locator, PageRoller(size, highest + 1), set(pages))
+        if durable is not None and end < durable[0]:
+            raise LostDataError(
+                path,
+                end,
+                f"page {highest} has {end} valid bytes; its manifest lists {durable[0]} bytes "
+                "written (records after the damage are gone)",
+                hint="restore the page from a backup, or accept the loss with "
+                "`store data repair --pages`",
+            )
         if end < len(data):
             _log.warning(
                 "page store of address %r: cutting the torn tail of page %d (%d bytes at %d)",
@@ -304,10 +378,28 @@ class GroupCommitPagingManager(PagingManager):
         roller = PageRoller(size, highest, len(records), end)
         return _Store(self, address, locator, roller, present)
 
+    def _lost(self, store: _Store, page: int, have: int | None) -> LostDataError | None:
+        """The LostDataError for ``page`` of ``store`` read back with ``have`` bytes (None:
+        missing) when its manifest says more was written; None when nothing is wrong."""
+        manifest = self.backend.manifest(store.locator)
+        expected = manifest.expected(page) if manifest is not None else None
+        if expected is None or (have is not None and have >= expected[0]):
+            return None
+        path, label = self.backend.page_path(store.locator, page)
+        what = "is missing" if have is None else f"is {have} bytes"
+        return LostDataError(
+            path,
+            have or 0,
+            f"{label or f'page {page}'} {what}; its manifest lists {expected[0]} bytes written",
+        )
+
     def read(self, store: _Store, page: int, *, torn_tail: bool) -> list[bytes]:
         """The records of ``store``'s ``page``. Raises UnknownRecordError when it is not there,
         CorruptionError for a damaged record (naming the page)."""
         data = self.backend.read_bytes(store.locator, page)
+        lost = self._lost(store, page, None if data is None else len(data))
+        if lost is not None:
+            raise lost
         if data is None:
             raise UnknownRecordError(f"address {store.address!r} has no page {page}")
         path, label = self.backend.page_path(store.locator, page)

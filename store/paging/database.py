@@ -8,14 +8,26 @@ rewrite of a growing blob) and ``read_page`` is one indexed select.
 
 Crash order:
 
-- a new store: create its table (with its index), insert ``address.txt``, then add the suffix
-  to the directory in one transaction. A table of the prefix that the directory does not list
-  is a leftover of a crash and is dropped at open. A new suffix is the next integer after the
-  largest in the directory and among the existing tables (before leftovers are dropped), so a
-  half-made table's name is never reused while it may exist; the name must fit the
-  database's identifier limit (``ConfigError`` otherwise);
-- removing a store: rewrite the directory without it, then drop its table (a crash between
-  leaves a leftover table, dropped at the next open).
+- a new store: create its table (with its index), insert ``address.txt`` and an empty page
+  manifest (``pages.txt``, :mod:`store.paging.manifest`), then add the suffix to the directory
+  in one transaction. A new suffix is the next integer after the largest in the directory and
+  among the existing tables, so a half-made table's name is never reused while it may exist;
+  the name must fit the database's identifier limit (``ConfigError`` otherwise);
+- removing a store: one transaction rewrites the directory without it and renames its
+  ``address.txt`` row to ``removed.txt`` (a tombstone), then its table is dropped;
+- every write of page rows and every page delete updates the manifest row in the same
+  transaction, so the manifest always states every page's exact length.
+
+**What open may delete** (the rule, for this back-end): only what the store can prove is its
+own unfinished work: a table of the prefix that the directory does not list and that holds a
+tombstone (its removal was committed) or no page row (a crash while it was created). Anything
+else is kept and reported by raising :class:`~store.errors.CorruptionError` naming the table
+(and the row): an unlisted table holding page rows (say the directory row was deleted or
+emptied), a listed table that is missing (:class:`~store.errors.LostDataError`) or has no or an
+empty ``address.txt``, a directory, manifest or page row with a NULL or undecodable column,
+two tables claiming one address, a page its manifest lists that is missing or of another
+length. ``store data repair --pages`` adopts or removes such a table with the operator's
+consent (:mod:`store.paging.repair`).
 
 Each flush is one transaction holding the batches of every address. A database commits
 atomically, so a page has no torn tail: any damage is a ``CorruptionError`` whose ``path`` is
@@ -40,14 +52,28 @@ from sqlalchemy.engine import Connection, Engine
 from store.db.dialects import SQLITE_WRITE_LOCK_OPTION
 from store.db.schema import StoreSchema
 from store.db.writer import Fence, fence_before_commit, fenced_failure
-from store.errors import StoreError, StoreUnavailableError
-from store.paging.base import GroupCommitPagingManager, PageBackend
+from store.errors import (
+    ConfigError,
+    CorruptionError,
+    LostDataError,
+    StoreError,
+    StoreUnavailableError,
+)
+from store.paging.base import GroupCommitPagingManager, PageBackend, Survey
 from store.paging.flusher import WriteBatch
 from store.paging.format import page_file_name, page_number_of
+from store.paging.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    decode_manifest,
+    encode_manifest,
+    manifest_problems,
+)
 
 __all__ = [
     "ADDRESS_ROW",
     "DIRECTORY_ROW",
+    "TOMBSTONE_ROW",
     "DatabasePageBackend",
     "DatabasePagingManager",
     "decode_directory",
@@ -58,7 +84,12 @@ _log = logging.getLogger(__name__)
 
 DIRECTORY_ROW = "directory.txt"
 ADDRESS_ROW = "address.txt"
+TOMBSTONE_ROW = "removed.txt"
 _PAGE_EXTENSION = "page"
+_REPAIR_HINT = (
+    "nothing was dropped; adopt or remove it with `store data repair --pages` "
+    "(see `store data verify`)"
+)
 
 
 def encode_directory(suffixes: set[int]) -> bytes:
@@ -80,13 +111,19 @@ def decode_directory(data: bytes) -> set[int]:
 
 
 class _Table:
-    """One address's page table."""
+    """One address's page table; its manifest (None: written before manifests) and the id of
+    the manifest's row, and each page's length once known (the flusher keeps them)."""
 
-    __slots__ = ("suffix", "table")
+    __slots__ = ("lengths", "manifest", "manifest_id", "suffix", "table")
 
-    def __init__(self, suffix: int, table: sa.Table) -> None:
+    def __init__(
+        self, suffix: int, table: sa.Table, manifest: Manifest | None, manifest_id: int | None
+    ) -> None:
         self.suffix = suffix
         self.table = table
+        self.manifest = manifest
+        self.manifest_id = manifest_id
+        self.lengths: dict[int, int] | None = None
 
 
 def _table(locator: Hashable) -> _Table:
@@ -164,7 +201,16 @@ class DatabasePageBackend(PageBackend):
         ).all()
         if not rows:
             return set()
-        return decode_directory(bytes(rows[0][0] or b""))
+        if rows[0][0] is None:
+            raise CorruptionError(
+                d.name, 0, f"the {DIRECTORY_ROW} row has no data", hint=_REPAIR_HINT
+            )
+        try:
+            return decode_directory(bytes(rows[0][0]))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorruptionError(
+                d.name, 0, f"the {DIRECTORY_ROW} row is damaged: {exc}", hint=_REPAIR_HINT
+            ) from None
 
     def _set_directory(self, conn: Connection, suffixes: set[int]) -> None:
         d = self.directory
@@ -184,40 +230,124 @@ class DatabasePageBackend(PageBackend):
                 out.add(int(rest))
         return out
 
-    def discover(self) -> dict[str, Hashable]:
-        with self._errors("reading the page directory", self.directory.name):
-            with self._write() as conn:
+    def survey(self) -> Survey:
+        out = Survey()
+        where = self.directory.name
+        with self._errors("reading the page directory", where), self.engine.connect() as conn:
+            try:
                 listed = self._read_directory(conn)
-                existing = self._existing_tables(conn)
+            except CorruptionError as exc:
+                out.problems.append(exc)
+                listed = set()
+            existing = self._existing_tables(conn)
             self._largest = max(listed | existing, default=0)
             for suffix in sorted(existing - listed):
-                _log.warning(
-                    "dropping page table %s: the page directory does not list it (a crash "
-                    "while it was created or removed)",
-                    self.schema.page_table(suffix).name,
-                )
-                with self._write() as conn:
-                    self.schema.page_table(suffix).drop(conn)
-            found: dict[str, Hashable] = {}
+                self._survey_unlisted(conn, self.schema.page_table(suffix), out)
             for suffix in sorted(listed):
-                table = self.schema.page_table(suffix)
-                if suffix not in existing:
-                    _log.warning("page table %s is listed but missing; ignored", table.name)
-                    continue
-                with self.engine.connect() as conn:
-                    row = conn.execute(
-                        sa.select(table.c.data).where(table.c.filename == ADDRESS_ROW)
-                    ).first()
-                if row is None:
-                    _log.warning("page table %s has no %s; ignored", table.name, ADDRESS_ROW)
-                    continue
-                address = bytes(row[0] or b"").decode("utf-8", errors="replace")
-                if address in found:
-                    _log.warning("page table %s repeats address %r; ignored", table.name, address)
-                    continue
-                found[address] = _Table(suffix, table)
-            self._suffixes = {_table(t).suffix for t in found.values()}
-            return found
+                self._survey_listed(conn, suffix, suffix in existing, out)
+            conn.rollback()
+        return out
+
+    def _survey_unlisted(self, conn: Connection, table: sa.Table, out: Survey) -> None:
+        """A table of the prefix the directory does not list: a leftover when it holds a
+        tombstone or no page row, a problem otherwise (module docstring)."""
+        names = set(conn.execute(sa.select(table.c.filename).distinct()).scalars())
+        if TOMBSTONE_ROW in names:
+            out.leftovers.append((table.name, "unlisted, its removal was committed"))
+        elif not {n for n in names if n is None or page_number_of(n) is not None}:
+            out.leftovers.append((table.name, "unlisted, no page row: a crash while created"))
+        else:
+            out.problems.append(
+                CorruptionError(
+                    table.name,
+                    0,
+                    f"page table {table.name} holds page rows but {self.directory.name} does "
+                    "not list it; it is kept",
+                    hint=_REPAIR_HINT,
+                )
+            )
+
+    def _survey_listed(self, conn: Connection, suffix: int, exists: bool, out: Survey) -> None:
+        table = self.schema.page_table(suffix)
+        if not exists:
+            out.problems.append(
+                LostDataError(
+                    table.name,
+                    0,
+                    f"page table {table.name} is listed in {self.directory.name} but missing: "
+                    "the pages of its address are gone",
+                    hint="restore it from a backup, or unlist it with "
+                    "`store data repair --remove-pages`",
+                )
+            )
+            return
+        try:
+            address = self.read_address(conn, table)
+            manifest, manifest_id = self.read_manifest(conn, table)
+        except CorruptionError as exc:
+            out.problems.append(exc)
+            return
+        if address in out.stores:
+            other = _table(out.stores[address]).table.name
+            out.problems.append(
+                CorruptionError(
+                    table.name,
+                    0,
+                    f"page table {table.name} claims address {address!r}, as {other} does",
+                    hint=_REPAIR_HINT,
+                )
+            )
+            return
+        out.stores[address] = _Table(suffix, table, manifest, manifest_id)
+
+    def remove_leftover(self, where: str) -> None:
+        prefix = self.schema.names.page_store
+        table = self.schema.page_table(int(where.lower()[len(prefix) :]))
+        with self._errors("dropping a leftover page table", table.name), self._write() as conn:
+            table.drop(conn)
+
+    def adopt(self, stores: dict[str, Hashable]) -> None:
+        self._suffixes = {_table(t).suffix for t in stores.values()}
+
+    def read_address(self, conn: Connection, table: sa.Table) -> str:
+        """The address of a page table. Raises CorruptionError when its row is missing,
+        NULL, empty or not UTF-8."""
+        row = conn.execute(
+            sa.select(table.c.id, table.c.data).where(table.c.filename == ADDRESS_ROW)
+        ).first()
+        if row is None:
+            raise CorruptionError(
+                table.name, 0, f"page table {table.name} has no {ADDRESS_ROW} row",
+                hint=_REPAIR_HINT,
+            )
+        try:
+            address = bytes(row[1]).decode("utf-8") if row[1] is not None else ""
+        except UnicodeDecodeError:
+            address = ""
+        if not address:
+            raise CorruptionError(
+                table.name,
+                row[0],
+                f"row id {row[0]} ({ADDRESS_ROW}) has no valid address (NULL, empty or not "
+                "UTF-8)",
+                hint=_REPAIR_HINT,
+            )
+        return address
+
+    def read_manifest(
+        self, conn: Connection, table: sa.Table
+    ) -> tuple[Manifest | None, int | None]:
+        """(the page manifest, its row id) of a page table, (None, None) when it has none.
+        Raises CorruptionError for a NULL or damaged one."""
+        row = conn.execute(
+            sa.select(table.c.id, table.c.data).where(table.c.filename == MANIFEST_NAME)
+        ).first()
+        if row is None:
+            return None, None
+        where = f"{table.name} row id {row[0]} ({MANIFEST_NAME})"
+        if row[1] is None:
+            raise CorruptionError(table.name, row[0], f"{where} has no data")
+        return decode_manifest(bytes(row[1]), path=where), int(row[0])
 
     def create(self, address: str) -> Hashable:
         suffix = self._largest + 1
@@ -232,10 +362,19 @@ class DatabasePageBackend(PageBackend):
                         filename=ADDRESS_ROW, extension="txt", data=address.encode("utf-8")
                     )
                 )
+                conn.execute(
+                    table.insert().values(
+                        filename=MANIFEST_NAME, extension="txt", data=encode_manifest(Manifest())
+                    )
+                )
+            with self.engine.connect() as conn:
+                manifest, manifest_id = self.read_manifest(conn, table)
             with self._write() as conn:
                 self._set_directory(conn, self._suffixes | {suffix})
         self._suffixes.add(suffix)
-        return _Table(suffix, table)
+        found = _Table(suffix, table, manifest, manifest_id)
+        found.lengths = {}
+        return found
 
     def page_size(self, configured: int) -> int:
         return min(configured, self.max_page_size)
@@ -245,9 +384,7 @@ class DatabasePageBackend(PageBackend):
     def page_numbers(self, locator: Hashable) -> list[int]:
         t = _table(locator).table
         with self._errors("listing pages", t.name), self.engine.connect() as conn:
-            names = conn.execute(
-                sa.select(t.c.filename).where(t.c.extension == _PAGE_EXTENSION).distinct()
-            ).scalars()
+            names = conn.execute(sa.select(t.c.filename).distinct()).scalars()
             numbers = (page_number_of(name or "") for name in names)
             return sorted(n for n in numbers if n is not None)
 
@@ -255,11 +392,87 @@ class DatabasePageBackend(PageBackend):
         t = _table(locator).table
         with self._errors(f"reading page {page}", t.name), self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(t.c.data).where(t.c.filename == page_file_name(page)).order_by(t.c.id)
+                sa.select(t.c.id, t.c.data)
+                .where(t.c.filename == page_file_name(page))
+                .order_by(t.c.id)
             ).all()
         if not rows:
             return None
-        return b"".join(bytes(r[0] or b"") for r in rows)
+        for row_id, data in rows:
+            if data is None:
+                raise CorruptionError(
+                    t.name, row_id, f"row id {row_id} of page {page} has no data (NULL)"
+                )
+        return b"".join(bytes(data) for _, data in rows)
+
+    def _page_lengths(self, found: _Table) -> dict[int, int]:
+        """Every page's length as stored (and kept in ``found``). Raises CorruptionError for
+        a row without a filename or data, or with a filename that is not one of the table's."""
+        t = found.table
+        with self._errors("listing pages", t.name), self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(t.c.id, t.c.filename, sa.func.length(t.c.data))
+            ).all()
+        lengths: dict[int, int] = {}
+        for row_id, name, length in rows:
+            page = page_number_of(name or "")
+            if page is None and name in (ADDRESS_ROW, MANIFEST_NAME):
+                continue
+            if page is None:
+                raise CorruptionError(
+                    t.name, row_id, f"row id {row_id} has filename {name!r}, not a page's"
+                )
+            if length is None:
+                raise CorruptionError(
+                    t.name, row_id, f"row id {row_id} of page {page} has no data (NULL)"
+                )
+            lengths[page] = lengths.get(page, 0) + int(length)
+        found.lengths = lengths
+        return lengths
+
+    def manifest(self, locator: Hashable) -> Manifest | None:
+        return _table(locator).manifest
+
+    def problems(self, locator: Hashable) -> list[CorruptionError]:
+        found = _table(locator)
+        try:
+            lengths = self._page_lengths(found)
+        except CorruptionError as exc:
+            return [exc]
+        if found.manifest is None:
+            return []
+        name = found.table.name
+        paths = {p: f"{name} page {p}" for p in found.manifest.listed()}
+        where = f"{name}'s {MANIFEST_NAME}"
+        out = manifest_problems(found.manifest, lengths, where=where, page_path=paths)
+        for page in sorted(set(lengths) - found.manifest.listed()):
+            out.append(
+                CorruptionError(
+                    name, 0, f"page {page} has rows but {where} does not list it"
+                )
+            )
+        return out
+
+    def stale_pages(self, locator: Hashable) -> list[int]:
+        return []  # a page delete and its manifest update commit together
+
+    def _note(self, conn: Connection, found: _Table, lengths: dict[int, int]) -> int | None:
+        """Write ``lengths`` as the table's manifest in ``conn``'s transaction; returns the
+        manifest row's id (the caller records it, with the manifest, once committed)."""
+        data = encode_manifest(Manifest(dict(lengths)))
+        t = found.table
+        if found.manifest_id is not None:
+            conn.execute(t.update().where(t.c.id == found.manifest_id).values(data=data))
+            return found.manifest_id
+        conn.execute(t.insert().values(filename=MANIFEST_NAME, extension="txt", data=data))
+        row = conn.execute(sa.select(t.c.id).where(t.c.filename == MANIFEST_NAME)).first()
+        return None if row is None else int(row[0])
+
+    @staticmethod
+    def _noted(found: _Table, lengths: dict[int, int], manifest_id: int | None) -> None:
+        found.lengths = lengths
+        found.manifest = Manifest(dict(lengths))
+        found.manifest_id = manifest_id
 
     def page_path(self, locator: Hashable, page: int) -> tuple[str, str]:
         return _table(locator).table.name, f"page {page} ({page_file_name(page)})"
@@ -269,34 +482,120 @@ class DatabasePageBackend(PageBackend):
 
     def write(self, batch: WriteBatch) -> None:
         names = ", ".join(_table(loc).table.name for loc, _ in batch)
-        with self._errors("appending page records", names), self._write() as conn:
+        with self._errors("appending page records", names):
+            updated: list[tuple[_Table, dict[int, int]]] = []
             for locator, chunks in batch:
-                t = _table(locator).table
-                conn.execute(
-                    t.insert(),
-                    [
-                        {
-                            "filename": page_file_name(c.page),
-                            "extension": _PAGE_EXTENSION,
-                            "data": bytes(c.data),
-                        }
-                        for c in chunks
-                    ],
+                found = _table(locator)
+                lengths = dict(
+                    found.lengths if found.lengths is not None else self._page_lengths(found)
                 )
+                for c in chunks:
+                    lengths[c.page] = lengths.get(c.page, 0) + len(c.data)
+                updated.append((found, lengths))
+            ids: list[int | None] = []
+            with self._write() as conn:
+                for (_, chunks), (found, lengths) in zip(batch, updated, strict=True):
+                    t = found.table
+                    conn.execute(
+                        t.insert(),
+                        [
+                            {
+                                "filename": page_file_name(c.page),
+                                "extension": _PAGE_EXTENSION,
+                                "data": bytes(c.data),
+                            }
+                            for c in chunks
+                        ],
+                    )
+                    ids.append(self._note(conn, found, lengths))
+            for (found, lengths), manifest_id in zip(updated, ids, strict=True):
+                self._noted(found, lengths, manifest_id)
 
     def delete_page(self, locator: Hashable, page: int) -> None:
-        t = _table(locator).table
-        with self._errors(f"deleting page {page}", t.name), self._write() as conn:
-            conn.execute(t.delete().where(t.c.filename == page_file_name(page)))
+        found = _table(locator)
+        t = found.table
+        with self._errors(f"deleting page {page}", t.name):
+            lengths = dict(
+                found.lengths if found.lengths is not None else self._page_lengths(found)
+            )
+            lengths.pop(page, None)
+            with self._write() as conn:
+                conn.execute(t.delete().where(t.c.filename == page_file_name(page)))
+                manifest_id = self._note(conn, found, lengths)
+            self._noted(found, lengths, manifest_id)
 
     def remove(self, locator: Hashable) -> None:
         found = _table(locator)
-        with self._errors("removing a page store", found.table.name):
+        t = found.table
+        with self._errors("removing a page store", t.name):
             with self._write() as conn:
                 self._set_directory(conn, self._suffixes - {found.suffix})
+                conn.execute(
+                    t.update().where(t.c.filename == ADDRESS_ROW).values(filename=TOMBSTONE_ROW)
+                )
             self._suffixes.discard(found.suffix)
             with self._write() as conn:
-                found.table.drop(conn)
+                t.drop(conn)
+
+    # -- the operator's repairs (store.paging.repair) -----------------------------------------
+
+    def _suffix_of(self, name: str) -> int:
+        prefix = self.schema.names.page_store
+        rest = name.lower()[len(prefix) :]
+        if not name.lower().startswith(prefix) or not rest.isdigit():
+            raise ConfigError(
+                f"{name} is not a page table of this store (they are named {prefix}<n>)",
+                key="--adopt-pages / --remove-pages",
+            )
+        return int(rest)
+
+    def adopt_table(self, name: str, address: str) -> str:
+        """Make the page table ``name`` the store of ``address``: its address row written and
+        the table listed in the directory, in one transaction. Returns the table's name.
+        Raises ConfigError when it is not one of this store's page tables."""
+        suffix = self._suffix_of(name)
+        table = self.schema.page_table(suffix)
+        with self._errors("adopting a page table", table.name), self._write() as conn:
+            if suffix not in self._existing_tables(conn):
+                raise ConfigError(f"page table {table.name} does not exist", key="--adopt-pages")
+            try:
+                listed = self._read_directory(conn)
+            except CorruptionError:
+                listed = set()
+            data = address.encode("utf-8")
+            named = sa.or_(table.c.filename == ADDRESS_ROW, table.c.filename == TOMBSTONE_ROW)
+            conn.execute(table.delete().where(named | table.c.filename.is_(None)))
+            conn.execute(table.insert().values(filename=ADDRESS_ROW, extension="txt", data=data))
+            self._set_directory(conn, listed | {suffix})
+        return table.name
+
+    def remove_table(self, name: str) -> str:
+        """Unlist the page table ``name`` and drop it (or only unlist it when it is missing).
+        Returns what was done. Raises ConfigError when it is not one of this store's."""
+        suffix = self._suffix_of(name)
+        table = self.schema.page_table(suffix)
+        with self._errors("removing a page table", table.name):
+            with self._write() as conn:
+                try:
+                    listed = self._read_directory(conn)
+                except CorruptionError:
+                    listed = set()
+                exists = suffix in self._existing_tables(conn)
+                if suffix in listed:
+                    self._set_directory(conn, listed - {suffix})
+            if exists:
+                with self._write() as conn:
+                    table.drop(conn)
+        return f"removed table {table.name}" + ("" if exists else " from the page directory")
+
+    def rewrite_manifest(self, locator: Hashable, lengths: dict[int, int]) -> str:
+        """Replace the store's manifest by ``lengths`` (accepting a loss). Returns the table's
+        name."""
+        found = _table(locator)
+        with self._errors("rewriting a page manifest", found.table.name), self._write() as conn:
+            manifest_id = self._note(conn, found, lengths)
+        self._noted(found, lengths, manifest_id)
+        return found.table.name
 
     def close(self) -> None:
         """Nothing to release: connections go back to the journals' pool."""

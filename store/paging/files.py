@@ -10,19 +10,33 @@ Layout::
 
 Crash safety, step by step:
 
-- creating a store: make the folder, write ``address.txt.tmp``, fdatasync it, rename it to
-  ``address.txt``, fsync the folder and ``paging-directory``. A folder is a store only once
-  it holds ``address.txt``; a folder without one is what a crash left while creating a store
-  and is removed at open (a warning is logged);
+- creating a store: make the folder, write an empty page manifest (``pages.txt``,
+  :mod:`store.paging.manifest`) and ``address.txt`` each through a ``.tmp`` file that is
+  fdatasynced and renamed, then fsync the folder and ``paging-directory``. A folder is a store
+  only once it holds ``address.txt``;
 - appending: the flusher (:mod:`store.paging.flusher`) writes a batch's records at the end of
   each store's current page file and fdatasyncs every file it wrote once. A new page file is
   created (and the folder fsynced) only after the previous page's file was fdatasynced, so
   every page below the highest is complete: only the highest page can have a torn tail, and
-  it is cut back to its last valid record before anything is appended after it;
-- deleting a page unlinks its file and fsyncs the folder;
+  it is cut back to its last valid record before anything is appended after it. After the
+  first batch of a new page is synced the manifest is replaced (every earlier page at its
+  final length, the new one at its synced length) before the batch is acknowledged;
+- deleting a page rewrites the manifest without it, then unlinks its file and fsyncs the
+  folder;
 - removing a store renames its folder to ``<name>.removed`` (a tombstone, fsynced) and then
   deletes it: a crash never leaves a half-removed store that looks alive; tombstones found at
   open are deleted.
+
+**What open may delete** (the rule, for this back-end): only what the store can prove is its
+own unfinished work. A tombstone folder (it renamed it); a folder without ``address.txt`` that
+holds no page record (a crash while it was created: nothing in it can be a message); a page
+file its manifest proves was being deleted. Anything else that is not a healthy store, above
+all a folder that holds page records but lost its ``address.txt``, an empty or undecodable
+``address.txt``, two folders claiming one address, or a page its manifest lists that is
+missing or shortened, is kept as it is and reported: open raises
+:class:`~store.errors.CorruptionError` (:class:`~store.errors.LostDataError` for lost pages)
+naming the folder or file, and ``store data repair --pages`` adopts or removes it with the
+operator's consent (:mod:`store.paging.repair`).
 
 Pages are read whole (at most ``page-size-bytes``, 10 MiB by default, plus one record that
 does not fit a page; Artemis reads them whole too). File I/O goes through the ``store.fs``
@@ -39,11 +53,18 @@ import os
 import uuid
 from collections.abc import Callable, Hashable
 
-from store.errors import StoreIOError
+from store.errors import CorruptionError, StoreIOError
 from store.fs import FileHandle, FileSystem, OsFileSystem
-from store.paging.base import GroupCommitPagingManager, PageBackend
+from store.paging.base import GroupCommitPagingManager, PageBackend, Survey
 from store.paging.flusher import WriteBatch
 from store.paging.format import page_file_name, page_number_of
+from store.paging.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    decode_manifest,
+    encode_manifest,
+    manifest_problems,
+)
 
 __all__ = ["ADDRESS_FILE", "FilePageBackend", "FilePagingManager", "TOMBSTONE_SUFFIX"]
 
@@ -52,17 +73,22 @@ _log = logging.getLogger(__name__)
 ADDRESS_FILE = "address.txt"
 TOMBSTONE_SUFFIX = ".removed"
 _TMP_SUFFIX = ".tmp"
+_REPAIR_HINT = (
+    "nothing was deleted; adopt or remove it with `store data repair --pages` "
+    "(see `store data verify`)"
+)
 
 
 class _Folder:
     """One address's folder, and the page file appends go to (flusher only)."""
 
-    __slots__ = ("handle", "page", "path")
+    __slots__ = ("handle", "manifest", "page", "path")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, manifest: Manifest | None) -> None:
         self.path = path
         self.page = 0
         self.handle: FileHandle | None = None
+        self.manifest = manifest
 
     def close_page(self) -> None:
         handle, self.handle, self.page = self.handle, None, 0
@@ -84,40 +110,130 @@ class FilePageBackend(PageBackend):
     def describe(self) -> str:
         return self.directory
 
-    def discover(self) -> dict[str, Hashable]:
-        self.fs.makedirs(self.directory)
-        found: dict[str, Hashable] = {}
-        for name in self.fs.listdir(self.directory):
+    def survey(self) -> Survey:
+        out = Survey()
+        if not os.path.isdir(self.directory):
+            return out
+        for name in sorted(self.fs.listdir(self.directory)):
             path = os.path.join(self.directory, name)
             if not os.path.isdir(path):
                 continue
             if name.endswith(TOMBSTONE_SUFFIX):
-                _log.info("finishing the removal of page store folder %s", path)
-                self._delete_folder(path)
+                out.leftovers.append((path, "a removal the store had committed"))
                 continue
             if not self.fs.exists(os.path.join(path, ADDRESS_FILE)):
-                _log.warning(
-                    "removing page store folder %s: it has no %s (a crash while it was created)",
-                    path,
-                    ADDRESS_FILE,
+                held = self.record_bytes(path)
+                if not held:
+                    out.leftovers.append(
+                        (path, f"no {ADDRESS_FILE} and no page record: a crash while created")
+                    )
+                    continue
+                out.problems.append(
+                    CorruptionError(
+                        path,
+                        0,
+                        f"page store folder {path} holds {held} bytes of page records but has "
+                        f"no {ADDRESS_FILE}; it is kept",
+                        hint=_REPAIR_HINT,
+                    )
                 )
-                self._delete_folder(path)
                 continue
-            address = self._read_address(path)
-            if address in found:
-                _log.warning(
-                    "page store folder %s repeats address %r; it is ignored", path, address
+            try:
+                address = self.read_address(path)
+                manifest = self.read_manifest(path)
+            except CorruptionError as exc:
+                out.problems.append(exc)
+                continue
+            if address in out.stores:
+                other = _folder(out.stores[address]).path
+                out.problems.append(
+                    CorruptionError(
+                        path,
+                        0,
+                        f"page store folder {path} claims address {address!r}, as {other} does",
+                        hint=_REPAIR_HINT,
+                    )
                 )
                 continue
-            folder = _Folder(path)
-            self._folders.append(folder)
-            found[address] = folder
-        return found
+            out.stores[address] = _Folder(path, manifest)
+        return out
 
-    def _read_address(self, path: str) -> str:
-        data = self._read_file(os.path.join(path, ADDRESS_FILE)) or b""
-        text = data.decode("utf-8", errors="replace")
-        return text[:-1] if text.endswith("\n") else text
+    def discover(self) -> dict[str, Hashable]:
+        self.fs.makedirs(self.directory)
+        return super().discover()
+
+    def remove_leftover(self, where: str) -> None:
+        self._delete_folder(where)
+
+    def adopt(self, stores: dict[str, Hashable]) -> None:
+        self._folders.extend(_folder(f) for f in stores.values())
+
+    def record_bytes(self, path: str) -> int:
+        """Bytes in the page files of the folder at ``path``. Raises StoreIOError."""
+        total = 0
+        for name in self.fs.listdir(path):
+            if page_number_of(name) is not None:
+                total += self._file_size(os.path.join(path, name)) or 0
+        return total
+
+    def read_address(self, path: str) -> str:
+        """The address in the folder at ``path``'s ``address.txt``. Raises CorruptionError
+        when it is empty or not UTF-8, StoreIOError."""
+        file = os.path.join(path, ADDRESS_FILE)
+        data = self._read_file(file) or b""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptionError(
+                file, exc.start, "the address is not UTF-8", hint=_REPAIR_HINT
+            ) from None
+        text = text[:-1] if text.endswith("\n") else text
+        if not text:
+            raise CorruptionError(file, 0, "the address is empty", hint=_REPAIR_HINT)
+        return text
+
+    def read_manifest(self, path: str) -> Manifest | None:
+        """The page manifest of the folder at ``path``, None when it has none (written before
+        manifests). Raises CorruptionError, StoreIOError."""
+        file = os.path.join(path, MANIFEST_NAME)
+        data = self._read_file(file)
+        return None if data is None else decode_manifest(data, path=file)
+
+    def _file_size(self, path: str) -> int | None:
+        try:
+            handle = self.fs.open(path, read_only=True)
+        except StoreIOError:
+            if not self.fs.exists(path):
+                return None
+            raise
+        try:
+            return handle.size()
+        finally:
+            handle.close()
+
+    @staticmethod
+    def store_path(locator: Hashable) -> str:
+        """The folder of the store ``locator``. Raises nothing."""
+        return _folder(locator).path
+
+    def write_named(self, folder_path: str, name: str, data: bytes) -> None:
+        """Write the file ``name`` in the folder at ``folder_path`` atomically and durably
+        (``store.paging.repair``'s adopt and accept). Raises StoreIOError."""
+        self._replace(folder_path, name, data)
+
+    def _replace(self, folder_path: str, name: str, data: bytes) -> None:
+        """Write ``name`` in the folder atomically and durably (tmp, fdatasync, rename, fsync
+        of the folder)."""
+        tmp = os.path.join(folder_path, name + _TMP_SUFFIX)
+        handle = self.fs.open(tmp, create=True)
+        try:
+            handle.truncate(0)
+            handle.pwrite(data, 0)
+            handle.datasync()
+        finally:
+            handle.close()
+        self.fs.rename(tmp, os.path.join(folder_path, name))
+        self.fs.fsync_dir(folder_path)
 
     def _read_file(self, path: str) -> bytes | None:
         try:
@@ -134,18 +250,11 @@ class FilePageBackend(PageBackend):
     def create(self, address: str) -> Hashable:
         path = os.path.join(self.directory, str(uuid.uuid1()))
         self.fs.makedirs(path)
-        tmp = os.path.join(path, ADDRESS_FILE + _TMP_SUFFIX)
-        handle = self.fs.open(tmp, create=True)
-        try:
-            handle.truncate(0)
-            handle.pwrite((address + "\n").encode("utf-8"), 0)
-            handle.datasync()
-        finally:
-            handle.close()
-        self.fs.rename(tmp, os.path.join(path, ADDRESS_FILE))
-        self.fs.fsync_dir(path)
+        manifest = Manifest()
+        self._replace(path, MANIFEST_NAME, encode_manifest(manifest))
+        self._replace(path, ADDRESS_FILE, (address + "\n").encode("utf-8"))
         self.fs.fsync_dir(self.directory)
-        folder = _Folder(path)
+        folder = _Folder(path, manifest)
         self._folders.append(folder)
         return folder
 
@@ -153,9 +262,37 @@ class FilePageBackend(PageBackend):
         return configured
 
     def page_numbers(self, locator: Hashable) -> list[int]:
+        return sorted(self._page_sizes(_folder(locator)))
+
+    def _page_sizes(self, folder: _Folder) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for name in self.fs.listdir(folder.path):
+            page = page_number_of(name)
+            if page is not None:
+                size = self._file_size(os.path.join(folder.path, name))
+                if size is not None:
+                    out[page] = size
+        return out
+
+    def manifest(self, locator: Hashable) -> Manifest | None:
+        return _folder(locator).manifest
+
+    def problems(self, locator: Hashable) -> list[CorruptionError]:
         folder = _folder(locator)
-        numbers = (page_number_of(name) for name in self.fs.listdir(folder.path))
-        return sorted(n for n in numbers if n is not None)
+        if folder.manifest is None:
+            return []
+        sizes = self._page_sizes(folder)
+        paths = {p: self._page_file(folder, p) for p in folder.manifest.listed()}
+        where = os.path.join(folder.path, MANIFEST_NAME)
+        return manifest_problems(folder.manifest, sizes, where=where, page_path=paths)
+
+    def stale_pages(self, locator: Hashable) -> list[int]:
+        folder = _folder(locator)
+        manifest = folder.manifest
+        if manifest is None:
+            return []
+        listed, highest = manifest.listed(), manifest.highest()
+        return [p for p in self.page_numbers(folder) if p < highest and p not in listed]
 
     def read_bytes(self, locator: Hashable, page: int) -> bytes | None:
         return self._read_file(self._page_file(_folder(locator), page))
@@ -181,6 +318,22 @@ class FilePageBackend(PageBackend):
                 folder.handle.pwrite(chunk.data, folder.handle.size())
             if folder.handle is not None:
                 folder.handle.datasync()
+                current = folder.manifest.current if folder.manifest is not None else None
+                if current is None or current[0] != folder.page:
+                    self._note_roll(folder)
+
+    def _note_roll(self, folder: _Folder) -> None:
+        """Replace the manifest after the first synced batch of the folder's page (module
+        docstring): every other page present at its length, this one at its synced length."""
+        assert folder.handle is not None
+        old = folder.manifest or Manifest()
+        pages = dict(old.pages)
+        for page, size in self._page_sizes(folder).items():
+            if page not in pages and page != folder.page:
+                pages[page] = size
+        manifest = Manifest(pages, (folder.page, folder.handle.size()))
+        self._replace(folder.path, MANIFEST_NAME, encode_manifest(manifest))
+        folder.manifest = manifest
 
     def _switch_page(self, folder: _Folder, page: int) -> None:
         """Make ``page`` the folder's open page file, the previous one synced first (every
@@ -199,6 +352,10 @@ class FilePageBackend(PageBackend):
         folder = _folder(locator)
         if folder.page == page:
             folder.close_page()
+        if folder.manifest is not None and page in folder.manifest.listed():
+            manifest = folder.manifest.without(page)
+            self._replace(folder.path, MANIFEST_NAME, encode_manifest(manifest))
+            folder.manifest = manifest
         self.fs.remove(self._page_file(folder, page))
         self.fs.fsync_dir(folder.path)
 

@@ -399,16 +399,19 @@ def test_page_tables_missing_from_or_unlisted_in_the_directory(tmp_path: Path) -
                 )
                 s.schema.page_table(77).create(conn)  # a crash between create and listing
             done = _cli("data", "verify", *s.options)
-            assert done.returncode == 1, done.stdout + done.stderr
+            assert done.returncode == 5, done.stdout + done.stderr  # pages listed are lost
             prefix = s.schema.names.page_store
             assert _finding(done.stdout, "missing-page-table", f"{prefix}78", "-")
             assert _finding(done.stdout, "unlisted-page-table", f"{prefix}77", "-")
+            refused = _cli("data", "repair", *s.options)  # a loss needs the operator's word
+            assert refused.returncode == 5, refused.stdout + refused.stderr
+            assert "missing-page-table" in refused.stdout + refused.stderr
+            unlisted = _cli("data", "repair", "--remove-pages", f"{prefix}78", *s.options)
+            assert unlisted.returncode == 0, unlisted.stdout + unlisted.stderr
+            assert f"removed table {prefix}78 from the page directory" in unlisted.stdout
             repaired = _cli("data", "repair", *s.options)
             assert repaired.returncode == 0, repaired.stdout + repaired.stderr
             assert f"{prefix}77: unlisted-page-table: dropped the table" in repaired.stdout
-            assert f"{prefix}78: missing-page-table: removed the table from the page directory" in (
-                repaired.stdout
-            )
             with engine.connect() as conn:
                 assert f"{prefix}77" not in sa.inspect(conn).get_table_names()
                 data = conn.execute(

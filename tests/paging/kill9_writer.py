@@ -1,7 +1,8 @@
 """The child process of tests/paging/test_kill9.py: appends page records until it is killed.
 
-Usage: ``python kill9_writer.py KIND TARGET THREADS`` where KIND is ``file`` (TARGET: the
-paging directory) or ``database`` (TARGET: a JSON store configuration mapping).
+Usage: ``python kill9_writer.py KIND TARGET THREADS [churn]`` where KIND is ``file`` (TARGET:
+the paging directory) or ``database`` (TARGET: a JSON store configuration mapping); ``churn``
+adds a thread that makes and removes page stores all the time.
 
 Each of THREADS threads appends records to its own address ``a<t>`` with ``sync=True`` and
 prints ``<t> <page> <index> <i>`` once the append returned, so every line the parent reads
@@ -76,8 +77,26 @@ def main(argv: list[str]) -> int:
             say(f"{t} {position.page} {position.index} {i}")
             i += 1
 
+    def churn() -> None:
+        """Page stores made and removed without pause, so kills land inside both: prints
+        ``c <name> made`` once store ``c<pid>-<k>`` holds its one acknowledged record (the
+        ``k``-th payload of thread -1) and ``c <name> removed`` once its removal returned (every
+        odd one is removed)."""
+        deadline = time.monotonic() + MAX_SECONDS
+        k = 0
+        while time.monotonic() < deadline:
+            name = f"c{os.getpid()}-{k}"  # a name no earlier run used
+            pm.store(name).append(payload(-1, k), sync=True)
+            say(f"c {name} made")
+            if k % 2:
+                pm.remove(name)
+                say(f"c {name} removed")
+            k += 1
+
     say("ready")
     pool = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(threads)]
+    if len(argv) > 4 and argv[4] == "churn":
+        pool.append(threading.Thread(target=churn, daemon=True))
     for thread in pool:
         thread.start()
     for thread in pool:

@@ -31,11 +31,13 @@ def _record(i: int) -> bytes:
 @pytest.fixture
 def pages(tmp_path: Path) -> tuple[str, str]:
     """A file page store of address "orders" with pages 1 and 2 full (records 0..5) and
-    page 3 holding records 6, 7; returns (paging directory, its folder)."""
+    page 3 holding records 6, 7, each record its own synced batch (so page 3's manifest lists
+    30 bytes, record 6: what a crash can tear is record 7); returns (paging directory, its
+    folder)."""
     directory = str(tmp_path / "paging")
     pm = _open(directory)
     ps = pm.store("orders")
-    assert [ps.append(_record(i)) for i in range(8)][-1] == P(3, 1)
+    assert [ps.append(_record(i), sync=True) for i in range(8)][-1] == P(3, 1)
     pm.close()
     (folder,) = [os.path.join(directory, n) for n in os.listdir(directory)]
     return directory, folder

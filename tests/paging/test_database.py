@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from store.errors import StoreUnavailableError
 from store.paging.database import ADDRESS_ROW, decode_directory, encode_directory
 from store.paging.format import page_file_name
+from store.paging.manifest import MANIFEST_NAME
 from tests.paging.contract import PagingFactory
 from tests.support.backends import StoreFactory, unique_prefix
 from tests.support.db_backends import db_backend
@@ -60,6 +61,7 @@ def test_a_flushed_batch_is_one_row_of_its_page(paging: PagingFactory) -> None:
         ).all()
     assert [tuple(r) for r in rows] == [
         (ADDRESS_ROW, "txt"),
+        (MANIFEST_NAME, "txt"),
         (page_file_name(1), "page"),
         (page_file_name(1), "page"),
     ]

@@ -20,6 +20,7 @@ from store.config import StoreConfig
 from store.data import db_repair, db_verify
 from store.errors import ConfigError
 from store.file import repair, salvage, verify
+from store.paging import repair as page_repair
 
 __all__ = ["register"]
 
@@ -66,6 +67,28 @@ def register(sub: Any) -> None:
         action="store_true",
         help="rewrite the journal keeping every valid record: drop only damaged "
         "records, report their lsns and ids, keep the originals in repair-<time>/",
+    )
+    pages = r.add_argument_group(
+        "page stores",
+        "each repairs one page store the operator names, and nothing else: what open refuses "
+        "(`store data verify` lists it) is never removed without this consent",
+    )
+    pages.add_argument(
+        "--adopt-pages",
+        metavar="TARGET=ADDRESS",
+        help="make the page folder (file store) or page table (database store) TARGET the page "
+        "store of ADDRESS again (it lost its address.txt, or its directory entry)",
+    )
+    pages.add_argument(
+        "--remove-pages",
+        metavar="TARGET",
+        help="delete the page folder or page table TARGET with every page in it",
+    )
+    pages.add_argument(
+        "--accept-lost-pages",
+        metavar="ADDRESS",
+        help="accept that pages of ADDRESS are missing or shortened: its page manifest is "
+        "rewritten to the pages present, so the store opens again",
     )
     r.set_defaults(func=run_repair)
 
@@ -128,7 +151,7 @@ def run_verify(args: argparse.Namespace) -> int:
             worst = max(worst, EXIT_CORRUPT)
         elif report.warnings:
             worst = max(worst, EXIT_PROBLEM)
-    return worst
+    return max(worst, _verify_pages(config, args))
 
 
 def _files_table(report: verify.VerifyReport) -> Table:
@@ -174,6 +197,8 @@ def run_repair(args: argparse.Namespace) -> int:
     (exit 5) for what it refuses.
     """
     config = _config(args)
+    if args.adopt_pages or args.remove_pages or args.accept_lost_pages:
+        return _repair_pages(config, args)
     if config.store_type == "database":
         return _repair_database(config, args)
     if args.salvage:
@@ -202,6 +227,43 @@ def run_repair(args: argparse.Namespace) -> int:
                     f"of {cut.path}"
                 )
     return EXIT_OK
+
+
+def _repair_pages(config: StoreConfig, args: argparse.Namespace) -> int:
+    console = common.console()
+    if args.adopt_pages:
+        target, sep, address = str(args.adopt_pages).rpartition("=")
+        if not sep or not target:
+            raise ConfigError(
+                f"--adopt-pages {args.adopt_pages!r}: expected TARGET=ADDRESS",
+                key="--adopt-pages",
+            )
+        console.print(f"pages: {page_repair.adopt_page_store(config, target, address)}")
+    if args.remove_pages:
+        console.print(f"pages: {page_repair.remove_page_store(config, args.remove_pages)}")
+    if args.accept_lost_pages:
+        done = page_repair.accept_lost_pages(config, args.accept_lost_pages)
+        console.print(f"pages: {done}")
+    return EXIT_OK
+
+
+def _verify_pages(config: StoreConfig, args: argparse.Namespace) -> int:
+    """The page stores' findings (both back-ends); returns the exit status they call for."""
+    with progress_console(args).status("checking the page stores"):
+        findings = page_repair.check_page_stores(config)
+    console = common.console()
+    if findings:
+        table = Table("severity", "where", "offset", "finding")
+        for f in findings:
+            table.add_row(f.severity, f.where, str(f.offset), f.message)
+        console.print(table)
+    errors = sum(f.severity == page_repair.ERROR for f in findings)
+    warnings = len(findings) - errors
+    verdict = "ok" if not errors else "DAMAGED"
+    console.print(f"pages: {verdict}: {errors} errors, {warnings} warnings")
+    if errors:
+        return EXIT_CORRUPT
+    return EXIT_PROBLEM if warnings else EXIT_OK
 
 
 def _run_salvage(args: argparse.Namespace) -> int:
@@ -269,8 +331,10 @@ def _verify_database(config: StoreConfig, args: argparse.Namespace) -> int:
         f"{len(report.warnings)} warnings"
     )
     if report.errors:
-        return EXIT_CORRUPT
-    return EXIT_PROBLEM if report.warnings else EXIT_OK
+        # Without the store's schema there are no page tables to read either.
+        schema = any(f.kind == "schema" for f in report.errors)
+        return EXIT_CORRUPT if schema else max(EXIT_CORRUPT, _verify_pages(config, args))
+    return max(EXIT_PROBLEM if report.warnings else EXIT_OK, _verify_pages(config, args))
 
 
 def _repair_database(config: StoreConfig, args: argparse.Namespace) -> int:
