@@ -583,7 +583,7 @@ def _scan_large(
         )
     for owner, (row_id, data) in sorted(descriptors.items()):
         try:
-            _size, _body, count = decode_descriptor(f"{name} row {row_id}", owner, data)
+            count = decode_descriptor(f"{name} row {row_id}", owner, data).chunk_count
         except CorruptionError as exc:
             findings.append(
                 DbFinding(

@@ -238,7 +238,7 @@ def database_large_messages(engine: Engine, schema: StoreSchema) -> Iterator[Ent
         except ValueError:
             continue
         try:
-            _chunk, size, _count = decode_descriptor(f"{t.name} {name}", mid, bytes(data or b""))
+            size = decode_descriptor(f"{t.name} {name}", mid, data).body_size
             entries[mid] = LargeMessage(message_id=mid, name=name, size=size, complete=True)
         except CorruptionError as exc:
             entries[mid] = LargeMessage(

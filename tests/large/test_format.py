@@ -60,6 +60,6 @@ def test_frame_table_matches_crc_field() -> None:
 
 def test_headers_round_trip() -> None:
     head = files.encode_header(-5, 4096, 10_000)
-    assert files._check_header("p", -5, head, 32 + 3 * 4 + 10_000) == (4096, 10_000)
+    assert files.check_header("p", -5, head, 32 + 3 * 4 + 10_000)[:2] == (4096, 10_000)
     desc = database.encode_descriptor(2**63 - 1, 4096, 8192)
-    assert database.decode_descriptor("p", 2**63 - 1, desc) == (4096, 8192, 2)
+    assert database.decode_descriptor("p", 2**63 - 1, desc)[:3] == (4096, 8192, 2)
