@@ -14,7 +14,11 @@ Rules every implementation follows (the contract tests in ``tests/large/`` check
    whose process died is removed when the store is next opened.
 3. ``open``, ``size`` and ``delete`` of an id without a complete body raise
    :class:`~store.errors.UnknownRecordError`. ``delete`` leaves nothing behind (no file, no
-   row, no large object).
+   row, no large object), and is durable when it returns: a crash right after it never
+   brings the body back (the file store syncs the directory, the database commits). Chosen
+   over "the next load sweeps it": the sweep needs a messaging load, a store used without
+   one (the contract tests, ``store data`` tools) would keep the body, and one directory
+   sync per deleted body is small beside the body's own write and sync.
 4. Memory is bounded by the chunk size whatever the body size: writers never hold a body,
    readers hold one chunk.
 5. Every chunk is checksummed: a damaged chunk raises :class:`~store.errors.CorruptionError`

@@ -47,7 +47,8 @@ a frame but written from the caller's bytes, its checksum and its payload in two
 ``fdatasync``\\ s the file, renames ``<id>.tmp`` to ``<id>.msg`` and syncs the directory, so
 a ``.msg`` file is always complete and durable. Every ``.tmp`` file left by a process that
 died mid-write is deleted when the store opens (as Artemis does). An aborted body's ``.tmp``
-is deleted at once.
+is deleted at once. ``delete`` removes ``<id>.msg`` and syncs the directory before it
+returns, so a crash after it cannot bring the body back (``tests/large/test_file_faults.py``).
 
 Versioning: a reader refuses a version it does not know (CorruptionError naming it); a new
 version gets a new number and this module keeps reading the old ones. Version 2 changed only
