@@ -354,12 +354,20 @@ class _DatabaseWriter(LargeMessageWriter):
 class DatabaseLargeMessages(LargeMessageStore):
     """Bodies as rows of ``table`` on ``engine`` (see module docstring).
 
-    Opening removes the rows of bodies that never completed. ``fence`` runs first in every
-    write transaction (the HA lease check). Raises StoreUnavailableError when the database
-    cannot be used.
+    Opening removes the rows of bodies that never completed; ``read_only`` (the offline tools)
+    opens without reading or removing anything, and then ``create`` and ``delete`` raise
+    StoreError. ``fence`` runs first in every write transaction (the HA lease check). Raises
+    StoreUnavailableError when the database cannot be used.
     """
 
-    def __init__(self, engine: Engine, table: sa.Table, *, fence: Fence | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        table: sa.Table,
+        *,
+        fence: Fence | None = None,
+        read_only: bool = False,
+    ) -> None:
         self.engine = engine
         self.table = table
         self._sql = _LargeSQL(table, engine.dialect)
@@ -378,8 +386,11 @@ class DatabaseLargeMessages(LargeMessageStore):
         # removes bodies, and create() need not ask the database (one round trip per body).
         self._complete: set[int] = set()
         self._closed = False
-        self.chunk_size: int = self._run("read settings", self._sql.chunk_size)
-        self._remove_incomplete()
+        self.read_only = read_only
+        self.chunk_size: int = CHUNK_SIZE
+        if not read_only:
+            self.chunk_size = self._run("read settings", self._sql.chunk_size)
+            self._remove_incomplete()
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -521,6 +532,10 @@ class DatabaseLargeMessages(LargeMessageStore):
             if completed:
                 self._complete.add(message_id)
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"large messages in table {self.table.name}: opened read-only")
+
     def path(self, message_id: int) -> str:
         """Returns how errors name a body: ``<table>/<id>.msg``. Raises nothing."""
         return f"{self.table.name}/{msg_name(message_id)}"
@@ -529,6 +544,7 @@ class DatabaseLargeMessages(LargeMessageStore):
         check_message_id(message_id)
         with self._lock:
             self.check_open()
+            self._check_writable()
             if message_id in self._writers or message_id in self._dirty:
                 raise StoreError(f"large message {message_id} already has a body being written")
             if message_id in self._complete:
@@ -615,6 +631,7 @@ class DatabaseLargeMessages(LargeMessageStore):
     def delete(self, message_id: int) -> None:
         check_message_id(message_id)
         self.check_open()
+        self._check_writable()
         try:
             count = self._descriptor(message_id).chunk_count
             names = [chunk_name(message_id, k) for k in range(count)]

@@ -312,11 +312,20 @@ class _FileWriter(LargeMessageWriter):
 class FileLargeMessages(LargeMessageStore):
     """Bodies as files in ``directory`` (see module docstring); created if missing.
 
-    ``chunk_size`` is what new bodies are written with. Opening deletes every ``.tmp`` file.
-    Raises StoreIOError when the directory cannot be created, listed or cleaned.
+    ``chunk_size`` is what new bodies are written with. Opening deletes every ``.tmp`` file;
+    ``read_only`` (the offline tools) opens without creating or cleaning anything, and then
+    ``create`` and ``delete`` raise StoreError. Raises StoreIOError when the directory cannot
+    be created, listed or cleaned.
     """
 
-    def __init__(self, directory: str, *, fs: FileSystem, chunk_size: int = CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        directory: str,
+        *,
+        fs: FileSystem,
+        chunk_size: int = CHUNK_SIZE,
+        read_only: bool = False,
+    ) -> None:
         self.directory = directory
         self.fs = fs
         self.chunk_size = chunk_size
@@ -327,6 +336,9 @@ class FileLargeMessages(LargeMessageStore):
         self.frames = FramePool()
         settle_allocator()
         self._closed = False
+        self.read_only = read_only
+        if read_only:
+            return
         fs.makedirs(directory)
         stale = [n for n in fs.listdir(directory) if n.endswith(TMP)]
         for name in stale:
@@ -345,6 +357,10 @@ class FileLargeMessages(LargeMessageStore):
         if self._closed:
             raise JournalClosedError("the large-message store is closed")
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"large messages in {self.directory}: opened read-only")
+
     def finished(self, message_id: int, writer: _FileWriter) -> None:
         """Forget the writer of ``message_id`` (completed or aborted). Raises nothing."""
         with self._lock:
@@ -356,6 +372,7 @@ class FileLargeMessages(LargeMessageStore):
         tmp, msg = self.paths(message_id)
         with self._lock:
             self.check_open()
+            self._check_writable()
             if message_id in self._writers or self.fs.exists(msg):
                 raise StoreError(f"large message {message_id} already has a body")
             handle = self.fs.open(tmp, create=True)
@@ -435,6 +452,7 @@ class FileLargeMessages(LargeMessageStore):
     def delete(self, message_id: int) -> None:
         check_message_id(message_id)
         self.check_open()
+        self._check_writable()
         _tmp, msg = self.paths(message_id)
         if not self.fs.exists(msg):
             raise UnknownRecordError(f"large message {message_id} has no complete body")
