@@ -13,16 +13,20 @@ On every database back-end (the file store has no columns).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
+from store import open_store
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.errors import CorruptionError
 from store.large.database import DatabaseLargeMessages, chunk_name, msg_name
-from tests.large.support import body_bytes, chunk_size_of, stored_names
+from tests.large.support import body_bytes, chunk_size_of, cli_case, stored_names
 from tests.support.backends import BackendSpec, StoreFactory
+from tests.support.cli import run_store
+from tests.support.db_backends import drop_schema
 
 MID = 31
 
@@ -183,3 +187,26 @@ def test_bad_chunk_data_is_corruption_at_the_chunk(
     assert caught.value.path == f"{lm.table.name}/{msg_name(MID)}"
     assert caught.value.offset == index * cs
     assert f"row id {rid}" in caught.value.reason
+
+
+def test_store_data_exp_of_a_null_filename_is_one_line_naming_table_and_row(
+    tmp_path: Path,
+) -> None:
+    """``store data exp`` on a store whose large-message table has a row with a NULL
+    filename: a non-zero exit and one line naming the table and the row id, no traceback
+    (it was an AttributeError from open_store)."""
+    case = cli_case(tmp_path, "sqlite")
+    try:
+        with open_store(case.config) as store:
+            lm = store.large_messages
+            assert isinstance(lm, DatabaseLargeMessages)
+            _write(lm)
+            rid = _row_id(lm, chunk_name(MID, 0))
+            _set(lm, rid, "filename", None)
+            table = lm.table.name
+        done = run_store("data", "exp", *case.args, timeout=120)
+        assert done.returncode != 0
+        assert "Traceback" not in done.stderr, done.stderr
+        assert f"{table} at offset {rid}" in done.stderr and f"row id {rid}" in done.stderr
+    finally:
+        drop_schema(case.config)

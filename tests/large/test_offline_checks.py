@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,60 +20,17 @@ from store.db.schema import StoreSchema, TableNames
 from store.large.chunks import CRC
 from store.large.database import chunk_name
 from store.messaging import Message, StorageManager
-from tests.support.backends import unique_prefix
+from tests.large.support import Case, cli_case
 from tests.support.cli import run_store
-from tests.support.db_backends import DERBY_CLASSPATH, drop_schema, new_store_mapping
+from tests.support.db_backends import DERBY_CLASSPATH, drop_schema
 
 BODY = 2 * (1 << 20) + 5000  # three chunks at the default chunk size
-
-
-@dataclass
-class Case:
-    name: str
-    config: StoreConfig
-    args: list[str]
-
-
-def _file_case(tmp_path: Path) -> Case:
-    dirs = {k: tmp_path / k for k in ("journal", "bindings", "paging", "large")}
-    path = tmp_path / "store.toml"
-    path.write_text(
-        "".join(f'{k}-directory = "{d}"\n' for k, d in dirs.items()).replace(
-            "large-directory", "large-messages-directory"
-        )
-        + 'journal-type = "NIO"\n'
-    )
-    mapping = {
-        "journal-directory": str(dirs["journal"]),
-        "bindings-directory": str(dirs["bindings"]),
-        "paging-directory": str(dirs["paging"]),
-        "large-messages-directory": str(dirs["large"]),
-        "journal-type": "NIO",
-    }
-    return Case("file", StoreConfig.from_mapping(mapping), ["--config", str(path)])
-
-
-def _database_case(tmp_path: Path, which: str) -> Case:
-    mapping = new_store_mapping(tmp_path, unique_prefix(), which)
-    section = mapping["database-store"]
-    args = ["--jdbc-connection-url", section["jdbc-connection-url"]]
-    for key, option in (
-        ("jdbc-user", "--jdbc-user"),
-        ("bindings-table-name", "--jdbc-bindings-table-name"),
-        ("message-table-name", "--jdbc-message-table-name"),
-        ("large-message-table-name", "--jdbc-large-message-table-name"),
-        ("page-store-table-name", "--jdbc-page-store-table-name"),
-        ("node-manager-store-table-name", "--jdbc-node-manager-table-name"),
-    ):
-        if section.get(key) is not None:
-            args += [option, str(section[key])]
-    return Case(which, StoreConfig.from_mapping(mapping), args)
 
 
 @pytest.fixture(params=["file", "postgresql", "mariadb", "sqlite"])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     which: str = request.param
-    made = _file_case(tmp_path) if which == "file" else _database_case(tmp_path, which)
+    made = cli_case(tmp_path, which)
     try:
         yield made
     finally:
