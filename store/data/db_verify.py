@@ -42,7 +42,13 @@ kind                         severity  what
 ``missing-chunks``           error     a complete body (descriptor row) whose chunk rows are
                                        gone, or whose descriptor does not decode: the message
                                        cannot be read
-``large-body-missing``       warning   a live large message (type 30) with no body rows
+``damaged-body``             error     a complete body that cannot be read whole: a chunk
+                                       fails its checksum, is not in its place, or its
+                                       ``data`` is NULL (read by the store's own reader)
+``bad-row``                  error     a large-message row whose ``filename`` or ``extension``
+                                       is NULL or not ours (the store refuses to open)
+``large-body-missing``       error     a live large message (type 30) with no body rows: the
+                                       message cannot be delivered
 ``missing-page-table``       error     a page table the page-store directory lists but the
                                        database lacks: its pages are lost and open refuses
                                        the store (``store data repair --remove-pages``)
@@ -93,7 +99,14 @@ from store.errors import (
 )
 from store.journal import api
 from store.journal.replay import Replayer
-from store.large.database import CHUNK_EXTENSION, MSG_EXTENSION, decode_descriptor
+from store.large.api import check_body
+from store.large.database import (
+    MSG_EXTENSION,
+    DatabaseLargeMessages,
+    chunk_name,
+    decode_descriptor,
+    parse_row_name,
+)
 from store.messaging import records as r
 from store.messaging.message_records import decode_large_message, decode_message
 from store.messaging.page_records import (
@@ -544,35 +557,31 @@ def _ids_text(values: list[int], limit: int = 10) -> str:
     return shown + (f", … ({len(values) - limit} more)" if len(values) > limit else "")
 
 
-def _owner(filename: str) -> int | None:
-    head = filename.split(".", 1)[0]
-    try:
-        return int(head)
-    except ValueError:
-        return None
-
-
 def _scan_large(
     engine: Engine, table: sa.Table, live_large: set[int]
 ) -> tuple[TableSummary, list[DbFinding]]:
     c = table.c
-    descriptors: dict[int, tuple[int, bytes]] = {}  # message id -> (row id, data)
+    descriptors: dict[int, tuple[int, Any]] = {}  # message id -> (row id, data)
     chunks: dict[int, dict[str, int]] = {}  # message id -> filename -> row id
+    bad: list[DbFinding] = []
     rows = 0
     with engine.connect() as conn:
         for row_id, filename, extension, data in conn.execute(
             sa.select(c.id, c.filename, c.extension, c.data).order_by(c.id)
         ):
             rows += 1
-            owner = _owner(filename or "")
-            if owner is None:
+            try:
+                row = parse_row_name(table.name, row_id, filename, extension)
+            except CorruptionError as exc:
+                bad.append(DbFinding(ERROR, "bad-row", table.name, int(row_id), exc.reason))
                 continue
-            if extension == MSG_EXTENSION:
-                descriptors[owner] = (int(row_id), bytes(data or b""))
-            elif extension == CHUNK_EXTENSION:
-                chunks.setdefault(owner, {})[filename] = int(row_id)
+            if row.extension == MSG_EXTENSION:
+                descriptors[row.message_id] = (int(row_id), data)
+            else:
+                chunks.setdefault(row.message_id, {})[filename] = int(row_id)
     name = table.name
-    findings: list[DbFinding] = []
+    findings: list[DbFinding] = bad
+    reader = DatabaseLargeMessages(engine, table, read_only=True)
     for owner in sorted(set(chunks) - set(descriptors)):
         ids = sorted(chunks[owner].values())
         findings.append(
@@ -589,7 +598,7 @@ def _scan_large(
         )
     for owner, (row_id, data) in sorted(descriptors.items()):
         try:
-            _size, _body, count = decode_descriptor(f"{name} row {row_id}", owner, data)
+            count = decode_descriptor(f"{name} row {row_id}", owner, data).chunk_count
         except CorruptionError as exc:
             findings.append(
                 DbFinding(
@@ -604,7 +613,7 @@ def _scan_large(
             )
             continue
         have = chunks.get(owner, {})
-        missing = [k for k in range(count) if f"{owner}.{k:09d}.{CHUNK_EXTENSION}" not in have]
+        missing = [k for k in range(count) if chunk_name(owner, k) not in have]
         if missing:
             findings.append(
                 DbFinding(
@@ -618,10 +627,25 @@ def _scan_large(
                     (owner,),
                 )
             )
+            continue
+        try:
+            check_body(reader, owner)
+        except CorruptionError as exc:
+            findings.append(
+                DbFinding(
+                    ERROR,
+                    "damaged-body",
+                    name,
+                    row_id,
+                    f"message {owner}: {exc.reason} (at body offset {exc.offset})",
+                    (row_id,),
+                    (owner,),
+                )
+            )
     for owner in sorted(live_large - set(descriptors)):
         findings.append(
             DbFinding(
-                WARNING,
+                ERROR,
                 "large-body-missing",
                 name,
                 None,

@@ -35,11 +35,12 @@ from store.file.reader import FileReplay
 from store.file.segments import SegmentNaming
 from store.ha.files import SERVER_LOCK, live_holder
 from store.journal.api import RecordType
+from store.messaging.records import ADD_LARGE_MESSAGE
 
 if TYPE_CHECKING:
     from store.config import StoreConfig
 
-__all__ = ["file_entries", "read_node_id"]
+__all__ = ["file_entries", "live_large_ids", "read_node_id"]
 
 _NONZERO = re.compile(rb"[^\x00]")
 _NO_USER = frozenset(
@@ -90,6 +91,20 @@ def file_entries(config: StoreConfig, options: DescribeOptions) -> Iterator[Entr
         yield from parts.file_paging(config.paging_directory, options)
     if options.large_messages:
         yield from parts.file_large_messages(config.large_messages_directory)
+
+
+def live_large_ids(o: FileJournalOptions) -> set[int]:
+    """Ids of the large messages (ADD_LARGE_MESSAGE records) a load of the message journal
+    ``o`` returns: each needs its body. Read-only, takes no lock. Raises ConfigError when
+    there is no journal, StoreIOError when a file cannot be read."""
+    listing = survey.require_journal(o.directory, prefix=o.prefix, fs=o.fs)
+    files, _retired = survey.loaded_files(o.fs, listing)
+    _scans, replay, _problems = _judge(o, files)
+    return {
+        rec.id
+        for rec in replay.result().records
+        if rec.user_record_type == ADD_LARGE_MESSAGE and not rec.is_update
+    }
 
 
 def _judge(

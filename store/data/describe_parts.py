@@ -1,9 +1,12 @@
-"""Page stores and large-message bodies for :func:`store.data.describe.describe_store`, read
-without the paging manager or the large-message store (both clean up when they open: they
-remove crashed folders, tables a directory row does not list, incomplete bodies; a print must
-not). The layouts read here are documented where they are written: :mod:`store.paging.files`,
-:mod:`store.paging.database`, :mod:`store.paging.format`, :mod:`store.large.files`,
-:mod:`store.large.database` and :mod:`store.db.schema`.
+"""Page stores and large-message bodies for :func:`store.data.describe.describe_store`.
+
+Page stores are read without the paging manager (it cleans up when it opens: crashed folders,
+tables a directory row does not list; a print must not). Large bodies are read through the
+large-message stores opened ``read_only`` (nothing cleaned), with the store's own header check
+and reader (no second decoder), each complete body whole, so a truncated, damaged or misplaced
+chunk is an ``error`` of its entry. The layouts read here are documented where they are
+written: :mod:`store.paging.files`, :mod:`store.paging.database`, :mod:`store.paging.format`,
+:mod:`store.large.files`, :mod:`store.large.database` and :mod:`store.db.schema`.
 
 A page is read whole (at most ``page-size-bytes`` plus one record); the page being written
 (the highest of an address) may end in a torn tail, which is ignored as a load ignores it.
@@ -16,7 +19,6 @@ Thread-safety: one generator belongs to one thread.
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,8 +36,16 @@ from store.data.describe import (
 from store.data.describe_records import decode_paged_message
 from store.db.schema import StoreSchema
 from store.errors import CorruptionError
+from store.fs import OsFileSystem
 from store.large import files as large_files
-from store.large.database import decode_descriptor
+from store.large.api import LargeMessageStore, check_body
+from store.large.database import (
+    MSG_EXTENSION,
+    DatabaseLargeMessages,
+    msg_name,
+    parse_row_name,
+)
+from store.large.files import FileLargeMessages
 from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
 from store.paging.files import ADDRESS_FILE, TOMBSTONE_SUFFIX
 from store.paging.format import FRAMING, page_file_name, page_number_of, scan_page
@@ -115,9 +125,13 @@ def file_paging(directory: str, options: DescribeOptions) -> Iterator[Entry]:
 
 def file_large_messages(directory: str) -> Iterator[Entry]:
     """Every ``<id>.msg`` (complete) and ``<id>.tmp`` (incomplete) body of ``directory``, by
-    id. Raises OSError when a file cannot be read."""
+    id. Each complete body is checked whole by the store's own reader (header, size, every
+    chunk's checksum: :func:`_checked`), so a truncated or damaged one carries an ``error``.
+    Raises OSError when the directory cannot be listed, StoreIOError when a body cannot be
+    read."""
     if not os.path.isdir(directory):
         return
+    lm = FileLargeMessages(directory, fs=OsFileSystem(), read_only=True)
     found = []
     for name in os.listdir(directory):
         stem, ext = os.path.splitext(name)
@@ -129,30 +143,29 @@ def file_large_messages(directory: str) -> Iterator[Entry]:
             message_id = None
         found.append((message_id if message_id is not None else 0, name, message_id))
     for _key, name, message_id in sorted(found):
-        path = os.path.join(directory, name)
         complete = name.endswith(large_files.MSG)
         size: int | None = None
         error = None
-        if complete:
-            size, error = _file_body_size(path, message_id)
+        if complete and message_id is not None:
+            size, error = _checked(lm, message_id)
         # An incomplete body's size is written only when it completes: None.
         yield LargeMessage(
             message_id=message_id, name=name, size=size, complete=complete, error=error
         )
 
 
-def _file_body_size(path: str, message_id: int | None) -> tuple[int | None, str | None]:
-    with open(path, "rb") as f:
-        head = f.read(large_files.HEADER_SIZE)
-    if len(head) < large_files.HEADER_SIZE:
-        return None, f"file of {len(head)} bytes has no complete header"
-    magic, _version, _reserved, _chunk, body_size, stored_id = large_files.HEADER.unpack_from(head)
-    (crc,) = large_files.HEADER_CRC.unpack_from(head, large_files.HEADER.size)
-    if magic != large_files.MAGIC or crc != zlib.crc32(head[: large_files.HEADER.size]):
-        return None, "header fails its magic or checksum"
-    if stored_id != message_id:
-        return int(body_size), f"header names message {stored_id}"
-    return int(body_size), None
+def _checked(lm: LargeMessageStore, message_id: int) -> tuple[int | None, str | None]:
+    """(size, error) of a complete body read whole: the size its header or descriptor
+    records (None when that is damaged) and what is wrong with it (None: nothing)."""
+    try:
+        size = lm.size(message_id)
+    except CorruptionError as exc:
+        return None, f"{exc.reason} (at body offset {exc.offset})"
+    try:
+        check_body(lm, message_id)
+    except CorruptionError as exc:
+        return size, f"{exc.reason} (at body offset {exc.offset})"
+    return size, None
 
 
 # -- database store ----------------------------------------------------------------------------
@@ -210,45 +223,45 @@ def database_paging(
 
 
 def database_large_messages(engine: Engine, schema: StoreSchema) -> Iterator[Entry]:
-    """Every body of the large-message table: complete ones (a descriptor row) and
-    incomplete ones (chunk rows without a descriptor), by id. Raises SQLAlchemyError."""
+    """Every body of the large-message table: complete ones (a descriptor row, each read
+    whole by the store's own reader: :func:`_checked`) and incomplete ones (chunk rows
+    without a descriptor), by id; a row whose filename or extension is NULL or not ours is
+    an entry of its own with an ``error`` naming its row id. Raises SQLAlchemyError /
+    StoreUnavailableError when the database fails."""
     t = schema.large_messages
     if t.name.lower() not in _existing(engine):
         return
     with engine.connect() as conn:
-        descriptors = conn.execute(
-            sa.select(t.c.filename, t.c.data).where(t.c.extension == "msg")
-        ).all()
-        chunk_names = conn.execute(
-            sa.select(t.c.filename).where(t.c.extension == "chunk")
-        ).scalars()
-        chunk_ids: dict[int, int] = {}
-        for name in chunk_names:
-            head = (name or "").split(".", 1)[0]
-            try:
-                mid = int(head)
-            except ValueError:
-                continue
-            chunk_ids[mid] = chunk_ids.get(mid, 0) + 1
+        rows = conn.execute(sa.select(t.c.id, t.c.filename, t.c.extension)).all()
         conn.rollback()
-    entries: dict[int, LargeMessage] = {}
-    for name, data in descriptors:
+    complete: set[int] = set()
+    chunk_rows: dict[int, int] = {}
+    bad: list[LargeMessage] = []
+    for row_id, filename, extension in rows:
         try:
-            mid = int((name or "").split(".", 1)[0])
-        except ValueError:
-            continue
-        try:
-            _chunk, size, _count = decode_descriptor(f"{t.name} {name}", mid, bytes(data or b""))
-            entries[mid] = LargeMessage(message_id=mid, name=name, size=size, complete=True)
+            row = parse_row_name(t.name, row_id, filename, extension)
         except CorruptionError as exc:
-            entries[mid] = LargeMessage(
-                message_id=mid, name=name, size=None, complete=True, error=exc.reason
+            name = filename if isinstance(filename, str) else f"row id {row_id}"
+            bad.append(
+                LargeMessage(
+                    message_id=None, name=name, size=None, complete=False, error=exc.reason
+                )
             )
-    for mid, count in chunk_ids.items():
-        if mid not in entries:
-            entries[mid] = LargeMessage(
-                message_id=mid, name=f"{mid}.*.chunk ({count} chunk rows)", size=None,
+            continue
+        if row.extension == MSG_EXTENSION:
+            complete.add(row.message_id)
+        else:
+            chunk_rows[row.message_id] = chunk_rows.get(row.message_id, 0) + 1
+    lm = DatabaseLargeMessages(engine, t, read_only=True)
+    for mid in sorted(complete | chunk_rows.keys()):
+        if mid in complete:
+            size, error = _checked(lm, mid)
+            yield LargeMessage(
+                message_id=mid, name=msg_name(mid), size=size, complete=True, error=error
+            )
+        else:
+            yield LargeMessage(
+                message_id=mid, name=f"{mid}.*.chunk ({chunk_rows[mid]} chunk rows)", size=None,
                 complete=False,
             )  # fmt: skip
-    for mid in sorted(entries):
-        yield entries[mid]
+    yield from bad

@@ -66,7 +66,9 @@ makes the body complete. Artemis's ``<id>.msg`` / ``msg`` name is the descriptor
 filename                   extension  data
 =========================  =========  ========================================================
 ``<id>.<k:09d>.chunk``     ``chunk``  chunk ``k`` (0-based) as a frame: CRC-32 (zlib, 4 bytes
-                                      little-endian) of the chunk's bytes, then the bytes
+                                      little-endian), then the bytes; the CRC covers ``<id>``
+                                      and ``k`` before the bytes (descriptor version 2,
+                                      :mod:`store.large.chunks`), the bytes alone (version 1)
 ``<id>.msg``               ``msg``    the descriptor below; present if and only if the body is
                                       complete (chunk rows without it are a body whose writer
                                       died; they are removed when the store opens)
@@ -83,7 +85,7 @@ Large-message descriptor (40 bytes, little-endian)
 Offset  Size  Field           Description
 ======  ====  ==============  ==============================================================
 0       4     magic           ``b"SLMD"``
-4       2     version         descriptor version, ``1``
+4       2     version         ``2`` (written), ``1`` (read): what chunk CRCs cover
 6       2     reserved        zero
 8       4     chunk_size      bytes per chunk (every chunk but the last is full)
 12      8     body_size       the body's length in bytes

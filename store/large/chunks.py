@@ -10,21 +10,37 @@ Frame (``CRC`` 4 bytes, then the payload)
 ======  ====  ==============  ==============================================================
 Offset  Size  Field           Description
 ======  ====  ==============  ==============================================================
-0       4     crc             CRC-32 (zlib) of ``payload``, unsigned little-endian
+0       4     crc             CRC-32 (zlib), unsigned little-endian: version 2, of the
+                              16-byte key (:data:`FRAME_KEY`: the message id, signed
+                              64-bit, then ``k``, unsigned 64-bit, both little-endian)
+                              followed by ``payload``; version 1, of ``payload`` alone
 4       n     payload         the chunk's body bytes (``n`` = ``chunk_size``, less for the
                               last chunk)
 ======  ====  ==============  ==============================================================
+
+The key is not stored: a reader knows which body and which chunk it asked for, and the CRC
+then fails for a frame that is in the wrong place. Version 1 bound only the payload, so two
+frames swapped within a file, or two chunk rows renamed, read back as valid, wrong bytes;
+version 2 (what every body is now written with) makes a chunk moved, swapped or copied from
+another body a checksum failure. The version is the body's (file header, database
+descriptor): a reader of a version 1 body checks its frames as version 1 did.
 
 Where a frame lives is the back-end's business (:mod:`store.large.files`: at a computed
 offset of one file; :mod:`store.large.database`: one row per chunk). The chunk size is
 recorded with every body (file header, database descriptor), so it may change between bodies
 and versions without making old bodies unreadable.
 
-A frame of chunk ``k`` is **valid** if and only if its length is ``4 + chunk_length(k)`` and
-its ``crc`` matches its payload. A reader checks every frame before it hands out one byte of
-it, so a damaged chunk raises :class:`~store.errors.CorruptionError` and never yields wrong
-bytes; the error's ``path`` names the body, its ``offset`` is the body offset of the chunk's
-first byte.
+A frame of chunk ``k`` of body ``id`` is **valid** if and only if:
+
+1. its length is ``4 + chunk_length(k)``;
+2. its ``crc`` matches: version 2, ``crc32(FRAME_KEY.pack(id, k) + payload)``; version 1,
+   ``crc32(payload)``.
+
+A reader checks every frame before it hands out one byte of it, so a damaged or misplaced
+chunk raises :class:`~store.errors.CorruptionError` and never yields wrong bytes; the error's
+``path`` names the body, its ``offset`` is the body offset of the chunk's first byte. A
+dropped chunk is caught by the back-end (the file's size, the missing row); a duplicated one
+by rule 2.
 
 :class:`ChunkBuffer` cuts what a writer writes into frames; :class:`ChunkedBody` is the raw
 reader a back-end wraps with :func:`open_body`. Memory: a writer holds one frame, a reader one
@@ -56,9 +72,11 @@ __all__ = [
     "ChunkBuffer",
     "ChunkedBody",
     "Frame",
+    "FRAME_KEY",
     "FramePool",
     "chunk_count",
     "chunk_length",
+    "frame_seed",
     "open_body",
     "settle_allocator",
 ]
@@ -67,6 +85,8 @@ __all__ = [
 CHUNK_SIZE: Final = 1 << 20
 #: The frame's checksum field.
 CRC: Final = struct.Struct("<I")
+#: The key a version 2 frame's checksum covers before its payload: message id, chunk index.
+FRAME_KEY: Final = struct.Struct("<qQ")
 #: The BufferedReader's buffer of an opened body: small reads are served from it, reads at
 #: least this large go straight into the caller's buffer.
 READ_BUFFER: Final = 64 * 1024
@@ -105,6 +125,15 @@ def settle_allocator() -> None:
 def chunk_count(size: int, chunk_size: int) -> int:
     """Returns how many chunks a body of ``size`` bytes has (0 for an empty body)."""
     return -(-size // chunk_size)
+
+
+def frame_seed(message_id: int | None, index: int) -> int:
+    """Returns the CRC-32 a frame's checksum starts from: that of :data:`FRAME_KEY` for
+    ``(message_id, index)`` (version 2), or 0 when ``message_id`` is None (version 1, the
+    payload alone). Raises struct.error for an id that is not signed 64-bit."""
+    if message_id is None:
+        return 0
+    return crc32(FRAME_KEY.pack(message_id, index))
 
 
 def chunk_length(index: int, size: int, chunk_size: int) -> int:
@@ -170,6 +199,9 @@ class ChunkBuffer:
     allocated when a write first needs one, from ``pool`` when given; :meth:`release` gives
     them back.
 
+    ``message_id`` is the body's: every frame's checksum covers it and the chunk's index
+    (version 2, module docstring); None writes version 1 frames (tests of the old format).
+
     Thread-safety: one thread at a time.
     """
 
@@ -181,6 +213,7 @@ class ChunkBuffer:
         buffers: int = 1,
         direct: Callable[[int, int, memoryview], None] | None = None,
         pool: FramePool | None = None,
+        message_id: int | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk size must be at least 1 byte, not {chunk_size}")
@@ -190,6 +223,7 @@ class ChunkBuffer:
         self._emit = emit
         self._direct = direct
         self._pool = pool
+        self._message_id = message_id
         self._frame_buffer: bytearray | None = None
         # The other buffer (buffers=2), allocated when the first frame is emitted.
         self._spare: bytearray | None = None
@@ -209,7 +243,8 @@ class ChunkBuffer:
         while view:
             if direct is not None and self._fill == 0 and len(view) >= self.chunk_size:
                 payload = view[: self.chunk_size]
-                direct(self.index, crc32(payload), payload)
+                seed = frame_seed(self._message_id, self.index)
+                direct(self.index, crc32(payload, seed), payload)
                 self.index += 1
                 self.size += self.chunk_size
                 view = view[self.chunk_size :]
@@ -248,7 +283,8 @@ class ChunkBuffer:
 
     def _sealed(self) -> memoryview:
         end = CRC.size + self._fill
-        CRC.pack_into(self._frame, 0, crc32(memoryview(self._frame)[CRC.size : end]))
+        seed = frame_seed(self._message_id, self.index)
+        CRC.pack_into(self._frame, 0, crc32(memoryview(self._frame)[CRC.size : end], seed))
         return memoryview(self._frame)[:end]
 
     def finish(self) -> memoryview | None:
@@ -274,8 +310,10 @@ class ChunkedBody(io.RawIOBase):
     ``fetch(k)`` and is verified before any of it is returned.
 
     ``path`` names the body in errors; ``on_close`` releases what the back-end holds for
-    this reader (a file handle). Reads raise CorruptionError for an invalid frame (see the
-    module docstring) and what ``fetch`` raises. Memory: the current chunk's frame.
+    this reader (a file handle); ``message_id`` is the body's for a version 2 body (each
+    frame's checksum covers it and the chunk's index), None for a version 1 body. Reads raise
+    CorruptionError for an invalid frame (see the module docstring) and what ``fetch``
+    raises. Memory: the current chunk's frame.
 
     Thread-safety: one thread at a time.
     """
@@ -288,8 +326,10 @@ class ChunkedBody(io.RawIOBase):
         chunk_size: int,
         fetch: Callable[[int], Frame],
         on_close: Callable[[], None] | None = None,
+        message_id: int | None = None,
     ) -> None:
         super().__init__()
+        self.message_id = message_id
         self.path = path
         self.size = size
         self.chunk_size = chunk_size
@@ -356,13 +396,13 @@ class ChunkedBody(io.RawIOBase):
             )
         (stored,) = CRC.unpack_from(frame)
         payload = frame[CRC.size :]
-        actual = crc32(payload)
+        actual = crc32(payload, frame_seed(self.message_id, index))
         if stored != actual:
             raise CorruptionError(
                 self.path,
                 offset,
                 f"chunk {index} fails its checksum (stored {stored:#010x}, computed "
-                f"{actual:#010x})",
+                f"{actual:#010x}): damaged, or a chunk of another place or body",
                 hint="the body is damaged; delete it or restore it from a backup",
             )
         self._payload = payload

@@ -20,6 +20,16 @@ nothing is ever appended to a growing blob):
   once; a body whose process died leaves chunk rows without a descriptor, deleted when the
   store next opens. ``delete`` removes the descriptor and every chunk row in one transaction.
 
+Integrity (DESIGN §7.1): every chunk's checksum covers the message id and the chunk's index
+(descriptor version 2, :mod:`store.large.chunks`), so two chunk rows whose filenames were
+swapped, or a row copied from another body, read as a CorruptionError rather than wrong
+bytes; a version 1 descriptor (written before) marks a body whose chunks are checked as they
+were written, by their bytes alone. A NULL, or a value of the wrong type (SQLite keeps what it
+is given), in ``filename``, ``extension`` or ``data`` is a CorruptionError naming the table
+and the row's ``id``, never a TypeError: at open for a row whose body cannot be told (a bad
+``filename`` or ``extension``: the sweep of incomplete bodies cannot know whose it is, and
+removes nothing it cannot prove incomplete), when the body is read for a bad ``data``.
+
 Reading chunk ``k`` is one select by ``filename`` (indexed) on a connection taken from the
 pool for that select. Database errors become :class:`~store.errors.StoreUnavailableError`
 naming the table and the step (parameters never shown); nothing is retried. The HA fence, when
@@ -39,7 +49,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO, Final, TypeVar
+from typing import Any, BinaryIO, Final, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -58,6 +68,7 @@ from store.large.chunks import (
     CHUNK_SIZE,
     ChunkBuffer,
     ChunkedBody,
+    Frame,
     FramePool,
     chunk_count,
     open_body,
@@ -69,17 +80,24 @@ __all__ = [
     "CHUNK_EXTENSION",
     "DESCRIPTOR",
     "DESCRIPTOR_CRC",
+    "VERSION",
     "DatabaseLargeMessages",
+    "Descriptor",
     "MSG_EXTENSION",
+    "RowName",
     "chunk_name",
+    "decode_descriptor",
     "encode_descriptor",
+    "parse_row_name",
 ]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 MAGIC: Final = b"SLMD"
-VERSION: Final = 1
+#: The descriptor version new bodies get (2: chunk checksums bind id and index); 1 is read.
+VERSION: Final = 2
+VERSIONS: Final = (1, 2)
 #: magic, version, reserved, chunk_size, body_size, message_id, chunk_count
 DESCRIPTOR: Final = struct.Struct("<4sHHIQqQ")
 DESCRIPTOR_CRC: Final = struct.Struct("<I")
@@ -99,16 +117,47 @@ def chunk_name(message_id: int, index: int) -> str:
     return f"{message_id}.{index:09d}.{CHUNK_EXTENSION}"
 
 
-def encode_descriptor(message_id: int, chunk_size: int, body_size: int) -> bytes:
-    """Returns the descriptor of a complete body. Raises struct.error for a bad field."""
+class Descriptor(NamedTuple):
+    """What a valid descriptor says (:func:`decode_descriptor`). Immutable."""
+
+    chunk_size: int
+    body_size: int
+    chunk_count: int
+    version: int
+    message_id: int
+
+    @property
+    def frame_key(self) -> int | None:
+        """The message id a chunk's checksum covers (version 2), or None (version 1)."""
+        return None if self.version == 1 else self.message_id
+
+
+class RowName(NamedTuple):
+    """A row's filename and extension, parsed (:func:`parse_row_name`). Immutable."""
+
+    message_id: int
+    extension: str  # MSG_EXTENSION or CHUNK_EXTENSION
+    chunk: int  # the chunk's index; -1 for a descriptor
+
+
+def encode_descriptor(
+    message_id: int, chunk_size: int, body_size: int, *, version: int = VERSION
+) -> bytes:
+    """Returns the descriptor of a complete body (``version``: tests of an old format only).
+    Raises struct.error for a bad field."""
     count = chunk_count(body_size, chunk_size)
-    head = DESCRIPTOR.pack(MAGIC, VERSION, 0, chunk_size, body_size, message_id, count)
+    head = DESCRIPTOR.pack(MAGIC, version, 0, chunk_size, body_size, message_id, count)
     return head + DESCRIPTOR_CRC.pack(zlib.crc32(head))
 
 
-def decode_descriptor(path: str, message_id: int, data: bytes) -> tuple[int, int, int]:
-    """Returns (chunk_size, body_size, chunk_count) of a valid descriptor. Raises
-    CorruptionError (offset 0) naming what is wrong."""
+def decode_descriptor(path: str, message_id: int, data: object) -> Descriptor:
+    """Returns what a valid descriptor says. Raises CorruptionError (offset 0) naming what is
+    wrong: a NULL or a value that is not bytes included."""
+    if data is None:
+        raise CorruptionError(path, 0, "descriptor row has a NULL data")
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CorruptionError(path, 0, f"descriptor data is a {type(data).__name__}, not bytes")
+    data = bytes(data)
     if len(data) != DESCRIPTOR_SIZE:
         raise CorruptionError(path, 0, f"descriptor of {len(data)} bytes, not {DESCRIPTOR_SIZE}")
     magic, version, _reserved, chunk_size, body_size, stored_id, count = DESCRIPTOR.unpack_from(
@@ -117,13 +166,48 @@ def decode_descriptor(path: str, message_id: int, data: bytes) -> tuple[int, int
     (crc,) = DESCRIPTOR_CRC.unpack_from(data, DESCRIPTOR.size)
     if magic != MAGIC or crc != zlib.crc32(data[: DESCRIPTOR.size]):
         raise CorruptionError(path, 0, "descriptor fails its magic or checksum")
-    if version != VERSION:
+    if version not in VERSIONS:
         raise CorruptionError(path, 0, f"unknown descriptor version {version}")
     if stored_id != message_id or chunk_size < 1 or count != chunk_count(body_size, chunk_size):
         raise CorruptionError(
             path, 0, f"descriptor names message {stored_id}, {count} chunks of {chunk_size}"
         )
-    return chunk_size, body_size, count
+    return Descriptor(chunk_size, body_size, count, version, message_id)
+
+
+def parse_row_name(table: str, row_id: object, filename: object, extension: object) -> RowName:
+    """Returns whose row this is: ``<id>.msg`` / ``msg`` or ``<id>.<k:09d>.chunk`` /
+    ``chunk``, and nothing else. Raises CorruptionError (``path`` the table, ``offset`` the
+    row's id) for a NULL, a value that is not a string, an unknown extension, a filename not
+    of that form or not of that extension."""
+    where = int(row_id) if isinstance(row_id, int) else -1
+
+    def bad(reason: str) -> CorruptionError:
+        return CorruptionError(
+            table,
+            where,
+            f"row id {row_id}: {reason}",
+            hint="not a row this store wrote; restore the table, or delete the row once its "
+            "body is known to be gone",
+        )
+
+    if not isinstance(filename, str):
+        raise bad("filename is NULL" if filename is None else f"filename is {filename!r}")
+    if extension not in (MSG_EXTENSION, CHUNK_EXTENSION):
+        raise bad("extension is NULL" if extension is None else f"extension is {extension!r}")
+    parts = filename.split(".")
+    try:
+        if extension == MSG_EXTENSION and len(parts) == 2 and parts[1] == MSG_EXTENSION:
+            mid = int(parts[0])
+            if msg_name(mid) == filename:
+                return RowName(mid, MSG_EXTENSION, -1)
+        elif extension == CHUNK_EXTENSION and len(parts) == 3:
+            mid, index = int(parts[0]), int(parts[1])
+            if chunk_name(mid, index) == filename and index >= 0:
+                return RowName(mid, CHUNK_EXTENSION, index)
+    except ValueError:
+        pass
+    raise bad(f"filename {filename!r} is not a {extension} row's name")
 
 
 def _var(name: str) -> sa.BindParameter[Any]:
@@ -151,17 +235,20 @@ class _LargeSQL:
         values = {"filename": _var("f"), "extension": _var("e"), "data": sa.bindparam("d")}
         self.insert = Compiled(sa.insert(table).values(values).inline(), dialect, ("f", "e", "d"))
         by_name = c.filename == _var("f")
-        self.data = Compiled(sa.select(c.data).where(by_name), dialect, ("f",))
+        self.data = Compiled(sa.select(c.id, c.data).where(by_name), dialect, ("f",))
         # A body's descriptor and its chunk 0 in one round trip (what ``open`` needs first).
         self.head = Compiled(
-            sa.select(c.filename, c.data).where(c.filename.in_([_var("f"), _var("g")])),
+            sa.select(c.id, c.filename, c.data).where(c.filename.in_([_var("f"), _var("g")])),
             dialect,
             ("f", "g"),
         )
         self.exists = Compiled(sa.select(c.id).where(by_name), dialect, ("f",))
         self.names = Compiled(
-            sa.select(c.filename).where(c.extension == _var("e")), dialect, ("e",)
+            sa.select(c.id, c.filename, c.extension).where(c.extension == _var("e")),
+            dialect,
+            ("e",),
         )
+        self.all_names = Compiled(sa.select(c.id, c.filename, c.extension), dialect, ())
         self.delete = Compiled(sa.delete(table).where(by_name), dialect, ("f",))
 
     def begin_write(self, conn: Any) -> None:
@@ -208,7 +295,7 @@ class _DatabaseWriter(LargeMessageWriter):
         self.message_id = message_id
         self._owner = owner
         self._lock = threading.Lock()
-        self._chunks = ChunkBuffer(chunk_size, self._emit, pool=owner.frames)
+        self._chunks = ChunkBuffer(chunk_size, self._emit, pool=owner.frames, message_id=message_id)
         self._done = False
 
     def _emit(self, index: int, frame: memoryview) -> None:
@@ -267,12 +354,20 @@ class _DatabaseWriter(LargeMessageWriter):
 class DatabaseLargeMessages(LargeMessageStore):
     """Bodies as rows of ``table`` on ``engine`` (see module docstring).
 
-    Opening removes the rows of bodies that never completed. ``fence`` runs first in every
-    write transaction (the HA lease check). Raises StoreUnavailableError when the database
-    cannot be used.
+    Opening removes the rows of bodies that never completed; ``read_only`` (the offline tools)
+    opens without reading or removing anything, and then ``create`` and ``delete`` raise
+    StoreError. ``fence`` runs first in every write transaction (the HA lease check). Raises
+    StoreUnavailableError when the database cannot be used.
     """
 
-    def __init__(self, engine: Engine, table: sa.Table, *, fence: Fence | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        table: sa.Table,
+        *,
+        fence: Fence | None = None,
+        read_only: bool = False,
+    ) -> None:
         self.engine = engine
         self.table = table
         self._sql = _LargeSQL(table, engine.dialect)
@@ -291,8 +386,11 @@ class DatabaseLargeMessages(LargeMessageStore):
         # removes bodies, and create() need not ask the database (one round trip per body).
         self._complete: set[int] = set()
         self._closed = False
-        self.chunk_size: int = self._run("read settings", self._sql.chunk_size)
-        self._remove_incomplete()
+        self.read_only = read_only
+        self.chunk_size: int = CHUNK_SIZE
+        if not read_only:
+            self.chunk_size = self._run("read settings", self._sql.chunk_size)
+            self._remove_incomplete()
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -372,9 +470,6 @@ class DatabaseLargeMessages(LargeMessageStore):
 
         self._run(step, work, write=True)
 
-    def _select(self, step: str, query: Compiled, param: str) -> list[Any]:
-        return [row[0] for row in self._rows(step, query, (param,))]
-
     def _rows(self, step: str, query: Compiled, params: tuple[str, ...]) -> list[Any]:
         def work(conn: Any) -> list[Any]:
             binary = query is self._sql.data or query is self._sql.head
@@ -387,14 +482,26 @@ class DatabaseLargeMessages(LargeMessageStore):
 
         return self._run(step, work)
 
+    def _names(self, step: str, extension: str | None) -> list[RowName]:
+        """Every row of ``extension`` (None: every row), parsed. Raises CorruptionError naming
+        the first row whose filename or extension is NULL or not ours, and as :meth:`_run`."""
+        if extension is None:
+            rows = self._rows(step, self._sql.all_names, ())
+        else:
+            rows = self._rows(step, self._sql.names, (extension,))
+        return [parse_row_name(self.table.name, *row) for row in rows]
+
     def _remove_incomplete(self) -> None:
-        complete = {_id_of(n) for n in self._select("list bodies", self._sql.names, MSG_EXTENSION)}
-        self._complete = {i for i in complete if i is not None}
+        """Delete the chunk rows of bodies without a descriptor (a writer that died). Every
+        row is parsed first: one whose owner cannot be told stops the open (CorruptionError,
+        module docstring) before anything is deleted."""
+        rows = self._names("list rows", None)
+        complete = {r.message_id for r in rows if r.extension == MSG_EXTENSION}
+        self._complete = complete
         orphans: dict[int, list[str]] = {}
-        for name in self._select("list chunks", self._sql.names, CHUNK_EXTENSION):
-            owner = _id_of(name)
-            if owner is not None and owner not in complete:
-                orphans.setdefault(owner, []).append(name)
+        for r in rows:
+            if r.extension == CHUNK_EXTENSION and r.message_id not in complete:
+                orphans.setdefault(r.message_id, []).append(chunk_name(r.message_id, r.chunk))
         for names in orphans.values():
             self.delete_rows("remove incomplete body", names)
         if orphans:
@@ -425,6 +532,10 @@ class DatabaseLargeMessages(LargeMessageStore):
             if completed:
                 self._complete.add(message_id)
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"large messages in table {self.table.name}: opened read-only")
+
     def path(self, message_id: int) -> str:
         """Returns how errors name a body: ``<table>/<id>.msg``. Raises nothing."""
         return f"{self.table.name}/{msg_name(message_id)}"
@@ -433,6 +544,7 @@ class DatabaseLargeMessages(LargeMessageStore):
         check_message_id(message_id)
         with self._lock:
             self.check_open()
+            self._check_writable()
             if message_id in self._writers or message_id in self._dirty:
                 raise StoreError(f"large message {message_id} already has a body being written")
             if message_id in self._complete:
@@ -441,75 +553,97 @@ class DatabaseLargeMessages(LargeMessageStore):
             self._writers[message_id] = writer
         return writer
 
-    def _descriptor(self, message_id: int) -> tuple[int, int, int]:
+    def _descriptor(self, message_id: int) -> Descriptor:
         check_message_id(message_id)
         self.check_open()
-        found = self._select("read descriptor", self._sql.data, msg_name(message_id))
+        found = self._rows("read descriptor", self._sql.data, (msg_name(message_id),))
         return self._decode(message_id, found)
 
-    def _decode(self, message_id: int, found: list[Any]) -> tuple[int, int, int]:
+    def _decode(self, message_id: int, found: list[Any]) -> Descriptor:
+        """The descriptor of ``found`` (its rows as (id, data)). Raises UnknownRecordError for
+        none, CorruptionError for several or a bad one (naming its row id)."""
         if not found:
             raise UnknownRecordError(f"large message {message_id} has no complete body")
-        if len(found) > 1:
-            raise CorruptionError(self.path(message_id), 0, f"{len(found)} descriptor rows")
-        return decode_descriptor(self.path(message_id), message_id, bytes(found[0]))
-
-    def _fetch(self, message_id: int, index: int) -> bytes:
-        self.check_open()
-        found = self._select("read chunk", self._sql.data, chunk_name(message_id, index))
-        if len(found) == 1:
-            return bytes(found[0])
         path = self.path(message_id)
-        if not found and not self._select("check body", self._sql.exists, msg_name(message_id)):
-            raise UnknownRecordError(f"large message {message_id} was deleted while being read")
-        raise CorruptionError(
-            path, index * self._chunk_size_of(message_id), f"{len(found)} rows for chunk {index}"
-        )
-
-    def _chunk_size_of(self, message_id: int) -> int:
+        if len(found) > 1:
+            raise CorruptionError(path, 0, f"{len(found)} descriptor rows")
+        row_id, data = found[0]
         try:
-            return self._descriptor(message_id)[0]
-        except StoreError:
-            return self.chunk_size
+            return decode_descriptor(path, message_id, data)
+        except CorruptionError as exc:
+            raise CorruptionError(path, 0, f"row id {row_id}: {exc.reason}") from None
+
+    def _fetch(self, message_id: int, index: int, chunk_size: int) -> Frame:
+        self.check_open()
+        found = self._rows("read chunk", self._sql.data, (chunk_name(message_id, index),))
+        if len(found) == 1:
+            return self._frame(message_id, index, chunk_size, found[0])
+        path = self.path(message_id)
+        if not found and not self._rows("check body", self._sql.exists, (msg_name(message_id),)):
+            raise UnknownRecordError(f"large message {message_id} was deleted while being read")
+        raise CorruptionError(path, index * chunk_size, f"{len(found)} rows for chunk {index}")
+
+    def _frame(self, message_id: int, index: int, chunk_size: int, row: Any) -> Frame:
+        """The frame in chunk row ``row`` (id, data). Raises CorruptionError at the chunk's
+        body offset, naming the row, for a NULL or a value that is not bytes."""
+        row_id, data = row
+        if isinstance(data, bytes | bytearray | memoryview):
+            return data
+        what = "NULL" if data is None else f"a {type(data).__name__}, not bytes"
+        raise CorruptionError(
+            self.path(message_id),
+            index * chunk_size,
+            f"chunk {index} (row id {row_id}): data is {what}",
+            hint="the body is damaged; delete it or restore it from a backup",
+        )
 
     def open(self, message_id: int) -> BinaryIO:
         check_message_id(message_id)
         self.check_open()
         descriptor, first = msg_name(message_id), chunk_name(message_id, 0)
         rows = self._rows("read descriptor", self._sql.head, (descriptor, first))
-        chunk_size, body_size, _count = self._decode(
-            message_id, [data for name, data in rows if name == descriptor]
+        found = self._decode(
+            message_id, [(rid, data) for rid, name, data in rows if name == descriptor]
         )
+        chunk_size = found.chunk_size
         # Chunk 0 came with the descriptor: the reader's first fetch takes it (once).
-        ahead = [bytes(data) for name, data in rows if name == first]
+        ahead = [(rid, data) for rid, name, data in rows if name == first]
         if len(ahead) != 1:
             ahead = []  # none, or duplicates that the fetch reports as corruption
 
-        def fetch(index: int) -> bytes:
+        def fetch(index: int) -> Frame:
             if index == 0 and ahead:
-                return ahead.pop()
-            return self._fetch(message_id, index)
+                return self._frame(message_id, 0, chunk_size, ahead.pop())
+            return self._fetch(message_id, index, chunk_size)
 
         raw = ChunkedBody(
-            path=self.path(message_id), size=body_size, chunk_size=chunk_size, fetch=fetch
+            path=self.path(message_id),
+            size=found.body_size,
+            chunk_size=chunk_size,
+            fetch=fetch,
+            message_id=found.frame_key,
         )
         return open_body(raw)
 
     def size(self, message_id: int) -> int:
-        return self._descriptor(message_id)[1]
+        return self._descriptor(message_id).body_size
 
     def delete(self, message_id: int) -> None:
         check_message_id(message_id)
         self.check_open()
+        self._check_writable()
         try:
-            count = self._descriptor(message_id)[2]
+            count = self._descriptor(message_id).chunk_count
             names = [chunk_name(message_id, k) for k in range(count)]
         except CorruptionError:  # the descriptor cannot say how many: find the chunk rows
-            names = [
-                n
-                for n in self._select("list chunks", self._sql.names, CHUNK_EXTENSION)
-                if _id_of(n) == message_id
-            ]
+            names = []
+            for row in self._rows("list chunks", self._sql.names, (CHUNK_EXTENSION,)):
+                try:
+                    r = parse_row_name(self.table.name, *row)
+                except CorruptionError:
+                    continue  # not this body's (whose it is, nobody can tell)
+                if r.message_id == message_id:
+                    names.append(chunk_name(message_id, r.chunk))
         # The descriptor goes first: a concurrent delete of the same body finds it gone.
         try:
             self.delete_rows("delete body", names, first=msg_name(message_id))
@@ -521,9 +655,10 @@ class DatabaseLargeMessages(LargeMessageStore):
             self._complete.discard(message_id)
 
     def ids(self) -> list[int]:
+        """Ids of complete bodies, ascending. Raises CorruptionError for a descriptor row
+        whose filename is NULL or not ours, and StoreUnavailableError."""
         self.check_open()
-        names = self._select("list bodies", self._sql.names, MSG_EXTENSION)
-        return sorted(i for i in map(_id_of, names) if i is not None)
+        return sorted(r.message_id for r in self._names("list bodies", MSG_EXTENSION))
 
     def close(self) -> None:
         with self._lock:
@@ -536,14 +671,6 @@ class DatabaseLargeMessages(LargeMessageStore):
 
     def __repr__(self) -> str:
         return f"DatabaseLargeMessages({self.table.name!r}, closed={self._closed})"
-
-
-def _id_of(filename: str) -> int | None:
-    """The message id at the front of a row's filename, or None for a name not ours."""
-    try:
-        return int(filename.split(".", 1)[0])
-    except ValueError:
-        return None
 
 
 def _rollback_quietly(conn: Any) -> None:

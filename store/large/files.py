@@ -1,5 +1,7 @@
 """Large messages of the file store: one file per body in ``large-messages-directory``,
-format version 1. No other module reads or writes these files.
+format version 2 (version 1 bodies are still read). No other module reads or writes these
+files; :mod:`store.data` checks them through :func:`check_header` and
+:meth:`FileLargeMessages.open`.
 
 All integers are little-endian. A body being written is ``<id>.tmp``; a complete one is
 ``<id>.msg`` (Artemis's name, the id in plain decimal, ``-`` for negative ids: unlike the
@@ -12,7 +14,7 @@ File header (``HEADER``, 32 bytes)
 Offset  Size  Field           Description
 ======  ====  ==============  ==============================================================
 0       4     magic           ``b"SLMB"``
-4       2     version         format version, ``1``
+4       2     version         format version: ``2`` (written), ``1`` (still read)
 6       2     reserved        zero
 8       4     chunk_size      bytes per chunk (every chunk but the last is full)
 12      8     body_size       the body's length in bytes, written when the body completes
@@ -21,15 +23,18 @@ Offset  Size  Field           Description
 ======  ====  ==============  ==============================================================
 
 Chunk ``k`` follows at offset ``32 + k * (4 + chunk_size)`` as a frame of
-:mod:`store.large.chunks` (``crc32 | bytes``); the file ends right after the last frame.
+:mod:`store.large.chunks` (``crc32 | bytes``); the file ends right after the last frame. In a
+version 2 file each frame's checksum covers ``message_id`` and ``k`` as well as its bytes, so
+two frames swapped within the file (or a frame copied from another body) fail it; version 1
+frames cover their bytes only, which is the whole difference between the two versions.
 
 A ``.msg`` file of size ``S`` named ``<id>.msg`` is **valid** if and only if:
 
-1. ``S >= 32``, ``magic`` and ``version`` are as above and ``header_crc`` matches;
+1. ``S >= 32``, ``magic`` is as above, ``header_crc`` matches and ``version`` is 1 or 2;
 2. ``message_id`` is ``id`` and ``chunk_size >= 1``;
 3. ``S == 32 + 4 * ceil(body_size / chunk_size) + body_size`` (a shorter file was truncated:
    a body is never silently short);
-4. and each of its frames is valid (checked as it is read).
+4. and each of its frames is valid for the header's version (checked as it is read).
 
 A file that breaks 1-3 raises :class:`~store.errors.CorruptionError` from ``open`` and
 ``size`` (``offset`` 0 for the header, else the body offset of the first chunk the file does
@@ -42,10 +47,12 @@ a frame but written from the caller's bytes, its checksum and its payload in two
 ``fdatasync``\\ s the file, renames ``<id>.tmp`` to ``<id>.msg`` and syncs the directory, so
 a ``.msg`` file is always complete and durable. Every ``.tmp`` file left by a process that
 died mid-write is deleted when the store opens (as Artemis does). An aborted body's ``.tmp``
-is deleted at once.
+is deleted at once. ``delete`` removes ``<id>.msg`` and syncs the directory before it
+returns, so a crash after it cannot bring the body back (``tests/large/test_file_faults.py``).
 
 Versioning: a reader refuses a version it does not know (CorruptionError naming it); a new
-version gets a new number and this module keeps reading the old ones.
+version gets a new number and this module keeps reading the old ones. Version 2 changed only
+what a frame's checksum covers (above); the header's layout is version 1's.
 
 All I/O goes through the :mod:`store.fs` seam the file store was opened with; a reader of a
 real file (``fs.native``) reads chunks with ``preadv`` on its descriptor into one reused buffer.
@@ -63,7 +70,7 @@ import os
 import struct
 import threading
 import zlib
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, NamedTuple
 
 from store.errors import (
     CorruptionError,
@@ -87,12 +94,24 @@ from store.large.chunks import (
 )
 from store.large.memory import check_message_id
 
-__all__ = ["HEADER", "HEADER_CRC", "HEADER_SIZE", "MAGIC", "FileLargeMessages", "encode_header"]
+__all__ = [
+    "HEADER",
+    "HEADER_CRC",
+    "HEADER_SIZE",
+    "MAGIC",
+    "VERSION",
+    "BodyHeader",
+    "FileLargeMessages",
+    "check_header",
+    "encode_header",
+]
 
 _log = logging.getLogger(__name__)
 
 MAGIC: Final = b"SLMB"
-VERSION: Final = 1
+#: The version new bodies are written with; :data:`VERSIONS` are read.
+VERSION: Final = 2
+VERSIONS: Final = (1, 2)
 #: magic, version, reserved, chunk_size, body_size, message_id
 HEADER: Final = struct.Struct("<4sHHIQq")
 HEADER_CRC: Final = struct.Struct("<I")
@@ -101,9 +120,26 @@ MSG: Final = ".msg"
 TMP: Final = ".tmp"
 
 
-def encode_header(message_id: int, chunk_size: int, body_size: int) -> bytes:
-    """Returns the 32-byte header of a complete body. Raises struct.error for a bad field."""
-    head = HEADER.pack(MAGIC, VERSION, 0, chunk_size, body_size, message_id)
+class BodyHeader(NamedTuple):
+    """What a valid header says (:func:`check_header`). Immutable."""
+
+    chunk_size: int
+    body_size: int
+    version: int
+    message_id: int
+
+    @property
+    def frame_key(self) -> int | None:
+        """The message id a frame's checksum covers (version 2), or None (version 1)."""
+        return None if self.version == 1 else self.message_id
+
+
+def encode_header(
+    message_id: int, chunk_size: int, body_size: int, *, version: int = VERSION
+) -> bytes:
+    """Returns the 32-byte header of a complete body (``version``: tests of an old format
+    only). Raises struct.error for a bad field."""
+    head = HEADER.pack(MAGIC, version, 0, chunk_size, body_size, message_id)
     return head + HEADER_CRC.pack(zlib.crc32(head))
 
 
@@ -112,8 +148,11 @@ def frame_offset(index: int, chunk_size: int) -> int:
     return HEADER_SIZE + index * (CRC.size + chunk_size)
 
 
-def _check_header(path: str, message_id: int, data: bytes, file_size: int) -> tuple[int, int]:
-    """Returns (chunk_size, body_size) of a valid file (rules 1-3). Raises CorruptionError."""
+def check_header(path: str, message_id: int, data: bytes, file_size: int) -> BodyHeader:
+    """Returns what the header of a valid file says (rules 1-3): ``data`` is the file's
+    first :data:`HEADER_SIZE` bytes (or all it has), ``file_size`` its size. Raises
+    CorruptionError (``offset`` 0 for the header, else the body offset of the first chunk the
+    file does not hold whole)."""
     if len(data) < HEADER_SIZE:
         raise CorruptionError(path, 0, f"file of {file_size} bytes has no complete header")
     magic, version, _reserved, chunk_size, body_size, stored_id = HEADER.unpack_from(data)
@@ -122,7 +161,7 @@ def _check_header(path: str, message_id: int, data: bytes, file_size: int) -> tu
         raise CorruptionError(path, 0, f"not a large-message file (magic {magic!r})")
     if crc != zlib.crc32(data[: HEADER.size]):
         raise CorruptionError(path, 0, "header fails its checksum")
-    if version != VERSION:
+    if version not in VERSIONS:
         raise CorruptionError(path, 0, f"unknown format version {version}")
     if stored_id != message_id or chunk_size < 1:
         raise CorruptionError(path, 0, f"header names message {stored_id}, chunk {chunk_size}")
@@ -141,7 +180,7 @@ def _check_header(path: str, message_id: int, data: bytes, file_size: int) -> tu
             f"file holds {file_size} bytes, a body of {body_size} needs {expected}"
             + (" (truncated)" if file_size < expected else ""),
         )
-    return chunk_size, body_size
+    return BodyHeader(chunk_size, body_size, version, message_id)
 
 
 _pool_lock = threading.Lock()
@@ -172,7 +211,12 @@ class _FileWriter(LargeMessageWriter):
         self._handle: FileHandle | None = handle
         self._lock = threading.Lock()
         self._chunks = ChunkBuffer(
-            chunk_size, self._emit, buffers=2, direct=self._direct, pool=owner.frames
+            chunk_size,
+            self._emit,
+            buffers=2,
+            direct=self._direct,
+            pool=owner.frames,
+            message_id=message_id,
         )
         # The pwrite of the frame emitted last, running while the next frame fills.
         self._writing: concurrent.futures.Future[None] | None = None
@@ -268,11 +312,20 @@ class _FileWriter(LargeMessageWriter):
 class FileLargeMessages(LargeMessageStore):
     """Bodies as files in ``directory`` (see module docstring); created if missing.
 
-    ``chunk_size`` is what new bodies are written with. Opening deletes every ``.tmp`` file.
-    Raises StoreIOError when the directory cannot be created, listed or cleaned.
+    ``chunk_size`` is what new bodies are written with. Opening deletes every ``.tmp`` file;
+    ``read_only`` (the offline tools) opens without creating or cleaning anything, and then
+    ``create`` and ``delete`` raise StoreError. Raises StoreIOError when the directory cannot
+    be created, listed or cleaned.
     """
 
-    def __init__(self, directory: str, *, fs: FileSystem, chunk_size: int = CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        directory: str,
+        *,
+        fs: FileSystem,
+        chunk_size: int = CHUNK_SIZE,
+        read_only: bool = False,
+    ) -> None:
         self.directory = directory
         self.fs = fs
         self.chunk_size = chunk_size
@@ -283,6 +336,9 @@ class FileLargeMessages(LargeMessageStore):
         self.frames = FramePool()
         settle_allocator()
         self._closed = False
+        self.read_only = read_only
+        if read_only:
+            return
         fs.makedirs(directory)
         stale = [n for n in fs.listdir(directory) if n.endswith(TMP)]
         for name in stale:
@@ -301,6 +357,10 @@ class FileLargeMessages(LargeMessageStore):
         if self._closed:
             raise JournalClosedError("the large-message store is closed")
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"large messages in {self.directory}: opened read-only")
+
     def finished(self, message_id: int, writer: _FileWriter) -> None:
         """Forget the writer of ``message_id`` (completed or aborted). Raises nothing."""
         with self._lock:
@@ -312,6 +372,7 @@ class FileLargeMessages(LargeMessageStore):
         tmp, msg = self.paths(message_id)
         with self._lock:
             self.check_open()
+            self._check_writable()
             if message_id in self._writers or self.fs.exists(msg):
                 raise StoreError(f"large message {message_id} already has a body")
             handle = self.fs.open(tmp, create=True)
@@ -324,9 +385,9 @@ class FileLargeMessages(LargeMessageStore):
             self._writers[message_id] = writer
         return writer
 
-    def _open(self, message_id: int) -> tuple[FileHandle, int, int]:
-        """Returns (handle, chunk_size, body_size) of a valid complete body. Raises
-        UnknownRecordError, CorruptionError, StoreIOError."""
+    def _open(self, message_id: int) -> tuple[FileHandle, BodyHeader]:
+        """Returns (handle, header) of a valid complete body. Raises UnknownRecordError,
+        CorruptionError, StoreIOError."""
         check_message_id(message_id)
         self.check_open()
         _tmp, msg = self.paths(message_id)
@@ -340,16 +401,15 @@ class FileLargeMessages(LargeMessageStore):
             raise
         try:
             size = handle.size()
-            chunk_size, body_size = _check_header(
-                msg, message_id, handle.pread(HEADER_SIZE, 0), size
-            )
+            header = check_header(msg, message_id, handle.pread(HEADER_SIZE, 0), size)
         except BaseException:
             handle.close()
             raise
-        return handle, chunk_size, body_size
+        return handle, header
 
     def open(self, message_id: int) -> BinaryIO:
-        handle, chunk_size, body_size = self._open(message_id)
+        handle, header = self._open(message_id)
+        chunk_size, body_size = header.chunk_size, header.body_size
         native = handle if self.fs.native and isinstance(handle, OsFileHandle) else None
         # A real file is read into one frame buffer reused for every chunk (the reader holds
         # one chunk at a time): a fresh 1 MiB object per chunk cost page faults and a copy.
@@ -380,17 +440,19 @@ class FileLargeMessages(LargeMessageStore):
             chunk_size=chunk_size,
             fetch=fetch,
             on_close=close,
+            message_id=header.frame_key,
         )
         return open_body(raw)
 
     def size(self, message_id: int) -> int:
-        handle, _chunk_size, body_size = self._open(message_id)
+        handle, header = self._open(message_id)
         handle.close()
-        return body_size
+        return header.body_size
 
     def delete(self, message_id: int) -> None:
         check_message_id(message_id)
         self.check_open()
+        self._check_writable()
         _tmp, msg = self.paths(message_id)
         if not self.fs.exists(msg):
             raise UnknownRecordError(f"large message {message_id} has no complete body")

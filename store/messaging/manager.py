@@ -56,6 +56,7 @@ from store.errors import (
     JournalStateError,
     StoreError,
     UnknownQueueError,
+    UnknownRecordError,
 )
 from store.messaging import records as r
 from store.messaging.bodies import store_body
@@ -529,7 +530,9 @@ class StorageManager:
         for mid in ids:
             try:
                 self._large.delete(mid)
-            except StoreError as exc:  # already gone, or the store failed: the load sweeps it
+            except UnknownRecordError:  # swept already (loader._large_bodies): nothing left
+                log.debug("large body %d already deleted", mid)
+            except StoreError as exc:  # the store failed: the load sweeps it
                 log.warning("large body %d not deleted: %s", mid, exc)
 
     def _reap(self) -> None:

@@ -9,19 +9,26 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
+from store import StoreConfig
 from store.large.api import LargeMessageStore
 from store.large.chunks import CHUNK_SIZE, CRC
 from store.large.database import DatabaseLargeMessages, chunk_name
 from store.large.files import FileLargeMessages, frame_offset
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import new_store_mapping
 
 __all__ = [
     "PIECE",
+    "Case",
     "body_bytes",
     "chunk_size_of",
+    "cli_case",
     "damage_chunk",
     "pieces",
     "read_all",
@@ -122,3 +129,53 @@ def table_rows(lm: Any) -> int:
         n = int(conn.execute(sa.select(sa.func.count()).select_from(lm.table)).scalar_one())
         conn.rollback()
     return n
+
+
+@dataclass
+class Case:
+    """A store for the command line: its back-end, configuration and the options naming it."""
+
+    name: str
+    config: StoreConfig
+    args: list[str]
+
+
+def _file_case(tmp_path: Path) -> Case:
+    dirs = {k: tmp_path / k for k in ("journal", "bindings", "paging", "large")}
+    path = tmp_path / "store.toml"
+    path.write_text(
+        "".join(f'{k}-directory = "{d}"\n' for k, d in dirs.items()).replace(
+            "large-directory", "large-messages-directory"
+        )
+        + 'journal-type = "NIO"\n'
+    )
+    mapping = {
+        "journal-directory": str(dirs["journal"]),
+        "bindings-directory": str(dirs["bindings"]),
+        "paging-directory": str(dirs["paging"]),
+        "large-messages-directory": str(dirs["large"]),
+        "journal-type": "NIO",
+    }
+    return Case("file", StoreConfig.from_mapping(mapping), ["--config", str(path)])
+
+
+def _database_case(tmp_path: Path, which: str) -> Case:
+    mapping = new_store_mapping(tmp_path, unique_prefix(), which)
+    section = mapping["database-store"]
+    args = ["--jdbc-connection-url", section["jdbc-connection-url"]]
+    for key, option in (
+        ("jdbc-user", "--jdbc-user"),
+        ("bindings-table-name", "--jdbc-bindings-table-name"),
+        ("message-table-name", "--jdbc-message-table-name"),
+        ("large-message-table-name", "--jdbc-large-message-table-name"),
+        ("page-store-table-name", "--jdbc-page-store-table-name"),
+        ("node-manager-store-table-name", "--jdbc-node-manager-table-name"),
+    ):
+        if section.get(key) is not None:
+            args += [option, str(section[key])]
+    return Case(which, StoreConfig.from_mapping(mapping), args)
+
+
+def cli_case(tmp_path: Path, which: str) -> Case:
+    """A new store of back-end ``which`` ("file" or a database) for ``store`` commands."""
+    return _file_case(tmp_path) if which == "file" else _database_case(tmp_path, which)

@@ -78,3 +78,31 @@ def test_crash_while_completing_leaves_all_or_nothing(tmp_path: Path, kind: str,
                     assert r.read() == data
             else:
                 assert crashed.listdir(_large_dir(config)) == ["1.msg"]
+
+
+@pytest.mark.parametrize("mode", ["drop", "random", "prefix", "reorder"])
+def test_a_crash_right_after_delete_returns_never_brings_the_body_back(
+    tmp_path: Path, mode: str
+) -> None:
+    """The contract of ``delete`` (store.large.api rule 3): once it returns the body is gone
+    for good, so the directory entry's removal is synced before it returns. A machine crash
+    the moment ``delete`` returned, whatever it does with what was not synced (every mode
+    that can lose a directory operation), leaves the deleted body gone, no file of it, and
+    the other body whole."""
+    config = _config(tmp_path)
+    fs = FaultFileSystem()
+    with open_store(config, fs=fs) as store:
+        lm = store.large_messages
+        for mid in (1, 2):
+            with lm.create(mid) as w:
+                w.write(body_bytes(mid, CHUNK + 5))
+        lm.delete(1)
+        snapshot = fs.snapshot("delete returned")
+    for seed in range(5):
+        crashed = snapshot.crash(random.Random(seed), mode)  # type: ignore[arg-type]
+        assert "1.msg" not in crashed.listdir(_large_dir(config)), f"seed {seed}"
+        with open_store(config, fs=crashed) as store:
+            lm = store.large_messages
+            assert lm.ids() == [2], f"seed {seed}"
+            with lm.open(2) as r:
+                assert r.read() == body_bytes(2, CHUNK + 5)

@@ -60,6 +60,25 @@ def test_frame_table_matches_crc_field() -> None:
 
 def test_headers_round_trip() -> None:
     head = files.encode_header(-5, 4096, 10_000)
-    assert files._check_header("p", -5, head, 32 + 3 * 4 + 10_000) == (4096, 10_000)
+    assert files.check_header("p", -5, head, 32 + 3 * 4 + 10_000)[:2] == (4096, 10_000)
     desc = database.encode_descriptor(2**63 - 1, 4096, 8192)
-    assert database.decode_descriptor("p", 2**63 - 1, desc) == (4096, 8192, 2)
+    assert database.decode_descriptor("p", 2**63 - 1, desc)[:3] == (4096, 8192, 2)
+
+
+def test_a_version_2_frame_checksum_is_the_documented_one() -> None:
+    """Rule 2 of store.large.chunks, computed here from its words: CRC-32 of the message id
+    (signed 64-bit LE), the chunk index (unsigned 64-bit LE) and the payload; version 1 (no
+    id), of the payload alone."""
+    import zlib
+
+    frames: list[bytes] = []
+    buf = chunks.ChunkBuffer(4, lambda k, f: frames.append(bytes(f)), message_id=-7)
+    buf.write(bytearray(b"abcdefg"))
+    last = buf.finish()
+    assert last is not None
+    frames.append(bytes(last))
+    for k, payload in enumerate((b"abcd", b"efg")):
+        key = struct.pack("<qQ", -7, k)
+        assert frames[k] == struct.pack("<I", zlib.crc32(key + payload)) + payload
+    assert chunks.FRAME_KEY.size == 16
+    assert chunks.frame_seed(None, 3) == 0

@@ -17,7 +17,7 @@ from store.cli.data.options import FORCE_READ, add_store_options, store_config
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.cli.output import progress_console
 from store.config import StoreConfig
-from store.data import db_repair, db_verify
+from store.data import db_repair, db_verify, large_verify
 from store.errors import ConfigError
 from store.file import repair, salvage, verify
 from store.paging import repair as page_repair
@@ -151,7 +151,32 @@ def run_verify(args: argparse.Namespace) -> int:
             worst = max(worst, EXIT_CORRUPT)
         elif report.warnings:
             worst = max(worst, EXIT_PROBLEM)
+    worst = max(worst, _verify_large_messages(config, args, console))
     return max(worst, _verify_pages(config, args))
+
+
+def _verify_large_messages(config: StoreConfig, args: argparse.Namespace, console: Any) -> int:
+    """Every large body read whole, and every large message of the message journal checked
+    to have one (:mod:`store.data.large_verify`); prints the findings. Returns the exit
+    status they call for."""
+    journals = dict(common.file_journals(args))
+    with progress_console(args).status("verifying the large messages"):
+        bodies, findings = large_verify.verify_file_large_messages(config, journals.get("messages"))
+    directory = config.large_messages_directory
+    console.print(f"[bold]large messages[/bold] {directory}")
+    if findings:
+        table = Table("severity", "finding", "where", "detail")
+        for f in findings:
+            where = f.path[len(directory) :].lstrip("/") if f.path.startswith(directory) else f.path
+            table.add_row(f.severity, f.kind, where, f.message)
+        console.print(table)
+    errors = sum(f.severity == "error" for f in findings)
+    warnings = len(findings) - errors
+    verdict = "DAMAGED" if errors else "ok"
+    console.print(
+        f"large messages: {verdict}: {bodies} bodies, {errors} errors, {warnings} warnings"
+    )
+    return EXIT_CORRUPT if errors else EXIT_PROBLEM if warnings else EXIT_OK
 
 
 def _files_table(report: verify.VerifyReport) -> Table:

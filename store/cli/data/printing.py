@@ -19,7 +19,8 @@ duplicate ids) are standard base64 of at most ``--body-bytes`` bytes, like the t
 is printed (``jq -c 'select(.kind == "record")'``).
 
 Exit codes: 0, or 5 when a load would refuse a journal (checksum failure, damaged header,
-missing file, a row of an unknown kind) or a page record is damaged; 3 when a live process
+missing file, a row of an unknown kind), a page record is damaged or a large body cannot be
+read whole (each is read through); 3 when a live process
 holds the store (without ``--force``); 2 for a path or database without a store.
 
 Thread-safety: a command runs once per process; nothing is shared.
@@ -134,7 +135,7 @@ def run_print(args: argparse.Namespace) -> int:
         for entry in entries:
             if isinstance(entry, Summary) and entry.problems:
                 damaged = True
-            if isinstance(entry, Page) and entry.error is not None:
+            if isinstance(entry, Page | LargeMessage) and entry.error is not None:
                 damaged = True
             emit(entry)
     finally:
@@ -201,10 +202,14 @@ class _TextFormat:
             head = f"    [{entry.index}] size={entry.size} "
             return [head + self._decoded(entry.decoded)]
         if isinstance(entry, LargeMessage):
-            what = "complete" if entry.complete else "INCOMPLETE (the next open removes it)"
+            if entry.error is not None:  # never "complete": the body cannot be read whole
+                what = f"DAMAGED: {entry.error}"
+            elif entry.complete:
+                what = "complete"
+            else:
+                what = "INCOMPLETE (the next open removes it)"
             size = "?" if entry.size is None else str(entry.size)
-            line = f"large message {entry.message_id}: {size} bytes, {what} ({entry.name})"
-            return [line + (f"; DAMAGED: {entry.error}" if entry.error else "")]
+            return [f"large message {entry.message_id}: {size} bytes, {what} ({entry.name})"]
         return [repr(entry)]  # pragma: no cover - every kind is handled above
 
     def _record(self, r: Record) -> list[str]:
