@@ -212,12 +212,16 @@ class Summary(Entry):
 
 @dataclass(frozen=True, kw_only=True)
 class PagingAddress(Entry):
-    """A paging address: its page store (folder or table) and its page numbers."""
+    """A paging address: its page store (folder or table) and its page numbers; a folder or
+    table open refuses is one too, with an ``error`` (its address may then be unknown: "")."""
 
     kind: ClassVar[str] = "paging_address"
     address: str
     where: str
     pages: list[int]
+    #: What open refuses in this page store (a lost address, pages missing or shorter than
+    #: its manifest lists: :mod:`store.paging.manifest`), or None.
+    error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

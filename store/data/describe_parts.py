@@ -1,12 +1,14 @@
 """Page stores and large-message bodies for :func:`store.data.describe.describe_store`.
 
-Page stores are read without the paging manager (it cleans up when it opens: crashed folders,
-tables a directory row does not list; a print must not). Large bodies are read through the
-large-message stores opened ``read_only`` (nothing cleaned), with the store's own header check
-and reader (no second decoder), each complete body whole, so a truncated, damaged or misplaced
-chunk is an ``error`` of its entry. The layouts read here are documented where they are
-written: :mod:`store.paging.files`, :mod:`store.paging.database`, :mod:`store.paging.format`,
-:mod:`store.large.files`, :mod:`store.large.database` and :mod:`store.db.schema`.
+Page stores are read through their back-end's own survey
+(:meth:`~store.paging.base.PageBackend.survey`: the rule open applies, without the clean-up
+open does; a print changes nothing), so what print shows as damaged is what open refuses.
+Large bodies are read through the large-message stores opened ``read_only`` (nothing
+cleaned), with the store's own header check and reader (no second decoder), each complete body
+whole, so a truncated, damaged or misplaced chunk is an ``error`` of its entry. The layouts
+read here are documented where they are written: :mod:`store.paging.files`,
+:mod:`store.paging.database`, :mod:`store.paging.format`, :mod:`store.large.files`,
+:mod:`store.large.database` and :mod:`store.db.schema`.
 
 A page is read whole (at most ``page-size-bytes`` plus one record); the page being written
 (the highest of an address) may end in a torn tail, which is ignored as a load ignores it.
@@ -19,8 +21,7 @@ Thread-safety: one generator belongs to one thread.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Hashable, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -46,9 +47,10 @@ from store.large.database import (
     parse_row_name,
 )
 from store.large.files import FileLargeMessages
-from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
-from store.paging.files import ADDRESS_FILE, TOMBSTONE_SUFFIX
-from store.paging.format import FRAMING, page_file_name, page_number_of, scan_page
+from store.paging.base import PageBackend
+from store.paging.database import DatabasePageBackend
+from store.paging.files import FilePageBackend
+from store.paging.format import FRAMING, scan_page
 
 __all__ = [
     "database_large_messages",
@@ -58,24 +60,38 @@ __all__ = [
 ]
 
 
+def _paging_entries(backend: PageBackend, options: DescribeOptions) -> Iterator[Entry]:
+    """The page stores of ``backend`` as its own survey finds them (the rule open applies:
+    :mod:`store.paging.files`, :mod:`store.paging.database`), read without changing anything:
+    a store open refuses is an entry with its ``error``, each healthy one's pages follow."""
+    survey = backend.survey()
+    for exc in survey.problems:
+        yield PagingAddress(address="", where=exc.path, pages=[], error=str(exc))
+    for address, locator in sorted(survey.stores.items()):
+        yield from _page_entries(backend, address, locator, options)
+
+
 def _page_entries(
-    address: str,
-    where: str,
-    numbers: list[int],
-    read: Callable[[int], bytes | None],
-    options: DescribeOptions,
+    backend: PageBackend, address: str, locator: Hashable, options: DescribeOptions
 ) -> Iterator[Entry]:
-    yield PagingAddress(address=address, where=where, pages=numbers)
+    numbers = backend.page_numbers(locator)
+    lost = "; ".join(str(exc) for exc in backend.problems(locator)) or None
+    where = backend.page_path(locator, 1)[0]
+    if isinstance(backend, FilePageBackend):
+        where = backend.store_path(locator)
+    yield PagingAddress(address=address, where=where, pages=numbers, error=lost)
     chosen = numbers if options.max_pages is None else numbers[: max(options.max_pages, 0)]
     highest = numbers[-1] if numbers else None
     for page in chosen:
-        data = read(page) or b""
+        data = backend.read_bytes(locator, page) or b""
+        path, _label = backend.page_path(locator, page)
         error = None
+        torn = page == highest and backend.torn_tails
         try:
-            payloads, _end = scan_page(data, path=where, torn_tail=page == highest)
+            payloads, _end = scan_page(data, path=path, torn_tail=torn)
         except CorruptionError as exc:
             error = f"{exc.reason} at offset {exc.offset}"
-            payloads, _end = scan_page(data[: exc.offset or 0], path=where, torn_tail=False)
+            payloads, _end = scan_page(data[: exc.offset or 0], path=path, torn_tail=False)
         yield Page(address=address, page=page, messages=len(payloads), size=len(data), error=error)
         for index, payload in enumerate(payloads):
             yield PagedMessage(
@@ -90,37 +106,11 @@ def _page_entries(
 # -- file store --------------------------------------------------------------------------------
 
 
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
 def file_paging(directory: str, options: DescribeOptions) -> Iterator[Entry]:
-    """Every address folder of ``directory`` (the paging folder) that holds ``address.txt``,
-    in address order, with its pages. A missing folder has none. Raises OSError when a file
-    cannot be read."""
-    if not os.path.isdir(directory):
-        return
-    found = []
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if name.endswith(TOMBSTONE_SUFFIX) or not os.path.isdir(path):
-            continue
-        raw = _read(os.path.join(path, ADDRESS_FILE))
-        if raw is None:
-            continue
-        text = raw.decode("utf-8", errors="replace")
-        found.append((text[:-1] if text.endswith("\n") else text, path))
-    for address, path in sorted(found):
-        numbers = sorted(n for n in map(page_number_of, os.listdir(path)) if n is not None)
-
-        def read(page: int, path: str = path) -> bytes | None:
-            return _read(os.path.join(path, page_file_name(page)))
-
-        yield from _page_entries(address, path, numbers, read, options)
+    """Every page store of ``directory`` (the paging folder), in address order, with its
+    pages; what open refuses as entries with an ``error``. A missing folder has none. Raises
+    StoreIOError when a file cannot be read."""
+    yield from _paging_entries(FilePageBackend(directory), options)
 
 
 def file_large_messages(directory: str) -> Iterator[Entry]:
@@ -178,48 +168,13 @@ def _existing(engine: Engine) -> set[str]:
 def database_paging(
     engine: Engine, schema: StoreSchema, options: DescribeOptions
 ) -> Iterator[Entry]:
-    """Every address the page directory lists whose table exists, in address order, with its
-    pages. Raises SQLAlchemyError when the database fails."""
-    existing = _existing(engine)
-    d = schema.page_store
-    if d.name.lower() not in existing:
+    """Every page store of the database, in address order, with its pages; what open
+    refuses as entries with an ``error``. Raises StoreUnavailableError when the database
+    fails."""
+    if schema.page_store.name.lower() not in _existing(engine):
         return
-    with engine.connect() as conn:
-        row = conn.execute(
-            sa.select(d.c.data).where(d.c.filename == DIRECTORY_ROW).order_by(d.c.id)
-        ).first()
-        suffixes = decode_directory(bytes(row[0] or b"")) if row is not None else set()
-        found = []
-        for suffix in sorted(suffixes):
-            table = schema.page_table(suffix)
-            if table.name.lower() not in existing:
-                continue
-            address_row = conn.execute(
-                sa.select(table.c.data).where(table.c.filename == ADDRESS_ROW)
-            ).first()
-            if address_row is None:
-                continue
-            found.append((bytes(address_row[0] or b"").decode("utf-8", "replace"), table))
-        conn.rollback()
-    for address, table in sorted(found, key=lambda item: item[0]):
-        with engine.connect() as conn:
-            names = conn.execute(
-                sa.select(table.c.filename).where(table.c.extension == "page").distinct()
-            ).scalars()
-            numbers = sorted(n for n in (page_number_of(x or "") for x in names) if n is not None)
-            conn.rollback()
-
-        def read(page: int, table: Any = table) -> bytes | None:
-            with engine.connect() as conn:
-                rows = conn.execute(
-                    sa.select(table.c.data)
-                    .where(table.c.filename == page_file_name(page))
-                    .order_by(table.c.id)
-                ).all()
-                conn.rollback()
-            return b"".join(bytes(r[0] or b"") for r in rows) if rows else None
-
-        yield from _page_entries(address, f"table {table.name}", numbers, read, options)
+    backend = DatabasePageBackend(engine, schema, max_page_size=2**31, where=str(engine.url))
+    yield from _paging_entries(backend, options)
 
 
 def database_large_messages(engine: Engine, schema: StoreSchema) -> Iterator[Entry]:

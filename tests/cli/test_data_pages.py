@@ -67,6 +67,9 @@ def test_verify_and_adopt_a_page_folder_that_lost_its_address(file_store) -> Non
     assert "no address.txt" in verified.stdout and "pages: DAMAGED" in verified.stdout
     with pytest.raises(CorruptionError):
         _open_files(paging)
+    printed = run_store("data", "print", *options)
+    assert printed.returncode == 5, printed.stdout + printed.stderr
+    assert "DAMAGED" in printed.stdout and "no address.txt" in printed.stdout
     adopted = run_store("data", "repair", "--adopt-pages", f"{folder}=orders", *options)
     assert adopted.returncode == 0, adopted.stdout + adopted.stderr
     pm = _open_files(paging)
@@ -97,6 +100,9 @@ def test_verify_finds_a_damaged_and_a_missing_page_then_accept_the_loss(file_sto
     assert str(page1) in verified.stdout.replace("\n", "") or "checksum" in verified.stdout
     with pytest.raises(LostDataError):
         _open_files(paging).store("orders")
+    printed = run_store("data", "print", *options)
+    assert printed.returncode == 5, printed.stdout + printed.stderr
+    assert "page 2 is missing" in printed.stdout
     accepted = run_store("data", "repair", "--accept-lost-pages", "orders", *options)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     pm = _open_files(paging)
@@ -172,6 +178,9 @@ def test_deleted_page_rows_then_accept_the_loss(db_pages) -> None:
     verified = run_store("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "page 2 is missing" in verified.stdout
+    printed = run_store("data", "print", *options)
+    assert printed.returncode == 5, printed.stdout + printed.stderr
+    assert "page 2 is missing" in printed.stdout
     accepted = run_store("data", "repair", "--accept-lost-pages", "orders", *options)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert paging.open(page_size=PAGE).store("orders").pages() == [1, 3]

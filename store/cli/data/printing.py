@@ -135,7 +135,7 @@ def run_print(args: argparse.Namespace) -> int:
         for entry in entries:
             if isinstance(entry, Summary) and entry.problems:
                 damaged = True
-            if isinstance(entry, Page | LargeMessage) and entry.error is not None:
+            if isinstance(entry, Page | LargeMessage | PagingAddress) and entry.error is not None:
                 damaged = True
             emit(entry)
     finally:
@@ -194,7 +194,8 @@ class _TextFormat:
         if isinstance(entry, Summary):
             return _summary(entry)
         if isinstance(entry, PagingAddress):
-            return [f"paging address {entry.address}: {len(entry.pages)} pages ({entry.where})"]
+            line = f"paging address {entry.address}: {len(entry.pages)} pages ({entry.where})"
+            return [line + (f"; DAMAGED: {entry.error}" if entry.error else "")]
         if isinstance(entry, Page):
             line = f"  page {entry.page}: {entry.messages} messages, {entry.size} bytes"
             return [line + (f"; DAMAGED: {entry.error}" if entry.error else "")]
