@@ -58,6 +58,7 @@ durability contract that must change together; a third of the module is docstrin
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import random
@@ -663,12 +664,18 @@ class FaultFileSystem:
 
     def rename(self, src: str, dst: str) -> None:
         """Atomically replaces ``dst`` by ``src`` (volatile until fsync_dir); returns None.
-        Raises StoreIOError (ENOENT) when ``src`` does not exist."""
+        A folder is renamed too, with everything in it, and durably at once, as ``makedirs``
+        makes folders (the page store renames a folder to its tombstone and fsyncs the parent
+        right after: the window left out is the one that fsync closes). Raises StoreIOError
+        (ENOENT) when ``src`` does not exist."""
         src, dst = os.path.normpath(src), os.path.normpath(dst)
 
         def run() -> None:
             self._refuse_on_read_only(src)
             ino = self._names.get(src)
+            if ino is None and src in self._dirs and os.path.dirname(dst) in self._dirs:
+                self._rename_folder(src, dst)
+                return
             if ino is None or os.path.dirname(dst) not in self._dirs:
                 raise _os_error(errno.ENOENT, src)
             del self._names[src]
@@ -676,6 +683,20 @@ class FaultFileSystem:
             self._dir_op("rename", src, ino, dst)
 
         self._call("rename", src, run, dst=dst)
+
+    def _rename_folder(self, src: str, dst: str) -> None:
+        def move(path: str) -> str:
+            if path == src or path.startswith(src + os.sep):
+                return dst + path[len(src) :]
+            return path
+
+        self._dirs = {move(d) for d in self._dirs}
+        self._names = {move(p): ino for p, ino in self._names.items()}
+        self._durable_names = {move(p): ino for p, ino in self._durable_names.items()}
+        self._dir_ops = [
+            dataclasses.replace(op, path=move(op.path), dst=move(op.dst) if op.dst else "")
+            for op in self._dir_ops
+        ]
 
     def remove(self, path: str) -> None:
         """Removes ``path`` (volatile until fsync_dir); a missing file is ignored, as the real
