@@ -244,6 +244,8 @@ def _deliverable_paged(sm: StorageManager, state: MessagesState) -> set[int]:
     pending = {tx.tx_id for tx in state.prepared if tx.page_tx_record is not None}
     keep: set[int] = set()
     for address, paging in pager._addresses.items():
+        if not paging.pages:
+            continue  # no page store to open (opening one would create it)
         store = sm._store.paging.store(address)
         for page_no, page in paging.pages.items():
             for index, raw in enumerate(store.read_page(page_no)):

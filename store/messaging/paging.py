@@ -385,6 +385,8 @@ class Pager:
         cursor moves, no record is written. Raises what the page stores raise."""
         refs: list[tuple[int, str, PagePosition, tuple[int, ...]]] = []
         for address, state in sorted(self._addresses.items()):
+            if not state.pages:
+                continue  # no page store to open (opening one would create it)
             store = self._store(address)
             for page_no in sorted(state.pages):
                 page = state.pages[page_no]
