@@ -54,7 +54,7 @@ directory          ``directory.txt`` ``txt``    the suffixes of every address ta
 Artemis keeps one growing blob per page instead; ours differs in that a page is several rows,
 each a whole number of records. ``<n>`` is a positive integer, the next after the largest in
 use, and ``<prefix><n>`` must fit the identifier limit.
-=======
+
 Large-message rows (``large-message-table-name``; written and read by
 :mod:`store.large.database`). A body is never one growing blob: it is cut into chunks
 (:mod:`store.large.chunks`, 1 MiB by default, recorded per body) and each chunk is one row,

@@ -130,6 +130,10 @@ class Model:
 class ManagerMachine(RuleBasedStateMachine):
     model_class: ClassVar[type[Model]] = Model
     address_settings: ClassVar[dict[str, dict[str, object]]] = {}
+    #: Keys added to the store's configuration (test_stateful_large: min-large-message-size).
+    settings_extra: ClassVar[dict[str, object]] = {}
+    #: The body every message is sent with (test_stateful_large: one over the large limit).
+    body: ClassVar[bytes] = b"x"
 
     def __init__(self) -> None:
         super().__init__()
@@ -137,6 +141,7 @@ class ManagerMachine(RuleBasedStateMachine):
         mapping = file_config_mapping(self.dir, "NIO")
         if self.address_settings:
             mapping["address-settings"] = self.address_settings
+        mapping.update(self.settings_extra)
         self.config = StoreConfig.from_mapping(mapping)
         self.model = self.model_class()
         self.tx: MTx | None = None
@@ -172,7 +177,7 @@ class ManagerMachine(RuleBasedStateMachine):
 
     def _send(self, priority: int, durable: bool, which: int, dup: bytes | None) -> None:
         targets = self._targets(which)
-        m = Message("a", b"x", priority=priority, durable=durable)
+        m = Message("a", self.body, priority=priority, durable=durable)
         if dup is not None and dup in self.model.dups:
             try:
                 self.sm.send(m, queues=list(targets), dup_id=dup, sync=False)
@@ -231,7 +236,7 @@ class ManagerMachine(RuleBasedStateMachine):
     def tx_send(self, priority: int, durable: bool, which: int) -> None:
         assert self.tx is not None
         targets = self._targets(which)
-        m = Message("a", b"t", priority=priority, durable=durable)
+        m = Message("a", self.body, priority=priority, durable=durable)
         mid = self.tx.handle.send(m, queues=list(targets))
         assert mid is not None
         self.tx.sends.append(self.model.tx_send(mid, priority, durable, targets))
