@@ -76,7 +76,6 @@ def test_every_public_member_of_store_is_exported_and_every_export_resolves() ->
         for name, value in vars(store).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
-    public.discard("typing")
     assert public <= set(store.__all__), public - set(store.__all__)
     for name in store.__all__:
         assert getattr(store, name) is not None, name
