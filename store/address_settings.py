@@ -1,4 +1,4 @@
-"""Artemis's address settings: per-address paging limits chosen by match (DESIGN §7.3).
+"""Artemis's address settings: per-address paging limits by match (docs/config.md#address-settings).
 
 A configuration holds address settings by *match*, each giving some of the keys::
 

@@ -1,4 +1,4 @@
-"""The store's configuration: one immutable :class:`StoreConfig` (DESIGN §3).
+"""The store's configuration: one immutable :class:`StoreConfig` (docs/config.md).
 
 Build it from a file or a dict, never by hand-parsing::
 
@@ -50,7 +50,7 @@ Every bad value raises :class:`~store.errors.ConfigError` naming key, value and 
 before anything touches disk or database. Secrets (user, password, the URL's credentials,
 masked properties) never appear in ``repr``, ``str``, logs or errors.
 
-Address settings (DESIGN §7.3: paging limits by match, merged per address by
+Address settings (docs/config.md#address-settings: paging limits by match, merged per address by
 :meth:`StoreConfig.address_settings_for`) are modelled, matched and merged in
 :mod:`store.address_settings`; an unknown key in one is an error here, skipped in ``broker.xml``.
 
@@ -485,7 +485,7 @@ _BOOL_FIELDS: Final = (
 
 @dataclass(frozen=True, kw_only=True)
 class StoreConfig:
-    """Everything the store reads from its configuration (DESIGN §3), immutable and validated.
+    """Everything the store reads from its configuration (docs/config.md), immutable and validated.
 
     Build it with :meth:`from_mapping` or :func:`load_config`; the constructor takes the
     snake_case fields directly and validates them the same way. :meth:`replace` makes a
@@ -570,7 +570,7 @@ class StoreConfig:
     #: Default None (file store). A database-store section selects the database store.
     database_store: DatabaseStoreConfig | None = None
     #: Default None (no HA role). "primary" or "backup": this node's role in a shared-store
-    #: HA pair (``store ha run``'s default role; DESIGN §8). From ``broker.xml``'s
+    #: HA pair (``store ha run``'s default role; docs/ha.md). From ``broker.xml``'s
     #: ``<ha-policy><shared-store><primary/>|<backup/>`` (or Artemis's older ``<master/>`` /
     #: ``<slave/>``).
     ha_role: str | None = None

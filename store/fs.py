@@ -4,7 +4,7 @@ Every back-end's file I/O (the file journal's files today; large messages and pa
 either back-end) goes through a :class:`FileSystem` passed in through options (never a
 global), so tests can substitute a fault-injecting implementation that drops or tears unsynced
 writes, crashes at the Nth sync, or raises ``ENOSPC`` / ``EIO`` on a chosen call
-(CONVENTIONS 6). :class:`OsFileSystem` is the real one.
+(docs/conventions.md#6). :class:`OsFileSystem` is the real one.
 
 ``open(path, read_only=True)`` opens for reading only: the offline readers (``store data
 print``, ``verify``, ``recover``'s sources) use it, so they work on a read-only file system

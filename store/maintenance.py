@@ -3,7 +3,7 @@
 :func:`compact_store` opens the store its configuration describes (file or database: the
 configuration chooses, as :func:`store.open_store` does), loads both journals and runs each
 journal's ``compact()``: the file store's compactor, or the database store's removal of dead
-rows. It returns a result dataclass and never prints (CONVENTIONS 10).
+rows. It returns a result dataclass and never prints (docs/conventions.md#10).
 
 It never creates a store: for the file store both journal directories must already hold a
 journal (``store.file.survey.require_journal``), and the store is opened with directory

@@ -30,9 +30,9 @@ class StoreParts:
     kind: str
     bindings: Journal
     messages: Journal
-    #: Bodies of large messages (DESIGN §7.1); closed by ``close`` before the journals.
+    #: Bodies of large messages (docs/large.md); closed by ``close`` before the journals.
     large_messages: LargeMessageStore
-    #: Every address's page store (DESIGN §7.2), usable without the journals' ``load()``.
+    #: Every address's page store (docs/paging.md), usable without the journals' ``load()``.
     paging: PagingManager
     #: Closes every part (making what was appended durable; page stores and large messages
     #: before the journals) and releases the store's lock.

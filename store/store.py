@@ -1,4 +1,4 @@
-"""Opening a store: the configuration picks the back-end (DESIGN §3, §4).
+"""Opening a store: the configuration picks the back-end (docs/config.md, docs/journal.md).
 
 - ``persistence-enabled = false``: zero persistence (nothing written, loads return nothing);
 - a ``database-store`` section: the database store (``store.db``);
@@ -54,12 +54,12 @@ class Store:
 
     @property
     def paging(self) -> PagingManager:
-        """Every address's page store (DESIGN §7.2); usable before the journals' ``load()``."""
+        """Every address's page store (docs/paging.md); usable before the journals' ``load()``."""
         return self._parts.paging
 
     @property
     def large_messages(self) -> LargeMessageStore:
-        """Bodies of large messages, streamed in and out (DESIGN §7.1): files in
+        """Bodies of large messages, streamed in and out (docs/large.md): files in
         ``large-messages-directory`` or rows of ``large-message-table-name``. Usable right
         after :func:`open_store`, without the journals' ``load()``."""
         return self._parts.large_messages
@@ -98,7 +98,7 @@ def open_store(
     """Open the store ``config`` describes; returns a :class:`Store` whose journals need ``load()``.
 
     ``fs`` replaces the file-system seam of the file store (tests use a fault-injecting one).
-    ``node_manager`` (DESIGN §8): a live HA node manager of this store; its live lock replaces
+    ``node_manager`` (docs/ha.md): a live HA node manager of this store; its live lock replaces
     the store lock, and every write batch of a database store (journals, page stores) checks
     in its own transaction that this node still holds that lock with its generation. A write
     that fails gives the lock up (``node_manager.store_failed``: through the fence on a
@@ -134,7 +134,7 @@ def open_store(
     from store.fs import OsFileSystem
     from store.ha.watch import WatchedFileSystem
 
-    # A write that fails on the store's files gives the live lock up (DESIGN §8).
+    # A write that fails on the store's files gives the live lock up (docs/ha.md#store-failure).
     watched = WatchedFileSystem(fs or OsFileSystem(), node_manager.store_failed)
     return Store(config, open_file_store(config, fs=watched, lock=False))
 

@@ -585,7 +585,7 @@ def test_new_core_keys_are_read_from_xml_without_warnings(tmp_path, caplog):
     ids=["primary", "backup", "master", "slave", "replication", "primary-only"],
 )
 def test_the_ha_role_comes_from_a_shared_store_ha_policy(tmp_path, policy, role):
-    """DESIGN §8: <ha-policy><shared-store><primary/>|<backup/> (and the older names) give
+    """docs/ha.md: <ha-policy><shared-store><primary/>|<backup/> (and the older names) give
     StoreConfig.ha_role; other policies are not a shared store and give none."""
     assert xml_core(tmp_path, f"<ha-policy>{policy}</ha-policy>").ha_role == role
 

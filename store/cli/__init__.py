@@ -1,1 +1,1 @@
-"""The ``store`` command line: a thin layer over library functions (DESIGN §10)."""
+"""The ``store`` command line: a thin layer over library functions (docs/cli.md)."""

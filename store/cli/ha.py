@@ -1,4 +1,4 @@
-"""``store ha``: a shared-store HA pair (DESIGN §8).
+"""``store ha``: a shared-store HA pair (docs/ha.md).
 
 ::
 

@@ -1,4 +1,4 @@
-"""``store report``: a Spark report of a store (DESIGN §11).
+"""``store report``: a Spark report of a store (docs/reporting.md).
 
 ::
 

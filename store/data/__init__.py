@@ -1,6 +1,6 @@
-"""The library behind ``store data`` (DESIGN §10): what the operators' data tools do, on the
+"""The library behind ``store data`` (docs/cli.md): what the operators' data tools do, on the
 file store and the database store, as functions that return results and never print
-(CONVENTIONS 10). The commands in :mod:`store.cli.data` parse, call one of these, and format.
+(docs/conventions.md#10). The :mod:`store.cli.data` commands parse, call one of these, and format.
 
 - :mod:`.describe` (with :mod:`.describe_records`, :mod:`.describe_file`,
   :mod:`.describe_db`, :mod:`.describe_parts`) — ``print``: every record decoded by user

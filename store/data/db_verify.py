@@ -66,7 +66,7 @@ module's findings.
 Both take the store lock (:func:`store.db.lock.acquire_store_lock`) for their duration and
 release it, so a store a live process holds is refused with StoreLockedError naming the holder;
 ``verify_database(force=True)`` reads without the lock. They return result dataclasses and never
-print (CONVENTIONS 5 and 10).
+print (docs/conventions.md#5, #10).
 
 Thread-safety: each call works alone on its store, under the store lock.
 """

@@ -1,5 +1,5 @@
 """What ``store data print`` shows of a store, as a stream of entries: the library side of the
-command (DESIGN §10, reference §6), on the file store and on the database store.
+command (docs/cli.md, reference §6), on the file store and on the database store.
 
 Usage::
 

@@ -1,5 +1,5 @@
 """``store data exp``: a store's addresses, queues and messages as Artemis's XML export
-(reference §6, DESIGN §10; the format in :mod:`store.data.xml_format`).
+(reference §6, docs/cli.md; the format in :mod:`store.data.xml_format`).
 
 :func:`export_xml` opens the store its configuration describes (file or database), taking the
 store's lock (a store a live process holds is refused: StoreLockedError naming the holder),

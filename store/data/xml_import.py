@@ -1,4 +1,4 @@
-"""``store data imp``: Artemis's XML export (reference §6, DESIGN §10) into a store, through
+"""``store data imp``: Artemis's XML export (reference §6, docs/cli.md) into a store, through
 :class:`~store.messaging.StorageManager`.
 
 :func:`import_xml` works in two streaming passes over the file, with bounded memory

@@ -1,5 +1,5 @@
 """The database store: the bindings and messages journals in tables, through SQLAlchemy 2
-(DESIGN §6; reference §4).
+(docs/db.md; reference §4).
 
 Open it through :func:`store.open_store` with a ``database-store`` configuration; this package's
 entry point for that is :func:`open_database_journals`::
@@ -273,7 +273,7 @@ def refuse_live_lease(
     hint: str = "open it through the HA node manager (store ha run), or stop that node",
 ) -> None:
     """Raise StoreLockedError naming the holder when an HA node holds an unexpired live
-    lease on this store (DESIGN §8): a plain open must not write under a live primary, and
+    lease on this store (docs/ha.md): a plain open must not write under a live primary, and
     the offline tools (``store data``) must not read or repair under one either. ``hint``
     says what the caller may do instead. Returns None when no node holds it."""
     from store.ha.lease import PRIMARY_ROW, LeaseTable

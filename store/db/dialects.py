@@ -1,4 +1,4 @@
-"""Per-database differences of the journal, in one place (CONVENTIONS 14).
+"""Per-database differences of the journal, in one place (docs/conventions.md#14).
 
 Every statement is built from the ``Table`` objects of :mod:`store.db.schema` and compiled with
 the engine's dialect; the SQL text below is only what SQLAlchemy cannot express (PostgreSQL's

@@ -1,4 +1,4 @@
-"""Building the SQLAlchemy engine of a database store (DESIGN §3, reference §4.2).
+"""Building the SQLAlchemy engine of a database store (docs/config.md, reference §4.2).
 
 One engine per store; both journals, the lock, migrations and the other database parts share
 its pool. What is set here, per database:

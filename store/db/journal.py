@@ -1,5 +1,5 @@
 """A journal in a database table: :class:`DatabaseJournal` implements the journal contract
-(:mod:`store.journal.api`) on the table layout of :mod:`store.db.schema` (DESIGN §6,
+(:mod:`store.journal.api`) on the table layout of :mod:`store.db.schema` (docs/db.md,
 reference §4.4-§4.7).
 
 Each append becomes (at most) one row with the next ``seq``; ``seq`` is the table's primary

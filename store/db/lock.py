@@ -1,4 +1,4 @@
-"""The store lock: one writer per database store (DESIGN §4; the HA node manager of §8 is how a
+"""Store lock: one writer per database store (docs/journal.md; docs/ha.md's node manager is how a
 second process *waits* instead of failing).
 
 A store is its database plus its table names, so two stores with different names can share

@@ -1,5 +1,5 @@
 """Schema management with alembic: the glue between ``migrations/`` and the configured table
-names (DESIGN §6).
+names (docs/db.md).
 
 The migration scripts in ``migrations/versions`` create tables whose names come from the
 configuration, so one database can hold several stores. Each store records its revision in its
@@ -21,7 +21,7 @@ Library calls, each one of ``store db``'s subcommands:
 (``alembic -x config=broker.xml upgrade head``).
 
 A new store creates its schema when it is first opened, as Artemis creates its tables at
-start-up (DESIGN §6). What :func:`ensure_schema` decides, from the version table and which of
+start-up (docs/db.md). What :func:`ensure_schema` decides, from the version table and which of
 the store's tables exist:
 
 ======================================  ==============================================

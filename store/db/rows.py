@@ -123,7 +123,7 @@ class RowIndex:
         self.entries = 0
         self.rows = 0
         #: ids in ``live`` whose only entries are committed transactional updates: they load,
-        #: but they are not live (DESIGN §4; Artemis refuses a plain update or delete of them).
+        #: but they are not live (docs/journal.md; Artemis refuses a plain update or delete too).
         self.updated_only: set[int] = set()
 
     # -- non-transactional --------------------------------------------------------------------

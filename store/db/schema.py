@@ -1,5 +1,5 @@
 """Every table of a database store, as SQLAlchemy Core ``Table`` objects built from the names
-in the configuration (DESIGN §6, reference §4.4, §4.8, §4.10).
+in the configuration (docs/db.md, reference §4.4, §4.8, §4.10).
 
 The layout is Artemis's, so an Artemis DBA (and the queries of seed 004) recognise it:
 

@@ -1,5 +1,5 @@
 """From ``jdbc-connection-url`` to a driver: which database, which Python driver, which
-SQLAlchemy URL and which connection arguments (DESIGN §3, reference §4.1, §4.2).
+SQLAlchemy URL and which connection arguments (docs/config.md, reference §4.1, §4.2).
 
 ========================================  ===============================================
 configured URL                             driver

@@ -248,7 +248,7 @@ class Batch:
 
 def refusal(failed: StoreError) -> StoreError:
     """What a write raises once the writer failed with ``failed``: LockLostError stays
-    LockLostError (a fenced-off node must see only that, DESIGN §8); anything else is
+    LockLostError (a fenced-off node must see only that, docs/ha.md#fencing); anything else is
     StoreUnavailableError with the same message and hint. Returns a new exception."""
     if isinstance(failed, LockLostError):
         return LockLostError(str(failed), hint=failed.hint)

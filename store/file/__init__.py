@@ -1,5 +1,5 @@
 """The file store: the bindings and messages journals in pre-allocated, checksummed files
-(DESIGN §5). Its one opener is :func:`open_file_store`; :func:`store.open_store` calls it for a
+(docs/file.md). Its one opener is :func:`open_file_store`; :func:`store.open_store` calls it for a
 configuration without a ``database-store`` section.
 
 The modules, one concern each. The journal (``store.file.journal`` ties these together):
@@ -90,7 +90,7 @@ def open_file_store(
     """Open the file store ``config`` describes: both journals, each locked at once (nothing is
     read until ``load()``). ``fs`` replaces the file-system seam (tests inject faults);
     ``lock=False`` skips the journals' directory locks (a store opened with the HA node
-    manager: its live lock replaces them, DESIGN §8).
+    manager: its live lock replaces them, docs/ha.md).
 
     The large-message directory is created when missing and cleared of bodies a dead process
     left incomplete (:mod:`store.large.files`). Returns its :class:`~store.parts.StoreParts`.

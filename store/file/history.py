@@ -51,7 +51,7 @@ Choices of the record-level recovery (:func:`recover_from_history`):
 - ``events=True`` additionally writes every retention event record as a plain add (events
   exist to make paged and large-message data replayable; a load never returns an event).
 
-It returns a result dataclass and never prints (CONVENTIONS 10).
+It returns a result dataclass and never prints (docs/conventions.md#10).
 
 Thread-safety: each call works alone on its directories; a :class:`HistoryReplay` belongs to
 one caller.

@@ -64,7 +64,7 @@ class LiveIndex:
         self.files: dict[int, Segment] = {}
         self.txs: dict[int, TxState] = {}
         #: ids in ``records`` whose only positives are updates (committed transactional
-        #: updates of an id never added): they load, but they are not live (DESIGN §4).
+        #: updates of an id never added): they load, but they are not live (docs/journal.md).
         self.updated_only: set[int] = set()
 
     def enter(self, f: Segment) -> None:

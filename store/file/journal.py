@@ -23,7 +23,7 @@ Background work happens on one maintenance thread, woken after every file roll: 
 whose records are all dead, copy finished files to the retention folder, and start compaction
 when ``journal-compact-min-files`` / ``journal-compact-percentage`` say so.
 
-Size: past the ~600 lines of CONVENTIONS 13 since the file-list markers; they stay here because
+Size: past docs/conventions.md#13's ~600 lines since the file-list markers; they stay here because
 they are appended under the append lock into the writer's buffer, exactly like records, at the
 three places (roll, reclaim, compaction) that change the set of data files. The load's judgement
 of a directory lives apart, in ``store.file.integrity``.

@@ -9,7 +9,7 @@ flock locks belong to an open file description, so a second open in the *same* p
 refused too (two journals over one directory in one process would corrupt each other).
 
 This is the plain exclusion lock; the shared-store HA node manager (live/backup with waiting)
-is a separate component (DESIGN §8).
+is a separate component (docs/ha.md).
 
 Thread-safety: acquire/release from one thread.
 """

@@ -409,7 +409,7 @@ class _OtherRecords:
                     index.prepare_in(tx_id, seg)
         elif rtype == COMMIT:
             # The count starts again when a transaction ends: its id may be used again (a
-            # failed id reused after a restart, DESIGN §4), even within this same file.
+            # failed id reused after a restart, docs/journal.md#failed), even within this same file.
             if in_file.pop(tx_id, 0) != tx_count and replayer.is_open(tx_id):
                 log.warning("committed transaction %d is incomplete in %s", tx_id, seg.path)
                 replayer.discard(tx_id)

@@ -15,7 +15,7 @@ are refused even with ``force``: a cut cannot bring them back and must not hide 
 gone. Keeping every valid record around damage is ``store.file.salvage``
 (``store data repair --salvage``), which rewrites the journal and keeps the original files.
 
-It returns a result dataclass and never prints (CONVENTIONS 5 and 10).
+It returns a result dataclass and never prints (docs/conventions.md#5, #10).
 
 Thread-safety: run one repair at a time per journal; it takes the directory lock.
 """

@@ -8,7 +8,7 @@ leftovers) or that looks wrong without breaking a load (a file name that disagre
 header), ``info`` for the rest (stale bytes after the end of data from an
 earlier use of a reused file, ``.broken`` backups and ``repair-*`` folders, the attic).
 
-It returns a result dataclass and never prints (CONVENTIONS 5 and 10).
+It returns a result dataclass and never prints (docs/conventions.md#5, #10).
 
 Thread-safety: each call works alone on its directory.
 """

@@ -1,4 +1,4 @@
-"""Shared-store HA: the node manager, the live/backup lock of a primary/backup pair (DESIGN §8).
+"""Shared-store HA: the node manager, the live/backup lock of a primary/backup pair (docs/ha.md).
 
 ::
 
@@ -11,7 +11,7 @@
         ...
     nm.close()
 
-A store that can no longer write gives the live lock up (DESIGN §8, as Artemis stops a server
+A store that cannot write gives the live lock up (docs/ha.md#store-failure; Artemis stops a server
 on a critical I/O error): the store reports a failed write to its node manager through
 :meth:`NodeManager.store_failed <store.ha.api.NodeManager.store_failed>` — a database store from
 its write fence, a file store from the file-system seam :func:`store.open_store` wraps around

@@ -1,4 +1,4 @@
-"""The node manager's contract (DESIGN §8): the live/backup lock two processes sharing one store
+"""The node manager's contract (docs/ha.md): the live/backup lock two processes sharing one store
 use to form a primary/backup pair.
 
 :class:`NodeManager` is the base of both implementations (:mod:`store.ha.database`,
@@ -6,7 +6,7 @@ use to form a primary/backup pair.
 the lock-lost callbacks (run once per loss, on the node manager's own thread, whoever noticed
 the loss first), and waiting with timeouts. The subclasses own the locks themselves.
 
-**A store that can no longer write gives the live lock up** (DESIGN §8, Artemis's critical
+**A store that cannot write gives the live lock up** (docs/ha.md#store-failure; Artemis's critical
 I/O error listener, which stops the server and so releases its lock): the store a node serves
 reports a failed write through :meth:`NodeManager.store_failed` — a database store through its
 write fence (:meth:`store.ha.database.LeaseFence.after_failure`), a file store through the
@@ -18,7 +18,7 @@ tries instead of waiting for an application restart. The release comes *after* t
 on purpose: a callback is where the application stops writing (Artemis stops the server
 before its lock goes), which matters on the file store, whose writes are not fenced.
 
-States (DESIGN §8, reference §4.10; the letter is what the database row / ``server.lock`` byte
+States (docs/ha.md, reference §4.10; the letter is what the database row / ``server.lock`` byte
 holds):
 
 ================  ======  =============================================================

@@ -1,5 +1,5 @@
 """The database node manager: the live lock as a lease in ``node-manager-store-table-name``
-(DESIGN §8, reference §4.10), and the fence that database stores opened with it run in every
+(docs/ha.md, reference §4.10), and the fence that database stores opened with it run in every
 write batch.
 
 Timing (all from the configuration's ``database-store`` section):
@@ -34,7 +34,7 @@ the batch raises LockLostError too, never another error. A backup's acquiring ``
 waits for a batch that holds the share lock, so a batch either commits before the takeover or
 sees it.
 
-**A store that can no longer write gives the lock up** (DESIGN §8): every failed write of a
+**A store that cannot write gives the lock up** (docs/ha.md#store-failure): every failed write of a
 fenced store (journal batch, page write, large-message transaction; a page store reports its
 failed reads here too) asks the fence's ``after_failure``; when the lock is still this node's
 (or the row cannot even be read) the failure is the store's own — a lost connection, a dead

@@ -1,5 +1,5 @@
 """The file node manager: the live/backup lock of a file store as lock files in
-``node-manager-lock-directory`` (DESIGN §8, reference §7, Artemis's FileLockNodeManager).
+``node-manager-lock-directory`` (docs/ha.md, reference §7, Artemis's FileLockNodeManager).
 
 Files (created when missing, the directory too):
 

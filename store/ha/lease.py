@@ -1,5 +1,5 @@
 """The lease rows of the node-manager table and the conditional ``UPDATE`` s on them
-(DESIGN §8, reference §4.10, CONVENTIONS 9).
+(docs/ha.md, reference §4.10, docs/conventions.md#9).
 
 Rows (Artemis's layout): 0 state (``state``), 1 primary ("live") lock, 2 backup lock, 3 node
 id (``node_id``). A lock row's ``holder_expiration_time`` is epoch ms by the database clock

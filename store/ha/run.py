@@ -1,5 +1,5 @@
 """What ``store ha run`` does, as library calls: go live in a role, then a steady writer that
-sends durable messages until it is stopped or the live lock is lost (DESIGN §8).
+sends durable messages until it is stopped or the live lock is lost (docs/ha.md).
 
 The writer sends real messages through the storage manager (to the queue ``store-ha.smoke``,
 created on first use), not raw journal records: a pair an operator tried by hand is then a

@@ -1,4 +1,4 @@
-"""Every per-database statement of the database node manager (DESIGN §8, CONVENTIONS 14).
+"""Every per-database statement of the database node manager (docs/ha.md, docs/conventions.md#14).
 
 The lease is timed by the database's clock in UTC, as epoch milliseconds (ARTEMIS-1784 and
 ARTEMIS-3679: never the local clock, never a local-time ``CURRENT_TIMESTAMP``):
@@ -25,7 +25,7 @@ transaction carries an idle timeout of at most the expiration: PostgreSQL
 statement (transaction-local: nothing else on the pooled connection is affected), MariaDB
 ``idle_transaction_timeout`` (whole seconds, session-wide, set once per connection). SQLite
 has no such timeout: a frozen writer's transaction holds the database's write lock, and the
-takeover waits for it (DESIGN §8). JDBC databases get the check without the share lock.
+takeover waits for it (docs/ha.md#fencing). JDBC databases get the check without the share lock.
 
 Thread-safety: pure functions and immutable values.
 """

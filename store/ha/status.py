@@ -1,4 +1,4 @@
-"""What ``store ha status`` shows: the pair's lock, state and node id (DESIGN §8).
+"""What ``store ha status`` shows: the pair's lock, state and node id (docs/ha.md).
 
 Thread-safety: :func:`ha_status` may be called from any thread.
 """

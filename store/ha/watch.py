@@ -1,4 +1,4 @@
-"""The file store's critical-error report to its node manager (DESIGN §8): a file-system seam
+"""The file store's critical-error report to its node manager (docs/ha.md): a file-system seam
 that passes every call through and tells the node manager when a write could not be done.
 
 A file store opened with a node manager (:func:`store.open_store`) does its file I/O through

@@ -1,4 +1,4 @@
-"""The journal contract every back-end keeps (DESIGN §4).
+"""The journal contract every back-end keeps (docs/journal.md).
 
 A journal is an id-keyed record store that a broker replays at start-up. The operations are
 add / update / delete, their transactional forms, and XA prepare / commit / rollback. A load

@@ -5,7 +5,7 @@ The file journal feeds it records as it scans its files, the database store rows
 streams its table ordered by ``seq``, and the compactor the records of the files it rewrites.
 Keeping one implementation is what makes "the same replay rules" true rather than hoped for.
 
-Rules (DESIGN §4, reference behaviours J-18..J-72):
+Rules (docs/journal.md, reference behaviours J-18..J-72):
 
 - an add appends an entry; an update appends its own later entry; a non-transactional delete
   removes every entry of its id (adds and updates, also several adds of the same id);

@@ -1,4 +1,4 @@
-"""Large-message bodies outside the journals (DESIGN §7.1).
+"""Large-message bodies outside the journals (docs/large.md).
 
 ``api`` holds the contract (:class:`LargeMessageStore`, :class:`LargeMessageWriter`); each
 back-end implements it in its own module:

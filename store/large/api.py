@@ -1,4 +1,4 @@
-"""The large-message contract every back-end keeps (DESIGN §7.1).
+"""The large-message contract every back-end keeps (docs/large.md).
 
 Bodies too big for a journal record live outside the journals: one file per body in
 ``large-messages-directory`` (file store), rows of ``large-message-table-name`` (database

@@ -20,7 +20,7 @@ nothing is ever appended to a growing blob):
   once; a body whose process died leaves chunk rows without a descriptor, deleted when the
   store next opens. ``delete`` removes the descriptor and every chunk row in one transaction.
 
-Integrity (DESIGN §7.1): every chunk's checksum covers the message id and the chunk's index
+Integrity (docs/large.md): every chunk's checksum covers the message id and the chunk's index
 (descriptor version 2, :mod:`store.large.chunks`), so two chunk rows whose filenames were
 swapped, or a row copied from another body, read as a CorruptionError rather than wrong
 bytes; a version 1 descriptor (written before) marks a body whose chunks are checked as they

@@ -1,4 +1,4 @@
-"""The storage manager's layer (DESIGN §9): messaging records over the journals, the
+"""The storage manager's layer (docs/messaging.md): messaging records over the journals, the
 large-message store and the page stores.
 
 Usage::

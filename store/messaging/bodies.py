@@ -1,5 +1,5 @@
 """Message bodies: inline in the message record, or streamed to the large-message store
-(DESIGN §7.1, §9) when larger than ``min-large-message-size``.
+(docs/large.md, docs/messaging.md) when larger than ``min-large-message-size``.
 
 A body given as bytes goes to the large-message store when ``len(body)`` is over the limit,
 written in slices of :data:`SLICE` bytes; a body given as a binary stream is read up to the

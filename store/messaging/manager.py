@@ -1,4 +1,4 @@
-"""The storage manager (DESIGN §9): messages, addresses, queues, acknowledgements, duplicate
+"""The storage manager (docs/messaging.md): messages, addresses, queues, acknowledgements, duplicate
 detection and transactions over a store's two journals, the same code on every back-end.
 
 Journal usage (reference §3.2; record bodies in :mod:`store.messaging.records` and
@@ -32,7 +32,7 @@ Thread-safety: a StorageManager may be shared between threads. One lock guards t
 state and orders journal appends with it; waits for durability happen outside the lock, and a
 BLOCKed sender waits on a condition of that lock, released by an ack on any thread.
 
-Size: past the ~600 lines CONVENTIONS suggests, because the class's methods share one lock and
+Size: past docs/conventions.md#13's ~600 lines, because the class's methods share one lock and
 one state; what could stand alone already does (loader, recovery, transactions, paging,
 queues, bodies, codecs). The next split, if it grows: addresses and queues administration.
 

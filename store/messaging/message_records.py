@@ -1,7 +1,7 @@
 """Codecs of the message records: ADD_MESSAGE_PROTOCOL (45, body inline) and ADD_LARGE_MESSAGE
 (30, body in the large-message store). Both are journal ADDs whose record id is the message id.
 
-The user record types are Artemis's; the bodies are ours (DESIGN §9), big-endian, strings and
+User record types are Artemis's; the bodies ours (docs/messaging.md), big-endian, strings and
 byte strings as :mod:`store.messaging.codec` documents:
 
 ===============================  ==========================================================

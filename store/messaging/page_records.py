@@ -18,7 +18,7 @@ type  record                      journal use
 43    PAGE_CURSOR_PENDING_COUNTER ADD (new id): a page whose counter is still being written
 ====  ==========================  ==========================================================
 
-Bodies are ours, not Artemis's byte layout (DESIGN §9: documented, versioned): one version
+Bodies are ours, not Artemis's byte layout (docs/messaging.md: documented, versioned): one version
 byte (:data:`VERSION`, 1) and then the fields, big-endian, in this order:
 
 ================================  ====  =====================================================

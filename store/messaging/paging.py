@@ -1,4 +1,4 @@
-"""Paging for the storage manager (DESIGN §9, reference §3.5): address limits, the full
+"""Paging for the storage manager (docs/messaging.md, reference §3.5): address limits, the full
 policies, paged messages in the address's page store, per-queue cursors, cursor acks in the
 message journal, and page deletion.
 
@@ -29,7 +29,7 @@ When every queue the page routes to has completed it, the page is deleted, then 
 in ``cleaned["page_cursors"]``; pages no existing queue still needs are deleted
 (``cleaned["pages"]``).
 
-**Transactions obey the limits at ``tx.send``** (DESIGN §9). A transaction's in-memory sends
+**Transactions obey the limits at ``tx.send``** (docs/messaging.md). A transaction's in-memory sends
 are counted against their address from ``tx.send`` (not from commit), so the address is full
 when what queues hold plus what open transactions hold reaches the limit, and the policy
 applies to the transaction's next send as to any other: PAGE pages it (below), DROP drops it,

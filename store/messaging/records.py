@@ -2,7 +2,7 @@
 (:mod:`store.messaging.message_records`) and the page records
 (:mod:`store.messaging.page_records`).
 
-User record types are Artemis's (reference §3.1); bodies are ours (DESIGN §9), each starting
+User record types are Artemis's (reference §3.1); bodies ours (docs/messaging.md), each starting
 with the version byte (:data:`~store.messaging.codec.VERSION`, 1), fields big-endian, strings
 and byte strings length-prefixed as :mod:`store.messaging.codec` documents.
 

@@ -1,4 +1,4 @@
-"""The values the storage manager takes and hands back (DESIGN §9): :class:`Message`,
+"""The values the storage manager takes and hands back (docs/messaging.md): :class:`Message`,
 :class:`Delivery`, :class:`Xid`, :class:`AddressInfo`, :class:`QueueInfo`.
 
 Times (``timestamp``, ``expiration``, ``scheduled_delivery``) are milliseconds since the epoch,

@@ -1,4 +1,4 @@
-"""Per-address page stores (DESIGN §7.2).
+"""Per-address page stores (docs/paging.md).
 
 ``api`` holds the contract (:class:`PagingManager`, :class:`PageStore`, :class:`PagePosition`),
 ``format`` the page record format every back-end writes; each back-end implements the contract

@@ -1,4 +1,4 @@
-"""The paging contract every back-end keeps (DESIGN §7.2).
+"""The paging contract every back-end keeps (docs/paging.md).
 
 Each address can have a page store: a folder per address in ``paging-directory`` holding
 ``address.txt`` and ``NNNNNNNNN.page`` files (file store), a table per address named from

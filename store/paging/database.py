@@ -1,4 +1,4 @@
-"""Page stores in database tables (DESIGN §7.2, reference §4.8, §4.9).
+"""Page stores in database tables (docs/paging.md, reference §4.8, §4.9).
 
 The tables and rows are documented beside their definition (:mod:`store.db.schema`, "Page
 tables"): a directory row ``directory.txt`` in ``page-store-table-name`` lists the suffixes of

@@ -1,4 +1,4 @@
-"""Page stores in ``paging-directory``: one folder per address (DESIGN §7.2, reference §5).
+"""Page stores in ``paging-directory``: one folder per address (docs/paging.md, reference §5).
 
 Layout::
 

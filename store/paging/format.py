@@ -1,4 +1,4 @@
-"""The page record format, shared by every back-end (DESIGN §7.2, reference §5).
+"""The page record format, shared by every back-end (docs/paging.md, reference §5).
 
 A page is a sequence of records with nothing between them; the file store writes it to an
 ``NNNNNNNNN.page`` file, the database store to the rows of the page in the address's table

@@ -27,7 +27,7 @@ def check_address(address: str) -> str:
 
 
 class PageRoller:
-    """The roll rule (DESIGN §7.2): where the next record of an address goes.
+    """The roll rule (docs/paging.md#roll): where the next record of an address goes.
 
     Keeps the current page, how many records it holds and their encoded bytes. Not
     thread-safe: the page store calls it under its own lock.

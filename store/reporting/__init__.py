@@ -1,4 +1,4 @@
-"""Reporting on Spark (DESIGN §11): PySpark jobs over the store's tables (JDBC) or files.
+"""Reporting on Spark (docs/reporting.md): PySpark jobs over the store's tables (JDBC) or files.
 
 ::
 

@@ -1,8 +1,8 @@
-"""The report's jobs: pure ``DataFrame -> DataFrame`` functions (CONVENTIONS 15), each over
+"""The report's jobs: pure ``DataFrame -> DataFrame`` functions (docs/conventions.md#15), each over
 :data:`~store.reporting.schemas.RECORDS` rows from any source, returning the schema of the same
 name in :mod:`store.reporting.schemas`.
 
-:func:`replay` is the journal's load rules (DESIGN §4, :mod:`store.journal.replay`) in Spark:
+:func:`replay` is the journal's load rules (docs/journal.md, :mod:`store.journal.replay`) in Spark:
 
 1. a transaction's records take effect at the position of the transaction's next commit
    (its records at ``(commit position, own position)``, so they keep their written order);

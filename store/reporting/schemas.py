@@ -1,4 +1,4 @@
-"""Every explicit schema of the reports (CONVENTIONS 15): what the sources produce and what each
+"""Every explicit schema of the reports (docs/conventions.md#15): what sources produce and what each
 job returns. The Parquet datasets a report writes have exactly these columns.
 
 :data:`RECORDS` is the one decoded schema every journal source produces (database table over
@@ -96,10 +96,10 @@ RECORDS: Final = _schema(
     ("tx_seen", _I, True),
 )
 
-#: ``queue_depths/`` (DESIGN §11): a row for every queue, empty ones included.
+#: ``queue_depths/`` (docs/reporting.md#queue-depths): a row for every queue, empty ones included.
 QUEUE_DEPTHS: Final = _schema(("queue", _S, False), ("messages", _L, False), ("bytes", _L, False))
 
-#: ``record_types/`` (DESIGN §11): live records after replay, per journal and user record type.
+#: ``record_types/`` (docs/reporting.md): live records after replay, by journal and record type.
 RECORD_TYPES: Final = _schema(
     ("journal", _S, False),
     ("user_record_type", _I, False),

@@ -1,4 +1,4 @@
-"""The one place that builds the reports' :class:`~pyspark.sql.SparkSession` (CONVENTIONS 15).
+"""The one place building the reports' :class:`~pyspark.sql.SparkSession` (docs/conventions.md#15).
 
 - master ``local[*]`` by default; ``spark://host:7077`` runs on a cluster (the
   ``docker-compose.yml`` master and worker);

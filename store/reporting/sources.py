@@ -16,7 +16,7 @@
   :func:`store.reporting.decode.paged_records`).
 
 The SQL text Spark sends is compiled by SQLAlchemy from the schema module's ``Table`` (names
-validated and quoted there, CONVENTIONS 14), never formatted here.
+validated and quoted there, docs/conventions.md#14), never formatted here.
 
 Thread-safety: functions called from the driver's one thread.
 """

@@ -1,8 +1,8 @@
-"""Failures of the database under a running workload (DESIGN §6): the server kills the store's
+"""Failures of the database under a running workload (docs/db.md): the server kills the store's
 connections (PostgreSQL ``pg_terminate_backend``, MariaDB ``KILL``), or the writing process
 is killed with SIGKILL. After reopening, the store holds exactly what was acknowledged plus
 possibly some of what was not, as a prefix of each writer's operations: never a hole, never a
-half-applied batch or transaction (CONVENTIONS 7). The writers get StoreUnavailableError and
+half-applied batch or transaction (docs/conventions.md#7). The writers get StoreUnavailableError and
 the journal refuses every later write until reopened.
 
 Each writer thread runs its own sequence of operations on its own ids: plain adds (most not

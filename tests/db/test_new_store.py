@@ -1,4 +1,4 @@
-"""A new database store starts by itself (DESIGN §6, issue 7): the first open creates the
+"""A new database store starts by itself (docs/db.md, issue 7): the first open creates the
 schema when none of the store's tables exist, once, under the schema lock, also when several
 sessions start together; a partial or old schema is refused, and a user who may not run DDL
 is sent to ``store db sql``."""

@@ -1,4 +1,4 @@
-"""Crash consistency of the native file journal (CONVENTIONS 7) on the fault file system.
+"""Crash consistency of the native file journal (docs/conventions.md#7) on the fault file system.
 
 The main test runs seeded random workloads (tests/support/crashsim.py) and checks thousands of
 crash images: after reopening, every acknowledged operation is there, later ones may be
@@ -490,7 +490,7 @@ def test_sync_appends_are_acknowledged_only_after_the_datasync_that_covers_them(
     instant it is given (a follower's release by the flusher, a leader's return, a future's
     completion) together with a snapshot, and snapshots are also taken just before each
     datasync. A crash that drops everything unsynced at any of those points must keep every
-    acknowledged record and every record appended before it (DESIGN §4, ``sync=True``).
+    acknowledged record and every record appended before it (docs/journal.md, ``sync=True``).
 
     Fails if the writer releases waiters (or completes futures) before the datasync."""
     fs = _fresh()

@@ -1,7 +1,7 @@
 """FileJournal load rules end to end on the fault file system: what a reopen reports for a
 transaction id that a load declared failed and the application then used again.
 
-A failed id gets a ROLLBACK written at open (store/file/journal.py, ``_start``). DESIGN §4: a
+A failed id gets a ROLLBACK written at open (store/file/journal.py, ``_start``). docs/journal.md: a
 failed id may be refused when used again; if it is accepted (the file journal accepts it), the
 new transaction counts in full once committed, and an acknowledged commit is never lost. A new
 use that is prepared must be reported prepared only: reporting it failed as well would make

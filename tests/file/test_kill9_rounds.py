@@ -13,7 +13,7 @@ ChecksumError once a later file existed.
 
 Here each round's child (tests/file/kill9_mixed.py) prints every call before making it and
 every durable point after it; the parent drives the reference model with the same calls and
-checks each reopen with the crash invariant (CONVENTIONS 7): the load is the effect of a prefix
+checks each reopen by the crash invariant (docs/conventions.md#7): a load is the effect of a prefix
 of the calls that holds every acknowledged one. The last check is a clean reopen that must load
 exactly the model's state, compact, and load it again.
 

@@ -1,5 +1,5 @@
 """Failover of a shared-store pair with real processes (``store ha run``) on PostgreSQL and
-MariaDB (reference §4.10, DESIGN §8):
+MariaDB (reference §4.10, docs/ha.md):
 
 - ``kill -9`` of the live node mid-workload: the waiting node goes live within the expiration
   plus one renew period, and every write the killed node acknowledged is in the store

@@ -1,4 +1,4 @@
-"""Fencing (DESIGN §8) on PostgreSQL, MariaDB, SQLite and H2, in one process: a store opened
+"""Fencing (docs/ha.md#fencing) on PostgreSQL, MariaDB, SQLite, H2, in one process: a store opened
 with a live node manager checks, in each write batch's own transaction and before its
 statements, that the live-lock row still holds this node's holder and generation. After a
 takeover the next write raises LockLostError and commits nothing, every later write (journal,

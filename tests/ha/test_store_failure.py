@@ -1,4 +1,4 @@
-"""A live node whose store can no longer write gives the live lock up (DESIGN §8, issue 24), in
+"""A live node whose store can no longer write gives the live lock up (docs/ha.md, issue 24), in
 one process with two node managers:
 
 - PostgreSQL: every connection of the live node (found by its application_name) is ended

@@ -101,7 +101,7 @@ def test_close_is_idempotent(backend: BackendSpec, store_factory) -> None:
 
 
 def test_store_is_a_context_manager_that_closes(backend: BackendSpec, store_factory) -> None:
-    """`with open_store(cfg) as s:` closes the store on exit (DESIGN §4 usage)."""
+    """`with open_store(cfg) as s:` closes the store on exit (docs/journal.md usage)."""
     from store import open_store
 
     with open_store(store_factory.config) as store:
@@ -141,7 +141,7 @@ def test_clean_close_makes_non_sync_appends_durable(backend: BackendSpec, store_
 def test_close_after_traffic_returns_promptly(
     backend: BackendSpec, store_factory, batching: str
 ) -> None:
-    """DESIGN §4 "nobody waits longer than needed": closing a store right after sync and
+    """docs/journal.md "nobody waits longer than needed": closing a store right after sync and
     non-sync appends returns within 5 s every time, also inside a long batching window (a
     background writer that loses the close's wake-up shows up here as a hanging close)."""
     if batching != "configured":

@@ -1,4 +1,4 @@
-"""Contract: one writer per store (DESIGN §4): ``open_store`` on a store that is open raises
+"""Contract: one writer per store (docs/journal.md): ``open_store`` on a store that is open raises
 StoreLockedError at once, from the same process and from another one. Zero persistence holds
 nothing, so a second open is accepted."""
 

@@ -1,4 +1,4 @@
-"""Contract: flush(), sync_future(), stats() and compact() (DESIGN §4), on every back-end.
+"""Contract: flush(), sync_future(), stats() and compact() (docs/journal.md), on every back-end.
 Zero persistence: flush and futures complete at once, stats count nothing, compact is a no-op."""
 
 from __future__ import annotations

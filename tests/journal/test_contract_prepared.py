@@ -55,7 +55,7 @@ def test_prepare_then_commit_or_rollback(
     backend: BackendSpec, store_factory, outcome: str, restart_between: bool
 ) -> None:
     """J-65: a prepared tx then committed shows its effect after restart; rolled back, none —
-    also when the commit/rollback comes after a restart (DESIGN §4: after the load they can
+    also when the commit/rollback comes after a restart (docs/journal.md: after the load they can
     be committed or rolled back)."""
     mj = modelled(backend, store_factory)
     mj.add(50, 1, b"committed before")

@@ -257,7 +257,7 @@ def test_record_nearly_as_big_as_a_file_is_accepted(backend: BackendSpec, store_
     ],
 )
 def test_ids_over_the_signed_64_bit_range(backend: BackendSpec, store_factory, id: int) -> None:
-    """DESIGN §4: record and transaction ids are any signed 64-bit int, limits included."""
+    """docs/journal.md: record and transaction ids are any signed 64-bit int, limits included."""
     mj = modelled(backend, store_factory)
     mj.add(id, 1, b"add")
     mj.update(id, 1, b"update")
@@ -271,7 +271,7 @@ def test_ids_over_the_signed_64_bit_range(backend: BackendSpec, store_factory, i
 
 @pytest.mark.parametrize("urt", [0, 1, 127, 128, 255])
 def test_user_record_type_range(backend: BackendSpec, store_factory, urt: int) -> None:
-    """DESIGN §4: user_record_type is 0..255, both ends kept through add, update and tx."""
+    """docs/journal.md: user_record_type is 0..255, both ends kept through add, update and tx."""
     mj = modelled(backend, store_factory)
     mj.add(1, urt, b"a")
     mj.update(1, urt, b"u")
@@ -353,7 +353,7 @@ def test_liveness_is_rebuilt_from_the_load(backend: BackendSpec, store_factory) 
 
 
 def test_the_two_journals_are_independent(backend: BackendSpec, store_factory) -> None:
-    """DESIGN §1: bindings and messages are separate journals; the same ids do not interact."""
+    """docs/journal.md: bindings and messages are two journals; the same ids do not interact."""
     store = store_factory.open()
     messages = ModelledJournal(backend, store.messages, JournalModel())
     bindings = ModelledJournal(backend, store.bindings, JournalModel())

@@ -368,7 +368,7 @@ def test_random_mixed_transactional_workload(
 def test_a_failed_tx_id_used_again_commits_in_full(
     backend: BackendSpec, store_factory, where: str
 ) -> None:
-    """Issue 6.2 / DESIGN §4: tx 77 is reported failed; the caller uses 77 again (add_tx,
+    """Issue 6.2, docs/journal.md: tx 77 is reported failed; the caller uses 77 again (add_tx,
     commit), so the commit is acknowledged: after a restart its record is there. The file store
     lost it when the failed records and the new ones shared a file (the commit's per-file
     record count went on counting the failed transaction's records)."""
@@ -420,7 +420,7 @@ def test_a_completed_tx_id_used_again_in_the_same_file(backend: BackendSpec, sto
 def test_an_id_only_updated_in_a_committed_tx_is_not_live(
     backend: BackendSpec, store_factory, restart_first: bool
 ) -> None:
-    """Issue 6.6 / DESIGN §4: update_tx(1, 3) of an id 3 never added, commit; a later
+    """Issue 6.6 / docs/journal.md: update_tx(1, 3) of an id 3 never added, commit; a later
     non-transactional update or delete of 3 raises UnknownRecordError (Artemis refuses it);
     the load result itself is unchanged (the update entry)."""
     mj = modelled(backend, store_factory)

@@ -197,7 +197,7 @@ def test_calls_outside_the_contract_are_model_usage_errors(call) -> None:
     ],
 )
 def test_an_id_only_updated_in_a_committed_tx_is_not_live(call) -> None:
-    """DESIGN §4 (issue 6.6): an id a committed transaction only updated, never added, is not
+    """docs/journal.md (issue 6.6): an id a committed transaction only updated, never added, is not
     live; a non-transactional update or delete of it raises UnknownRecordError."""
     m = JournalModel()
     m.update_tx(4, 6, 1, b"")
@@ -208,7 +208,7 @@ def test_an_id_only_updated_in_a_committed_tx_is_not_live(call) -> None:
 
 
 def test_a_completed_or_failed_tx_id_may_be_used_again_as_a_new_transaction() -> None:
-    """DESIGN §4 (issue 6.2): a reused id is a new transaction that counts in full."""
+    """docs/journal.md#failed (issue 6.2): a reused id is a new transaction that counts in full."""
     m = JournalModel()
     m.add_tx(1, 1, 1, b"a")
     m.commit(1)
@@ -289,7 +289,7 @@ def _crash_model() -> JournalModel:
     ],
 )
 def test_crash_load_of_a_prefix_is_accepted(loaded, failed, matched) -> None:
-    """CONVENTIONS 7: acknowledged ops plus any later prefix is a correct crash load."""
+    """docs/conventions.md#7: acknowledged ops plus any later prefix is a correct crash load."""
     m = _crash_model()
     m.acknowledge(2)
     assert m.check_crash_load(result(loaded, failed=failed)) == matched
@@ -311,7 +311,7 @@ def test_crash_load_of_a_prefix_is_accepted(loaded, failed, matched) -> None:
     ],
 )
 def test_crash_load_that_is_not_a_prefix_is_rejected(loaded, failed) -> None:
-    """CONVENTIONS 7: a lost ack, a hole, a torn tx or a resurrected delete fail the check."""
+    """docs/conventions.md#7: a lost ack, a hole, a torn tx or a resurrected delete fail it."""
     m = _crash_model()
     m.acknowledge(2)
     with pytest.raises(CrashLoadMismatch):

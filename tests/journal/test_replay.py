@@ -206,7 +206,7 @@ CASES = [
 
 @pytest.mark.parametrize(("ops", "expected"), CASES)
 def test_replay_table(ops: list[tuple[Any, ...]], expected: LoadResult) -> None:
-    """Each operation stream replays to exactly the load in the table (DESIGN §4 rules)."""
+    """Each operation stream replays to exactly the load in the table (docs/journal.md rules)."""
     got = run(ops).result()
     assert got.records == expected.records
     assert got.prepared == expected.prepared

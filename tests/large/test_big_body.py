@@ -1,5 +1,5 @@
 """A 256 MiB body is written and read back in bounded memory on every kind of persistent
-storage (DESIGN §7.1: "memory stays bounded by a chunk, whatever the body size").
+storage (docs/large.md: "memory stays bounded by a chunk, whatever the body size").
 
 Memory is measured two ways, both under 32 MiB: the ``tracemalloc`` peak (Python objects) and
 the growth of the process's resident set (``VmHWM`` after ``/proc/self/clear_refs`` reset it

@@ -1,4 +1,4 @@
-"""Contract: large messages (DESIGN §7.1, store.large.api rules 1-6) on every back-end.
+"""Contract: large messages (docs/large.md, store.large.api rules 1-6) on every back-end.
 
 Every test uses ``store.large_messages`` right after ``open_store``, without ``load()``: the
 contract says it is usable then. Zero persistence keeps its bodies in memory, so everything

@@ -1,6 +1,6 @@
 """The file store's large messages on the fault-injecting file system (tests/support/faultfs):
 a refused write aborts the body and leaves nothing, and a crash at any step of completing a
-body leaves either the whole body or no trace of it (CONVENTIONS 7)."""
+body leaves either the whole body or no trace of it (docs/conventions.md#7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The documented large-message formats match the code: the file header table of
 store.large.files, the frame table of store.large.chunks and the descriptor table in
-store.db.schema (CONVENTIONS 2), and both headers round-trip."""
+store.db.schema (docs/conventions.md#2), and both headers round-trip."""
 
 from __future__ import annotations
 

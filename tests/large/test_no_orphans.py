@@ -1,4 +1,4 @@
-"""Deleted and aborted bodies leave no storage behind (DESIGN §6, §7.1): no file, no row and,
+"""Deleted and aborted bodies leave no storage (docs/db.md, docs/large.md): no file, no row and,
 on PostgreSQL, no large object (``pg_largeobject_metadata``; the server is shared with other
 test runs, so its count is compared before and after, never expected to be zero)."""
 

@@ -1,4 +1,4 @@
-"""NULLs and garbage in the large-message table's nullable columns (DESIGN §7.1, store.large.
+"""NULLs and garbage in the large-message table's nullable columns (docs/large.md, store.large.
 database): each is a CorruptionError naming the table and the row's id, never a TypeError or
 an AttributeError, and nothing is deleted because of it.
 

@@ -5,13 +5,13 @@ Each round starts a worker process (:mod:`store.perf_worker`: producers send wit
 share of large messages, one address that pages) on the same store, and kills it with SIGKILL
 at a random moment. The worker reports over a pipe every send and ack once acknowledged, and
 every receive before its ack is called. After each round the parent loads the store and checks
-the crash invariant (CONVENTIONS 7) against everything reported in all rounds so far:
+the crash invariant (docs/conventions.md#7) against everything reported in all rounds so far:
 
 - every acknowledged send whose message was never received is on its queue, exactly once;
 - no message is on a queue twice;
 - no message whose ack was acknowledged is back;
 - the large-message store holds exactly the bodies of the large messages still on a queue:
-  none without its message (an orphan the load failed to sweep, DESIGN §9), none missing.
+  none without its message (an orphan the load failed to sweep, docs/messaging.md), none missing.
 
 A received message whose ack was not acknowledged may be back or not (the ack was in flight).
 This check is written here, apart from ``store.perf_workload.check_recovered``, so that a bug

@@ -1,4 +1,4 @@
-"""Large messages through the storage manager on every back-end (DESIGN §9, reference SM-19..22):
+"""Large messages via the storage manager, each back-end (docs/messaging.md, reference SM-19..22):
 bodies over ``min-large-message-size`` go to the large-message store, given as bytes or as a
 stream, are read back as a stream, and leave no body behind once acknowledged, refused, rolled
 back or orphaned by a crash."""

@@ -1,5 +1,5 @@
 """The load's sweep of large bodies no queue can receive again (store.messaging.loader
-``_large_bodies``, DESIGN §9), for the window the kill -9 rounds found: a paged large
+``_large_bodies``, docs/messaging.md#load), for the window the kill -9 rounds found: a paged large
 message's body was kept until its whole page went, so a body acknowledged (or sent in a
 transaction that never committed) on a page some queue had not finished stayed after every
 restart. On every back-end; deterministic (the kill -9 rounds of test_kill9.py hit the same

@@ -1,4 +1,4 @@
-"""The storage manager's non-transactional behaviour on every back-end (DESIGN §9): send, route,
+"""The storage manager without transactions, each back-end (docs/messaging.md): send, route,
 receive, ack, cancel, order, scheduling, ids, non-durable messages, duplicate ids, errors, and
 what survives a restart."""
 

@@ -2,7 +2,7 @@
 in-memory model of two queues with the same calls, restarts (clean and crash-like) included,
 and checks every delivery (message, order, delivery count) and every depth against the model.
 
-The model is written from DESIGN §9, not from the manager's code:
+The model is written from docs/messaging.md, not from the manager's code:
 
 - a queue delivers its ready messages by priority (high first), then by the order they became
   visible (sent, or committed); a cancel puts a message before every other of its priority and

@@ -1,6 +1,6 @@
 """The state machine of ``test_stateful`` with paging on: the address holds at most 3 messages
 in memory and pages the rest (``address-full-policy = PAGE``), checked against a model that
-adds paging to the one of ``test_stateful``, also written from DESIGN §9:
+adds paging to the one of ``test_stateful``, also written from docs/messaging.md:
 
 - a durable send goes to the pages while the address is full (3 messages in memory, counted
   once whatever their queues; paged messages read back do not count) or while any paged

@@ -1,4 +1,4 @@
-"""Address limits inside transactions (DESIGN §9, issue 24 "Limits that do not hold"), on every
+"""Address limits inside transactions (docs/messaging.md, issue 24 "Limits that do not hold"), every
 back-end: a ``tx.send`` obeys ``max-size-bytes`` / ``max-size-messages`` and the address-full
 policy as a plain send does, judged against what is in memory plus what open transactions hold
 (PAGE pages, DROP drops, FAIL refuses and leaves the transaction usable, BLOCK waits only while

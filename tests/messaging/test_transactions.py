@@ -1,4 +1,4 @@
-"""Transactions of the storage manager on every back-end (DESIGN §9, reference SM-27..SM-36):
+"""Transactions of the storage manager on each back-end (docs/messaging.md, reference SM-27..SM-36):
 local commit and rollback of sends and acks, XA prepare surviving restarts with identical XIDs,
 then commit delivering in order or rollback restoring, duplicate ids counted from commit."""
 

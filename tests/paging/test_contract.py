@@ -1,5 +1,5 @@
 """Contract: positions, the roll rule, reading, deleting pages and removing stores, on every
-back-end (file NIO/MAPPED/ASYNCIO, zero, PostgreSQL, MariaDB, SQLite, Derby) — DESIGN §7.2,
+back-end (file NIO/MAPPED/ASYNCIO, zero, PostgreSQL, MariaDB, SQLite, Derby) — docs/paging.md,
 store.paging.api rules 1-4."""
 
 from __future__ import annotations

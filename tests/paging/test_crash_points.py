@@ -1,4 +1,4 @@
-"""The file page store at every crash point (CONVENTIONS 7): a seeded workload of synced
+"""The file page store at every crash point (docs/conventions.md#7): a seeded workload of synced
 appends that roll pages, page deletes and store removals and creations runs on the fault-
 injecting file system (tests/support/faultfs), which takes a snapshot around every sync,
 rename and directory sync; every snapshot is crashed in several ways and reopened. Each crash

@@ -1,5 +1,5 @@
 """Store.paging: every opener builds its back-end's paging manager, usable right after
-open_store without the journals' load(), closed (flushing) with the store (DESIGN §7.2)."""
+open_store without the journals' load(), closed (flushing) with the store (docs/paging.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Crash simulation for the file journal: a seeded random workload, snapshots at crash points,
-and the check of every crash image against the reference model (CONVENTIONS 7).
+and the check of every crash image against the reference model (docs/conventions.md#7).
 
 How one run goes (:func:`record_run`):
 

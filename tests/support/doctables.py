@@ -1,5 +1,5 @@
 """The parser of the ``Offset | Size | Field`` tables that format modules keep in their
-docstrings (CONVENTIONS 2), so a test can check each table against the code's structs."""
+docstrings (docs/conventions.md#2), so a test can check each table against the code's structs."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ an open that could write and for every directory change). Every snapshot carries
 Thread-safety: every method may be called from any thread; one re-entrant lock serialises all
 calls, and hooks run under it (so a snapshot taken from a hook is consistent).
 
-Why one module of ~800 lines (CONVENTIONS 13): the crash model (:class:`Snapshot`, the fates of
+Why one ~800-line module (docs/conventions.md#13): the crash model (:class:`Snapshot`, the fates of
 unsynced operations) and the file system that records what it needs are two halves of one
 durability contract that must change together; a third of the module is docstrings.
 """

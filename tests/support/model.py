@@ -1,5 +1,5 @@
 """The reference model of the journal contract: the oracle the contract and crash tests compare
-every back-end with (DESIGN §4, the rules in the docstring of ``store/journal/api.py``).
+every back-end with (docs/journal.md, the rules in the docstring of ``store/journal/api.py``).
 
 It is written to be obviously right rather than fast, and it is deliberately independent of
 ``store.journal.replay`` (the code under test must not be its own oracle). A test drives the
@@ -27,7 +27,7 @@ Contract decisions the model encodes (and the tests therefore check):
    journal closes it), and it never contributes anything. Prepared transactions survive reopens
    and are listed with their adds/updates in written order and their deleted ids.
 4. A transaction id may be used again once its transaction completed or was reported failed:
-   the new transaction is a new one and counts in full once committed (DESIGN §4: an
+   the new transaction is a new one and counts in full once committed (docs/journal.md#failed: an
    acknowledged commit is never lost). Adding records to a prepared transaction and preparing
    twice are outside the contract (:class:`ModelUsageError`).
 
@@ -35,7 +35,7 @@ Crash bookkeeping: operations are numbered from 0 in call order (:attr:`JournalM
 is the number recorded so far). A crash test says which prefix was acknowledged durable
 (:meth:`JournalModel.acknowledge`) and checks the load after the crash with
 :meth:`JournalModel.check_crash_load`: the load must equal the effect of some prefix of the
-operations that contains every acknowledged one (CONVENTIONS 7). Tests with several writer
+operations that contains every acknowledged one (docs/conventions.md#7). Tests with several writer
 threads must record each call in the model in the order the journal took it (for instance
 under one lock held around the journal call and the model call).
 
@@ -427,7 +427,7 @@ class JournalModel:
         return state.load()
 
     def check_crash_load(self, result: LoadResult, acked_upto: int | None = None) -> int:
-        """Checks the crash invariant (CONVENTIONS 7) and returns the prefix length it matched.
+        """Checks the crash invariant (docs/conventions.md#7); returns the prefix length it matched.
 
         The load must equal the effect of the first ``k`` operations for some ``k`` between
         ``acked_upto`` (default: :attr:`acknowledged`) and :attr:`op_count`: everything
