@@ -159,7 +159,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         subs.remove(sub)
         if not subs:
             del self._by_destination[sub.destination]
-        for mid in sub.inflight.values():
+        for mid in reversed(sub.inflight.values()):  # each goes to the head: last first
             self.store.cancel(sub.destination, mid)
         sub.inflight.clear()
         self._dispatch(sub.destination)

@@ -89,9 +89,13 @@ class Recorder(stomp.ConnectionListener):  # type: ignore[misc]
                     return list(self.messages)
 
 
-def client(port: int) -> tuple[Any, Recorder]:
-    """A connected STOMP 1.1 stomp.py connection to the loopback broker and its recorder."""
-    conn = stomp.Connection11([("127.0.0.1", port)], heartbeats=(0, 0), auto_content_length=True)
+def client(port: int, *, binary: bool = False) -> tuple[Any, Recorder]:
+    """A connected STOMP 1.1 stomp.py connection to the loopback broker and its recorder
+    (bodies as str, or bytes with ``binary``)."""
+    conn = stomp.Connection11(
+        [("127.0.0.1", port)], heartbeats=(0, 0), auto_content_length=True,
+        auto_decode=not binary,
+    )
     rec = Recorder()
     conn.set_listener("rec", rec)
     conn.connect(wait=True)
