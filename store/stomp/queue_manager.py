@@ -21,7 +21,8 @@ to ACK:
   the ACK's RECEIPT goes out (the protocol flushes first).
 - NACK, UNSUBSCRIBE and disconnect put the subscription's unacknowledged messages back at the
   head of their queues with the delivery count + 1 (persisted); a redelivered MESSAGE carries
-  ``redelivered:true``.
+  ``redelivered:true``, as does every message stored before the broker started (it may have
+  been delivered before a crash: the count is written at cancel, not at delivery).
 - BEGIN / COMMIT / ABORT: a store transaction. Its SENDs are invisible until COMMIT and
   durable when it returns; its ACKs are final at COMMIT; ABORT drops its SENDs and redelivers
   what it acknowledged (count + 1). A connection that goes away aborts its transactions.
@@ -215,7 +216,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             headers = frame.headers
             message_id = str(headers.setdefault("message-id", str(taken.message_id)))
             headers["subscription"] = sub.id
-            if taken.delivery_count:
+            if taken.delivery_count or taken.recovered:
                 headers["redelivered"] = "true"
             if getattr(sub.connection, "ack_header", False):
                 headers["ack"] = message_id

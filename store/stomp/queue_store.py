@@ -119,6 +119,10 @@ class Taken:
     frame: Frame
     message_id: int
     delivery_count: int
+    #: True for a message stored before this store was opened: it may have been delivered
+    #: before a crash without its delivery being counted (the count is written at cancel, not
+    #: at delivery), so a broker marks it redelivered, as JMS allows.
+    recovered: bool = False
 
 
 class StompQueueStore(QueueStore):  # type: ignore[misc]
@@ -131,6 +135,9 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
         self._lock = threading.Lock()
         self._known = {q.name for q in manager.queues()}
         self._held: dict[str, int] = {}  # destination -> messages taken, not settled
+        # The first message id stored since opening: ids only grow, so every smaller one was
+        # there before (see Taken.recovered). None until the first put.
+        self._first_new: int | None = None
 
     # -- coilmq's contract ------------------------------------------------------------------
 
@@ -191,7 +198,15 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
         self.ensure(destination)
         mid = self.manager.send(frame_to_message(destination, frame), [destination], sync=sync)
         assert mid is not None  # a durable message routed to its one queue
+        self._saw_new(mid)
         return mid
+
+    def _saw_new(self, mid: int) -> None:
+        first = self._first_new
+        if first is None or mid < first:  # rarely true after the first put: no lock then
+            with self._lock:
+                if self._first_new is None or mid < self._first_new:
+                    self._first_new = mid
 
     def take(self, destination: str) -> Taken | None:
         """The next ready message of ``destination``, now delivered and held until
@@ -206,7 +221,10 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
         d = ds[0]
         message = d.message
         assert message.message_id is not None
-        return Taken(destination, message_to_frame(message), message.message_id, d.delivery_count)
+        mid = message.message_id
+        first_new = self._first_new
+        recovered = first_new is None or mid < first_new
+        return Taken(destination, message_to_frame(message), mid, d.delivery_count, recovered)
 
     def ack(self, destination: str, message_id: int, *, sync: bool) -> None:
         """Acknowledge a taken message; with ``sync`` durable on return."""
@@ -252,6 +270,7 @@ class StompTransaction:
         self.queues.ensure(destination)
         mid = self.tx.send(frame_to_message(destination, frame), [destination])
         assert mid is not None
+        self.queues._saw_new(mid)
         self.sent.add(destination)
         return mid
 

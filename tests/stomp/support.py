@@ -8,10 +8,15 @@ thread (a condition guards it); the rest belongs to the test's thread.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import stomp
@@ -144,3 +149,50 @@ def read_frames(sock: socket.socket, n: int, timeout: float = WAIT) -> list[Rece
         reader.append(data)
         out.extend((f.cmd, dict(f.headers), f.body) for f in reader)
     return out
+
+
+def write_toml(path: Path, mapping: dict[str, Any]) -> Path:
+    """Write a store configuration mapping (flat keys, one level of tables) as TOML."""
+
+    def value(v: Any) -> str:
+        return str(v).lower() if isinstance(v, bool) else repr(v) if isinstance(v, int) else (
+            '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        )
+
+    lines = [f"{k} = {value(v)}" for k, v in mapping.items() if not isinstance(v, dict)]
+    for k, table in mapping.items():
+        if isinstance(table, dict):
+            lines.append(f"[{k}]")
+            lines += [f"{tk} = {value(tv)}" for tk, tv in table.items() if not isinstance(tv, dict)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class BrokerProcess:
+    """``store broker --config PATH --port 0`` in a subprocess of this interpreter."""
+
+    def __init__(self, config_path: Path, *extra: str) -> None:
+        from tests.support.cli import ROOT
+
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "store.cli.main", "-q", "broker", "--config",
+             str(config_path), "--port", "0", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # the broker's first line, once it listens
+        if not line.startswith("listening on "):
+            self.proc.kill()
+            raise AssertionError(f"broker did not start: {line!r} {self.proc.stderr.read()!r}")
+        self.port = int(line.rsplit(":", 1)[1])
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(WAIT)
+
+    def terminate(self) -> int:
+        """SIGTERM; returns the exit status."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(WAIT)
