@@ -27,6 +27,9 @@ from tests.support.db_backends import new_store_mapping
 def _config_file(factory: StoreFactory) -> Path:
     if factory.spec.name.startswith("file"):
         mapping: dict[str, Any] = file_config_mapping(factory.tmp_path, "NIO")
+        # Appends wait up to 2 s in the process's buffer unless someone flushes: a RECEIPT
+        # sent before the broker's flush would be lost by the kill (the test catches it).
+        mapping["journal-buffer-timeout"] = 2_000_000_000
     else:
         mapping = new_store_mapping(factory.tmp_path, factory.prefix, factory.spec.name)
     return write_toml(factory.tmp_path / "broker.toml", mapping)
@@ -52,6 +55,22 @@ def test_sigterm_stops_the_broker_cleanly_and_a_restart_delivers_what_it_held(
     conn, rec = client(broker.port)
     conn.subscribe("/queue/kept", id="s", ack="client-individual")
     assert [m.body for m in rec.quiet()] == ["one", "two"]
+    bye(conn, rec)
+    assert broker.terminate() == 0
+
+
+def test_a_send_is_durable_when_its_receipt_arrives(file_factory: StoreFactory) -> None:
+    # The journal keeps appends in the process for up to 2 s unless flushed (see
+    # _config_file): only the broker's flush before the RECEIPT makes them survive the kill.
+    path = _config_file(file_factory)
+    broker = BrokerProcess(path)
+    conn, rec = client(broker.port)
+    send_all(conn, rec, "/queue/now", [f"m{i}" for i in range(50)])
+    broker.kill9()
+    broker = BrokerProcess(path)
+    conn, rec = client(broker.port)
+    conn.subscribe("/queue/now", id="s", ack="auto")
+    assert [m.body for m in rec.quiet()] == [f"m{i}" for i in range(50)]
     bye(conn, rec)
     assert broker.terminate() == 0
 
