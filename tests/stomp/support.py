@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -169,9 +170,11 @@ def write_toml(path: Path, mapping: dict[str, Any]) -> Path:
 
 
 class BrokerProcess:
-    """``store broker --config PATH --port 0`` in a subprocess of this interpreter."""
+    """``store broker --config PATH --port 0 EXTRA…`` in a subprocess of this interpreter.
+    With ``wait`` the constructor returns once it listens (``port``); otherwise call
+    :meth:`wait_listening` (a backup of an HA pair listens only once live)."""
 
-    def __init__(self, config_path: Path, *extra: str) -> None:
+    def __init__(self, config_path: Path, *extra: str, wait: bool = True) -> None:
         from tests.support.cli import ROOT
 
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -181,12 +184,40 @@ class BrokerProcess:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": path},
         )  # fmt: skip
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = 0
+        if wait:
+            self.wait_listening(60)
+
+    def _read(self) -> None:
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # the broker's first line, once it listens
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put("")
+
+    def wait_listening(self, timeout: float) -> int:
+        """The port, once the broker printed ``listening on``; AssertionError after
+        ``timeout`` seconds or when it exits first."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"broker not listening after {timeout} s") from None
         if not line.startswith("listening on "):
             self.proc.kill()
+            assert self.proc.stderr is not None
             raise AssertionError(f"broker did not start: {line!r} {self.proc.stderr.read()!r}")
         self.port = int(line.rsplit(":", 1)[1])
+        return self.port
+
+    def listening_within(self, timeout: float) -> bool:
+        """True when the broker printed ``listening on`` within ``timeout`` seconds."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        self._lines.put(line)  # wait_listening reads it again
+        return True
 
     def kill9(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
