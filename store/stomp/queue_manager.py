@@ -77,9 +77,7 @@ class _Subscription:
 
 @dataclass(eq=False)
 class _Transaction:
-    store_tx: StompTransaction
-    #: Messages acknowledged in it: (subscription, STOMP message-id); redelivered at abort.
-    acked: list[tuple[_Subscription, str]] = field(default_factory=list)
+    store_tx: StompTransaction  # what it acknowledged comes back at rollback (the store's)
 
 
 class DurableQueueManager(QueueManager):  # type: ignore[misc]
@@ -184,6 +182,8 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         if not destination:
             raise ProtocolError("SEND without a destination")
         frame.cmd = MESSAGE
+        # The SEND's own control headers are not the message's: a consumer is not in the
+        # producer's transaction and did not ask for its receipt.
         frame.headers.pop("transaction", None)
         frame.headers.pop("receipt", None)
         frame.headers.setdefault("message-id", str(uuid.uuid4()))
@@ -255,7 +255,6 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
                     self.store.ack(sub.destination, mid, sync=False)
                 else:
                     tx.store_tx.ack(sub.destination, mid)
-                    tx.acked.append((sub, one))
             self._dispatch(sub.destination)
 
     def nack(self, connection: Any, frame: Frame, id: Any = None) -> None:
