@@ -181,3 +181,33 @@ def test_a_large_body_goes_out_byte_for_byte_before_and_after_a_restart(
             got = rec.wait_messages(1)[0]
             assert got.body == body
             bye(conn, rec)
+
+
+def test_stomp_1_2_clients_connect_to_127_0_0_1_and_ack_by_the_ack_header(
+    file_config: StoreConfig,
+) -> None:
+    import stomp
+
+    from tests.stomp.support import Recorder
+
+    def connect12(port: int) -> tuple:
+        conn = stomp.Connection12([("127.0.0.1", port)], heartbeats=(0, 0))
+        rec = Recorder()
+        conn.set_listener("rec", rec)
+        conn.connect(wait=True)  # host:127.0.0.1, which coilmq's own 1.2 refuses
+        return conn, rec
+
+    with running_broker(file_config) as broker:
+        conn, rec = connect12(broker.address[1])
+        send_all(conn, rec, "/queue/v12", ["a", "b"])
+        conn.subscribe("/queue/v12", id="s", ack="client-individual")
+        got = rec.wait_messages(2)
+        conn.ack(got[0].headers["ack"], receipt="r")
+        rec.wait_receipts({"r"})
+        assert not rec.errors
+        bye(conn, rec)
+    with running_broker(file_config) as broker:
+        conn, rec = connect12(broker.address[1])
+        conn.subscribe("/queue/v12", id="s", ack="auto")
+        assert _bodies(rec.quiet()) == ["b"]
+        bye(conn, rec)
