@@ -208,7 +208,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             if not ready:
                 return
             sub = ready[next(self._turn) % len(ready)]
-            taken = self.store.take(destination)
+            taken = self.store.take(destination, stream=True)
             if taken is None:
                 return
             frame = taken.frame

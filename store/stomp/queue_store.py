@@ -62,6 +62,7 @@ __all__ = [
     "TEXT_PROPERTY",
     "StompQueueStore",
     "StompTransaction",
+    "StreamedFrame",
     "Taken",
     "frame_to_message",
     "make_queue_store",
@@ -91,22 +92,41 @@ def frame_to_message(destination: str, frame: Frame) -> Message:
     return Message(destination, bytes(body), properties=properties)
 
 
-def message_to_frame(message: Message) -> Frame:
-    """The frame ``message`` keeps; a large body is read whole (coilmq's frames hold their
-    body). Raises what reading a large body raises."""
+class StreamedFrame(Frame):  # type: ignore[misc]
+    """A frame whose large body stays in the store until it is written: ``open_body()``
+    gives it as a stream (the broker's handler writes it in chunks, never whole in memory).
+    ``body`` is empty; ``pack()`` reads the body whole, for a caller that needs bytes."""
+
+    def __init__(self, cmd: str, headers: dict[str, Any], opener: Callable[[], Any]) -> None:
+        super().__init__(cmd, headers=headers, body=b"")
+        self.open_body = opener
+
+    def pack(self) -> bytes:
+        with self.open_body() as stream:
+            self.body = stream.read()
+        return bytes(super().pack())
+
+
+def message_to_frame(message: Message, *, stream: bool = False) -> Frame:
+    """The frame ``message`` keeps. A large body is read whole (coilmq's frames hold their
+    body) unless ``stream``: then a binary large body stays in the store
+    (:class:`StreamedFrame`). Raises what reading a large body raises."""
     props = message.properties
     headers = {
         name[len(HEADER_PREFIX) :]: value
         for name, value in props.items()
         if name.startswith(HEADER_PREFIX)
     }
+    command = str(props.get(COMMAND_PROPERTY, "MESSAGE"))
+    if stream and message.is_large and props.get(TEXT_PROPERTY) is not True:
+        return StreamedFrame(command, headers, message.open_body)
     if message.is_large or not isinstance(message.body, bytes):
-        with message.open_body() as stream:
-            raw = stream.read()
+        with message.open_body() as reader:
+            raw = reader.read()
     else:
         raw = message.body
     body: bytes | str = raw.decode("utf-8") if props.get(TEXT_PROPERTY) is True else raw
-    return Frame(str(props.get(COMMAND_PROPERTY, "MESSAGE")), headers=headers, body=body)
+    return Frame(command, headers=headers, body=body)
 
 
 @dataclass(frozen=True)
@@ -208,9 +228,10 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
                 if self._first_new is None or mid < self._first_new:
                     self._first_new = mid
 
-    def take(self, destination: str) -> Taken | None:
+    def take(self, destination: str, *, stream: bool = False) -> Taken | None:
         """The next ready message of ``destination``, now delivered and held until
-        :meth:`ack` or :meth:`cancel`; None when none is ready."""
+        :meth:`ack` or :meth:`cancel`; None when none is ready. With ``stream`` a large body
+        stays in the store (:class:`StreamedFrame`)."""
         if destination not in self._known:
             return None
         with self._lock:  # held across receive so that size() never counts it twice
@@ -224,7 +245,8 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
         mid = message.message_id
         first_new = self._first_new
         recovered = first_new is None or mid < first_new
-        return Taken(destination, message_to_frame(message), mid, d.delivery_count, recovered)
+        frame = message_to_frame(message, stream=stream)
+        return Taken(destination, frame, mid, d.delivery_count, recovered)
 
     def ack(self, destination: str, message_id: int, *, sync: bool) -> None:
         """Acknowledge a taken message; with ``sync`` durable on return."""

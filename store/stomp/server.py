@@ -45,12 +45,14 @@ from store.config import StoreConfig
 from store.stomp.frames import DEFAULT_MAX_FRAME_SIZE, FrameReader
 from store.stomp.protocol import durable_protocol
 from store.stomp.queue_manager import DEFAULT_PREFETCH, DurableQueueManager
-from store.stomp.queue_store import StompQueueStore, open_queue_store
+from store.stomp.queue_store import StompQueueStore, StreamedFrame, open_queue_store
 
 __all__ = ["StompBroker", "StoreStompHandler", "open_broker"]
 
 log = logging.getLogger(__name__)
 
+#: Bytes of a large body read from the store and written to the socket at a time.
+STREAM_CHUNK = 256 * 1024
 #: How often a connection's thread looks up from a quiet socket to see a shutdown (seconds).
 POLL_SECONDS = 0.5
 
@@ -147,10 +149,20 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         qm.dispatch(sorted(destinations))
 
     def send_frame(self, frame: Frame) -> None:
-        """Write ``frame`` to the client (any thread). Raises OSError when the socket is gone."""
-        packed = frame.pack()
-        with self._write_lock:
-            self.request.sendall(packed)
+        """Write ``frame`` to the client (any thread); a :class:`StreamedFrame`'s body goes
+        from the store to the socket in chunks. Raises OSError when the socket is gone, and
+        what reading a large body raises."""
+        if not isinstance(frame, StreamedFrame):
+            packed = frame.pack()
+            with self._write_lock:
+                self.request.sendall(packed)
+            return
+        head = "".join(f"{name}:{value}\n" for name, value in frame.headers.items())
+        with frame.open_body() as body, self._write_lock:
+            self.request.sendall(f"{frame.cmd}\n{head}\n".encode())
+            while chunk := body.read(STREAM_CHUNK):
+                self.request.sendall(chunk)
+            self.request.sendall(b"\x00")
 
     def send_heartbeat(self) -> None:
         with self._write_lock:

@@ -8,6 +8,7 @@ from pathlib import Path
 from coilmq.util.frames import Frame
 
 from store.stomp import StompQueueStore, make_queue_store
+from store.stomp.queue_store import StreamedFrame
 from tests.stomp.support import write_toml
 from tests.support.backends import file_config_mapping
 
@@ -52,3 +53,19 @@ def test_coilmq_s_qstore_factory_opens_the_configured_store(tmp_path: Path) -> N
         qs.close()
     finally:
         coilmq_config.remove_option("coilmq", "qstore.store.config")
+
+
+def test_a_large_body_is_taken_as_a_stream_and_dequeued_whole(
+    queue_store: StompQueueStore,
+) -> None:
+    body = bytes(range(256)) * 800  # 200 KiB: over the default min-large-message-size
+    for _ in range(2):
+        queue_store.enqueue("/queue/big", Frame("MESSAGE", {"destination": "/queue/big"}, body))
+    taken = queue_store.take("/queue/big", stream=True)
+    assert isinstance(taken.frame, StreamedFrame) and not taken.frame.body  # in the store
+    with taken.frame.open_body() as reader:
+        assert reader.read() == body
+    queue_store.ack("/queue/big", taken.message_id, sync=True)
+    assert queue_store.dequeue("/queue/big") == Frame(
+        "MESSAGE", {"destination": "/queue/big"}, body
+    )
