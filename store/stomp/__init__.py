@@ -26,6 +26,7 @@ Modules, one concern each:
 from store.stomp.queue_store import (
     StompQueueStore,
     StompTransaction,
+    StreamedFrame,
     Taken,
     frame_to_message,
     make_queue_store,
@@ -36,6 +37,7 @@ from store.stomp.queue_store import (
 __all__ = [
     "StompQueueStore",
     "StompTransaction",
+    "StreamedFrame",
     "Taken",
     "frame_to_message",
     "make_queue_store",

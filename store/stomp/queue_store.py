@@ -29,7 +29,8 @@ Two ways to take a message out:
 - :meth:`take` / :meth:`ack` / :meth:`cancel` (what :class:`~store.stomp.queue_manager.
   DurableQueueManager` uses): a taken message stays stored until acknowledged; cancel puts it
   back at the head with its delivery count + 1; after a restart every message not
-  acknowledged is ready again.
+  acknowledged is ready again. ``take(stream=True)`` leaves a large binary body in the store
+  (:class:`StreamedFrame`: the broker writes it to the socket in chunks).
 
 ``size`` counts the messages ready to take: the queue's depth less those taken and not yet
 acknowledged or cancelled (and those a transaction acknowledged, until it ends).
