@@ -6,7 +6,7 @@ shuts down: no new connection, every connection's thread ends (within half a sec
 store is closed cleanly (the id generator's position recorded).
 
 With ``ha-policy`` in the configuration (``StoreConfig.ha_role``, or ``role``), the broker is
-one node of a shared-store HA pair (DESIGN §8): a backup waits for the live lock before it
+one node of a shared-store HA pair (docs/ha.md): a backup waits for the live lock before it
 opens the store or its port; a node that loses the live lock stops at once (``stop`` is set
 from the node manager's thread; the port closes as the server shuts down) and returns
 LockLostError after closing.
