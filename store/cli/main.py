@@ -54,7 +54,7 @@ from store.extras import extra_for, missing_extra_message
 __all__ = ["build_parser", "main", "package_version", "parse_args", "silence_stdout"]
 
 # Modules of this package that contribute subcommands, in the order of ``store --help``.
-_COMMAND_MODULES = ("perf", "data", "db", "ha", "mask", "report")
+_COMMAND_MODULES = ("perf", "data", "db", "ha", "broker", "mask", "report")
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1

@@ -1,0 +1,213 @@
+"""STOMP over loopback: our broker (``store.stomp`` on the file store and PostgreSQL) beside
+coilmq with its own dbm store, with real stomp.py clients.
+
+Figures (messages per second, median of ``--repeat`` runs of ``--seconds`` each):
+
+- ``send``: persistent SENDs with receipts, 1 and 16 producers, 100 B and 1 KiB bodies; each
+  producer keeps up to ``--window`` SENDs awaiting their RECEIPT (coilmq: 1, since its frame
+  reader drops a connection that pipelines, issue 29);
+- ``consume``: every message the sends stored, taken by 1 and 16 ``client-individual``
+  consumers that ACK each one (no receipts): messages over the time to the last ACK.
+
+Caveats: the clients run in the broker's process (one GIL for both: the figures are low
+bounds); coilmq's dbm store syncs every 100 operations, not per SEND (it is not durable per
+RECEIPT as ours is).
+
+Not here yet (issue 29): ActiveMQ 5 over its STOMP connector (KahaDB, JDBC), coilmq's
+SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own), start-up with 1,000,000 messages.
+
+Run from the repository root: ``python -m bench.stomp [--target ours-file ours-postgresql
+coilmq-dbm] [--seconds 3] [--repeat 3]``. Benchmarks report, they never assert.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import stomp
+from rich.console import Console
+from rich.table import Table
+
+TARGETS = ("ours-file", "ours-postgresql", "coilmq-dbm")
+
+
+@contextlib.contextmanager
+def broker(target: str, base: Path) -> Iterator[int]:
+    """A broker of ``target`` on a fresh store under ``base``; yields its port."""
+    if target.startswith("ours"):
+        from store import StoreConfig
+        from store.stomp.server import open_broker
+
+        if target == "ours-file":
+            config = StoreConfig.from_mapping({
+                "journal-directory": str(base / "journal"),
+                "bindings-directory": str(base / "bindings"),
+                "large-messages-directory": str(base / "large"),
+                "paging-directory": str(base / "paging"),
+            })  # fmt: skip
+        else:
+            from store.db.migrate import drop_schema, upgrade
+            from tests.support.backends import unique_prefix
+            from tests.support.db_backends import new_store_mapping
+
+            config = StoreConfig.from_mapping(
+                new_store_mapping(base, unique_prefix(), "postgresql")
+            )
+            upgrade(config)
+        b = open_broker(config, port=0)
+        thread = threading.Thread(target=b.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield b.address[1]
+        finally:
+            b.shutdown()
+            thread.join()
+            b.close()
+            if target == "ours-postgresql":
+                drop_schema(config)
+    else:
+        from coilmq.queue import QueueManager
+        from coilmq.server.socket_server import ThreadedStompServer
+        from coilmq.store.dbm import DbmQueue
+        from coilmq.topic import TopicManager
+
+        server = ThreadedStompServer(
+            ("127.0.0.1", 0),
+            queue_manager=QueueManager(DbmQueue(str(base), checkpoint_operations=100,
+                                                checkpoint_timeout=20)),
+            topic_manager=TopicManager(),
+        )
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield server.socket.getsockname()[1]
+        finally:
+            server.shutdown()
+            thread.join()
+            server.server_close()
+
+
+class _Client(stomp.ConnectionListener):  # type: ignore[misc]
+    def __init__(self, port: int) -> None:
+        self.cond = threading.Condition()
+        self.receipts = 0
+        self.messages: list[Any] = []
+        self.conn = stomp.Connection11([("127.0.0.1", port)], heartbeats=(0, 0))
+        self.conn.set_listener("b", self)
+        self.conn.connect(wait=True)
+
+    def on_receipt(self, frame: Any) -> None:
+        with self.cond:
+            self.receipts += 1
+            self.cond.notify_all()
+
+    def on_message(self, frame: Any) -> None:
+        with self.cond:
+            self.messages.append(frame)
+            self.cond.notify_all()
+
+
+def send_rate(
+    port: int, producers: int, size: int, seconds: float, window: int
+) -> tuple[float, int]:
+    """Receipted SENDs per second over ``seconds``, and how many were stored in all."""
+    body = "x" * size
+    clients = [_Client(port) for _ in range(producers)]
+    stop = threading.Event()
+    sent = [0] * producers
+
+    def produce(i: int) -> None:
+        c = clients[i]
+        while not stop.is_set():
+            with c.cond:
+                c.cond.wait_for(lambda: sent[i] - c.receipts < window, 1.0)
+            c.conn.send("/queue/bench", body, headers={"receipt": f"{i}-{sent[i]}"})
+            sent[i] += 1
+
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(producers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    done = sum(c.receipts for c in clients)
+    elapsed = time.perf_counter() - start
+    stop.set()
+    for t in threads:
+        t.join()
+    for c in clients:  # wait for the stragglers, so the consume phase sees them stored
+        with c.cond:
+            c.cond.wait_for(lambda c=c, i=clients.index(c): c.receipts >= sent[i], 30)
+        c.conn.disconnect()
+    return done / elapsed, sum(sent)
+
+
+def consume_rate(port: int, consumers: int, total: int) -> float:
+    """Messages per second for ``consumers`` to take and ACK the ``total`` stored."""
+    clients = [_Client(port) for _ in range(consumers)]
+    acked = [0] * consumers
+    stop = threading.Event()
+
+    def consume(i: int) -> None:
+        c = clients[i]
+        c.conn.subscribe("/queue/bench", id="s", ack="client-individual")
+        while not stop.is_set():
+            with c.cond:
+                c.cond.wait_for(lambda: len(c.messages) > acked[i], 0.2)
+                todo = c.messages[acked[i]:]
+            for m in todo:
+                c.conn.ack(m.headers["message-id"], "s")
+                acked[i] += 1
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(consumers)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    while sum(acked) < total and time.perf_counter() - start < 120:
+        time.sleep(0.01)
+    done = sum(acked)
+    elapsed = time.perf_counter() - start
+    stop.set()
+    for t in threads:
+        t.join()
+    for c in clients:
+        c.conn.disconnect()
+    return done / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", nargs="+", choices=TARGETS, default=list(TARGETS))
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--window", type=int, default=100)
+    args = parser.parse_args()
+    table = Table(title="STOMP over loopback (messages/s, median; all runs)")
+    for column in ("target", "figure", "median", "runs"):
+        table.add_column(column)
+    for target in args.target:
+        window = 1 if target.startswith("coilmq") else args.window
+        for producers in (1, 16):
+            for size in (100, 1024):
+                sends, takes = [], []
+                for _ in range(args.repeat):
+                    with tempfile.TemporaryDirectory() as tmp, broker(target, Path(tmp)) as port:
+                        rate, total = send_rate(port, producers, size, args.seconds, window)
+                        sends.append(rate)
+                        takes.append(consume_rate(port, producers, total))
+                for name, runs in ((f"send {producers}p {size} B", sends),
+                                   (f"consume {producers}c {size} B", takes)):
+                    table.add_row(target, name, f"{statistics.median(runs):,.0f}",
+                                  " ".join(f"{r:,.0f}" for r in runs))
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

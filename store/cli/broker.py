@@ -1,0 +1,123 @@
+"""``store broker``: a STOMP broker on the store (coilmq's server, :mod:`store.stomp`).
+
+::
+
+    store broker --config etc/broker.xml [--host 127.0.0.1] [--port 61613]
+
+Loads the store (a progress bar on stderr), then prints ``listening on HOST:PORT`` on stdout
+and serves until SIGTERM or Ctrl-C (exit 0 after a clean shutdown). With ``ha-policy`` in
+the configuration (or ``--role``) it is one node of a shared-store HA pair: a backup waits for
+the live lock before it opens its port; a node that loses the lock stops at once (exit 3).
+One call of :func:`store.stomp.run.run_broker`.
+
+Thread-safety: a command runs once per process; nothing is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from store.config import load_config
+from store.errors import ConfigError
+from store.extras import missing_extra_message
+from store.sizes import parse_size
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``broker`` to the ``store`` parser. Returns nothing."""
+    parser = subparsers.add_parser(
+        "broker",
+        help="run a STOMP broker on the store (coilmq)",
+        description="Serve STOMP 1.0-1.2 clients with every queue kept in the store: a SEND "
+        "is durable before its RECEIPT, a message stays stored until its ACK.",
+    )
+    parser.add_argument(
+        "--config", required=True, metavar="PATH",
+        help="store configuration: a .toml file or an Artemis broker.xml",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=61613, help="port to listen on (61613; 0: any free port)"
+    )
+    parser.add_argument(
+        "--role", choices=("primary", "backup"),
+        help="HA role (default: the configuration's <ha-policy>, else no HA)",
+    )
+    parser.add_argument(
+        "--max-frame-size", default="64M", metavar="SIZE",
+        help="largest frame body a client may send (64M); a larger one is an ERROR",
+    )
+    parser.add_argument(
+        "--prefetch", type=int, default=100,
+        help="messages a client-ack subscription may hold unacknowledged (100)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the broker until SIGTERM / SIGINT (0) or the loss of the live lock (3). Raises
+    ConfigError for a bad option or a missing ``store[stomp]`` extra, and what the store
+    raises (mapped to exit codes by ``store``)."""
+    try:
+        from store.stomp.run import run_broker
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("coilmq", "stomp"):
+            raise ConfigError(missing_extra_message(exc.name, "stomp", "store broker")) from exc
+        raise
+    from rich.progress import Progress
+
+    from store.cli.output import progress_console
+
+    max_frame_size = parse_size(args.max_frame_size, key="--max-frame-size")
+    config = load_config(args.config)
+    stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        if waiting.is_set():  # still waiting to go live: stop waiting now
+            raise KeyboardInterrupt
+        stop.set()
+
+    waiting = threading.Event()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def on_waiting(role: str) -> None:
+        waiting.set()
+        print(f"waiting to go live as {role}", file=sys.stderr, flush=True)
+
+    with Progress(console=progress_console(args), transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            waiting.clear()
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(f"loading {phase}", total=total or None)
+            bar.update(tasks[phase], completed=done, total=total or None)
+
+        def on_listening(host: str, port: int) -> None:
+            waiting.clear()
+            bar.stop()
+            print(f"listening on {host}:{port}", flush=True)
+
+        try:
+            run_broker(
+                config,
+                stop=stop,
+                host=args.host,
+                port=args.port,
+                role=args.role,
+                max_frame_size=max_frame_size,
+                prefetch=args.prefetch,
+                progress=progress,
+                on_listening=on_listening,
+                on_waiting=on_waiting,
+            )
+        except KeyboardInterrupt:
+            print("stopped before going live", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,46 @@
+"""A STOMP broker on the store: coilmq's server with its queues kept by the storage manager.
+
+Usage (the ``store[stomp]`` extra)::
+
+    from store import load_config
+    from store.stomp import open_broker
+
+    broker = open_broker(load_config("broker.xml"), host="127.0.0.1", port=61613)
+    broker.serve_forever()          # until broker.shutdown() from another thread
+    broker.close()
+
+or ``store broker --config broker.xml``.
+
+Modules, one concern each:
+
+- :mod:`~store.stomp.frames` — reading frames from a socket (split and pipelined frames);
+- :mod:`~store.stomp.queue_store` — coilmq's ``QueueStore`` over the storage manager
+  (frames as messages, destinations as queues);
+- :mod:`~store.stomp.queue_manager` — the durable queue manager (receipts after the store,
+  acknowledgement modes, redelivery, transactions);
+- :mod:`~store.stomp.protocol` — coilmq's protocol classes with ACK/NACK, transactions and
+  receipts routed to the durable queue manager;
+- :mod:`~store.stomp.server` — the request handler and the broker.
+"""
+
+from store.stomp.queue_store import (
+    StompQueueStore,
+    StompTransaction,
+    StreamedFrame,
+    Taken,
+    frame_to_message,
+    make_queue_store,
+    message_to_frame,
+    open_queue_store,
+)
+
+__all__ = [
+    "StompQueueStore",
+    "StompTransaction",
+    "StreamedFrame",
+    "Taken",
+    "frame_to_message",
+    "make_queue_store",
+    "message_to_frame",
+    "open_queue_store",
+]

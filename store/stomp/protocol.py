@@ -1,0 +1,181 @@
+"""coilmq's STOMP 1.0 / 1.1 / 1.2 protocol classes, with every queue command routed to the
+durable queue manager.
+
+coilmq's classes buffer a transaction's frames in memory and replay them at COMMIT, treat
+``client-individual`` as ``auto``, refuse NACK (``NotImplementedError``), and send a RECEIPT
+as soon as the command returns. Here (one mixin over each of coilmq's classes, which keep
+CONNECT, heart-beats and topics):
+
+- a SEND to a ``/queue/`` destination outside a transaction is stored and its RECEIPT
+  deferred (``connection.after_flush``): the connection makes every deferred SEND durable
+  with one flush, then sends their RECEIPTs in order, before it handles any other command and
+  before it waits for more bytes (:class:`~store.stomp.server.StoreStompHandler`);
+- an ACK or NACK with a receipt is durable before its RECEIPT;
+- BEGIN / COMMIT / ABORT, and SEND / ACK with a ``transaction`` header, are the queue
+  manager's store transactions;
+- SUBSCRIBE takes ``ack:auto|client|client-individual`` (1.0 included);
+- STOMP 1.2's CONNECT accepts any ``host`` (one virtual host; coilmq refuses any but its own
+  FQDN, so a client connecting to 127.0.0.1 could not), and its MESSAGE frames carry the
+  ``ack`` header its ACK names.
+
+An error in a command is an ERROR frame (with ``receipt-id`` when the frame asked for a
+receipt) and the connection carries on, as coilmq does; an unknown command, a frame before
+CONNECT and bytes that are not a frame end the connection after their ERROR.
+
+Thread-safety: a protocol object belongs to one connection's thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from coilmq.exception import ProtocolError  # type: ignore[import-untyped]
+from coilmq.protocol import STOMP10, STOMP11, STOMP12  # type: ignore[import-untyped]
+from coilmq.util import frames  # type: ignore[import-untyped]
+from coilmq.util.frames import (  # type: ignore[import-untyped]
+    ConnectedFrame,
+    ErrorFrame,
+    Frame,
+    ReceiptFrame,
+)
+
+from store.stomp.queue_manager import DurableQueueManager
+
+__all__ = ["DurableStomp10", "DurableStomp11", "DurableStomp12", "durable_protocol"]
+
+_QUEUE_PREFIX = "/queue/"
+
+
+class _Durable:
+    """The mixin (see the module docstring); ``engine`` is coilmq's StompEngine."""
+
+    engine: Any
+
+    @property
+    def _qm(self) -> DurableQueueManager:
+        qm: DurableQueueManager = self.engine.queue_manager
+        return qm
+
+    def process_frame(self, frame: Frame) -> None:
+        engine = self.engine
+        connection = engine.connection
+        if frame.cmd not in frames.VALID_COMMANDS:
+            raise ProtocolError(f"unknown STOMP command {frame.cmd[:40]!r}")
+        if not engine.connected and frame.cmd not in (frames.CONNECT, frames.STOMP_CMD):
+            raise ProtocolError("not connected: the first frame must be CONNECT or STOMP")
+        receipt = frame.headers.get("receipt")
+        try:
+            destination = frame.headers.get("destination") or ""
+            if (
+                frame.cmd == frames.SEND
+                and destination.startswith(_QUEUE_PREFIX)
+                and not frame.headers.get("transaction")
+            ):
+                connection.after_flush(receipt, self._qm.store_frame(frame))
+                return
+            connection.settle()
+            getattr(self, frame.cmd.lower())(frame)
+            if receipt and frame.cmd not in (frames.CONNECT, frames.STOMP_CMD):
+                if frame.cmd in (frames.ACK, frames.NACK):
+                    self._qm.store.flush()
+                connection.send_frame(ReceiptFrame(receipt))
+        except Exception as exc:
+            engine.log.debug("error in a %s frame", frame.cmd, exc_info=True)
+            extra = {"receipt-id": receipt} if receipt else None
+            connection.send_frame(ErrorFrame(str(exc) or type(exc).__name__, extra_headers=extra))
+
+    def send(self, frame: Frame) -> None:
+        destination = frame.headers.get("destination")
+        if not destination:
+            raise ProtocolError("SEND without a destination")
+        transaction = frame.headers.get("transaction")
+        if destination.startswith(_QUEUE_PREFIX):
+            self._qm.store_frame(frame, transaction, self.engine.connection)
+        elif transaction:
+            raise ProtocolError("a transaction holds SENDs to /queue/ destinations only")
+        else:
+            self.engine.topic_manager.send(frame)
+
+    def subscribe(self, frame: Frame) -> None:
+        destination = frame.headers.get("destination")
+        if not destination:
+            raise ProtocolError("SUBSCRIBE without a destination")
+        sub_id = frame.headers.get("id")
+        if destination.startswith(_QUEUE_PREFIX):
+            mode = frame.headers.get("ack", "auto")
+            self._qm.subscribe(self.engine.connection, destination, id=sub_id, ack=mode)
+        else:
+            self.engine.topic_manager.subscribe(self.engine.connection, destination, id=sub_id)
+
+    def unsubscribe(self, frame: Frame) -> None:
+        destination = frame.headers.get("destination")
+        sub_id = frame.headers.get("id")
+        if destination is None and sub_id is None:
+            raise ProtocolError("UNSUBSCRIBE without an id or a destination")
+        self._qm.unsubscribe(self.engine.connection, destination, id=sub_id)
+        if destination is not None and not destination.startswith(_QUEUE_PREFIX):
+            self.engine.topic_manager.unsubscribe(self.engine.connection, destination, id=sub_id)
+
+    def ack(self, frame: Frame) -> None:
+        if not (frame.headers.get("message-id") or frame.headers.get("id")):
+            raise ProtocolError("ACK without a message-id (or, STOMP 1.2, an id)")
+        self._qm.ack(
+            self.engine.connection,
+            frame,
+            transaction=frame.headers.get("transaction"),
+            id=frame.headers.get("id"),
+        )
+
+    def nack(self, frame: Frame) -> None:
+        if not (frame.headers.get("message-id") or frame.headers.get("id")):
+            raise ProtocolError("NACK without a message-id (or, STOMP 1.2, an id)")
+        self._qm.nack(self.engine.connection, frame, id=frame.headers.get("id"))
+
+    def begin(self, frame: Frame) -> None:
+        self._qm.begin(self.engine.connection, _transaction(frame))
+
+    def commit(self, frame: Frame) -> None:
+        self._qm.commit(self.engine.connection, _transaction(frame))
+
+    def abort(self, frame: Frame) -> None:
+        self._qm.abort(self.engine.connection, _transaction(frame))
+
+
+def _transaction(frame: Frame) -> str:
+    transaction = frame.headers.get("transaction")
+    if not transaction:
+        raise ProtocolError(f"{frame.cmd} without a transaction header")
+    return str(transaction)
+
+
+class DurableStomp10(_Durable, STOMP10):  # type: ignore[misc]
+    """STOMP 1.0 on the durable queue manager."""
+
+
+class DurableStomp11(_Durable, STOMP11):  # type: ignore[misc]
+    """STOMP 1.1 on the durable queue manager (heart-beats as coilmq's)."""
+
+
+class DurableStomp12(_Durable, STOMP12):  # type: ignore[misc]
+    """STOMP 1.2 on the durable queue manager: any ``host``; MESSAGE frames carry ``ack``."""
+
+    def connect(self, frame: Frame, response: ConnectedFrame | None = None) -> None:
+        if not frame.headers.get("host"):
+            raise ProtocolError('"host" header is required')
+        response = response or ConnectedFrame(str(uuid.uuid4()))
+        response.headers.setdefault("version", "1.2")
+        self.engine.connection.ack_header = True
+        STOMP11.connect(self, frame, response)
+
+
+_OURS = {STOMP10: DurableStomp10, STOMP11: DurableStomp11, STOMP12: DurableStomp12}
+
+
+def durable_protocol(coilmq_class: type) -> type:
+    """Ours for one of coilmq's protocol classes (what its negotiation picked). Raises
+    ProtocolError for a class it does not know."""
+    ours = _OURS.get(coilmq_class)
+    if ours is None:
+        raise ProtocolError(f"no durable protocol for {coilmq_class.__name__}")
+    return ours

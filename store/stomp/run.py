@@ -1,0 +1,93 @@
+"""Running a broker until told to stop: what ``store broker`` calls.
+
+:func:`run_broker` opens the store the configuration describes, loads it (``progress``),
+binds the port, reports the address (``on_listening``), serves until ``stop`` is set, then
+shuts down: no new connection, every connection's thread ends (within half a second), and the
+store is closed cleanly (the id generator's position recorded).
+
+With ``ha-policy`` in the configuration (``StoreConfig.ha_role``, or ``role``), the broker is
+one node of a shared-store HA pair (docs/ha.md): a backup waits for the live lock before it
+opens the store or its port; a node that loses the live lock stops at once (``stop`` is set
+from the node manager's thread; the port closes as the server shuts down) and returns
+LockLostError after closing.
+
+Thread-safety: call from one thread (the main thread, for a signal handler to set ``stop``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from store.config import StoreConfig
+from store.errors import LockLostError
+from store.stomp.frames import DEFAULT_MAX_FRAME_SIZE
+from store.stomp.queue_manager import DEFAULT_PREFETCH
+from store.stomp.server import open_broker
+
+__all__ = ["run_broker"]
+
+
+def run_broker(
+    config: StoreConfig,
+    *,
+    stop: threading.Event,
+    host: str = "127.0.0.1",
+    port: int = 61613,
+    role: str | None = None,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    prefetch: int = DEFAULT_PREFETCH,
+    progress: Callable[[str, int, int], None] | None = None,
+    on_listening: Callable[[str, int], None] | None = None,
+    on_waiting: Callable[[str], None] | None = None,
+) -> None:
+    """Serve STOMP on ``host``:``port`` over the store until ``stop`` is set (see the module
+    docstring). Returns None after a clean shutdown. Raises LockLostError when the live lock
+    was lost, and what opening and loading the store, binding the port and going live
+    raise."""
+    role = role or config.ha_role
+    nm = None
+    lost = threading.Event()
+    if role is not None:
+        from store.ha import open_node_manager
+        from store.ha.run import go_live
+
+        nm = open_node_manager(config)
+        if on_waiting is not None:
+            on_waiting(role)
+        try:
+            go_live(nm, role)
+        except BaseException:
+            nm.close()
+            raise
+
+        def on_lock_lost(*_: object) -> None:
+            lost.set()
+            stop.set()
+
+        nm.on_lock_lost(on_lock_lost)
+    try:
+        broker = open_broker(
+            config,
+            host=host,
+            port=port,
+            max_frame_size=max_frame_size,
+            prefetch=prefetch,
+            progress=progress,
+            node_manager=nm,
+        )
+        try:
+            serving = threading.Thread(target=broker.serve_forever, name="stomp-accept")
+            serving.start()
+            if on_listening is not None:
+                on_listening(*broker.address)
+            stop.wait()
+            broker.shutdown()
+            serving.join()
+        finally:
+            broker.close()
+    finally:
+        if nm is not None:
+            nm.close()
+    if lost.is_set():
+        raise LockLostError("lost the live lock; the broker stopped")

@@ -1,0 +1,99 @@
+"""The broker's frame reading over a real socket: pipelined SENDs, frames written one byte at
+a time, garbage, a frame over the limit and a client gone mid-frame (issue 29: coilmq 1.1.0
+dropped the connection on 200 pipelined SENDs)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from store import StoreConfig
+from tests.stomp.support import bye, client, raw_connect, read_frames, running_broker
+from tests.support.backends import file_config_mapping
+
+CONNECT = b"CONNECT\naccept-version:1.1\nhost:127.0.0.1\n\n\x00"
+
+
+@pytest.fixture
+def file_config(tmp_path: Path) -> StoreConfig:
+    return StoreConfig.from_mapping(file_config_mapping(tmp_path, "NIO"))
+
+
+def _send(i: int) -> bytes:
+    body = f"body {i}\x00with NUL".encode()
+    return (
+        f"SEND\ndestination:/queue/wire\nreceipt:r{i}\nurl:http://h:1/{i}\n"
+        f"content-length:{len(body)}\n\n"
+    ).encode() + body + b"\x00\n"
+
+
+def _consume(port: int, n: int) -> list[tuple[str, str]]:
+    conn, rec = client(port)
+    conn.subscribe("/queue/wire", id="s", ack="auto")
+    got = [(m.headers["url"], m.body) for m in rec.wait_messages(n)]
+    assert len(rec.quiet(0.3)) == n
+    bye(conn, rec)
+    return got
+
+
+def test_200_pipelined_sends_get_200_receipts_in_order(file_config: StoreConfig) -> None:
+    with running_broker(file_config) as broker:
+        sock = raw_connect(broker.address[1])
+        sock.sendall(CONNECT + b"".join(_send(i) for i in range(200)))
+        frames = read_frames(sock, 201)
+        assert frames[0][0] == "CONNECTED"
+        assert [f[1].get("receipt-id") for f in frames[1:]] == [f"r{i}" for i in range(200)]
+        sock.close()
+        got = _consume(broker.address[1], 200)
+        assert got == [(f"http://h:1/{i}", f"body {i}\x00with NUL") for i in range(200)]
+
+
+def test_frames_written_one_byte_at_a_time_are_all_read(file_config: StoreConfig) -> None:
+    with running_broker(file_config) as broker:
+        sock = raw_connect(broker.address[1])
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        data = CONNECT + b"".join(_send(i) for i in range(10))
+        for i in range(len(data)):
+            sock.sendall(data[i : i + 1])
+        frames = read_frames(sock, 11)
+        assert [f[1].get("receipt-id") for f in frames[1:]] == [f"r{i}" for i in range(10)]
+        sock.close()
+        assert len(_consume(broker.address[1], 10)) == 10
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(b"\xff\xfe\x00\x01 not stomp\n\n\x00", id="binary"),
+        pytest.param(CONNECT + b"SEND\ndestination:/queue/wire\nno colon\n\nx\x00", id="header"),
+        pytest.param(CONNECT + b"FROB\n\n\x00", id="unknown-command"),
+        pytest.param(CONNECT + b"SEND\ndestination:/queue/wire\n\n" + b"x" * 5000, id="too-big"),
+    ],
+)
+def test_a_client_sending_garbage_gets_an_error_and_is_dropped_and_the_broker_carries_on(
+    file_config: StoreConfig, garbage: bytes
+) -> None:
+    with running_broker(file_config, max_frame_size=4096) as broker:
+        sock = raw_connect(broker.address[1])
+        sock.sendall(garbage)
+        frames = read_frames(sock, 10)
+        assert frames[-1][0] == "ERROR"
+        assert sock.recv(1) == b""  # closed by the broker
+        sock.close()
+        conn, rec = client(broker.address[1])
+        conn.send("/queue/wire", "after", headers={"receipt": "ok", "url": "u"})
+        rec.wait_receipts({"ok"})
+        bye(conn, rec)
+        assert _consume(broker.address[1], 1) == [("u", "after")]
+
+
+def test_a_client_gone_mid_frame_stores_nothing_of_it(file_config: StoreConfig) -> None:
+    with running_broker(file_config) as broker:
+        sock = raw_connect(broker.address[1])
+        sock.sendall(CONNECT + _send(0) + _send(1)[:30])
+        frames = read_frames(sock, 2)
+        assert frames[1][1]["receipt-id"] == "r0"
+        sock.close()
+        assert _consume(broker.address[1], 1) == [("http://h:1/0", "body 0\x00with NUL")]
