@@ -153,6 +153,9 @@ def _messages(
             journal.append_delete(mid)
             cleaned["messages"] += 1
             return
+        if len(live) == 1:  # held in two slots, under the queue's own id (one int for all)
+            ((qid, entry),) = live.items()
+            live = {queues_by_id[qid].info.id: entry}
         kept[mid] = _stored(sm, loaded, live)
         held = memory[(loaded.header or loaded.message).address]  # type: ignore[union-attr]
         held[0] += loaded.size
