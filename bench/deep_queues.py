@@ -13,9 +13,11 @@ nothing the build left behind counts:
   and, in a second fresh process run with ``tracemalloc`` (slower, so not timed),
   (traced bytes after ``load()`` - before) / N.
 
-The store is built with the configuration's defaults unless ``--global-max-size`` /
-``--global-max-messages`` say otherwise (``-1``: no global limit, every message in the
-journal and in memory after a load: the cost per message itself).
+The store is built with the configuration's defaults (``global-max-size`` 64M: past about
+65,000 such messages in memory the address pages, and paged messages are not loaded at
+start-up) unless ``--global-max-size`` / ``--global-max-messages`` say otherwise (a size
+larger than the store, such as ``100G``: every message in the journal and in memory after a
+load, which measures the cost per message itself).
 
 ActiveMQ's figures are printed beside ours only when ActiveMQ is installed here (``activemq``
 on the PATH or Debian's ``/usr/share/activemq``); it is never installed by this script.
@@ -26,7 +28,7 @@ Run::
     PYTHONPATH=. python -m bench.deep_queues --backend file --messages 200000
     PYTHONPATH=. python -m bench.deep_queues --backend file --messages 1000000
     PYTHONPATH=. python -m bench.deep_queues --backend postgresql --messages 200000
-    PYTHONPATH=. python -m bench.deep_queues --backend file --messages 200000 --global-max-size -1
+    PYTHONPATH=. python -m bench.deep_queues --backend file --messages 200000 --global-max-size 100G
 
 (``build`` and ``measure`` are the two halves, run by the default ``all`` command.)
 
@@ -176,7 +178,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/bench-deep"))
     parser.add_argument("--prefix", default="deepq_")
     parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--global-max-size", help="e.g. 64M; -1: no global limit")
+    parser.add_argument("--global-max-size", help="e.g. 64M (default); 100G: no limit in effect")
     parser.add_argument("--global-max-messages", type=int)
     parser.add_argument("--traced", action="store_true", help="measure: with tracemalloc")
     parser.add_argument("--keep", action="store_true", help="all: keep the store afterwards")
