@@ -638,6 +638,24 @@ class StoreConfig:
         if not isinstance(self.database_store, (DatabaseStoreConfig, type(None))):
             raise invalid("database-store", self.database_store, "a database-store table")
         _set(self, "address_settings", freeze_address_settings(self.address_settings))
+        self._check_global_limits_admit()
+
+    def _check_global_limits_admit(self) -> None:
+        """A global limit of 0 is always reached, and under BLOCK no ack can ever make room
+        (nothing is held in memory): refused as an address's own limit of 0 under BLOCK is
+        (:mod:`store.address_settings`). Raises ConfigError naming the key and the match."""
+        for key in ("global_max_size", "global_max_messages"):
+            if getattr(self, key) != 0:
+                continue
+            for match, settings in self.address_settings.items():
+                if settings.get("address_full_policy") == "BLOCK":
+                    raise invalid(
+                        _kebab(key),
+                        0,
+                        "above 0 or -1 while an address setting has address-full-policy BLOCK",
+                        hint=f'address-settings."{match}" gives BLOCK: no send could ever go'
+                        " through",
+                    )
 
     def address_settings_for(self, address: str) -> AddressSettings:
         """The settings of ``address``: its matches merged key by key, most specific first.

@@ -64,3 +64,14 @@ def test_replace_keeps_the_default_rule():
     cfg = StoreConfig().replace(global_max_size=1024)
     assert cfg.global_max_size == 1024
     assert cfg.replace(global_max_size=-1).global_max_size == DEFAULT_GLOBAL_MAX_SIZE
+
+
+@pytest.mark.parametrize("key", ["global-max-size", "global-max-messages"])
+def test_a_global_limit_of_zero_with_a_blocking_address_is_refused(key: str):
+    settings = {"orders.#": {"address-full-policy": "BLOCK"}}
+    with pytest.raises(ConfigError) as info:
+        StoreConfig.from_mapping({key: 0, "address-settings": settings})
+    assert key in str(info.value) and "orders.#" in str(info.value.hint)
+    # Paging, dropping or failing at once is what 0 means there: accepted.
+    settings = {"orders.#": {"address-full-policy": "PAGE"}}
+    assert StoreConfig.from_mapping({key: 0, "address-settings": settings})
