@@ -948,7 +948,7 @@ static const char *ENTRY_SLOTS[] = {"message_id", "priority", "order", "delivery
    once per run of records, which can be one record long. Holds a reference to the type. */
 typedef struct {
     PyTypeObject *type;
-    Py_ssize_t at[8];
+    Py_ssize_t at[12];
 } SlotCache;
 
 static int offsets_uncached(PyTypeObject *type, const char **names, Py_ssize_t *out, int n);
@@ -1132,11 +1132,14 @@ error:
    keeping of loaded messages, as store.messaging.loader._messages does it (its Python code the
    reference): each LoadedMessage of messages that is inline and undecoded (message and
    large_size None, a header) and whose refs all name a queue of queues (a dict) becomes a
-   StoredMessage in kept, holding its encoded body and its refs dict, and counts its size in
+   StoredMessage in kept, holding its encoded body and its refs (one ref as _ref_queue, an
+   int shared by every message of that queue, and _refs its entry; more as _ref_queue None
+   and _refs the dict, as StoredMessage.__init__ does), and counts its size in
    memory[address] ([size, count], made when missing); every other item goes to other(id,
    loaded), in the same order. stored_type's slots are written directly (STORED_SLOTS). */
-static const char *STORED_SLOTS[] = {"_encoded", "_message", "_message_id", "_record",
-                                     "large_size", "position", "refs", "size"};
+static const char *STORED_SLOTS[] = {"_encoded",  "_message",   "_message_id",
+                                     "_record",   "_ref_queue", "_refs",
+                                     "large_size", "position",  "size"};
 
 static int count_memory(PyObject *memory, PyObject *address, PyObject *size) {
     PyObject *held = PyDict_GetItemWithError(memory, address); /* borrowed */
@@ -1183,9 +1186,12 @@ static PyObject *keep_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "keep_run: bad argument types");
         return NULL;
     }
-    Py_ssize_t loaded_at[7], stored_at[8];
+    Py_ssize_t loaded_at[7], stored_at[9];
     if (offsets_of_cached(&loaded_cache, loaded_type, LOADED_SLOTS, loaded_at, 7) < 0 ||
-        offsets_of_cached(&stored_cache, stored_type, STORED_SLOTS, stored_at, 8) < 0)
+        offsets_of_cached(&stored_cache, stored_type, STORED_SLOTS, stored_at, 9) < 0)
+        return NULL;
+    PyObject *canon = PyDict_New(); /* queue id -> the first int object seen for it */
+    if (canon == NULL)
         return NULL;
     Py_ssize_t pos = 0;
     PyObject *mid, *loaded;
@@ -1208,27 +1214,42 @@ static PyObject *keep_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
             while (mine && PyDict_Next(refs, &at, &qid, &entry)) {
                 int has = PyDict_Contains(queues, qid);
                 if (has < 0)
-                    return NULL;
+                    goto error;
                 mine = has;
             }
         }
         if (!mine) { /* the reference decides: partly gone, gone, decoded or large */
             PyObject *r = PyObject_CallFunctionObjArgs(other, mid, loaded, NULL);
             if (r == NULL)
-                return NULL;
+                goto error;
             Py_DECREF(r);
             continue;
         }
-        PyObject *values[8] = {encoded, Py_None, mid, Py_None, Py_None, Py_None, refs, size};
-        PyObject *stored = new_slotted(stored_type, stored_at, values, 8);
+        PyObject *ref_queue = Py_None, *held = refs;
+        if (PyDict_GET_SIZE(refs) == 1) {
+            Py_ssize_t at = 0;
+            PyObject *qid, *entry;
+            PyDict_Next(refs, &at, &qid, &entry);
+            ref_queue = PyDict_SetDefault(canon, qid, qid); /* borrowed */
+            if (ref_queue == NULL)
+                goto error;
+            held = entry;
+        }
+        PyObject *values[9] = {encoded, Py_None, mid,     Py_None, ref_queue,
+                               held,    Py_None, Py_None, size};
+        PyObject *stored = new_slotted(stored_type, stored_at, values, 9);
         if (stored == NULL)
-            return NULL;
+            goto error;
         int rc = PyDict_SetItem(kept, mid, stored);
         Py_DECREF(stored);
         if (rc < 0 || count_memory(memory, PyTuple_GET_ITEM(header, 0), size) < 0)
-            return NULL;
+            goto error;
     }
+    Py_DECREF(canon);
     Py_RETURN_NONE;
+error:
+    Py_DECREF(canon);
+    return NULL;
 }
 
 /* add_entries_run(entries, by_id, ready, scheduled, now, entry_type, ready_state,

@@ -440,6 +440,9 @@ class DatabaseStoreConfig:
         return result
 
 
+#: ``global-max-size`` when not given (or -1): see :attr:`StoreConfig.global_max_size`.
+DEFAULT_GLOBAL_MAX_SIZE: Final = 64 * 1024 * 1024
+
 #: The roles of a shared-store HA pair (``StoreConfig.ha_role``).
 HA_ROLES: Final = ("primary", "backup")
 _POSITIVE = "a positive integer"
@@ -458,6 +461,8 @@ _INT_RULES: Final[Mapping[str, tuple[int, int, str, tuple[int, ...]]]] = {
     "page_sync_timeout": (0, INT32_MAX, "0 (sync at once) or a positive number of ns", ()),
     "id_cache_size": (0, INT32_MAX, "0 or a positive integer", ()),
     "min_large_message_size": (1, INT32_MAX, "a positive size in bytes (e.g. 100K)", ()),
+    "global_max_size": (0, INT64_MAX, "-1 (the default) or a size in bytes (e.g. 512M)", ()),
+    "global_max_messages": (0, INT64_MAX, "-1 (no limit) or an integer of 0 or more", (-1,)),
     "journal_lock_acquisition_timeout": (
         1,
         INT64_MAX,
@@ -561,6 +566,20 @@ class StoreConfig:
     #: Default 102400 bytes (100K); Artemis's client-side name. Bodies larger than this go to
     #: the large-message store, streamed instead of held in the journal and in memory.
     min_large_message_size: int = 102400
+    #: Default 67108864 bytes (64M; -1 means the default, as in Artemis). Artemis's
+    #: ``global-max-size``: once the messages held in memory by all addresses together reach
+    #: this estimate of their memory (their records' bytes plus a measured per-message
+    #: overhead, :data:`store.messaging.paging.MEMORY_PER_MESSAGE`), every address applies its
+    #: ``address-full-policy`` to new messages, whatever its own ``max-size-bytes``: by default
+    #: it pages, and paged messages are not loaded at start-up, so this bounds the memory of a
+    #: running store and of its restart. Artemis takes half the JVM's heap; a Python process has
+    #: no heap ceiling to take a share of, so ours is a fixed size: the same depth starts paging
+    #: on every machine, and a restart with any number of messages waiting stays within a few
+    #: hundred MB. Raise it to hold more in memory (faster delivery, more memory).
+    global_max_size: int = DEFAULT_GLOBAL_MAX_SIZE
+    #: Default -1 (no limit). Artemis's ``global-max-messages``: the same as
+    #: ``global_max_size``, counted in messages held in memory by all addresses together.
+    global_max_messages: int = -1
     #: Default empty. Address settings by match (``"orders.#"``): a mapping of match to the
     #: snake_case fields of :class:`~store.address_settings.AddressSettings` it gives; see
     #: :meth:`address_settings_for` for the merged settings of one address.
@@ -610,6 +629,8 @@ class StoreConfig:
             if role not in HA_ROLES:
                 raise invalid("ha-role", self.ha_role, "primary or backup")
             _set(self, "ha_role", role)
+        if type(self.global_max_size) is int and self.global_max_size == -1:
+            _set(self, "global_max_size", DEFAULT_GLOBAL_MAX_SIZE)  # Artemis: -1 = the default
         for name, (low, high, allowed, also) in _INT_RULES.items():
             check_int(_kebab(name), getattr(self, name), low, high, allowed, also=also)
         if not isinstance(self.journal_retention, (RetentionConfig, type(None))):
@@ -617,6 +638,24 @@ class StoreConfig:
         if not isinstance(self.database_store, (DatabaseStoreConfig, type(None))):
             raise invalid("database-store", self.database_store, "a database-store table")
         _set(self, "address_settings", freeze_address_settings(self.address_settings))
+        self._check_global_limits_admit()
+
+    def _check_global_limits_admit(self) -> None:
+        """A global limit of 0 is always reached, and under BLOCK no ack can ever make room
+        (nothing is held in memory): refused as an address's own limit of 0 under BLOCK is
+        (:mod:`store.address_settings`). Raises ConfigError naming the key and the match."""
+        for key in ("global_max_size", "global_max_messages"):
+            if getattr(self, key) != 0:
+                continue
+            for match, settings in self.address_settings.items():
+                if settings.get("address_full_policy") == "BLOCK":
+                    raise invalid(
+                        _kebab(key),
+                        0,
+                        "above 0 or -1 while an address setting has address-full-policy BLOCK",
+                        hint=f'address-settings."{match}" gives BLOCK: no send could ever go'
+                        " through",
+                    )
 
     def address_settings_for(self, address: str) -> AddressSettings:
         """The settings of ``address``: its matches merged key by key, most specific first.
@@ -681,6 +720,7 @@ _SIZE_FIELDS: Final = frozenset(
         "jdbc_max_page_size_bytes",
         "storage_limit",
         "min_large_message_size",
+        "global_max_size",
     }
 )
 _SECRET_FIELDS: Final = frozenset({"jdbc_connection_url", "jdbc_user", "jdbc_password"})

@@ -45,6 +45,7 @@ def test_realistic_broker_xml_reads_only_the_persistence_settings():
         journal_buffer_timeout=40000,
         journal_max_io=1,
         page_sync_timeout=40000,
+        global_max_size=100 * MiB,  # its <global-max-size>100Mb</global-max-size>
         address_settings={
             "activemq.management#": {"max_size_bytes": -1, "address_full_policy": "PAGE"},
             "#": {
@@ -227,7 +228,7 @@ def test_bad_persistence_settings_in_xml_name_the_key(tmp_path, core, key):
 def test_unrelated_xml_elements_are_not_validated(tmp_path):
     cfg = xml_core(
         tmp_path,
-        "<global-max-size>not a size</global-max-size><name>${name}</name>"
+        "<message-expiry-scan-period>not a period</message-expiry-scan-period><name>${name}</name>"
         "<journal-device-block-size>4096</journal-device-block-size>",
     )
     assert cfg == StoreConfig.from_mapping({}, base_dir=tmp_path)

@@ -13,10 +13,12 @@ import dataclasses
 import functools
 import gc
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from store.messaging import recovery
 from store.messaging.manager import StoredMessage
 from store.messaging.message_records import PagedMessage
 from store.messaging.queues import QueueEntry
@@ -82,9 +84,11 @@ def _to_oldest() -> None:
 
 
 def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
+    started = time.monotonic()
     store = sm._store
-    bindings = replay_bindings(store.bindings.load(), progress)
-    messages = replay_messages(store.messages.load(), progress)
+    log.info("messaging load: started")
+    bindings = replay_bindings(store.bindings.load(), progress, started=started)
+    messages = replay_messages(store.messages.load(), progress, started=started)
     cleaned: defaultdict[str, int] = defaultdict(int)
 
     stale_counters = sm._ids.recover(
@@ -98,7 +102,7 @@ def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
             log.warning("queue %r is bound to a missing address %r", info.name, info.address)
         sm._add_queue(info)
 
-    _messages(sm, messages, cleaned, progress)
+    _messages(sm, messages, cleaned, progress, started)
     _duplicate_ids(sm, messages, cleaned)
     held = [ack for state in messages.prepared for _, ack in state.cursor_acks]
     pending = {tx.tx_id for tx in messages.prepared if tx.page_tx_record is not None}
@@ -122,10 +126,14 @@ def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
         cleaned=dict(cleaned),
     )
     log.info(
-        "messaging load: addresses=%d queues=%d messages=%d prepared=%d cleaned=%s",
+        "messaging load: done elapsed=%.2fs addresses=%d queues=%d messages=%d in_memory=%d"
+        " paged=%d prepared=%d cleaned=%s",
+        time.monotonic() - started,
         len(rec.addresses),
         len(rec.queues),
         rec.messages,
+        len(sm._messages),
+        paged,
         len(rec.prepared),
         rec.cleaned,
     )
@@ -137,9 +145,12 @@ def _messages(
     state: MessagesState,
     cleaned: defaultdict[str, int],
     progress: Progress | None,
+    started: float,
 ) -> None:
     """Keep the messages some existing queue holds, delete the others, and fill the queues,
-    each in one go with its entries in the order the refs were written."""
+    each in one go with its entries in the order the refs were written. Logs the queues'
+    progress as the replay does (every ``_PROGRESS_EVERY`` entries and at the end, not once
+    per queue: a store with thousands of queues would log thousands of lines)."""
     journal = sm._store.messages
     queues_by_id = sm._queues_by_id
     existing = queues_by_id.keys()
@@ -153,6 +164,9 @@ def _messages(
             journal.append_delete(mid)
             cleaned["messages"] += 1
             return
+        if len(live) == 1:  # held in two slots, under the queue's own id (one int for all)
+            ((qid, entry),) = live.items()
+            live = {queues_by_id[qid].info.id: entry}
         kept[mid] = _stored(sm, loaded, live)
         held = memory[(loaded.header or loaded.message).address]  # type: ignore[union-attr]
         held[0] += loaded.size
@@ -170,15 +184,22 @@ def _messages(
     now = sm._clock()
     owners = state.messages
     total = sum(len(entries) for entries in state.queue_entries.values())
-    done = 0
+    done, every = 0, recovery._PROGRESS_EVERY
     for qid, entries in state.queue_entries.items():
-        done += len(entries)
+        before, done = done, done + len(entries)
         queue = queues_by_id.get(qid)
         if queue is not None:
             if qid in state.stale:  # keep the entries their message's refs still name
                 entries = [e for e in entries if owners[e.message_id].refs.get(qid) is e]
             queue.add_entries(entries, now)
-        log.info("messaging load: phase=queues done=%d total=%d", done, total)
+        if done // every > before // every or done == total:
+            log.info(
+                "messaging load: phase=queues done=%d total=%d messages=%d elapsed=%.2fs",
+                done,
+                total,
+                len(kept),
+                time.monotonic() - started,
+            )
         if progress is not None:
             progress("queues", done, total)
 

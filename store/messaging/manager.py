@@ -99,6 +99,13 @@ class StoredMessage:
     """A message the manager holds, and the queues still holding it (``refs``: queue id -> the
     message's entry on that queue; a load hands over the dict it replayed the refs into).
 
+    Memory (issue 27): a message waiting on one queue, the common case, holds that ref as
+    two slots (``_ref_queue``, the queue id, shared between messages; ``_refs``, the entry)
+    instead of a dict of one item, which cost 224 bytes and its own queue-id int per
+    message, about a quarter of what a waiting message cost. :attr:`refs` turns them into the
+    dict the first time it is asked for (an ack, a second queue), which it stays;
+    :meth:`queue_ids` and :meth:`add_ref` do not need it.
+
     ``size`` is what it counts against its address's limit (its record's size);
     ``position`` is set for a message read back from a page (it has no journal record).
     A recovered message may be held as its encoded ADD_MESSAGE_PROTOCOL body only
@@ -111,9 +118,10 @@ class StoredMessage:
         "_message",
         "_message_id",
         "_record",
+        "_ref_queue",
+        "_refs",
         "large_size",
         "position",
-        "refs",
         "size",
     )
 
@@ -136,12 +144,55 @@ class StoredMessage:
         self._message = message
         self._encoded = encoded
         self._message_id = message.message_id if message is not None else message_id
-        self.refs: dict[int, QueueEntry] = {} if refs is None else refs
+        self._refs: dict[int, QueueEntry] | QueueEntry = {} if refs is None else refs
+        #: The one queue holding the message when ``_refs`` is its entry, else None.
+        self._ref_queue: int | None = None
+        if refs is not None and len(refs) == 1:
+            ((self._ref_queue, self._refs),) = refs.items()
         self.size = size
         self.position = position
         #: The size of a body kept in the large-message store; None for an inline body.
         self.large_size = large_size
         self._record: tuple[int, bytes] | None = None
+
+    @property
+    def refs(self) -> dict[int, QueueEntry]:
+        """Queue id -> this message's entry on that queue, for every queue holding it (the
+        dict itself: change it to change the refs). Raises nothing."""
+        qid = self._ref_queue
+        if qid is not None:
+            entry = self._refs
+            assert isinstance(entry, QueueEntry)
+            self._refs, self._ref_queue = {qid: entry}, None
+        refs = self._refs
+        assert isinstance(refs, dict)
+        return refs
+
+    def queue_ids(self) -> list[int]:
+        """The ids of the queues holding the message (without making the refs' dict). Raises
+        nothing."""
+        qid = self._ref_queue
+        return [qid] if qid is not None else list(self._refs)  # type: ignore[arg-type]
+
+    def add_ref(self, qid: int, entry: QueueEntry) -> None:
+        """Queue ``qid`` holds the message as ``entry``: kept in the two slots when it is the
+        only ref, else in the dict. Returns None. Raises nothing."""
+        if self._ref_queue is None and not self._refs:
+            self._ref_queue, self._refs = qid, entry
+        else:
+            self.refs[qid] = entry
+
+    def remove_ref(self, qid: int) -> bool:
+        """Queue ``qid`` no longer holds the message (nothing happens if it did not); returns
+        whether any queue still does. Raises nothing."""
+        if self._ref_queue is not None:
+            if self._ref_queue != qid:
+                return True
+            self._ref_queue, self._refs = None, {}
+            return False
+        refs = self.refs
+        refs.pop(qid, None)
+        return bool(refs)
 
     @property
     def message(self) -> Message:
@@ -661,13 +712,14 @@ class StorageManager:
         m = stored.message
         self._pager.hold_memory(m.address, stored.size, 1)
         for qid in live:
-            stored.refs[qid] = queues[qid].add(
+            entry = queues[qid].add(
                 mid,
                 priority=m.priority,
                 order=next(self._order),
                 now=now,
                 scheduled=m.scheduled_delivery,
             )
+            stored.add_ref(queues[qid].info.id, entry)  # the queue's own id: one int for all
 
     def _drop_ref(self, mid: int, qid: int, *, write_ack: bool) -> None:
         """Lock held: queue ``qid`` no longer holds ``mid``; delete the message if no queue
@@ -675,14 +727,14 @@ class StorageManager:
         stored = self._messages.get(mid)
         if stored is None:
             return
-        stored.refs.pop(qid, None)
+        held = stored.remove_ref(qid)
         if stored.position is not None:  # paged: no journal record; the cursor tracks it
-            if not stored.refs:
+            if not held:
                 del self._messages[mid]
             return
         message = stored.message
         durable = message.durable
-        if not stored.refs:
+        if not held:
             # The message's last ref: its DELETE (which drops every record of the message)
             # is the ack, written without an ACKNOWLEDGE_REF before it. An ack that waits
             # waits for the DELETE, so nothing acknowledged comes back; one that does not
@@ -733,13 +785,14 @@ class StorageManager:
                 stored = StoredMessage(self._paged_message(paged), position=position)
                 self._messages[paged.message_id] = stored
             m = stored.message
-            stored.refs[qid] = q.add(
+            entry = q.add(
                 paged.message_id,
                 priority=m.priority,
                 order=next(self._order),
                 now=now,
                 scheduled=m.scheduled_delivery,
             )
+            stored.add_ref(q.info.id, entry)
 
     def _paged_message(self, paged: PagedMessage) -> Message:
         message = paged.message()
@@ -762,7 +815,7 @@ class StorageManager:
             self._check_ready()
             names = {qid: q.info.name for qid, q in self._queues_by_id.items()}
             found: dict[int, tuple[StoredMessage | tuple[str, PagePosition], set[int]]] = {
-                mid: (stored, set(stored.refs)) for mid, stored in self._messages.items()
+                mid: (stored, set(stored.queue_ids())) for mid, stored in self._messages.items()
             }
             for mid, at_address, at, on in self._pager.browse_refs():
                 found.setdefault(mid, ((at_address, at), set()))[1].update(on)

@@ -456,6 +456,12 @@ def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str
     raise ValueError(f"user record type {record_type} is not a message record (45 or 30)")
 
 
+#: A page record's fixed head: version, message id, transaction id, record type, record length;
+#: then the record, the queue count (``_PAGED_COUNT``) and the queue ids.
+_PAGED_HEAD = struct.Struct(">BqqBI")
+_PAGED_COUNT = struct.Struct(">i")
+
+
 @dataclass(frozen=True, slots=True)
 class PagedMessage:
     """A message as a page record: its id, paging transaction (0: none), the type (45 or 30)
@@ -480,7 +486,29 @@ class PagedMessage:
 
     @classmethod
     def decode(cls, data: bytes) -> PagedMessage:
-        """The paged message of a page record. Raises ValueError for a bad record."""
+        """The paged message of a page record. Raises ValueError for a bad record.
+
+        A load reads every paged message once (issue 27: with the global limit, most of a
+        deep queue is paged), so a well-formed record is unpacked in two struct calls; any
+        other goes through the field-by-field reader, which names what is wrong."""
+        try:
+            version, mid, tx_id, kind, length = _PAGED_HEAD.unpack_from(data)
+            end = _PAGED_HEAD.size + length
+            (count,) = _PAGED_COUNT.unpack_from(data, end)
+        except struct.error:
+            return cls._decode_fields(data)
+        if (
+            version == VERSION
+            and kind in (30, 45)
+            and count >= 0
+            and len(data) == end + 4 + 8 * count
+        ):
+            queue_ids = struct.unpack_from(f">{count}q", data, end + 4)
+            return cls(mid, tx_id, kind, bytes(data[_PAGED_HEAD.size : end]), queue_ids)
+        return cls._decode_fields(data)
+
+    @classmethod
+    def _decode_fields(cls, data: bytes) -> PagedMessage:
         r = Reader(data, "PAGED_MESSAGE")
         mid, tx_id, kind = r.i64("message_id"), r.i64("tx_id"), r.u8("record_type")
         if kind not in (30, 45):

@@ -57,6 +57,20 @@ go back to a record made visible behind them. A page is kept while it holds reco
 undecided transaction; the 35 record is deleted with the last page holding its records. A
 prepared transaction's cursor acks hold their messages across restarts.
 
+**Global limits** (Artemis's ``global-max-size`` / ``global-max-messages``, see
+:class:`~store.config.StoreConfig`): the manager also counts what all addresses hold in memory
+together. Once that reaches a global limit, every address is full, whatever its own limits
+(an address without any is full too), and its own ``address-full-policy`` applies: PAGE pages,
+DROP drops, FAIL fails, BLOCK waits for an ack anywhere. ``global-max-size`` is an estimate of
+memory, not of record bytes: each message counts its record's bytes plus
+:data:`MEMORY_PER_MESSAGE` (what a waiting message costs in memory beyond its record, measured
+by ``bench/deep_queues.py`` and held to by ``tests/messaging/test_deep_memory.py``), as
+Artemis counts a message's memory estimate. An address's own ``max-size-bytes`` still counts
+record bytes (its meaning before the global limits existed). Because paged messages are not
+loaded at start-up, the global limit bounds what a restart holds too; an address paging
+because of it keeps paging until its paged messages are acknowledged, as for its own limit,
+so delivery stays in send order.
+
 Non-durable messages are never paged (they are never written): they stay in memory, past the
 limit.
 
@@ -85,7 +99,7 @@ from store.paging.api import PagePosition, PageStore, PagingManager
 if TYPE_CHECKING:
     from store.config import StoreConfig
 
-__all__ = ["BLOCK", "DROP", "MEMORY", "PAGE", "AddressPaging", "Pager"]
+__all__ = ["BLOCK", "DROP", "MEMORY", "MEMORY_PER_MESSAGE", "PAGE", "AddressPaging", "Pager"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +107,10 @@ MEMORY: Final = "MEMORY"
 PAGE: Final = "PAGE"
 DROP: Final = "DROP"
 BLOCK: Final = "BLOCK"
+#: What ``global-max-size`` counts for a message held in memory beyond its record's bytes:
+#: its StoredMessage, queue entry, heap item and dict slots (``bench/deep_queues.py`` measures
+#: the whole; ``tests/messaging/test_deep_memory.py`` checks a load stays within it).
+MEMORY_PER_MESSAGE: Final = 900
 
 
 @dataclass(eq=False)
@@ -169,6 +187,12 @@ class Pager:
         self._next_id = next_id
         self._queue_address = queue_address
         self._addresses: dict[str, AddressPaging] = {}
+        #: What every address holds in memory together (record bytes, messages), against the
+        #: global limits (module docstring); -1: no limit.
+        self._total_bytes = 0
+        self._total_messages = 0
+        self._global_max_size = config.global_max_size
+        self._global_max_messages = config.global_max_messages
         self._doomed: list[int] = []  # large bodies of deleted pages, for the manager to delete
         #: Committed page transactions: transaction id -> its PAGE_TRANSACTION record id.
         self._visible_txs: dict[int, int] = {}
@@ -218,25 +242,49 @@ class Pager:
         del transactional
         state = self.address(address)
         if state.policy == PAGE:
-            if durable and (state.live > 0 or state.full()):
+            if durable and (state.live > 0 or state.full() or self.global_full()):
+                if state.live == 0:
+                    log.info("address %r starts paging: %s", address, self._fullness(state))
                 return PAGE
             return MEMORY
-        if not state.full():
+        if not state.full() and not self.global_full():
             return MEMORY
         if state.policy == "FAIL":
             raise AddressFullError(
-                f"address {address!r} is full ({state.memory_messages} messages,"
-                f" {state.memory_bytes} bytes) and its address-full-policy is FAIL"
+                f"address {address!r} is full ({self._fullness(state)}) and its"
+                " address-full-policy is FAIL"
             )
         return DROP if state.policy == DROP else BLOCK
+
+    def global_full(self) -> bool:
+        """True when what all addresses hold in memory reaches ``global-max-size`` (as an
+        estimate: record bytes plus :data:`MEMORY_PER_MESSAGE` each) or
+        ``global-max-messages``. Raises nothing."""
+        messages = self._total_messages
+        return (
+            0 <= self._global_max_size <= self._total_bytes + messages * MEMORY_PER_MESSAGE
+        ) or (0 <= self._global_max_messages <= messages)
+
+    def _fullness(self, state: AddressPaging) -> str:
+        """Why ``state`` is full, for a message: its own counts, and the global ones when
+        those are reached."""
+        own = f"{state.memory_messages} messages, {state.memory_bytes} bytes"
+        if not self.global_full():
+            return own
+        estimate = self._total_bytes + self._total_messages * MEMORY_PER_MESSAGE
+        return (
+            f"{own}; all addresses hold {self._total_messages} messages, about {estimate}"
+            f" bytes of memory: global-max-size {self._global_max_size},"
+            f" global-max-messages {self._global_max_messages}"
+        )
 
     def refuse_block(self, address: str) -> AddressFullError:
         """The error for a ``tx.send`` to ``address``, full under BLOCK, by a transaction that
         holds memory and so may not wait (module docstring). Returns it. Raises nothing."""
         state = self.address(address)
         return AddressFullError(
-            f"address {address!r} is full ({state.memory_messages} messages,"
-            f" {state.memory_bytes} bytes) and its address-full-policy is BLOCK; a transaction"
+            f"address {address!r} is full ({self._fullness(state)}) and its"
+            " address-full-policy is BLOCK; a transaction"
             " that holds messages (sent or acknowledged) does not wait, since the room it"
             " would wait for may be its own: commit or roll back, then send again"
         )
@@ -246,6 +294,8 @@ class Pager:
         state = self.address(address)
         state.memory_bytes += size * delta
         state.memory_messages += delta
+        self._total_bytes += size * delta
+        self._total_messages += delta
 
     def hold_memory_total(self, address: str, size: int, count: int) -> None:
         """Count ``count`` messages of ``size`` bytes in all in memory (a load's messages of
@@ -253,6 +303,8 @@ class Pager:
         state = self.address(address)
         state.memory_bytes += size
         state.memory_messages += count
+        self._total_bytes += size
+        self._total_messages += count
 
     def page(self, address: str, paged: PagedMessage, *, sync: bool) -> PagePosition:
         """Append ``paged`` to the address's pages; returns its position. Raises what the page

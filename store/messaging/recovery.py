@@ -35,6 +35,7 @@ from __future__ import annotations
 import itertools
 import logging
 import struct
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,6 +87,7 @@ log = logging.getLogger(__name__)
 #: A progress callback: ``(phase, done, total)``; phases "bindings", "messages", "queues".
 Progress = Callable[[str, int, int], None]
 
+#: Records between two progress lines (and ``progress`` calls) of a phase.
 _PROGRESS_EVERY = 100_000
 _PAGE_TYPES = frozenset(
     {
@@ -132,9 +134,28 @@ def _decode(journal: str, rec: RecordInfo, decode: Callable[[bytes], T]) -> T:
         ) from exc
 
 
-def _report(progress: Progress | None, phase: str, done: int, total: int) -> None:
+def _report(
+    progress: Progress | None,
+    phase: str,
+    done: int,
+    total: int,
+    *,
+    messages: int = -1,
+    started: float | None = None,
+) -> None:
+    """Every :data:`_PROGRESS_EVERY` records of a phase, and at its end: one INFO line, as
+    KahaDB's recovery says what it is doing (records done of the total, messages found so far
+    when known, seconds since the load began), and a call of ``progress``."""
     if done % _PROGRESS_EVERY == 0 or done == total:
-        log.info("messaging load: phase=%s done=%d total=%d", phase, done, total)
+        elapsed = 0.0 if started is None else time.monotonic() - started
+        log.info(
+            "messaging load: phase=%s done=%d total=%d messages=%d elapsed=%.2fs",
+            phase,
+            done,
+            total,
+            messages,
+            elapsed,
+        )
         if progress is not None:
             progress(phase, done, total)
 
@@ -149,8 +170,11 @@ class BindingsState:
     highest_id: int = 0
 
 
-def replay_bindings(load: LoadResult, progress: Progress | None = None) -> BindingsState:
+def replay_bindings(
+    load: LoadResult, progress: Progress | None = None, *, started: float | None = None
+) -> BindingsState:
     """Replay the bindings journal's load; returns its addresses, queues and counters.
+    ``started`` (``time.monotonic()`` when the load began) dates the progress lines.
     Raises CorruptionError for a record that does not decode."""
     state = BindingsState()
     total = len(load.records)
@@ -167,7 +191,7 @@ def replay_bindings(load: LoadResult, progress: Progress | None = None) -> Bindi
             state.counters.append((rec.id, _decode("bindings", rec, r.IdCounterRecord.decode)))
         else:
             log.warning("bindings journal: record %d has unknown type %d, kept", rec.id, kind)
-        _report(progress, "bindings", done, total)
+        _report(progress, "bindings", done, total, started=started)
     for tx in load.prepared:
         state.highest_id = max(state.highest_id, tx.tx_id, *(x.id for x in tx.records))
     state.highest_id = max(state.highest_id, *load.failed, 0)
@@ -402,9 +426,12 @@ def _prepared(
     return state
 
 
-def replay_messages(load: LoadResult, progress: Progress | None = None) -> MessagesState:
+def replay_messages(
+    load: LoadResult, progress: Progress | None = None, *, started: float | None = None
+) -> MessagesState:
     """Replay the message journal's load; returns messages with their refs, duplicate ids and
-    prepared transactions. Raises CorruptionError for a record that does not decode."""
+    prepared transactions. ``started`` (``time.monotonic()`` when the load began) dates the
+    progress lines. Raises CorruptionError for a record that does not decode."""
     state = MessagesState()
     total = len(load.records)
     highest = 0
@@ -458,7 +485,7 @@ def replay_messages(load: LoadResult, progress: Progress | None = None) -> Messa
                 _apply(state, records[i], addresses)
         at = stop
         if at == end:
-            _report(progress, "messages", at, total)
+            _report(progress, "messages", at, total, messages=len(messages), started=started)
     for tx in load.prepared:
         state.prepared.append(_prepared(tx.records, tx.tx_id, tx.xid, addresses))
         highest = max(highest, tx.tx_id, *(x.id for x in tx.records))

@@ -1,0 +1,234 @@
+"""Deep queues (issue 27): what a restart costs with N messages waiting in one queue.
+
+A store is built once with ``N`` 100-byte messages waiting in one queue (``sync=False``
+sends, then ``flush``), then each figure is taken in a **fresh process** (``measure``), so
+nothing the build left behind counts:
+
+- ``first message``: seconds from ``open_store`` through ``load()`` to the first message
+  received (the restart a broker's consumers wait for), and ``load()`` alone;
+- ``peak RSS``: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` of that process at the end
+  (imports included: a bare interpreter with the package imported is about 30 MB here,
+  ``baseline RSS``);
+- ``bytes per waiting message``: after ``load()``, (RSS now - RSS before ``open_store``) / N,
+  and, in a second fresh process run with ``tracemalloc`` (slower, so not timed),
+  (traced bytes after ``load()`` - before) / N.
+
+The store is built with the configuration's defaults (``global-max-size`` 64M: past about
+65,000 such messages in memory the address pages, and paged messages are not loaded at
+start-up) unless ``--global-max-size`` / ``--global-max-messages`` say otherwise (a size
+larger than the store, such as ``100G``: every message in the journal and in memory after a
+load, which measures the cost per message itself).
+
+ActiveMQ's figures are printed beside ours only when ActiveMQ is installed here (``activemq``
+on the PATH or Debian's ``/usr/share/activemq``); it is never installed by this script.
+The figures issue 27 recorded for ActiveMQ 5.17 on its machine are quoted for reference.
+
+Run::
+
+    PYTHONPATH=. python -m bench.deep_queues --backend file --messages 200000
+    PYTHONPATH=. python -m bench.deep_queues --backend file --messages 1000000
+    PYTHONPATH=. python -m bench.deep_queues --backend postgresql --messages 200000
+    PYTHONPATH=. python -m bench.deep_queues --backend file --messages 200000 --global-max-size 100G
+
+(``build`` and ``measure`` are the two halves, run by the default ``all`` command.)
+
+Thread-safety: one command per process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from store import StoreConfig, open_store
+from store.messaging import Message, StorageManager
+
+QUEUE = "deep.q"
+BODY = b"x" * 100
+#: ActiveMQ 5.17 (KahaDB / JDBC on PostgreSQL) with 1,000,000 waiting, from issue 27.
+ACTIVEMQ_ISSUE_27 = {"file": (2.13, 140), "postgresql": (4.18, 148)}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _config(args: argparse.Namespace) -> StoreConfig:
+    limits: dict[str, Any] = {}
+    if args.global_max_size is not None:
+        limits["global-max-size"] = args.global_max_size
+    if args.global_max_messages is not None:
+        limits["global-max-messages"] = args.global_max_messages
+    if args.backend == "postgresql":
+        from tests.support.db_backends import postgresql_url, store_mapping
+
+        url, user, password = postgresql_url()
+        mapping = store_mapping(url, args.prefix, user=user, password=password)
+    else:
+        root = args.dir
+        mapping = {
+            "journal-directory": str(root / "journal"),
+            "bindings-directory": str(root / "bindings"),
+            "large-messages-directory": str(root / "large"),
+            "paging-directory": str(root / "paging"),
+        }
+    return StoreConfig.from_mapping({**mapping, **limits})
+
+
+def build(config: StoreConfig, messages: int) -> dict[str, Any]:
+    """Fill a fresh store with ``messages`` messages in :data:`QUEUE`. Returns what the build
+    took and how many messages it paged. Raises what the store raises."""
+    started = time.perf_counter()
+    with StorageManager(open_store(config)) as sm:
+        sm.load()
+        sm.create_address(QUEUE)
+        sm.create_queue(QUEUE, address=QUEUE)
+        for _ in range(messages):
+            sm.send(Message(QUEUE, BODY), sync=False)
+        sm.flush()
+        paged = sm._pager.remaining(QUEUE, sm._queues[QUEUE].info.id)
+    return {"build_seconds": time.perf_counter() - started, "paged": paged}
+
+
+def measure(config: StoreConfig, messages: int, *, traced: bool) -> dict[str, Any]:
+    """Open, load and receive the first message, in this (fresh) process. Returns the
+    figures (see the module docstring). Raises AssertionError when the store does not hold
+    ``messages`` messages."""
+    if traced:
+        tracemalloc.start()
+    before_rss = _rss_mb()
+    before_traced = tracemalloc.get_traced_memory()[0] if traced else 0
+    started = time.perf_counter()
+    sm = StorageManager(open_store(config))
+    try:
+        rec = sm.load()
+        loaded = time.perf_counter()
+        after_rss = _rss_mb()
+        after_traced = tracemalloc.get_traced_memory()[0] if traced else 0
+        (first,) = sm.receive(QUEUE, 1)
+        first_at = time.perf_counter()
+        assert first.message.body == BODY
+        assert rec.messages == messages, (rec.messages, messages)
+        assert sm.depth(QUEUE) == messages
+    finally:
+        sm.close()
+    return {
+        "load_seconds": loaded - started,
+        "first_message_seconds": first_at - started,
+        "peak_rss_mb": _maxrss_mb(),
+        "baseline_rss_mb": before_rss,
+        "rss_bytes_per_message": (after_rss - before_rss) * 2**20 / messages,
+        "traced_bytes_per_message": (after_traced - before_traced) / messages,
+    }
+
+
+def _activemq() -> str | None:
+    found = shutil.which("activemq")
+    if found:
+        return found
+    return "/usr/share/activemq" if Path("/usr/share/activemq").is_dir() else None
+
+
+def _run_child(args: argparse.Namespace, traced: bool) -> dict[str, Any]:
+    command = [sys.executable, "-m", "bench.deep_queues", "measure", *_common(args)]
+    if traced:
+        command.append("--traced")
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def _common(args: argparse.Namespace) -> list[str]:
+    out = ["--backend", args.backend, "--dir", str(args.dir), "--prefix", args.prefix]
+    out += ["--messages", str(args.messages)]
+    if args.global_max_size is not None:
+        out += ["--global-max-size", str(args.global_max_size)]
+    if args.global_max_messages is not None:
+        out += ["--global-max-messages", str(args.global_max_messages)]
+    return out
+
+
+def _drop(args: argparse.Namespace, config: StoreConfig) -> None:
+    if args.backend == "postgresql":
+        from store.db.migrate import drop_schema
+
+        drop_schema(config)
+    else:
+        shutil.rmtree(args.dir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", nargs="?", default="all", choices=["all", "build", "measure"])
+    parser.add_argument("--backend", choices=["file", "postgresql"], default="file")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/bench-deep"))
+    parser.add_argument("--prefix", default="deepq_")
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--global-max-size", help="e.g. 64M (default); 100G: no limit in effect")
+    parser.add_argument("--global-max-messages", type=int)
+    parser.add_argument("--traced", action="store_true", help="measure: with tracemalloc")
+    parser.add_argument("--keep", action="store_true", help="all: keep the store afterwards")
+    args = parser.parse_args()
+    config = _config(args)
+    if args.command == "measure":
+        print(json.dumps(measure(config, args.messages, traced=args.traced)))
+        return
+    _drop(args, config)
+    if args.backend == "postgresql":
+        from store.db.migrate import upgrade
+
+        upgrade(config)
+    built = build(config, args.messages)
+    if args.command == "build":
+        print(json.dumps(built))
+        return
+    try:
+        timed = _run_child(args, traced=False)
+        traced = _run_child(args, traced=True)
+    finally:
+        if not args.keep:
+            _drop(args, config)
+    n = args.messages
+    print(f"{args.backend}, {n:,} x {len(BODY)}-byte messages waiting in one queue")
+    print(f"  build: {built['build_seconds']:.1f} s, {built['paged']:,} of them paged")
+    print(
+        f"  open -> load() -> first message: {timed['first_message_seconds']:.2f} s"
+        f" (load() {timed['load_seconds']:.2f} s)"
+    )
+    print(
+        f"  peak RSS: {timed['peak_rss_mb']:,.0f} MB (baseline {timed['baseline_rss_mb']:.0f} MB)"
+    )
+    print(
+        f"  bytes per waiting message after load(): RSS {timed['rss_bytes_per_message']:,.0f},"
+        f" tracemalloc {traced['traced_bytes_per_message']:,.0f}"
+    )
+    amq = _activemq()
+    seconds, rss = ACTIVEMQ_ISSUE_27[args.backend]
+    if amq is None:
+        print(
+            "  ActiveMQ: not installed on this machine, not measured (issue 27 recorded"
+            f" ActiveMQ 5.17 at 1,000,000 waiting: {seconds} s, {rss} MB)"
+        )
+    else:
+        print(
+            f"  ActiveMQ: found at {amq}; not driven by this script (issue 27: {seconds} s,"
+            f" {rss} MB at 1,000,000 waiting)"
+        )
+
+
+if __name__ == "__main__":
+    main()
