@@ -239,11 +239,12 @@ class Pager:
         ``tx.send``, so they weigh on the limit as the queues' messages do. Raises
         AddressFullError under the FAIL policy, ConfigError for settings that can never
         admit a message (see :meth:`address`)."""
-        del transactional
         state = self.address(address)
         if state.policy == PAGE:
             if durable and (state.live > 0 or state.full() or self.global_full()):
-                if state.live == 0:
+                # A transaction's paged sends count in ``live`` only at commit: logged there
+                # once per send, the line would repeat for every send of a large transaction.
+                if state.live == 0 and not transactional:
                     log.info("address %r starts paging: %s", address, self._fullness(state))
                 return PAGE
             return MEMORY

