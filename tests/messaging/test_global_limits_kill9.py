@@ -4,7 +4,7 @@ limit of its own, ``global-max-messages`` is 30, and the worker
 waits is paged, and pages are completed and deleted while it runs.
 
 After each round the parent loads the store and reads the whole queue (without acking) and
-checks, against everything the worker reported in every round so far (CONVENTIONS 7):
+checks, against everything the worker reported in every round so far (docs/conventions.md#7):
 
 - the messages come back in send order (their ``seq`` rises strictly), each exactly once;
 - every send that returned is there unless its ack was begun (``R``);
