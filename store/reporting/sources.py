@@ -34,6 +34,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from store.config import DatabaseStoreConfig, identifier_max_length
 from store.db.schema import StoreSchema, TableNames, journal_table
+from store.errors import CorruptionError
 from store.file.retention import history_files
 from store.file.segments import SegmentNaming
 from store.file.survey import HEADER_BAD, list_directory, loaded_files
@@ -41,7 +42,12 @@ from store.fs import OsFileSystem
 from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
 from store.paging.format import decode_page, page_file_name, page_number_of
 from store.reporting import schemas
-from store.reporting.decode import decode_file_batches, decode_table_batches, paged_records
+from store.reporting.decode import (
+    decode_file_batches,
+    decode_table_batches,
+    page_error,
+    paged_records,
+)
 from store.reporting.session import jdbc_driver_for
 
 if TYPE_CHECKING:
@@ -209,7 +215,11 @@ def _page_rows(addresses: dict[str, str]) -> Any:
                 page = page_number_of(name)
                 if page is None or folder not in addresses:
                     continue
-                records = decode_page(content, path=local, torn_tail=True)
+                try:
+                    records = decode_page(content, path=local, torn_tail=True)
+                except CorruptionError as exc:
+                    yield page_error(addresses[folder], page, exc)
+                    continue
                 yield paged_records(addresses[folder], page, records)
 
     return decode
@@ -218,8 +228,8 @@ def _page_rows(addresses: dict[str, str]) -> Any:
 def file_pages(spark: SparkSession, directory: str) -> DataFrame:
     """Every paged message record under the paging folder ``directory`` as PAGED_MESSAGES
     rows. Returns a lazy DataFrame (empty when the folder does not exist). Raises OSError
-    when an address file cannot be read; what it yields raises CorruptionError for a damaged
-    page."""
+    when an address file cannot be read. A page that does not decode is a row with ``error``
+    (:func:`store.reporting.decode.page_error`)."""
     addresses: dict[str, str] = {}
     paths: list[str] = []
     if os.path.isdir(directory):
@@ -259,7 +269,13 @@ def _page_table_rows(address: str) -> Any:
             # A page's rows in id order (as the page store reads them), each a whole number
             # of records (store.db.schema).
             data = b"".join(d for _id, d in sorted(rows))
-            records = decode_page(data, path=f"{address}/{page_file_name(page)}", torn_tail=False)
+            try:
+                records = decode_page(
+                    data, path=f"{address}/{page_file_name(page)}", torn_tail=False
+                )
+            except CorruptionError as exc:
+                yield page_error(address, page, exc)
+                continue
             yield paged_records(address, page, records)
 
     return decode
@@ -269,7 +285,7 @@ def table_pages(spark: SparkSession, config: DatabaseStoreConfig) -> DataFrame:
     """Every paged message record of a database store's page tables as PAGED_MESSAGES rows
     (a page's rows joined in id order). Returns a lazy DataFrame (empty when nothing is paged).
     Raises ReportError (no driver), ValueError for a damaged directory row, and what Spark's
-    JDBC read raises; what it yields raises CorruptionError for a damaged page row."""
+    JDBC read raises. A page that does not decode is a row with ``error``."""
     schema = StoreSchema(TableNames.from_config(config))
     directory = schema.page_store
     found = _rows_of(
