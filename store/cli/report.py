@@ -129,6 +129,8 @@ def run_report_command(args: argparse.Namespace) -> int:
     print(f"{salvaged}report of {summary.source} in {summary.out} ({summary.seconds:.1f} s)")
     for line in summary.warnings[1:]:
         print(f"  left out: {line}")
+    if summary.cut is not None:
+        print(f"cut: {summary.cut}")
     print(
         f"queues {summary.queues}, messages {summary.messages}, bytes {summary.bytes}; "
         f"records read {summary.records_read}, live {summary.live_records}"

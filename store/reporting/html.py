@@ -257,7 +257,9 @@ def _table(name: str, rows: Rows) -> str:
     )
 
 
-def _header(source: str, cut_ms: int, totals: Totals, warnings: Sequence[str]) -> list[str]:
+def _header(
+    source: str, cut_ms: int, totals: Totals, warnings: Sequence[str], cut: str | None
+) -> list[str]:
     oldest = totals.oldest_timestamp
     items: list[tuple[str, str, int | str, str]] = [
         ("messages", "messages", totals.messages, format_number(totals.messages)),
@@ -280,7 +282,9 @@ def _header(source: str, cut_ms: int, totals: Totals, warnings: Sequence[str]) -
         '<header id="summary">',
         "<h1>store report</h1>",
         f'<p class="source">{html.escape(source)}</p>',
-        f'<p class="cut" data-value="{cut_ms}">cut taken {html.escape(_when(cut_ms))}</p>',
+        f'<p class="cut" data-value="{cut_ms}">cut taken {html.escape(_when(cut_ms))}'
+        + ("" if cut is None else f": {html.escape(cut)}")
+        + "</p>",
     ]
     if warnings:
         parts.append('<div class="warning" id="warnings">')
@@ -330,16 +334,17 @@ def write_index(
     cut_ms: int = 0,
     totals: Totals | None = None,
     warnings: Sequence[str] = (),
+    cut: str | None = None,
 ) -> str:
-    """Write ``out/index.html``: the header (``source``, the cut at ``cut_ms``, ``totals``,
-    ``warnings``), the ``charts`` in order, then every table of ``tables`` (each dataset's
-    first rows) with links to the Parquet datasets. Returns its path. Raises OSError when it
-    cannot be written."""
+    """Write ``out/index.html``: the header (``source``, the cut at ``cut_ms`` and what it is,
+    ``cut``, ``totals``, ``warnings``), the ``charts`` in order, then every table of ``tables``
+    (each dataset's first rows) with links to the Parquet datasets. Returns its path. Raises
+    OSError when it cannot be written."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
-        *_header(source or title, cut_ms, totals or Totals(), warnings),
+        *_header(source or title, cut_ms, totals or Totals(), warnings, cut),
     ]
     parts += [f'<img class="chart" src="{c}" alt="{html.escape(c)}">' for c in charts]
     parts.append("<h2>Datasets</h2>")

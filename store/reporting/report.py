@@ -16,6 +16,7 @@ Thread-safety: one call at a time per SparkSession.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from store.config import DatabaseStoreConfig, StoreConfig, db_dialect_of
 from store.errors import ConfigError, CorruptionError, StoreError, StoreUnavailableError
-from store.reporting import damage, jobs, schemas, sources
+from store.reporting import damage, jobs, schemas, snapshot, sources
 from store.reporting.html import Totals, write_charts, write_index
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ class ReportSummary:
     #: The page header's totals (whole datasets) and the time ages are measured at (the cut).
     totals: Totals = field(default_factory=Totals)
     cut_ms: int = 0
+    #: What the cut is (:func:`store.reporting.snapshot.cut_note`; None: files as read).
+    cut: str | None = None
     #: With ``salvage``: one line per damaged place the report left out (empty: none).
     warnings: tuple[str, ...] = ()
 
@@ -248,13 +251,18 @@ def _records(spark: SparkSession, source: ReportSource) -> tuple[DataFrame | Non
     config = source.config
     if config is not None and config.database_store is not None:
         db = config.database_store
-        # Both bounds are read before either table: the cut is taken at one moment.
-        bounds = {j: sources.table_bounds(spark, db, j) for j in ("bindings", "messages")}
+        # Both bounds are read before either table; with a PostgreSQL snapshot in ``read``
+        # every read (bounds, partitions, page tables) sees one instant (store.reporting
+        # .snapshot), else each table is cut at its largest seq when the report starts.
+        read = source.jdbc
+        bounds = {
+            j: sources.table_bounds(spark, db, j, read=read) for j in ("bindings", "messages")
+        }
         frames = [
-            sources.table_journal(spark, db, j, read=source.jdbc, bounds=bounds[j])
+            sources.table_journal(spark, db, j, read=read, bounds=bounds[j])
             for j in ("bindings", "messages")
         ]
-        return frames[0].unionByName(frames[1]), sources.table_pages(spark, db)
+        return frames[0].unionByName(frames[1]), sources.table_pages(spark, db, read=read)
     if config is not None:
         journal, bindings, paging = (
             config.journal_directory,
@@ -342,10 +350,35 @@ def run_report(
     if source.config is None and source.journal is None and source.history is None:
         raise ConfigError("a report needs a store: --config, --jdbc-url, --journal or --history")
     started = time.monotonic()
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     found = find_damage(source) if damaged is None else list(damaged)
     if found and not salvage:
         raise found[0]
+    db = source.config.database_store if source.config is not None else None
+    with snapshot.exported_snapshot(db) as cut:
+        # the cut's time: taken once the snapshot (if any) is, before any table is read
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        read = dataclasses.replace(source.jdbc, snapshot=cut)
+        return _report(
+            spark, dataclasses.replace(source, jdbc=read), out, now_ms=now_ms, window=window,
+            progress=progress, salvage=salvage, found=found, started=started,
+            cut=snapshot.cut_note(db, cut),
+        )  # fmt: skip
+
+
+def _report(
+    spark: SparkSession,
+    source: ReportSource,
+    out: str,
+    *,
+    now_ms: int,
+    window: AuditWindow | None,
+    progress: Progress | None,
+    salvage: bool,
+    found: list[CorruptionError],
+    started: float,
+    cut: str | None,
+) -> ReportSummary:
+    """:func:`run_report` once its damage checks passed, inside the database's snapshot."""
     records, pages = _records(spark, source)
     steps: list[tuple[str, Callable[[], Any]]] = []
     results: dict[str, Any] = {}
@@ -424,7 +457,7 @@ def run_report(
     )
     write_index(
         tables, charts, out, title=f"store report: {source.describe()}",
-        source=source.describe(), cut_ms=now_ms, totals=totals, warnings=warnings,
+        source=source.describe(), cut_ms=now_ms, totals=totals, warnings=warnings, cut=cut,
     )  # fmt: skip
     if progress is not None:
         progress("done", total, total)
@@ -441,5 +474,6 @@ def run_report(
         seconds=time.monotonic() - started,
         totals=totals,
         cut_ms=now_ms,
+        cut=cut,
         warnings=warnings,
     )
