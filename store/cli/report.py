@@ -93,15 +93,16 @@ def run_report_command(args: argparse.Namespace) -> int:
         require(module, "store report")
     from store.cli.output import progress_console
     from store.reporting.report import AuditWindow, check_source, find_damage, run_report
-    from store.reporting.session import build_session, jdbc_driver_for
+    from store.reporting.session import build_session, jdbc_driver_for, require_java
 
     source = _source(args)
     # Before Spark starts, fail fast: folders that are not there (exit 2), a database that
-    # does not answer (exit 4), a JDBC driver jar that is missing (exit 6).
+    # does not answer (exit 4), a JDBC driver jar or Java that is missing (exit 6).
     check_source(source)
     database = source.config.database_store if source.config is not None else None
     if database is not None:
         jdbc_driver_for(database.jdbc_connection_url)
+    require_java()
     # Damage verify would report is refused here, before Spark starts (exit 5, verify's line);
     # what only decoding shows is refused by run_report before anything is written.
     damaged = find_damage(source)
