@@ -12,6 +12,9 @@ One call of :func:`store.reporting.run_report`; progress on stderr while Spark r
 summary on stdout. Without the spark extra (PySpark, PyArrow): one line naming it, exit 2. Before
 Spark starts: a folder that does not exist is exit 2, a database that cannot be reached (or
 does not exist) exit 4. No Java or no JDBC driver jar is a ``ReportError``: one line, exit 6.
+Damaged data (what ``store data verify`` calls an error, or a live record that does not decode)
+is exit 5 with the error's one line, before a report is written; ``--salvage`` reports what is
+readable instead, and its first summary line (and the page's header) says so.
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
@@ -50,6 +53,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--partitions", type=int, default=4, help="parallel JDBC reads per table (default: 4)"
     )
+    parser.add_argument(
+        "--salvage",
+        action="store_true",
+        help="report what is readable of a damaged store, leaving the damage out (said at "
+        "the top of the page and in the summary); without it damage is exit 5",
+    )
     parser.set_defaults(func=run_report_command)
 
 
@@ -83,16 +92,22 @@ def run_report_command(args: argparse.Namespace) -> int:
     for module in ("pyspark", "pyarrow"):
         require(module, "store report")
     from store.cli.output import progress_console
-    from store.reporting.report import AuditWindow, check_source, run_report
-    from store.reporting.session import build_session, jdbc_driver_for
+    from store.reporting.report import AuditWindow, check_source, find_damage, run_report
+    from store.reporting.session import build_session, jdbc_driver_for, require_java
 
     source = _source(args)
     # Before Spark starts, fail fast: folders that are not there (exit 2), a database that
-    # does not answer (exit 4), a JDBC driver jar that is missing (exit 6).
+    # does not answer (exit 4), a JDBC driver jar or Java that is missing (exit 6).
     check_source(source)
     database = source.config.database_store if source.config is not None else None
     if database is not None:
         jdbc_driver_for(database.jdbc_connection_url)
+    require_java()
+    # Damage verify would report is refused here, before Spark starts (exit 5, verify's line);
+    # what only decoding shows is refused by run_report before anything is written.
+    damaged = find_damage(source)
+    if damaged and not args.salvage:
+        raise damaged[0]
     window = AuditWindow(address=args.address, start_ms=args.since, end_ms=args.until)
     with Progress(
         TextColumn("{task.description}"),
@@ -107,11 +122,25 @@ def run_report_command(args: argparse.Namespace) -> int:
         def progress(step: str, done: int, total: int) -> None:
             bar.update(task, description=step, completed=done, total=total)
 
-        summary = run_report(spark, source, args.out, window=window, progress=progress)
-    print(f"report of {summary.source} in {summary.out} ({summary.seconds:.1f} s)")
+        summary = run_report(
+            spark, source, args.out, window=window, progress=progress,
+            salvage=args.salvage, damaged=damaged,
+        )  # fmt: skip
+    salvaged = f"{summary.warnings[0]}; " if summary.salvaged else ""
+    print(f"{salvaged}report of {summary.source} in {summary.out} ({summary.seconds:.1f} s)")
+    for line in summary.warnings[1:]:
+        print(f"  left out: {line}")
+    if summary.cut is not None:
+        print(f"cut: {summary.cut}")
     print(
         f"queues {summary.queues}, messages {summary.messages}, bytes {summary.bytes}; "
         f"records read {summary.records_read}, live {summary.live_records}"
+    )
+    t = summary.totals
+    oldest = "none" if t.oldest_timestamp is None else f"timestamp {t.oldest_timestamp}"
+    print(
+        f"oldest message {oldest}; dead bytes {t.dead_bytes}; large bodies {t.large_bodies} "
+        f"({t.large_bytes} bytes); paged addresses {t.paged_addresses}"
     )
     print("datasets: " + ", ".join(f"{n} ({rows})" for n, rows in summary.datasets.items()))
     return 0

@@ -57,6 +57,7 @@ __all__ = [
     "decode_file_batches",
     "decode_table_batches",
     "file_records",
+    "page_error",
     "paged_records",
     "table_batch",
 ]
@@ -367,4 +368,14 @@ def paged_records(address: str, page: int, records: list[bytes]) -> pa.RecordBat
             values["error"] = f"page {page} record {index}: {exc}"
         for name, column in cols.items():
             column.append(values.get(name))
+    return pa.RecordBatch.from_pydict(cols, schema=ARROW_PAGED)
+
+
+def page_error(address: str, page: int, exc: Exception) -> pa.RecordBatch:
+    """One ARROW_PAGED row saying page ``page`` of ``address`` did not decode at all
+    (``page_index`` -1, no bytes, ``error`` the reason): the report's damage check finds it
+    there instead of in a failed Spark task. Returns the batch. Raises nothing."""
+    cols: dict[str, list[Any]] = {f.name: [None] for f in ARROW_PAGED}
+    cols.update(address=[address], page=[page], page_index=[-1], page_bytes=[0],
+                error=[f"page {page}: {exc}"])  # fmt: skip
     return pa.RecordBatch.from_pydict(cols, schema=ARROW_PAGED)

@@ -1,6 +1,22 @@
 """The report's static page: PNG charts (matplotlib, headless ``Agg`` backend) and an
-``index.html`` that shows every job's table and references the charts beside it. The page
-has no scripts and no external resources: it opens from disk (``file://``) anywhere.
+``index.html`` an operator can pin on a wall. It has no scripts and no external resources (no
+CDN, no fonts): it opens from disk (``file://``) anywhere.
+
+What the page shows, top to bottom (the decisions, issue 28):
+
+- a **header**: the store, when the cut was taken (UTC), the totals (:class:`Totals`:
+  messages, bytes, queues, oldest message, dead bytes, large bodies, paged addresses) and any
+  warning (a salvaged report says so here, first). Each total carries its exact value in
+  ``data-value`` and shows it with thousands separators;
+- the **age histogram** (messages per queue by age bucket), then every other chart, each at
+  the page's full width;
+- the **raw tables** (each dataset's first rows) below, numbers with separators.
+
+Charts are read, not admired: horizontal bars with the label on the axis and the value at the
+bar's end; a **log scale** when the largest value is at least 100 times the smallest non-zero
+one (else the small bars vanish); ticks with thousands separators; a chart with nothing to
+show is a small image saying "none" (no axis: matplotlib draws an all-zero axis as
+-0.04..0.04).
 
 Thread-safety: functions over plain rows; matplotlib's pyplot state is touched only here,
 one figure at a time, from the caller's thread.
@@ -8,66 +24,231 @@ one figure at a time, from the caller's thread.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["CHARTS", "write_charts", "write_index"]
+__all__ = ["CHARTS", "HISTOGRAM_CHART", "Totals", "format_number", "write_charts", "write_index"]
 
-#: chart file -> (dataset, label column, value column, title).
+#: chart file -> (dataset, label column, value column, title, unit of the value).
 CHARTS: Final = {
-    "queue_depths.png": ("queue_depths", "queue", "messages", "Messages per queue"),
-    "queue_bytes.png": ("queue_depths", "queue", "bytes", "Stored bytes per queue"),
-    "record_types.png": ("record_types", "name", "records", "Live records per type"),
-    "address_bytes.png": ("address_bytes", "address", "bytes", "Stored bytes per address"),
-    "dead_records.png": ("dead_records", "journal", "dead_bytes", "Dead bytes per journal"),
-}
+    "queue_depths.png": ("queue_depths", "queue", "messages", "Messages per queue", "messages"),
+    "queue_bytes.png": ("queue_depths", "queue", "bytes", "Stored bytes per queue", "bytes"),
+    "address_bytes.png": (
+        "address_bytes", "address", "bytes", "Stored bytes per address", "bytes",
+    ),
+    "record_types.png": ("record_types", "name", "records", "Live records per type", "records"),
+    "dead_records.png": (
+        "dead_records", "journal", "dead_bytes", "Dead bytes per journal (reclaimable)", "bytes",
+    ),
+    "page_stores.png": ("page_stores", "address", "bytes", "Paged bytes per address", "bytes"),
+}  # fmt: skip
+#: The age histogram's chart (dataset ``message_age_histogram``), shown first.
+HISTOGRAM_CHART: Final = "message_age_histogram.png"
 _MAX_BARS: Final = 30
+_MAX_HISTOGRAM_QUEUES: Final = 15
+#: Largest / smallest non-zero value from which a chart's scale is logarithmic.
+_LOG_RATIO: Final = 100
+_WIDTH_IN: Final = 12.0  # at _DPI: 1,200 pixels, the page's full width
+_DPI: Final = 100
+_BAR: Final = "#3b6ea5"
+_BUCKET_COLOURS: Final = ("#4e9a06", "#3b6ea5", "#c4a000", "#a40000")
+#: Columns whose numbers are identifiers or codes, shown without separators.
+_IDS: Final = frozenset({"user_record_type", "message_id", "page", "bucket_index", "queue_id"})
 
 Rows = Sequence[Mapping[str, Any]]
 
 
-def _bar_chart(path: str, rows: Rows, label: str, value: str, title: str) -> None:
+@dataclass(frozen=True, kw_only=True)
+class Totals:
+    """The header's totals, computed from whole datasets (not the rows a page shows).
+
+    ``oldest_timestamp``: the oldest unacknowledged message's timestamp (ms since the epoch,
+    UTC; None: no message). ``large_bodies`` / ``large_bytes``: large messages some queue holds
+    and their body sizes. Immutable.
+    """
+
+    messages: int = 0
+    bytes: int = 0
+    queues: int = 0
+    oldest_timestamp: int | None = None
+    dead_bytes: int = 0
+    large_bodies: int = 0
+    large_bytes: int = 0
+    paged_addresses: int = 0
+
+
+def format_number(value: int) -> str:
+    """``value`` with thousands separators ("1,234,567"). Raises nothing."""
+    return f"{value:,}"
+
+
+def _bytes_text(value: int) -> str:
+    text = f"{format_number(value)} B"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{text} ({value / size:,.1f} {unit})"
+    return text
+
+
+def _when(ms: int) -> str:
+    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(seconds, 0)
+    for unit, size in (("days", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:,.0f} s"
+
+
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    top = sorted(rows, key=lambda r: -int(r[value] or 0))[:_MAX_BARS]
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.35 * len(top) + 1)))
+    return plt
+
+
+def _number_axis(ax: Any, values: Sequence[int], *, horizontal: bool = True) -> None:
+    """Log scale when the values span :data:`_LOG_RATIO` or more; ticks with separators."""
+    from matplotlib.ticker import FuncFormatter
+
+    positive = [v for v in values if v > 0]
+    axis = ax.xaxis if horizontal else ax.yaxis
+    if positive and max(positive) >= _LOG_RATIO * min(positive):
+        (ax.set_xscale if horizontal else ax.set_yscale)("log")
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:,.0f}" if x >= 1 else f"{x:g}"))
+
+
+def _none_chart(path: str, title: str) -> None:
+    plt = _pyplot()
+    fig = plt.figure(figsize=(_WIDTH_IN, 1.4))
     try:
-        names = [str(r[label]) for r in top][::-1]
-        values = [int(r[value] or 0) for r in top][::-1]
-        ax.barh(names, values, color="#3b6ea5")
-        ax.set_title(title)
-        ax.set_xlabel(value)
-        if not top:
-            ax.text(0.5, 0.5, "nothing to show", ha="center", va="center", transform=ax.transAxes)
+        fig.text(0.01, 0.72, title, fontsize=13, weight="bold")
+        fig.text(0.5, 0.3, "none", fontsize=16, ha="center", color="#555")
+        fig.savefig(path, dpi=_DPI)
+    finally:
+        plt.close(fig)
+
+
+def _bar_chart(path: str, rows: Rows, label: str, value: str, title: str, unit: str) -> None:
+    top = sorted(rows, key=lambda r: -int(r[value] or 0))[:_MAX_BARS]
+    values = [int(r[value] or 0) for r in top][::-1]
+    if not any(values):
+        _none_chart(path, title)
+        return
+    plt = _pyplot()
+    names = [str(r[label]) for r in top][::-1]
+    fig, ax = plt.subplots(figsize=(_WIDTH_IN, max(2.2, 0.38 * len(top) + 1.2)))
+    try:
+        bars = ax.barh(names, values, color=_BAR)
+        _number_axis(ax, values)
+        ax.bar_label(bars, labels=[format_number(v) for v in values], padding=3, fontsize=9)
+        ax.margins(x=0.12)
+        ax.set_title(title, loc="left", fontsize=13, weight="bold")
+        ax.set_xlabel(unit + (" (log scale)" if ax.get_xscale() == "log" else ""))
+        if len(rows) > _MAX_BARS:
+            ax.text(1, -0.25, f"the {_MAX_BARS} largest of {format_number(len(rows))}",
+                    transform=ax.transAxes, ha="right", fontsize=9)  # fmt: skip
+        ax.spines[["top", "right"]].set_visible(False)
         fig.tight_layout()
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=_DPI)
+    finally:
+        plt.close(fig)
+
+
+def _histogram_chart(path: str, rows: Rows) -> None:
+    """Messages per queue and age bucket: one group of bars per queue (the queues holding the
+    most messages), one colour per bucket."""
+    title = "Message age per queue"
+    per_queue: dict[str, dict[int, int]] = {}
+    names: dict[int, str] = {}
+    for r in rows:
+        per_queue.setdefault(str(r["queue"]), {})[int(r["bucket_index"])] = int(r["messages"])
+        names[int(r["bucket_index"])] = str(r["bucket"])
+    queues = sorted((q for q, b in per_queue.items() if sum(b.values())),
+                    key=lambda q: -sum(per_queue[q].values()))[:_MAX_HISTOGRAM_QUEUES]  # fmt: skip
+    if not queues:
+        _none_chart(path, title)
+        return
+    plt = _pyplot()
+    buckets = sorted(names)
+    queues = queues[::-1]
+    height = 0.8 / len(buckets)
+    fig, ax = plt.subplots(figsize=(_WIDTH_IN, max(2.6, 0.22 * len(queues) * len(buckets) + 1.6)))
+    try:
+        values: list[int] = []
+        for i, b in enumerate(buckets):
+            counts = [per_queue[q].get(b, 0) for q in queues]
+            values += counts
+            ys = [y - 0.4 + height * (len(buckets) - 1 - i) + height / 2
+                  for y in range(len(queues))]  # fmt: skip
+            bars = ax.barh(ys, counts, height=height * 0.92, color=_BUCKET_COLOURS[i % 4],
+                           label=names[b])  # fmt: skip
+            ax.bar_label(bars, labels=[format_number(c) if c else "" for c in counts],
+                         padding=3, fontsize=8)  # fmt: skip
+        ax.set_yticks(range(len(queues)), queues)
+        _number_axis(ax, values)
+        ax.margins(x=0.1)
+        ax.set_title(title, loc="left", fontsize=13, weight="bold")
+        ax.set_xlabel("messages" + (" (log scale)" if ax.get_xscale() == "log" else ""))
+        # above the bars, right of the title: never over a bar or its value
+        ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(buckets), fontsize=9,
+                  frameon=False, title="age:", alignment="left")  # fmt: skip
+        ax.spines[["top", "right"]].set_visible(False)
+        fig.tight_layout()
+        fig.savefig(path, dpi=_DPI)
     finally:
         plt.close(fig)
 
 
 def write_charts(tables: Mapping[str, Rows], out: str) -> list[str]:
-    """Draw each chart of :data:`CHARTS` whose dataset is in ``tables`` into ``out``.
-    Returns the file names written. Raises OSError when a file cannot be written."""
+    """Draw the age histogram and each chart of :data:`CHARTS` whose dataset is in ``tables``
+    into ``out``. Returns the file names written, in page order. Raises OSError when a file
+    cannot be written."""
     written = []
-    for name, (dataset, label, value, title) in CHARTS.items():
+    if "message_age_histogram" in tables:
+        _histogram_chart(os.path.join(out, HISTOGRAM_CHART), tables["message_age_histogram"])
+        written.append(HISTOGRAM_CHART)
+    for name, (dataset, label, value, title, unit) in CHARTS.items():
         if dataset in tables:
-            _bar_chart(os.path.join(out, name), tables[dataset], label, value, title)
+            _bar_chart(os.path.join(out, name), tables[dataset], label, value, title, unit)
             written.append(name)
     return written
 
 
+def _cell(column: str, value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return html.escape("" if value is None else str(value).lower())
+    if isinstance(value, int):
+        if column.endswith("_timestamp"):
+            return f'<span title="{value}">{html.escape(_when(value))}</span>'
+        if column not in _IDS:
+            return format_number(value)
+    return html.escape(str(value))
+
+
+_NUMERIC: Final = ' class="n"'
+
+
 def _table(name: str, rows: Rows) -> str:
     if not rows:
-        return f'<h2 id="{name}">{name}</h2>\n<p class="empty">no rows</p>\n'
+        return f'<h2 id="{name}">{name}</h2>\n<p class="empty">none</p>\n'
     columns = list(rows[0].keys())
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "\n".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in columns) + "</tr>"
+        "<tr>"
+        + "".join(
+            f"<td{_NUMERIC if isinstance(r[c], int) else ''}>{_cell(c, r[c])}</td>" for c in columns
+        )
+        + "</tr>"
         for r in rows
     )
     return (
@@ -76,28 +257,98 @@ def _table(name: str, rows: Rows) -> str:
     )
 
 
+def _header(
+    source: str, cut_ms: int, totals: Totals, warnings: Sequence[str], cut: str | None
+) -> list[str]:
+    oldest = totals.oldest_timestamp
+    items: list[tuple[str, str, int | str, str]] = [
+        ("messages", "messages", totals.messages, format_number(totals.messages)),
+        ("bytes", "stored bytes", totals.bytes, _bytes_text(totals.bytes)),
+        ("queues", "queues", totals.queues, format_number(totals.queues)),
+        (
+            "oldest",
+            "oldest message",
+            "" if oldest is None else oldest,
+            "none" if oldest is None
+            else f"{_when(oldest)} ({_age((cut_ms - oldest) / 1000)} old)",
+        ),
+        ("dead_bytes", "dead bytes", totals.dead_bytes, _bytes_text(totals.dead_bytes)),
+        ("large_bodies", "large bodies", totals.large_bodies,
+         f"{format_number(totals.large_bodies)} ({_bytes_text(totals.large_bytes)})"),
+        ("paged_addresses", "paged addresses", totals.paged_addresses,
+         format_number(totals.paged_addresses)),
+    ]  # fmt: skip
+    parts = [
+        '<header id="summary">',
+        "<h1>store report</h1>",
+        f'<p class="source">{html.escape(source)}</p>',
+        f'<p class="cut" data-value="{cut_ms}">cut taken {html.escape(_when(cut_ms))}'
+        + ("" if cut is None else f": {html.escape(cut)}")
+        + "</p>",
+    ]
+    if warnings:
+        parts.append('<div class="warning" id="warnings">')
+        parts += [f"<p>{html.escape(w)}</p>" for w in warnings]
+        parts.append("</div>")
+    parts.append('<dl class="totals">')
+    for key, label, value, text in items:
+        parts.append(
+            f'<div class="total"><dt>{html.escape(label)}</dt>'
+            f'<dd data-total="{key}" data-value="{value}">{html.escape(text)}</dd></div>'
+        )
+    parts += ["</dl>", "</header>"]
+    return parts
+
+
 _STYLE: Final = """
-body { font-family: sans-serif; margin: 2em; color: #222; }
+body { font-family: sans-serif; margin: 1.5em 2em; color: #222; max-width: 1240px; }
+header#summary { border-bottom: 2px solid #3b6ea5; margin-bottom: 1.5em; }
+h1 { margin: 0 0 0.2em 0; }
+p.source { font-size: 1.2em; margin: 0.2em 0; font-family: monospace; }
+p.cut { color: #444; margin: 0.2em 0 0.8em 0; }
+dl.totals { display: flex; flex-wrap: wrap; gap: 0.6em; margin: 0.8em 0 1.2em 0; }
+div.total { border: 1px solid #bcd; border-radius: 4px; padding: 0.4em 0.8em;
+            background: #f4f7fb; min-width: 9em; }
+dt { font-size: 0.85em; color: #555; }
+dd { margin: 0; font-size: 1.25em; font-weight: bold; }
+div.warning { background: #fff3cd; border: 2px solid #c4a000; padding: 0.3em 0.8em;
+              margin: 0.6em 0; font-weight: bold; }
+div.warning p { margin: 0.3em 0; font-family: monospace; font-weight: normal; }
+div.warning p:first-child { font-family: sans-serif; font-weight: bold; }
+img.chart { display: block; width: 100%; max-width: 1200px; margin: 1em 0;
+            border: 1px solid #ddd; }
 table { border-collapse: collapse; margin-bottom: 1.5em; }
-th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: left; }
 th { background: #e8eef5; }
-td:first-child, th:first-child { text-align: left; }
-img { display: block; margin: 1em 0; max-width: 100%; border: 1px solid #ddd; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
 """
 
 
-def write_index(tables: Mapping[str, Rows], charts: Sequence[str], out: str, *, title: str) -> str:
-    """Write ``out/index.html``: the charts, then every table of ``tables`` (each dataset's
-    first rows), with links to the Parquet datasets. Returns its path. Raises OSError when it
-    cannot be written."""
+def write_index(
+    tables: Mapping[str, Rows],
+    charts: Sequence[str],
+    out: str,
+    *,
+    title: str,
+    source: str = "",
+    cut_ms: int = 0,
+    totals: Totals | None = None,
+    warnings: Sequence[str] = (),
+    cut: str | None = None,
+) -> str:
+    """Write ``out/index.html``: the header (``source``, the cut at ``cut_ms`` and what it is,
+    ``cut``, ``totals``, ``warnings``), the ``charts`` in order, then every table of ``tables``
+    (each dataset's first rows) with links to the Parquet datasets. Returns its path. Raises
+    OSError when it cannot be written."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        "<p>Datasets (Parquet): " + ", ".join(f'<a href="{n}/">{n}/</a>' for n in tables) + "</p>",
+        *_header(source or title, cut_ms, totals or Totals(), warnings, cut),
     ]
-    parts += [f'<img src="{c}" alt="{html.escape(c)}">' for c in charts]
+    parts += [f'<img class="chart" src="{c}" alt="{html.escape(c)}">' for c in charts]
+    parts.append("<h2>Datasets</h2>")
+    parts.append("<p>Parquet: " + ", ".join(f'<a href="{n}/">{n}/</a>' for n in tables) + "</p>")
     parts += [_table(name, rows) for name, rows in tables.items()]
     parts.append("</body></html>")
     path = os.path.join(out, "index.html")

@@ -62,7 +62,9 @@ __all__ = [
     "address_bytes",
     "audit",
     "dead_records",
+    "AGE_BUCKETS",
     "large_messages",
+    "message_age_histogram",
     "message_ages",
     "page_stores",
     "queue_depths",
@@ -274,6 +276,51 @@ def message_ages(live: DataFrame, paged: DataFrame, now_ms: int) -> DataFrame:
             ((F.lit(now_ms) - F.col("oldest_timestamp")) / 1000)
             .cast("long")
             .alias("oldest_age_seconds"),
+        )
+    )
+
+
+#: The age histogram's buckets an operator reads: (name, upper bound in ms, exclusive; None:
+#: no bound). A message's age is the report time minus its timestamp; a timestamp in the
+#: future (another host's clock) is age 0, the first bucket.
+AGE_BUCKETS: Final = (
+    ("< 1 min", 60_000),
+    ("< 1 h", 3_600_000),
+    ("< 1 day", 86_400_000),
+    ("older", None),
+)
+
+
+def message_age_histogram(live: DataFrame, paged: DataFrame, now_ms: int) -> DataFrame:
+    """MESSAGE_AGE_HISTOGRAM of ``live`` and the PAGED_MESSAGES rows ``paged`` at ``now_ms``
+    (ms since the epoch, UTC): per queue and :data:`AGE_BUCKETS` bucket, the messages the
+    queue still holds (paged ones included) whose age falls in it; a row for every queue and
+    bucket. Returns a lazy DataFrame."""
+    age = F.greatest(F.lit(now_ms) - F.col("timestamp"), F.lit(0))
+    index: Column = F.lit(len(AGE_BUCKETS) - 1)
+    for i, (_name, bound) in reversed(list(enumerate(AGE_BUCKETS))):
+        if bound is not None:
+            index = F.when(age < bound, F.lit(i)).otherwise(index)
+    counts = (
+        _held(live, paged)
+        .select("queue_id", index.alias("bucket_index"))
+        .groupBy("queue_id", "bucket_index")
+        .agg(F.count("*").alias("messages"))
+    )
+    spark = live.sparkSession
+    buckets = spark.createDataFrame(
+        [(i, name) for i, (name, _bound) in enumerate(AGE_BUCKETS)],
+        "bucket_index int, bucket string",
+    )
+    return (
+        _queues(live)
+        .crossJoin(buckets)
+        .join(counts, ["queue_id", "bucket_index"], "left")
+        .select(
+            "queue",
+            F.col("bucket_index").cast("int").alias("bucket_index"),
+            "bucket",
+            F.coalesce("messages", F.lit(0)).cast("long").alias("messages"),
         )
     )
 

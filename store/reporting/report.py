@@ -1,26 +1,32 @@
 """``store report``'s library call: read a store, run every job, write the report.
 
 :func:`run_report` writes into ``out``: one Parquet dataset per job (``queue_depths/``,
-``record_types/``, ``message_ages/``, ``address_bytes/``, ``dead_records/``,
-``large_messages/``, ``page_stores/``, and ``audit/`` for a history), PNG charts and a static
+``record_types/``, ``message_ages/``, ``message_age_histogram/``, ``address_bytes/``,
+``dead_records/``, ``large_messages/``, ``page_stores/``, and ``audit/`` for a history), PNG
+charts and a static
 ``index.html`` showing the tables and the charts (:mod:`store.reporting.html`). It returns a
 :class:`ReportSummary` and never prints; progress goes to an optional callback.
+
+Damaged data is refused, not reported (:mod:`store.reporting.damage`): the first error
+``store data verify`` would give is raised before anything is written, unless ``salvage``
+asks for what is readable, which the page and the summary then say at the top.
 
 Thread-safety: one call at a time per SparkSession.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from store.config import DatabaseStoreConfig, StoreConfig, db_dialect_of
-from store.errors import ConfigError, StoreError, StoreUnavailableError
-from store.reporting import jobs, schemas, sources
-from store.reporting.html import write_charts, write_index
+from store.errors import ConfigError, CorruptionError, StoreError, StoreUnavailableError
+from store.reporting import damage, jobs, schemas, snapshot, sources
+from store.reporting.html import Totals, write_charts, write_index
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -30,9 +36,14 @@ __all__ = [
     "Progress",
     "ReportSource",
     "ReportSummary",
+    "SALVAGED",
     "check_source",
+    "find_damage",
     "run_report",
 ]
+
+#: The first warning of a salvaged report (``warnings[0]``), on its page and summary line.
+SALVAGED = "SALVAGED: this report leaves out damaged data that a load refuses"
 
 #: ``(step, done, total)``: called before each step and once at the end (done == total).
 Progress = Callable[[str, int, int], None]
@@ -91,6 +102,18 @@ class ReportSummary:
     datasets: dict[str, int]
     charts: list[str]
     seconds: float
+    #: The page header's totals (whole datasets) and the time ages are measured at (the cut).
+    totals: Totals = field(default_factory=Totals)
+    cut_ms: int = 0
+    #: What the cut is (:func:`store.reporting.snapshot.cut_note`; None: files as read).
+    cut: str | None = None
+    #: With ``salvage``: one line per damaged place the report left out (empty: none).
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def salvaged(self) -> bool:
+        """True when the report left damaged data out (``salvage`` and something was)."""
+        return bool(self.warnings)
 
 
 def check_source(source: ReportSource) -> None:
@@ -131,17 +154,22 @@ def check_source(source: ReportSource) -> None:
 _PROBE_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "sqlite": None}
 
 
-def _probe_database(db: DatabaseStoreConfig) -> None:
+def _python_driver(db: DatabaseStoreConfig) -> bool:
+    """Whether this install has the store's own Python driver for ``db``'s database."""
     import importlib.util
 
     dialect = db_dialect_of(db.jdbc_connection_url)
     if dialect not in _PROBE_DRIVERS:
-        return
+        return False
     module = _PROBE_DRIVERS[dialect]
     try:
-        if module is not None and importlib.util.find_spec(module) is None:
-            return
+        return module is None or importlib.util.find_spec(module) is not None
     except ImportError:
+        return False
+
+
+def _probe_database(db: DatabaseStoreConfig) -> None:
+    if not _python_driver(db):
         return
     from store.db.engine import create_store_engine, dispose_store_engine
 
@@ -163,18 +191,78 @@ def _probe_database(db: DatabaseStoreConfig) -> None:
         dispose_store_engine(engine)
 
 
+def _folders(source: ReportSource) -> dict[str, str] | None:
+    """journal / "paging" -> folder of a file source (None for a database or a history)."""
+    config = source.config
+    if config is not None and config.database_store is None:
+        return {
+            "messages": config.journal_directory,
+            "bindings": config.bindings_directory,
+            "paging": config.paging_directory,
+        }
+    if config is None and source.journal is not None:
+        parent = os.path.dirname(os.path.abspath(source.journal))
+        return {
+            "messages": source.journal,
+            "bindings": source.bindings or os.path.join(parent, "bindings"),
+            "paging": source.paging or os.path.join(parent, "paging"),
+        }
+    return None
+
+
+def _tables(source: ReportSource) -> dict[str, str] | None:
+    """journal -> table name of a database source (None otherwise)."""
+    if source.config is None or source.config.database_store is None:
+        return None
+    from store.db.schema import TableNames
+
+    names = TableNames.from_config(source.config.database_store)
+    return {"messages": names.messages, "bindings": names.bindings}
+
+
+def find_damage(source: ReportSource) -> list[CorruptionError]:
+    """The errors ``store data verify`` finds in ``source`` without decoding a record: its
+    file journals as the load judges them, and its page stores (file folders, or a database's
+    page tables where this install has the database's Python driver). Called before Spark
+    starts; :func:`run_report` checks what only decoding shows. Returns the findings, the
+    first being what a report fails with. Raises ConfigError (a folder holding no journal),
+    StoreIOError, StoreUnavailableError."""
+    found: list[CorruptionError] = []
+    folders = _folders(source)
+    if folders is not None:
+        for journal in ("messages", "bindings"):
+            if journal == "messages" or os.path.isdir(folders[journal]):
+                found += damage.journal_damage(folders[journal], journal)
+        paging = StoreConfig.from_mapping(
+            {"journal-directory": folders["messages"], "paging-directory": folders["paging"]}
+        )
+        found += damage.page_damage(source.config or paging)
+    elif (
+        source.config is not None
+        and source.config.database_store is not None
+        and _python_driver(source.config.database_store)
+    ):
+        found += damage.page_damage(source.config)
+    return found
+
+
 def _records(spark: SparkSession, source: ReportSource) -> tuple[DataFrame | None, DataFrame]:
     """(journal RECORDS or None, PAGED_MESSAGES) of ``source``."""
     config = source.config
     if config is not None and config.database_store is not None:
         db = config.database_store
-        # Both bounds are read before either table: the cut is taken at one moment.
-        bounds = {j: sources.table_bounds(spark, db, j) for j in ("bindings", "messages")}
+        # Both bounds are read before either table; with a PostgreSQL snapshot in ``read``
+        # every read (bounds, partitions, page tables) sees one instant (store.reporting
+        # .snapshot), else each table is cut at its largest seq when the report starts.
+        read = source.jdbc
+        bounds = {
+            j: sources.table_bounds(spark, db, j, read=read) for j in ("bindings", "messages")
+        }
         frames = [
-            sources.table_journal(spark, db, j, read=source.jdbc, bounds=bounds[j])
+            sources.table_journal(spark, db, j, read=read, bounds=bounds[j])
             for j in ("bindings", "messages")
         ]
-        return frames[0].unionByName(frames[1]), sources.table_pages(spark, db)
+        return frames[0].unionByName(frames[1]), sources.table_pages(spark, db, read=read)
     if config is not None:
         journal, bindings, paging = (
             config.journal_directory,
@@ -200,6 +288,31 @@ def _write(frame: DataFrame, out: str, name: str) -> int:
     return int(frame.count())
 
 
+#: dataset -> the column its rows on the page (and its chart) are ordered by, largest first.
+_PAGE_ORDER: Final = {
+    "queue_depths": "messages",
+    "address_bytes": "bytes",
+    "record_types": "records",
+    "dead_records": "dead_bytes",
+    "page_stores": "bytes",
+    "large_messages": "body_size",
+}
+_PAGE_ROWS: Final = 500
+
+
+def _first_rows(name: str, frame: DataFrame) -> list[dict[str, Any]]:
+    """The rows of dataset ``name`` the page shows and charts: the largest first, at most
+    :data:`_PAGE_ROWS` (a chart's bars are the largest of the whole dataset)."""
+    from pyspark.sql import functions as F
+
+    column = _PAGE_ORDER.get(name)
+    if column is not None:
+        frame = frame.orderBy(F.desc(column))
+    elif name == "message_age_histogram":
+        frame = frame.orderBy("queue", "bucket_index")
+    return [row.asDict() for row in frame.limit(_PAGE_ROWS).collect()]
+
+
 def _totals(frame: DataFrame | None, *columns: str) -> list[int]:
     if frame is None:
         return [0] * len(columns)
@@ -217,30 +330,83 @@ def run_report(
     now_ms: int | None = None,
     window: AuditWindow | None = None,
     progress: Progress | None = None,
+    salvage: bool = False,
+    damaged: list[CorruptionError] | None = None,
 ) -> ReportSummary:
     """Read ``source``, run every job and write the report into ``out`` (created; datasets
     there are replaced). ``now_ms`` is the time message ages are measured at (default: now).
 
+    Damage (:mod:`store.reporting.damage`) is refused before anything is written: the first
+    error is raised. With ``salvage`` the report leaves the damaged data out instead (records
+    in sequence before a checksum failure are read, undecodable rows and pages are not) and
+    says so in ``index.html``'s header and :attr:`ReportSummary.warnings`. ``damaged``: what
+    :func:`find_damage` found when the caller ran it already (the CLI, before Spark starts);
+    None runs it here.
+
     Returns the :class:`ReportSummary`. Raises ConfigError when the source names nothing to
-    read, ReportError when a JDBC driver is missing, and what the sources raise
-    (StoreIOError, CorruptionError) or Spark raises.
+    read, CorruptionError for damaged data (without ``salvage``), ReportError when a JDBC
+    driver is missing, and what the sources raise (StoreIOError) or Spark raises.
     """
     if source.config is None and source.journal is None and source.history is None:
         raise ConfigError("a report needs a store: --config, --jdbc-url, --journal or --history")
     started = time.monotonic()
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    os.makedirs(out, exist_ok=True)
+    found = find_damage(source) if damaged is None else list(damaged)
+    if found and not salvage:
+        raise found[0]
+    db = source.config.database_store if source.config is not None else None
+    with snapshot.exported_snapshot(db) as cut:
+        # the cut's time: taken once the snapshot (if any) is, before any table is read
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        read = dataclasses.replace(source.jdbc, snapshot=cut)
+        return _report(
+            spark, dataclasses.replace(source, jdbc=read), out, now_ms=now_ms, window=window,
+            progress=progress, salvage=salvage, found=found, started=started,
+            cut=snapshot.cut_note(db, cut),
+        )  # fmt: skip
+
+
+def _report(
+    spark: SparkSession,
+    source: ReportSource,
+    out: str,
+    *,
+    now_ms: int,
+    window: AuditWindow | None,
+    progress: Progress | None,
+    salvage: bool,
+    found: list[CorruptionError],
+    started: float,
+    cut: str | None,
+) -> ReportSummary:
+    """:func:`run_report` once its damage checks passed, inside the database's snapshot."""
     records, pages = _records(spark, source)
     steps: list[tuple[str, Callable[[], Any]]] = []
     results: dict[str, Any] = {}
     if records is not None:
+        from pyspark.sql import functions as F
+
         records = records.cache()
         pages = pages.cache()
         live = jobs.replay(records).cache()
+        found += damage.row_damage(
+            records, live, pages, tables=_tables(source), folders=_folders(source)
+        )
+        if found and not salvage:
+            raise found[0]
+        if found:  # salvage: what does not decode is left out, as if it were not there
+            records = records.filter(
+                F.col("error").isNull() & F.col("kind").between(10, 19)
+            ).cache()
+            pages = pages.filter(F.col("error").isNull()).cache()
+            live = jobs.replay(records).cache()
         steps += [
             ("queue_depths", lambda: jobs.queue_depths(live, pages)),
             ("record_types", lambda: jobs.record_types(live)),
             ("message_ages", lambda: jobs.message_ages(live, pages, now_ms)),
+            (
+                "message_age_histogram",
+                lambda: jobs.message_age_histogram(live, pages, now_ms),
+            ),
             ("address_bytes", lambda: jobs.address_bytes(live, pages)),
             ("dead_records", lambda: jobs.dead_records(records, live)),
             ("large_messages", lambda: jobs.large_messages(live, pages)),
@@ -253,6 +419,7 @@ def run_report(
             ("audit", lambda: jobs.audit(history, address=w.address, start_ms=w.start_ms,
                                          end_ms=w.end_ms))
         )  # fmt: skip
+    os.makedirs(out, exist_ok=True)
     total = len(steps) + 1
     datasets: dict[str, int] = {}
     for done, (name, job) in enumerate(steps):
@@ -263,13 +430,37 @@ def run_report(
         results[name] = frame
     if progress is not None:
         progress("index.html", len(steps), total)
-    tables = {name: [row.asDict() for row in f.limit(500).collect()] for name, f in results.items()}
+    tables = {name: _first_rows(name, f) for name, f in results.items()}
     charts = write_charts(tables, out)
-    write_index(tables, charts, out, title=f"store report: {source.describe()}")
+    warnings = tuple(damage.describe(found))
+    if warnings:
+        places = f"{len(found)} damaged place{'' if len(found) == 1 else 's'}"
+        warnings = (f"{SALVAGED} ({places} left out):", *warnings)
+    depths = _totals(results.get("queue_depths"), "messages", "bytes")
+    dead = _totals(results.get("dead_records"), "records", "live_records", "dead_bytes")
+    large = _totals(results.get("large_messages"), "body_size")
+    oldest = None
+    if "message_ages" in results:
+        from pyspark.sql import functions as F
+
+        first = results["message_ages"].agg(F.min("oldest_timestamp")).first()
+        oldest = None if first is None or first[0] is None else int(first[0])
+    totals = Totals(
+        messages=depths[0],
+        bytes=depths[1],
+        queues=datasets.get("queue_depths", 0),
+        oldest_timestamp=oldest,
+        dead_bytes=dead[2],
+        large_bodies=datasets.get("large_messages", 0),
+        large_bytes=large[0],
+        paged_addresses=datasets.get("page_stores", 0),
+    )
+    write_index(
+        tables, charts, out, title=f"store report: {source.describe()}",
+        source=source.describe(), cut_ms=now_ms, totals=totals, warnings=warnings, cut=cut,
+    )  # fmt: skip
     if progress is not None:
         progress("done", total, total)
-    depths = _totals(results.get("queue_depths"), "messages", "bytes")
-    dead = _totals(results.get("dead_records"), "records", "live_records")
     return ReportSummary(
         out=out,
         source=source.describe(),
@@ -281,4 +472,8 @@ def run_report(
         datasets=datasets,
         charts=charts,
         seconds=time.monotonic() - started,
+        totals=totals,
+        cut_ms=now_ms,
+        cut=cut,
+        warnings=warnings,
     )

@@ -58,6 +58,7 @@ __all__ = [
     "DEAD_RECORDS",
     "LARGE_MESSAGES",
     "MESSAGE_AGES",
+    "MESSAGE_AGE_HISTOGRAM",
     "PAGED_MESSAGES",
     "PAGE_STORES",
     "QUEUE_DEPTHS",
@@ -116,6 +117,16 @@ MESSAGE_AGES: Final = _schema(
     ("oldest_timestamp", _L, True),
     ("newest_timestamp", _L, True),
     ("oldest_age_seconds", _L, True),
+)
+
+#: ``message_age_histogram/``: per queue, its unacknowledged messages by age at report time,
+#: one row per queue and bucket (``bucket_index`` 0..3: "< 1 min", "< 1 h", "< 1 day",
+#: "older"; empty buckets and empty queues included, with 0).
+MESSAGE_AGE_HISTOGRAM: Final = _schema(
+    ("queue", _S, False),
+    ("bucket_index", _I, False),
+    ("bucket", _S, False),
+    ("messages", _L, False),
 )
 
 #: ``address_bytes/``: live messages and their stored bytes per address.

@@ -54,37 +54,37 @@ JAR_DIRECTORY: Final = os.environ.get("STORE_REPORT_JAR_DIRECTORY") or "/usr/sha
 
 @dataclass(frozen=True, slots=True)
 class JdbcDriver:
-    """A JDBC driver: the URL scheme it serves, its class, its jar's name pattern and the
-    Debian package that ships it."""
+    """A JDBC driver: the URL scheme it serves, its class, the names its jar has in
+    :data:`JAR_DIRECTORY` (glob patterns, most specific first) and the Debian package that
+    ships it."""
 
     scheme: str
     class_name: str
-    jar_pattern: str
+    jar_patterns: tuple[str, ...]
     package: str
 
 
+# The jar names are what each Debian package really installs under /usr/share/java
+# (``dpkg -L <package>``, Debian 12): a versioned jar and an unversioned link to it. The
+# versioned name is looked for first (the newest wins when an upgrade left two); the link is
+# the fallback, and the only name that is sure to survive a rename of the versioned jar (the
+# SQLite package's is ``xerial-sqlite-jdbc-3.40.1.0.jar``, not ``sqlite-jdbc-*``).
+_POSTGRESQL_JARS: Final = ("postgresql-[0-9]*.jar", "postgresql.jar")
+_MARIADB_JARS: Final = ("mariadb-java-client-[0-9]*.jar", "mariadb-java-client.jar")
+_SQLITE_JARS: Final = (
+    "xerial-sqlite-jdbc-[0-9]*.jar",
+    "sqlite-jdbc-[0-9]*.jar",
+    "xerial-sqlite-jdbc.jar",
+    "sqlite-jdbc.jar",
+)
+
 JDBC_DRIVERS: Final = (
     JdbcDriver(
-        "jdbc:postgresql:",
-        "org.postgresql.Driver",
-        "postgresql-[0-9]*.jar",
-        "libpostgresql-jdbc-java",
+        "jdbc:postgresql:", "org.postgresql.Driver", _POSTGRESQL_JARS, "libpostgresql-jdbc-java"
     ),
-    JdbcDriver(
-        "jdbc:mariadb:",
-        "org.mariadb.jdbc.Driver",
-        "mariadb-java-client-[0-9]*.jar",
-        "libmariadb-java",
-    ),
-    JdbcDriver(
-        "jdbc:mysql:",
-        "org.mariadb.jdbc.Driver",
-        "mariadb-java-client-[0-9]*.jar",
-        "libmariadb-java",
-    ),
-    JdbcDriver(
-        "jdbc:sqlite:", "org.sqlite.JDBC", "sqlite-jdbc-[0-9]*.jar", "libxerial-sqlite-jdbc-java"
-    ),
+    JdbcDriver("jdbc:mariadb:", "org.mariadb.jdbc.Driver", _MARIADB_JARS, "libmariadb-java"),
+    JdbcDriver("jdbc:mysql:", "org.mariadb.jdbc.Driver", _MARIADB_JARS, "libmariadb-java"),
+    JdbcDriver("jdbc:sqlite:", "org.sqlite.JDBC", _SQLITE_JARS, "libxerial-sqlite-jdbc-java"),
 )
 
 
@@ -98,26 +98,31 @@ def _newest(paths: Iterable[str]) -> str | None:
 
 
 def find_jdbc_jars(directory: str = JAR_DIRECTORY) -> dict[str, str]:
-    """The newest jar of each known driver found in ``directory``: driver class -> path.
-    Returns an empty mapping when there is none. Raises nothing."""
+    """The jar of each known driver found in ``directory``: driver class -> path, by the
+    driver's first name pattern that matches (the newest version of it). Returns an empty
+    mapping when there is none. Raises nothing."""
     jars: dict[str, str] = {}
     for driver in JDBC_DRIVERS:
-        jar = _newest(glob.glob(os.path.join(directory, driver.jar_pattern)))
-        if jar is not None:
-            jars[driver.class_name] = jar
+        for pattern in driver.jar_patterns:
+            jar = _newest(glob.glob(os.path.join(directory, pattern)))
+            if jar is not None:
+                jars[driver.class_name] = jar
+                break
     return jars
 
 
 def jdbc_driver_for(url: str, directory: str = JAR_DIRECTORY) -> tuple[JdbcDriver, str]:
     """The driver serving the JDBC ``url`` and its jar. Raises ReportError when the URL's
-    database is not one a report reads or its driver's jar is not installed."""
+    database is not one a report reads or its driver's jar is not installed (naming the
+    names looked for and the Debian package)."""
     for driver in JDBC_DRIVERS:
         if url.lower().startswith(driver.scheme):
             jar = find_jdbc_jars(directory).get(driver.class_name)
             if jar is None:
                 raise ReportError(
-                    f"no JDBC driver for {driver.scheme} in {directory}: "
-                    f"install the Debian package {driver.package}"
+                    f"no JDBC driver for {driver.scheme} in {directory} (looked for "
+                    f"{', '.join(driver.jar_patterns)}): install the Debian package "
+                    f"{driver.package}"
                 )
             return driver, jar
     schemes = ", ".join(d.scheme for d in JDBC_DRIVERS)

@@ -24,6 +24,7 @@ Thread-safety: functions called from the driver's one thread.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -34,6 +35,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from store.config import DatabaseStoreConfig, identifier_max_length
 from store.db.schema import StoreSchema, TableNames, journal_table
+from store.errors import CorruptionError
 from store.file.retention import history_files
 from store.file.segments import SegmentNaming
 from store.file.survey import HEADER_BAD, list_directory, loaded_files
@@ -41,7 +43,12 @@ from store.fs import OsFileSystem
 from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
 from store.paging.format import decode_page, page_file_name, page_number_of
 from store.reporting import schemas
-from store.reporting.decode import decode_file_batches, decode_table_batches, paged_records
+from store.reporting.decode import (
+    decode_file_batches,
+    decode_table_batches,
+    page_error,
+    paged_records,
+)
 from store.reporting.session import jdbc_driver_for
 
 if TYPE_CHECKING:
@@ -70,13 +77,20 @@ class JdbcRead:
 
     ``partitions``: parallel range reads on ``seq`` (default 4; more only helps with as many
     cores on the database and the cluster). ``fetchsize``: rows per round trip (default 10,000;
-    larger uses more memory per task for fewer round trips).
+    larger uses more memory per task for fewer round trips); with a ``snapshot`` every read
+    has one, because Spark's PostgreSQL dialect turns autocommit off only then, and ``SET
+    TRANSACTION SNAPSHOT`` needs the transaction block that opens.
 
     Thread-safety: immutable.
     """
 
     partitions: int = 4
     fetchsize: int = 10_000
+    #: A PostgreSQL snapshot (``pg_export_snapshot()``, held open by the driver program,
+    #: :mod:`store.reporting.snapshot`) that every read joins: each JDBC session starts with
+    #: ``SET TRANSACTION SNAPSHOT`` (Spark's ``sessionInitStatement``), so every partition of
+    #: every table sees the same instant. None: each read sees its own.
+    snapshot: str | None = None
 
 
 def _dialect(url: str) -> sa.engine.Dialect:
@@ -110,10 +124,21 @@ def _spark_url(url: str) -> str:
     return f"jdbc:mysql:{rest}{'&' if '?' in rest else '?'}permitMysqlScheme"
 
 
-def _jdbc_options(config: DatabaseStoreConfig) -> dict[str, str]:
+_SNAPSHOT_ID: Final = re.compile(r"[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+")
+
+
+def _jdbc_options(config: DatabaseStoreConfig, read: JdbcRead | None = None) -> dict[str, str]:
     driver, _jar = jdbc_driver_for(config.jdbc_connection_url)
     url = _spark_url(config.jdbc_connection_url)
     options = {"url": url, "driver": driver.class_name}
+    if read is not None and read.snapshot is not None:
+        if not _SNAPSHOT_ID.fullmatch(read.snapshot):  # it is spliced into SQL: hex ids only
+            raise ValueError(f"not a PostgreSQL snapshot id: {read.snapshot!r}")
+        options["fetchsize"] = str(read.fetchsize)
+        options["sessionInitStatement"] = (
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
+            f"SET TRANSACTION SNAPSHOT '{read.snapshot}'"
+        )
     if config.jdbc_user is not None:
         options["user"] = config.jdbc_user
     if config.jdbc_password is not None:
@@ -122,13 +147,14 @@ def _jdbc_options(config: DatabaseStoreConfig) -> dict[str, str]:
 
 
 def table_bounds(
-    spark: SparkSession, config: DatabaseStoreConfig, journal: str
+    spark: SparkSession, config: DatabaseStoreConfig, journal: str, *, read: JdbcRead | None = None
 ) -> tuple[int, int] | None:
     """The smallest and largest ``seq`` of ``journal``'s table now, or None when it is empty.
     Raises ReportError (no driver) and what Spark's JDBC read raises."""
     t = _table(config, journal)
     query = _sql(sa.select(sa.func.min(t.c.seq), sa.func.max(t.c.seq)), config.jdbc_connection_url)
-    row = spark.read.format("jdbc").options(**_jdbc_options(config), query=query).load().first()
+    options = _jdbc_options(config, read)
+    row = spark.read.format("jdbc").options(**options, query=query).load().first()
     if row is None or row[1] is None:
         return None
     return int(row[0]), int(row[1])
@@ -148,7 +174,7 @@ def table_journal(
     Spark's JDBC read raises."""
     read = read or JdbcRead()
     if bounds is None:
-        bounds = table_bounds(spark, config, journal)
+        bounds = table_bounds(spark, config, journal, read=read)
     if bounds is None:
         return spark.createDataFrame([], schemas.RECORDS)
     low, high = bounds
@@ -156,7 +182,7 @@ def table_journal(
     cut = sa.select(*(t.c[n] for n in _COLUMNS)).where(t.c.seq <= high)
     frame = (
         spark.read.format("jdbc")
-        .options(**_jdbc_options(config))
+        .options(**_jdbc_options(config, read))
         # Spark wants a table expression: the compiled SELECT in parentheses, aliased.
         .option("dbtable", f"({_sql(cut, config.jdbc_connection_url)}) AS cut")
         .option("partitionColumn", "seq")
@@ -209,7 +235,11 @@ def _page_rows(addresses: dict[str, str]) -> Any:
                 page = page_number_of(name)
                 if page is None or folder not in addresses:
                     continue
-                records = decode_page(content, path=local, torn_tail=True)
+                try:
+                    records = decode_page(content, path=local, torn_tail=True)
+                except CorruptionError as exc:
+                    yield page_error(addresses[folder], page, exc)
+                    continue
                 yield paged_records(addresses[folder], page, records)
 
     return decode
@@ -218,8 +248,8 @@ def _page_rows(addresses: dict[str, str]) -> Any:
 def file_pages(spark: SparkSession, directory: str) -> DataFrame:
     """Every paged message record under the paging folder ``directory`` as PAGED_MESSAGES
     rows. Returns a lazy DataFrame (empty when the folder does not exist). Raises OSError
-    when an address file cannot be read; what it yields raises CorruptionError for a damaged
-    page."""
+    when an address file cannot be read. A page that does not decode is a row with ``error``
+    (:func:`store.reporting.decode.page_error`)."""
     addresses: dict[str, str] = {}
     paths: list[str] = []
     if os.path.isdir(directory):
@@ -239,9 +269,12 @@ def file_pages(spark: SparkSession, directory: str) -> DataFrame:
     return files.mapInArrow(_page_rows(addresses), schemas.PAGED_MESSAGES)
 
 
-def _rows_of(spark: SparkSession, config: DatabaseStoreConfig, statement: Any) -> list[Any]:
+def _rows_of(
+    spark: SparkSession, config: DatabaseStoreConfig, statement: Any, read: JdbcRead | None
+) -> list[Any]:
     query = _sql(statement, config.jdbc_connection_url)
-    return spark.read.format("jdbc").options(**_jdbc_options(config), query=query).load().collect()
+    options = _jdbc_options(config, read)
+    return spark.read.format("jdbc").options(**options, query=query).load().collect()
 
 
 def _page_table_rows(address: str) -> Any:
@@ -259,34 +292,47 @@ def _page_table_rows(address: str) -> Any:
             # A page's rows in id order (as the page store reads them), each a whole number
             # of records (store.db.schema).
             data = b"".join(d for _id, d in sorted(rows))
-            records = decode_page(data, path=f"{address}/{page_file_name(page)}", torn_tail=False)
+            try:
+                records = decode_page(
+                    data, path=f"{address}/{page_file_name(page)}", torn_tail=False
+                )
+            except CorruptionError as exc:
+                yield page_error(address, page, exc)
+                continue
             yield paged_records(address, page, records)
 
     return decode
 
 
-def table_pages(spark: SparkSession, config: DatabaseStoreConfig) -> DataFrame:
+def table_pages(
+    spark: SparkSession, config: DatabaseStoreConfig, *, read: JdbcRead | None = None
+) -> DataFrame:
     """Every paged message record of a database store's page tables as PAGED_MESSAGES rows
     (a page's rows joined in id order). Returns a lazy DataFrame (empty when nothing is paged).
     Raises ReportError (no driver), ValueError for a damaged directory row, and what Spark's
-    JDBC read raises; what it yields raises CorruptionError for a damaged page row."""
+    JDBC read raises. A page that does not decode is a row with ``error``."""
     schema = StoreSchema(TableNames.from_config(config))
     directory = schema.page_store
     found = _rows_of(
-        spark, config, sa.select(directory.c.data).where(directory.c.filename == DIRECTORY_ROW)
+        spark,
+        config,
+        sa.select(directory.c.data).where(directory.c.filename == DIRECTORY_ROW),
+        read,
     )
     frame = spark.createDataFrame([], schemas.PAGED_MESSAGES)
     suffixes = sorted(decode_directory(bytes(found[0][0] or b""))) if found else []
     for suffix in suffixes:
         t = schema.page_table(suffix)
-        named = _rows_of(spark, config, sa.select(t.c.data).where(t.c.filename == ADDRESS_ROW))
+        named = _rows_of(
+            spark, config, sa.select(t.c.data).where(t.c.filename == ADDRESS_ROW), read
+        )
         if not named:
             continue
         address = bytes(named[0][0] or b"").decode("utf-8", errors="replace")
         pages = sa.select(t.c.id, t.c.filename, t.c.data).where(t.c.filename != ADDRESS_ROW)
         rows = (
             spark.read.format("jdbc")
-            .options(**_jdbc_options(config))
+            .options(**_jdbc_options(config, read))
             .option("dbtable", f"({_sql(pages, config.jdbc_connection_url)}) AS pages")
             .load()
             # every row of one page in one task: its rows are joined there

@@ -1,6 +1,7 @@
 """Fixtures of the reporting tests: one SparkSession for the whole session (starting Spark
-takes seconds), and stores filled through the storage manager on the file store, PostgreSQL
-and MariaDB (``tests/support`` back-ends: unique table prefix per test, dropped after).
+takes seconds), and stores filled through the storage manager on every back-end a report
+reads: the file store, PostgreSQL, MariaDB and SQLite (``tests/support`` back-ends: unique
+table prefix per test, dropped after).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 
 from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
 
-REPORT_BACKENDS = ("file-nio", "postgresql", "mariadb")
+REPORT_BACKENDS = ("file-nio", "postgresql", "mariadb", "sqlite")
 
 
 @pytest.fixture(scope="session")

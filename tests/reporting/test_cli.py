@@ -1,6 +1,6 @@
-"""``store report`` end to end, as a user runs it (a subprocess), on PostgreSQL and on the
-file store: the files exist and their numbers are the store's; a missing driver or Java is
-one line and a non-zero exit."""
+"""``store report`` end to end, as a user runs it (a subprocess), on PostgreSQL, SQLite (the
+Debian jar, issue 28) and the file store: the files exist and their numbers are the store's; a
+missing driver or Java is one line and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _store(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "store.cli.main", *args],
-        capture_output=True, text=True, env=environment, timeout=240, check=False,
+        capture_output=True, text=True, env=environment, timeout=600, check=False,
     )  # fmt: skip
 
 
@@ -45,7 +45,7 @@ def _rows(out: Path, name: str) -> list[dict[str, Any]]:
     return pq.read_table(out / name).to_pylist()  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("which", ["postgresql", "file-nio"])
+@pytest.mark.parametrize("which", ["postgresql", "sqlite", "file-nio"])
 def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> None:
     from tests.support.backends import file_config_mapping
     from tests.support.db_backends import new_store_mapping
@@ -53,7 +53,7 @@ def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> 
     factory = StoreFactory(backend_by_name(which), tmp_path, unique_prefix())
     try:
         expected = filled_store(factory)
-        if which == "postgresql":
+        if which != "file-nio":
             mapping: dict[str, Any] = new_store_mapping(tmp_path, factory.prefix, which)
         else:
             mapping = file_config_mapping(tmp_path, "NIO")

@@ -261,3 +261,57 @@ def _stored_page_bytes(sm: Any) -> int:
         for page in store.pages():
             total += sum(encoded_size(len(rec)) for rec in store.read_page(page))
     return total
+
+
+def test_message_age_histogram_matches_what_the_loaded_storage_manager_delivers(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Messages aged into every bucket (and on a bucket's edge), some acknowledged, some paged,
+    a queue left empty: the histogram per queue equals the ages of what ``receive`` gives
+    after ``load()``, bucketed in Python."""
+    from store import StoreConfig, open_store
+    from store.messaging import Message, StorageManager
+    from tests.support.backends import file_config_mapping
+
+    now = 1_800_000_000_000
+    ages = [0, 5_000, 59_999, 60_000, 600_000, 3_599_999, 3_600_000, 7_200_000, 86_399_999,
+            86_400_000, 10 * 86_400_000, -30_000]  # fmt: skip
+    config = StoreConfig.from_mapping(paging_mapping(file_config_mapping(tmp_path, "NIO")))
+    sm = StorageManager(open_store(config))
+    sm.load()
+    sm.create_address("paged", routing_types=("ANYCAST",))
+    for q in ("paged.a", "paged.b", "paged.empty"):
+        sm.create_queue(q, address="paged", routing_type="ANYCAST", filter=None)
+    for n in range(4):
+        for age in ages:
+            queues = ["paged.a", "paged.b"] if n % 2 else ["paged.a"]
+            sm.send(Message(address="paged", body=bytes(300), timestamp=now - age), queues=queues)
+    for d in sm.receive("paged.a", max_messages=5):
+        sm.ack("paged.a", d.message.message_id)
+    paged = sorted(sm._store.paging.store("paged").pages())
+    sm.close()
+    records, pages = _records(spark, ReportSource(config=config))
+    assert records is not None
+    histogram = jobs.message_age_histogram(jobs.replay(records), pages, now)
+    assert _types(histogram.schema) == _types(schemas.MESSAGE_AGE_HISTOGRAM)
+    rows = {(r["queue"], r["bucket"]): (r["bucket_index"], r["messages"])
+            for r in histogram.collect()}  # fmt: skip
+    sm = StorageManager(open_store(config))
+    sm.load()
+    try:
+        expected: dict[tuple[str, str], tuple[int, int]] = {}
+        for q in ("paged.a", "paged.b", "paged.empty"):
+            got = sm.receive(q, max_messages=100_000)
+            for i, (name, _bound) in enumerate(jobs.AGE_BUCKETS):
+                expected[q, name] = (i, 0)
+            for d in got:
+                age = max(now - d.message.timestamp, 0)
+                i = 0 if age < 60_000 else 1 if age < 3_600_000 else 2 if age < 86_400_000 else 3
+                name = jobs.AGE_BUCKETS[i][0]
+                expected[q, name] = (i, expected[q, name][1] + 1)
+    finally:
+        sm.close()
+    assert paged  # some of them are paged
+    assert rows == expected
+    assert [m for (q, _b), (_i, m) in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[1][0]))
+            if q == "paged.b"] == [8, 6, 6, 4]  # fmt: skip
