@@ -261,7 +261,8 @@ def import_xml(
     plan = scan(path)
     from store.store import open_store
 
-    with StorageManager(open_store(config)) as sm:
+    # The file's timestamps are kept exactly, 0 included (no send time stamped over them).
+    with StorageManager(open_store(config), stamp_timestamps=False) as sm:
         sm.load()
         routes = _bindings(sm, plan, name)
         if on_open is not None:

@@ -268,8 +268,11 @@ class StorageManager:
     """The storage manager over an opened store (see the module docstring).
 
     ``clock`` returns the current time in ms since the epoch (scheduled delivery compares
-    against it; tests pass their own); ``id_batch`` is the id generator's batch. Call
-    :meth:`load` once before anything else; :meth:`close` closes the store too.
+    against it; tests pass their own); ``id_batch`` is the id generator's batch.
+    ``stamp_timestamps``: a sent message whose ``timestamp`` is 0 gets the send time, as
+    Artemis stamps it; a tool that restores messages exactly as they were (``store data imp``)
+    turns it off. Call :meth:`load` once before anything else; :meth:`close` closes the store
+    too.
     """
 
     def __init__(
@@ -278,7 +281,9 @@ class StorageManager:
         *,
         clock: Callable[[], int] | None = None,
         id_batch: int = DEFAULT_BATCH,
+        stamp_timestamps: bool = True,
     ) -> None:
+        self._stamp = stamp_timestamps
         self._store = store
         self._journal = store.messages  # the store's parts are fixed: looked up once
         self._large = store.large_messages
@@ -545,7 +550,7 @@ class StorageManager:
         self._check_ready()
         mid = self._ids.next_id()
         message.message_id = mid
-        if not message.timestamp:  # stamped at send when the caller gave none, as Artemis does
+        if not message.timestamp and self._stamp:  # the send time when none was given (Artemis)
             message.timestamp = self._clock()
         body = message.body
         if type(body) is bytes and len(body) <= self._large_limit:  # most sends
