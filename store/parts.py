@@ -38,3 +38,5 @@ class StoreParts:
     #: before the journals) and releases the store's lock.
     #: Raises the first StoreError met, after releasing everything it could.
     close: Callable[[], None]
+    #: Opened to change nothing (:mod:`store.readonly`): every part refuses writes.
+    read_only: bool = False

@@ -65,6 +65,12 @@ class Store:
         return self._parts.large_messages
 
     @property
+    def read_only(self) -> bool:
+        """Whether the store was opened to change nothing (``open_store(read_only=True)``):
+        its parts refuse every write, and a storage manager over it sweeps nothing at load."""
+        return self._parts.read_only
+
+    @property
     def kind(self) -> str:
         """Which back-end holds the store: "file", "database" or "none" (zero persistence)."""
         return self._parts.kind
@@ -93,7 +99,11 @@ class Store:
 
 
 def open_store(
-    config: StoreConfig, *, fs: FileSystem | None = None, node_manager: NodeManager | None = None
+    config: StoreConfig,
+    *,
+    fs: FileSystem | None = None,
+    node_manager: NodeManager | None = None,
+    read_only: bool = False,
 ) -> Store:
     """Open the store ``config`` describes; returns a :class:`Store` whose journals need ``load()``.
 
@@ -107,7 +117,17 @@ def open_store(
     process holds the store (or, without a node manager, a live HA lease on it), ConfigError
     for settings the back-end refuses, StoreUnavailableError when a database cannot be
     reached, SchemaError for a database schema older than the code.
+
+    ``read_only``: open it to read and change nothing (:mod:`store.readonly`: the read-only
+    tools; every write is refused; a storage manager over it sweeps nothing at load);
+    ``fs`` and ``node_manager`` do not apply then.
     """
+    if read_only:
+        if fs is not None or node_manager is not None:
+            raise ValueError("a read-only open takes neither fs nor node_manager")
+        from store.readonly import open_read_only_parts
+
+        return Store(config, open_read_only_parts(config))
     if node_manager is not None and not node_manager.is_live:
         raise LockLostError(
             "the node manager does not hold the live lock",
@@ -129,7 +149,7 @@ def open_store(
     from store.file import open_file_store
 
     if node_manager is None:
-        _refuse_live_file_node(config)
+        refuse_live_file_node(config)
         return Store(config, open_file_store(config, fs=fs))
     from store.fs import OsFileSystem
     from store.ha.watch import WatchedFileSystem
@@ -139,7 +159,7 @@ def open_store(
     return Store(config, open_file_store(config, fs=watched, lock=False))
 
 
-def _refuse_live_file_node(config: StoreConfig) -> None:
+def refuse_live_file_node(config: StoreConfig) -> None:
     """A file store opened with a node manager holds the live lock instead of the journals'
     directory locks, so a plain open checks that lock. Raises StoreLockedError naming the
     holder when an HA node is live on this store."""

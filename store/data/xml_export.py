@@ -35,11 +35,14 @@ id, then the paged ones by page) and properties as the message holds them (Artem
 map's order, with ``_AMQ_SCHED_DELIVERY`` among them); an import keeps the file's order, so a
 file Artemis wrote comes back out in its order.
 
-What a user could notice: nothing. The load may sweep what nothing refers to (as every start
-does: large bodies without a message, messages without a queue, stale cursor records) and
-the clean close records the id generator's position; no message is delivered (delivery
-counts are unchanged) and nothing is acknowledged. It never creates a store: a file store's
-journal directories must hold journals, a database must hold the store's schema.
+Read-only: the store is opened with ``open_store(config, read_only=True)``
+(:mod:`store.readonly`), so a file store is left byte for byte and a database store row for
+row as they were: what a normal load would sweep (large bodies without a message, messages
+without a queue, stale cursor records) is left out of the export but stays in the store, a
+torn tail is not zeroed, and nothing is recorded at close. A writer or a live HA node on the
+store refuses the export (StoreLockedError), and one cannot start while it runs. It never
+creates a store: a file store's journal directories must hold journals, a database must hold
+the store's schema.
 
 Output: :func:`export_xml` writes to a binary stream, or to a file path through a temporary
 file beside it that replaces the file only once the export is complete (a failed export
@@ -345,7 +348,7 @@ def _export(
 ) -> ExportResult:
     from store.store import open_store
 
-    with StorageManager(open_store(config)) as sm:
+    with StorageManager(open_store(config, read_only=True)) as sm:
         rec = sm.load()
         if on_open is not None:
             on_open()

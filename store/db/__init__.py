@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from store.db.dialects import journal_sql_for
-from store.db.engine import create_store_engine, dispose_store_engine
+from store.db.engine import create_store_engine, dispose_store_engine, read_only_sessions
 from store.db.jdbc_dialect import register_dialects
 from store.db.journal import DatabaseJournal, JournalOptions
 from store.db.lock import StoreLock, acquire_store_lock
@@ -123,6 +123,7 @@ def open_database_journals(
     backlog: BacklogLimits | None = None,
     store_lock: bool = True,
     seq_floor: int = 0,
+    read_only: bool = False,
 ) -> DatabaseJournals:
     """Open the database store ``config`` describes: lock it, check its schema (creating it
     when none of the store's tables exist, as Artemis does at start-up; see
@@ -134,14 +135,12 @@ def open_database_journals(
     defaults; see :mod:`store.db.writer`, "Back-pressure"). ``store_lock=False`` (a store opened
     with an HA node manager, whose live lock replaces it) skips the store lock; with it, a
     live HA lease held by another process (unexpired by the database clock) is refused too.
-    ``seq_floor``: the least ``seq`` of this open's appends (see
-    :class:`~store.db.journal.JournalOptions`). Returns the :class:`DatabaseJournals`.
+    ``seq_floor``: the least ``seq`` of this open's appends (see :class:`~store.db.journal.
+    JournalOptions`). ``read_only``: :mod:`store.readonly`. Returns the DatabaseJournals.
     Raises ConfigError for a configuration without a database store or with an unusable URL
-    or driver, StoreLockedError when another process holds the store,
-    SchemaError when the schema is old (naming ``store db upgrade``), partial, or cannot be
-    created by this user (naming ``store db sql``), StoreUnavailableError when the database
-    cannot be reached.
-    """
+    or driver, StoreLockedError when another process holds the store, SchemaError when the
+    schema is old (naming ``store db upgrade``), partial, or cannot be created by this user
+    (naming ``store db sql``), StoreUnavailableError when the database cannot be reached."""
     db = config.database_store
     if db is None:
         raise ConfigError(
@@ -152,6 +151,8 @@ def open_database_journals(
         )
     names = TableNames.from_config(db)
     engine, target = create_store_engine(db)
+    if read_only:  # every connection refuses writes; a missing schema is never created
+        read_only_sessions(engine)
     lock: StoreLock | None = None
     try:
         if store_lock:
@@ -159,7 +160,7 @@ def open_database_journals(
         ensure_schema(
             engine,
             names,
-            create=True,
+            create=not read_only,
             config_hint="<your broker.xml or .toml>",
             where=target.display,
         )

@@ -52,7 +52,7 @@ from store.db.dialects import (
 from store.db.urls import DatabaseTarget, pool_options, resolve_target
 from store.errors import StoreIOError
 
-__all__ = ["create_store_engine", "dispose_store_engine"]
+__all__ = ["create_store_engine", "dispose_store_engine", "read_only_sessions"]
 
 _log = logging.getLogger(__name__)
 
@@ -167,6 +167,35 @@ def _jdbc_engine(target: DatabaseTarget, timeout_ms: int, pool: dict[str, Any]) 
             _embedded_users[database] = _embedded_users.get(database, 0) + 1
             _embedded_of[engine] = (database, jdbc)
     return engine
+
+
+def read_only_sessions(engine: Engine) -> None:
+    """Make every new connection of ``engine`` refuse writes, as the database enforces them:
+    PostgreSQL ``SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY``, MySQL/MariaDB
+    ``SET SESSION TRANSACTION READ ONLY``, SQLite ``PRAGMA query_only = ON``. For the read-only
+    tools (:mod:`store.readonly`): a write a code path would still attempt fails with the
+    database's own error instead of changing the store. JDBC connections are left as they
+    are (the read-only opener writes nothing there either; only the guard is missing).
+    Call before the first connection. Returns None; raises nothing."""
+    statement = {
+        "postgresql": "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY",
+        "mysql": "SET SESSION TRANSACTION READ ONLY",
+        "mariadb": "SET SESSION TRANSACTION READ ONLY",
+        "sqlite": "PRAGMA query_only = ON",
+    }.get(engine.dialect.name)
+    if statement is None:
+        return
+
+    @event.listens_for(engine, "connect")
+    def _read_only(dbapi_connection: Any, record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(statement)
+        finally:
+            cursor.close()
+        commit = getattr(dbapi_connection, "commit", None)
+        if commit is not None and engine.dialect.name != "sqlite":
+            commit()  # psycopg opens a transaction for the SET; end it
 
 
 def dispose_store_engine(engine: Engine) -> None:

@@ -173,23 +173,7 @@ class DatabaseJournal(Journal):
         if self._loaded or self._writer is not None:
             raise JournalStateError(f"journal {self.name} was loaded already")
         first = Batch()
-        replayer = Replayer()
-        # A load creates millions of long-lived objects and no cycles; the cyclic collector
-        # would walk them again and again (as in the file journal's load), so it waits.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            last = self._replay(replayer, first)
-            result = replayer.result()
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreUnavailableError(
-                f"load of table {self.table_name} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            if gc_was_enabled:
-                gc.enable()
+        result, last = self._read(first)
         self._index.fail_open(last, first)
         self._seq = max(last, self._options.seq_floor)
         writer = GroupCommitWriter(
@@ -209,6 +193,36 @@ class DatabaseJournal(Journal):
         self._writer = writer
         self._loaded = True
         return result
+
+    def replay(self) -> LoadResult:
+        """What :meth:`load` returns, read without changing anything: no writer is started
+        and the dead rows a load would delete stay (the read-only tools,
+        :class:`~store.journal.readonly.ReadOnlyJournal`). This journal is not loaded by it.
+        Raises as :meth:`load`."""
+        if self._closed:
+            raise JournalClosedError(f"journal {self.name} is closed")
+        return self._read(Batch())[0]
+
+    def _read(self, first: Batch) -> tuple[LoadResult, int]:
+        """Replay the table into a new Replayer, the rows to clean up into ``first``; returns
+        the load's result and the last seq."""
+        replayer = Replayer()
+        # A load creates millions of long-lived objects and no cycles; the cyclic collector
+        # would walk them again and again (as in the file journal's load), so it waits.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            last = self._replay(replayer, first)
+            return replayer.result(), last
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreUnavailableError(
+                f"load of table {self.table_name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            if gc_was_enabled:
+                gc.enable()
 
     def _replay(self, replayer: Replayer, sink: Batch) -> int:
         """Feed every row to the replayer and the row index; returns the last seq.

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from store.errors import StoreIOError, StoreLockedError
 
-__all__ = ["LOCK_NAME", "DirectoryLock", "held_while"]
+__all__ = ["LOCK_NAME", "DirectoryLock", "SharedDirectoryLock", "held_while"]
 
 LOCK_NAME = "journal.lock"
 
@@ -74,6 +74,49 @@ class DirectoryLock:
                 os.ftruncate(fd, 0)
             except OSError:
                 pass
+            os.close(fd)
+
+
+class SharedDirectoryLock:
+    """A reader's hold on ``<directory>/journal.lock``: ``flock(LOCK_SH)`` on the file opened
+    read-only, so no writer can take the lock while it is held, and the file is never created
+    or changed (a read-only tool leaves the directory byte for byte as it was). A directory
+    without a lock file was never opened by a writer of this code, so there is nothing to
+    hold: :meth:`acquire` then holds nothing."""
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, LOCK_NAME)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the shared lock. Raises StoreLockedError naming the holder when a writer has
+        the directory, StoreIOError when the lock file cannot be opened."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreIOError(f"cannot open lock file {self.path}: {exc}", path=self.path) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd) or "another process"
+            os.close(fd)
+            raise StoreLockedError(
+                f"journal {os.path.dirname(self.path)} is open for writing by another process"
+                f" ({holder})",
+                holder=holder,
+                hint="stop the other process (or wait until it exits), then try again",
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise StoreIOError(f"cannot lock {self.path}: {exc}", path=self.path) from exc
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
             os.close(fd)
 
 

@@ -131,9 +131,11 @@ class LeaseTable:
         self._warned_at = 0.0
 
     @contextmanager
-    def _tx(self) -> Iterator[Connection]:
+    def _tx(self, *, write: bool = True) -> Iterator[Connection]:
+        """A transaction; on SQLite one that takes the write lock at once unless ``write`` is
+        False (a plain read, which a read-only open can do too)."""
         with self.engine.connect() as conn:
-            if conn.dialect.name == "sqlite":
+            if write and conn.dialect.name == "sqlite":
                 conn = conn.execution_options(**{SQLITE_WRITE_LOCK_OPTION: True})
             with conn.begin():
                 yield conn
@@ -167,7 +169,7 @@ class LeaseTable:
 
     def read(self, row: int) -> LeaseRow:
         """The lock row ``row`` now. Returns a :class:`LeaseRow`."""
-        with self._tx() as conn:
+        with self._tx(write=False) as conn:
             return self._row(conn, row)
 
     def try_acquire(self, row: int, holder: str) -> Acquired | None:

@@ -461,6 +461,8 @@ class FileLargeMessages(LargeMessageStore):
 
     def ids(self) -> list[int]:
         self.check_open()
+        if self.read_only and not self.fs.exists(self.directory):
+            return []  # never made: a read-only open does not make it
         out = []
         for name in self.fs.listdir(self.directory):
             if name.endswith(MSG):

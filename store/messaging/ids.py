@@ -60,10 +60,17 @@ class IdGenerator:
         self._recovered = False
         self._closed = False
 
-    def recover(self, counters: Iterable[tuple[int, IdCounterRecord]], highest_seen: int) -> int:
+    def recover(
+        self,
+        counters: Iterable[tuple[int, IdCounterRecord]],
+        highest_seen: int,
+        *,
+        sweep: bool = True,
+    ) -> int:
         """Set the counter from the loaded ``(record id, record)`` counter records and the
         highest record or transaction id either journal holds; delete every counter record but
-        the newest. Returns how many were deleted. Raises StoreError when called twice, and
+        the newest (``sweep=False``, a read-only load: only count them). Returns how many are
+        stale. Raises StoreError when called twice, and
         what the journal's ``append_delete`` raises."""
         with self._lock:
             if self._recovered:
@@ -74,7 +81,7 @@ class IdGenerator:
             self._next = self._limit = max(recorded, highest_seen + 1, 1)
             newest = max(loaded, key=lambda rc: rc[1].next_id, default=None)
             stale = [rid for rid, _ in loaded if newest is None or rid != newest[0]]
-            for rid in stale:
+            for rid in stale if sweep else ():
                 self._journal.append_delete(rid)
             self._counter_ids = [] if newest is None else [newest[0]]
             log.debug("id generator recovered: next=%d, stale_counters=%d", self._next, len(stale))

@@ -91,8 +91,9 @@ def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
     messages = replay_messages(store.messages.load(), progress, started=started)
     cleaned: defaultdict[str, int] = defaultdict(int)
 
+    sweep = not sm.read_only
     stale_counters = sm._ids.recover(
-        bindings.counters, max(bindings.highest_id, messages.highest_id)
+        bindings.counters, max(bindings.highest_id, messages.highest_id), sweep=sweep
     )
     if stale_counters:
         cleaned["id_counters"] = stale_counters
@@ -103,18 +104,18 @@ def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
         sm._add_queue(info)
 
     _messages(sm, messages, cleaned, progress, started)
-    _duplicate_ids(sm, messages, cleaned)
+    _duplicate_ids(sm, messages, cleaned, sweep)
     held = [ack for state in messages.prepared for _, ack in state.cursor_acks]
     pending = {tx.tx_id for tx in messages.prepared if tx.page_tx_record is not None}
     paged, paging_cleaned = sm._pager.load(
-        messages.cursor_acks, messages.completes, held, messages.page_txs, pending
+        messages.cursor_acks, messages.completes, held, messages.page_txs, pending, sweep=sweep
     )
     for key, count in paging_cleaned.items():
         cleaned[key] += count
     prepared: dict[Xid, Transaction] = {}
     for state in messages.prepared:
         prepared[state.xid] = _prepared(sm, state)
-    swept = _large_bodies(sm, messages)
+    swept = _large_bodies(sm, messages) if sweep else 0
     if swept:
         cleaned["large_bodies"] = swept
 
@@ -151,7 +152,7 @@ def _messages(
     each in one go with its entries in the order the refs were written. Logs the queues'
     progress as the replay does (every ``_PROGRESS_EVERY`` entries and at the end, not once
     per queue: a store with thousands of queues would log thousands of lines)."""
-    journal = sm._store.messages
+    delete = sm._store.messages.append_delete if not sm.read_only else None
     queues_by_id = sm._queues_by_id
     existing = queues_by_id.keys()
     kept = sm._messages
@@ -161,7 +162,8 @@ def _messages(
         refs = loaded.refs  # kept as the stored message's refs when all its queues exist
         live = refs if refs.keys() <= existing else {q: refs[q] for q in refs if q in existing}
         if not live:
-            journal.append_delete(mid)
+            if delete is not None:
+                delete(mid)
             cleaned["messages"] += 1
             return
         if len(live) == 1:  # held in two slots, under the queue's own id (one int for all)
@@ -289,14 +291,15 @@ def _deliverable_paged(sm: StorageManager, state: MessagesState) -> set[int]:
 
 
 def _duplicate_ids(
-    sm: StorageManager, state: MessagesState, cleaned: defaultdict[str, int]
+    sm: StorageManager, state: MessagesState, cleaned: defaultdict[str, int], sweep: bool
 ) -> None:
     by_address: dict[str, list[tuple[bytes, int]]] = defaultdict(list)
     for rid, record in state.dups:
         by_address[record.address].append((record.dup_id, rid))
     for address, entries in by_address.items():
         for rid in sm._dup_cache(address).load(entries):
-            sm._store.messages.append_delete(rid)
+            if sweep:
+                sm._store.messages.append_delete(rid)
             cleaned["duplicate_ids"] += 1
 
 

@@ -272,7 +272,10 @@ class StorageManager:
     ``stamp_timestamps``: a sent message whose ``timestamp`` is 0 gets the send time, as
     Artemis stamps it; a tool that restores messages exactly as they were (``store data imp``)
     turns it off. Call :meth:`load` once before anything else; :meth:`close` closes the store
-    too.
+    too. Over a store opened read-only (``open_store(config, read_only=True)``: ``store data
+    exp``) the load applies what it would sweep to its own view only (no delete is written,
+    no page or body removed) and close records nothing; operations that write raise what the
+    store's read-only parts raise (JournalStateError).
     """
 
     def __init__(
@@ -285,6 +288,8 @@ class StorageManager:
     ) -> None:
         self._stamp = stamp_timestamps
         self._store = store
+        #: The store was opened read-only: the load sweeps nothing, close records nothing.
+        self.read_only = store.read_only
         self._journal = store.messages  # the store's parts are fixed: looked up once
         self._large = store.large_messages
         self._clock = clock or _now_ms
@@ -346,7 +351,7 @@ class StorageManager:
             self._ready = False
             self._space.notify_all()  # blocked senders see the close
             try:
-                if self._loaded:
+                if self._loaded and not self.read_only:
                     self._ids.close()
             finally:
                 self._store.close()

@@ -143,6 +143,10 @@ class Cursor:
 _NO_CURSOR: Final = Cursor()  # read-only stand-in for a queue without a cursor
 
 
+def _keep(record_id: int) -> None:
+    """What a read-only load does instead of deleting a stale record: nothing."""
+
+
 @dataclass(eq=False)
 class AddressPaging:
     """One address: its limits, what it holds in memory, its pages and its queues' cursors."""
@@ -578,6 +582,8 @@ class Pager:
         held: list[CursorAck],
         page_txs: dict[int, int],
         pending_txs: set[int],
+        *,
+        sweep: bool = True,
     ) -> tuple[int, dict[str, int]]:
         """Rebuild every address's pages and cursors from its page store and the journal's
         cursor records (``held``: cursor acks of prepared transactions); delete what is stale.
@@ -585,7 +591,11 @@ class Pager:
         transactions: id -> PAGE_TRANSACTION record id) has it, pending (``pending_sends``)
         when ``pending_txs`` (prepared ones) has it, and never otherwise. Returns (paged
         messages still to be acknowledged, cleaned counts). Raises what the page stores and
-        the journal raise."""
+        the journal raise.
+
+        ``sweep=False`` (a read-only load): what is stale is counted and left where it is, and
+        pages every queue has finished stay (they hold nothing to deliver)."""
+        delete = self._journal.append_delete if sweep else _keep
         cleaned: dict[str, int] = defaultdict(int)
         routes: dict[tuple[str, int], list[tuple[int, ...]]] = {}
         large: dict[tuple[str, int], list[int]] = {}
@@ -611,25 +621,25 @@ class Pager:
         }
         for tx, rid in page_txs.items():
             if tx not in self._visible_txs:
-                self._journal.append_delete(rid)
+                delete(rid)
                 cleaned["page_transactions"] += 1
         for rid, complete in completes:
             target = self._page_of(complete.queue_id, complete.page)
             if target is None or complete.queue_id not in target.routed:
-                self._journal.append_delete(rid)
+                delete(rid)
                 cleaned["page_cursors"] += 1
             else:
                 target.complete[complete.queue_id] = rid
         for rid, ack in acks:
             target = self._page_of(ack.queue_id, ack.page)
             if target is None or ack.queue_id in target.complete or ack.index >= target.size:
-                self._journal.append_delete(rid)
+                delete(rid)
                 cleaned["page_cursors"] += 1
             else:
                 target.acked[ack.queue_id].add(ack.index)
                 target.ack_records[ack.queue_id].append(rid)
         messages = self._rebuild_cursors(routes, held)
-        for state in self._addresses.values():
+        for state in self._addresses.values() if sweep else ():
             for page_no in sorted(state.pages):
                 self._check_page(state, page_no)
                 if page_no not in state.pages:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from store.errors import (
     CorruptionError,
     JournalClosedError,
+    JournalStateError,
     LostDataError,
     RecordTooLargeError,
     UnknownRecordError,
@@ -198,6 +199,7 @@ class _Store(PageStore):
             raise RecordTooLargeError(
                 f"a page record holds at most {MAX_RECORD_SIZE} bytes, not {len(data)}"
             )
+        self._manager.refuse_write(f"append to the page store of address {self.address!r}")
         encoded = encode_record(data)
         flusher = self._manager.flusher
         with flusher.lock:
@@ -239,6 +241,7 @@ class _Store(PageStore):
         return self._manager.read(self, page, torn_tail=torn)
 
     def delete_page(self, page: int) -> None:
+        self._manager.refuse_write(f"deleting page {page} of address {self.address!r}")
         flusher = self._manager.flusher
         with flusher.lock:
             self._check_locked()
@@ -272,6 +275,11 @@ class GroupCommitPagingManager(PagingManager):
     ``page_size_of(address)`` gives the address's ``page-size-bytes`` (the back-end may cap
     it); ``sync_timeout_ns`` is ``page-sync-timeout``. Construction discovers the page stores
     present; it raises what ``backend.discover`` raises.
+
+    ``read_only`` (the read-only tools, :mod:`store.readonly`): nothing is ever written. The
+    survey's leftovers stay where they are, a page whose deletion a crash interrupted is left
+    on disk but not offered, a torn tail is not cut, and ``append``, ``delete_page``,
+    ``remove`` and ``store()`` of an address without a page store raise JournalStateError.
     """
 
     def __init__(
@@ -280,16 +288,33 @@ class GroupCommitPagingManager(PagingManager):
         *,
         page_size_of: Callable[[str], int],
         sync_timeout_ns: int,
+        read_only: bool = False,
     ) -> None:
         self.backend = backend
+        self.read_only = read_only
         self._page_size_of = page_size_of
-        self._found = backend.discover()
+        self._found = self._survey() if read_only else backend.discover()
         self._stores: dict[str, _Store] = {}
         self._open_lock = threading.Lock()
         self._closed = False
         self.flusher = Flusher(
             name=backend.describe(), timeout_ns=sync_timeout_ns, write=backend.write
         )
+
+    def _survey(self) -> dict[str, Hashable]:
+        """:meth:`PageBackend.discover` without removing anything (``read_only``)."""
+        found = self.backend.survey()
+        if found.problems:
+            raise found.problems[0]
+        self.backend.adopt(found.stores)
+        return found.stores
+
+    def refuse_write(self, what: str) -> None:
+        """Raise JournalStateError when opened ``read_only``; returns None otherwise."""
+        if self.read_only:
+            raise JournalStateError(
+                f"the page stores of {self.backend.describe()} are open read-only: {what} refused"
+            )
 
     def check_locked(self) -> None:
         """Raises JournalClosedError after close, the write failure once one happened;
@@ -320,6 +345,7 @@ class GroupCommitPagingManager(PagingManager):
             return created
 
     def _new(self, address: str) -> _Store:
+        self.refuse_write(f"creating the page store of address {address!r}")
         locator = self.backend.create(address)
         roller = PageRoller(self.backend.page_size(self._page_size_of(address)))
         return _Store(self, address, locator, roller, set())
@@ -332,12 +358,13 @@ class GroupCommitPagingManager(PagingManager):
         problems = self.backend.problems(locator)
         if problems:
             raise problems[0]
-        for page in self.backend.stale_pages(locator):
+        stale = self.backend.stale_pages(locator)
+        for page in [] if self.read_only else stale:
             _log.info(
                 "page store of address %r: finishing the deletion of page %d", address, page
             )
             self.backend.delete_page(locator, page)
-        pages = self.backend.page_numbers(locator)
+        pages = [p for p in self.backend.page_numbers(locator) if p not in stale]
         if not pages:
             return _Store(self, address, locator, PageRoller(size), set())
         highest = pages[-1]
@@ -365,7 +392,7 @@ class GroupCommitPagingManager(PagingManager):
                 hint="restore the page from a backup, or accept the loss with "
                 "`store data repair --pages`",
             )
-        if end < len(data):
+        if end < len(data) and not self.read_only:
             _log.warning(
                 "page store of address %r: cutting the torn tail of page %d (%d bytes at %d)",
                 address,
@@ -416,6 +443,7 @@ class GroupCommitPagingManager(PagingManager):
             return sorted({*self._found, *self._stores})
 
     def remove(self, address: str) -> None:
+        self.refuse_write(f"removing the page store of address {address!r}")
         with self._open_lock, self.flusher.io_lock:
             with self.flusher.lock:
                 self.check_locked()

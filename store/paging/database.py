@@ -619,6 +619,7 @@ class DatabasePagingManager(GroupCommitPagingManager):
         max_page_size: int,
         where: str,
         fence: Fence | None = None,
+        read_only: bool = False,
     ) -> None:
         super().__init__(
             DatabasePageBackend(
@@ -626,4 +627,5 @@ class DatabasePagingManager(GroupCommitPagingManager):
             ),
             page_size_of=page_size_of,
             sync_timeout_ns=sync_timeout_ns,
+            read_only=read_only,
         )

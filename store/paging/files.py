@@ -419,9 +419,11 @@ class FilePagingManager(GroupCommitPagingManager):
         page_size_of: Callable[[str], int],
         sync_timeout_ns: int,
         fs: FileSystem | None = None,
+        read_only: bool = False,
     ) -> None:
         super().__init__(
             FilePageBackend(directory, fs=fs),
             page_size_of=page_size_of,
             sync_timeout_ns=sync_timeout_ns,
+            read_only=read_only,
         )

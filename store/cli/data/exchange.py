@@ -47,8 +47,8 @@ def register(sub: Any) -> None:
         description="Export every address, queue and message still routed to a queue (with "
         "the names of the queues that hold it, paged messages included) in Artemis's XML "
         "export format, to standard output or --output FILE. Reads the store through the "
-        "storage manager, holding its lock (a store a running process holds is refused); the "
-        "load may sweep leftovers nothing refers to, as every start does. Never creates a "
+        "storage manager, opened read-only: not a byte or row of the store changes (a store "
+        "a running process holds is refused, and none can start meanwhile). Never creates a "
         "store.",
     )
     add_store_options(e)
