@@ -2,7 +2,7 @@
 then crashed with ``kill -9`` and verified after recovery::
 
     from store.perf import default_config
-    from store.perf_messaging import MessagingPerfOptions, run_messaging_perf
+    from store.perf.messaging_run import MessagingPerfOptions, run_messaging_perf
 
     result = run_messaging_perf(default_config("data"), MessagingPerfOptions(seconds=10))
     assert result.verified
@@ -10,14 +10,14 @@ then crashed with ``kill -9`` and verified after recovery::
 Phases (each reported to ``progress``, each logged at INFO as ``perf phase=<name>
 seconds=<s>``):
 
-1. ``load``: open the store (with :func:`store.perf_workload.perf_config`: the paged address
+1. ``load``: open the store (with :func:`store.perf.messaging_workload.perf_config`: the paged address
    gets a small ``max-size-bytes``), ``load()``, delete what an interrupted earlier run left
    (every ``store-perf.*`` queue and address), create the destinations;
-2. ``run``: producers and consumers for ``seconds`` (:class:`store.perf_workload.Workload`),
+2. ``run``: producers and consumers for ``seconds`` (:class:`store.perf.messaging_workload.Workload`),
    timing every sync send, sync ack and commit; then ``drain``: consumers go on until every
    message is acknowledged;
 3. ``reopen``: close, reopen, ``load()``, and check the clean restart against the run's ledger;
-4. ``crash``: the same workload in a worker process (:mod:`store.perf_worker`) that reports
+4. ``crash``: the same workload in a worker process (:mod:`store.perf.messaging_worker`) that reports
    every acknowledged send and ack over a pipe and is killed with SIGKILL at a random moment;
    ``recover``: reopen, ``load()`` (timed: the recovery), and check that every acknowledged
    send is there exactly once and every acknowledged ack stays acked;
@@ -52,8 +52,8 @@ from store.config import StoreConfig
 from store.file.journal import FileJournal
 from store.messaging import StorageManager
 from store.perf import LatencySummary, PerfProgress
-from store.perf_worker import WorkerPlan, run_killed_worker
-from store.perf_workload import (
+from store.perf.messaging_worker import WorkerPlan, run_killed_worker
+from store.perf.messaging_workload import (
     Ledger,
     RecoveryCheck,
     Workload,
