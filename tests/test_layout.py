@@ -137,7 +137,6 @@ LONG_MODULES = {
     "store/messaging/manager.py": "one lock and one state shared by its methods (its docstring)",
     "store/messaging/paging.py": "limits, policies, cursors and page deletion share the pager",
     "store/paging/database.py": "the page table backend's crash-ordered create/append/delete",
-    "store/perf/__init__.py": "moved from store/perf.py; split in the next commit",
 }
 
 LONG_FUNCTIONS = {

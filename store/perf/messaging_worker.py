@@ -1,8 +1,8 @@
 """The worker process of ``store perf``'s crash run, and the parent's side of it.
 
-The parent (:func:`run_killed_worker`) starts ``python -m store.perf.messaging_worker FD``, writes the
-pickled :class:`WorkerPlan` to its standard input, and reads lines from the pipe whose write
-end is ``FD`` in the worker:
+The parent (:func:`run_killed_worker`) starts ``python -m store.perf.messaging_worker FD``,
+writes the pickled :class:`WorkerPlan` to its standard input, and reads lines from the pipe
+whose write end is ``FD`` in the worker:
 
 =================  ===============================================================
 line               meaning
