@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from store import masking
-from store.address_settings import AddressSettings
 from store.config import (
     DatabaseStoreConfig,
     RetentionConfig,
     StoreConfig,
     load_config,
+    masking,
 )
+from store.config.addresses import AddressSettings
 from store.errors import ConfigError
 
 TESTDATA = Path(__file__).parent / "testdata" / "config"

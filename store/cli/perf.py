@@ -50,6 +50,7 @@ from store.cli.main import silence_stdout
 from store.cli.output import StdoutConsole, progress_console
 from store.cli.perf_messaging import MESSAGING_ONLY, messaging_command, only_options
 from store.config import StoreConfig, load_config
+from store.config.values import invalid, parse_size
 from store.errors import ConfigError
 from store.perf import (
     PerfJournalOptions,
@@ -63,7 +64,6 @@ from store.perf import (
     run_perf_journal,
 )
 from store.perf.messaging_workload import Ledger
-from store.sizes import invalid, parse_size
 
 __all__ = ["perf_command", "perf_journal_command", "register"]
 

@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from store.config import StoreConfig
+from store.config.values import invalid
 from store.journal.api import JournalStats
 from store.perf.figures import LatencySummary
-from store.sizes import invalid
 
 __all__ = ["PerfOptions", "PerfResult", "Verification"]
 

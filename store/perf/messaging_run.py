@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from store.config import StoreConfig
+from store.config.values import invalid
 from store.messaging import StorageManager
 from store.perf.figures import LatencySummary, PerfProgress, describe_store
 from store.perf.messaging_worker import WorkerPlan, run_killed_worker
@@ -63,7 +64,6 @@ from store.perf.messaging_workload import (
     perf_config,
     queue_names,
 )
-from store.sizes import invalid
 from store.store import open_store
 
 __all__ = [

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from store.config.values import invalid
 from store.errors import StoreIOError
 from store.file.io import AsyncIOBackend, IOBackend, make_backend
 from store.file.segments import Segment
 from store.fs import OsFileSystem
-from store.sizes import invalid
 
 __all__ = ["PerfJournalOptions", "PerfJournalResult", "run_perf_journal"]
 

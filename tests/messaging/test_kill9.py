@@ -14,9 +14,9 @@ the crash invariant (docs/conventions.md#7) against everything reported in all r
   none without its message (an orphan the load failed to sweep, docs/messaging.md), none missing.
 
 A received message whose ack was not acknowledged may be back or not (the ack was in flight).
-This check is written here, apart from ``store.perf.messaging_workload.check_recovered``, so that a bug
-shared by the workload's own check cannot hide. The round's seed and kill moment are in every
-assertion message.
+This check is written here, apart from ``store.perf.messaging_workload.check_recovered``, so
+that a bug shared by the workload's own check cannot hide. The round's seed and kill moment are
+in every assertion message.
 """
 
 from __future__ import annotations

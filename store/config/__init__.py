@@ -20,7 +20,7 @@ Sources, all producing the same mapping (nested dicts for ``database-store``, it
 - TOML (``.toml``): top-level keys, the tables ``[database-store]``,
   ``[database-store.data-source-properties]``, ``[journal-retention]`` and one
   ``[address-settings."<match>"]`` per match;
-- Artemis ``broker.xml`` (``.xml``): see :mod:`store.config_xml`;
+- Artemis ``broker.xml`` (``.xml``): see :mod:`store.config.broker_xml`;
 - :meth:`StoreConfig.from_mapping`.
 
 Rules that are ours, decided where Artemis has none or differs:
@@ -40,10 +40,10 @@ Rules that are ours, decided where Artemis has none or differs:
   (:data:`IDENTIFIER_MAX_LENGTH`, from the URL's scheme); ``page-store-table-name`` leaves room
   for the 20-digit suffix of per-address tables. They must be distinct (ignoring case).
 - ``ENC(...)`` values of ``jdbc-user``, ``jdbc-password``, data-source properties and
-  ``jdbc-connection-url`` are decoded (:mod:`store.masking`). The Artemis keys ``mask-password``
-  (bare user, password and non-``jdbc:`` URL are masked) and ``password-codec`` (only
-  ``org.apache.activemq.artemis.utils.DefaultSensitiveStringCodec`` with optional ``;key=…``)
-  are read for that and not kept.
+  ``jdbc-connection-url`` are decoded (:mod:`store.config.masking`). The Artemis keys
+  ``mask-password`` (bare user, password and non-``jdbc:`` URL are masked) and
+  ``password-codec`` (only ``org.apache.activemq.artemis.utils.DefaultSensitiveStringCodec``
+  with optional ``;key=…``) are read for that and not kept.
 - ``data-source-class-name`` is accepted and ignored: the pool is SQLAlchemy's.
 
 Every bad value raises :class:`~store.errors.ConfigError` naming key, value and what is allowed,
@@ -52,12 +52,13 @@ masked properties) never appear in ``repr``, ``str``, logs or errors.
 
 Address settings (docs/config.md#address-settings: paging limits by match, merged per address by
 :meth:`StoreConfig.address_settings_for`) are modelled, matched and merged in
-:mod:`store.address_settings`; an unknown key in one is an error here, skipped in ``broker.xml``.
+:mod:`store.config.addresses`; an unknown key in one is an error here, skipped in ``broker.xml``.
 
-Layout: single values (sizes, identifiers, URLs) are parsed and checked in :mod:`store.sizes`,
-``broker.xml`` is read in :mod:`store.config_xml`. This module stays past the usual ~600 lines
-because the three dataclasses and the reader that fills them change together: the reader derives
-each key and its parser from the fields, so a key is added by adding a documented field.
+Layout: single values (sizes, identifiers, URLs) are parsed and checked in
+:mod:`store.config.values`, ``broker.xml`` is read in :mod:`store.config.broker_xml`. This module
+stays past the usual ~600 lines because the three dataclasses and the reader that fills them
+change together: the reader derives each key and its parser from the fields, so a key is added
+by adding a documented field.
 
 Thread-safety: the configuration classes are immutable and safe to share between threads; the
 functions are pure apart from reading the given file.
@@ -75,16 +76,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from store import masking
-from store.address_settings import (
+from store.config import masking
+from store.config.addresses import (
     AddressSettings,
     freeze_address_settings,
     read_address_settings,
     settings_for,
 )
-from store.config_xml import parse_broker_xml
-from store.errors import ConfigError
-from store.sizes import (
+from store.config.broker_xml import parse_broker_xml
+from store.config.values import (
     HIDDEN,
     IDENTIFIER_MAX_LENGTH,
     IDENTIFIER_PATTERN,
@@ -107,6 +107,7 @@ from store.sizes import (
     unknown_key,
     validate_identifier,
 )
+from store.errors import ConfigError
 
 __all__ = [
     "DatabaseStoreConfig",
@@ -581,7 +582,7 @@ class StoreConfig:
     #: ``global_max_size``, counted in messages held in memory by all addresses together.
     global_max_messages: int = -1
     #: Default empty. Address settings by match (``"orders.#"``): a mapping of match to the
-    #: snake_case fields of :class:`~store.address_settings.AddressSettings` it gives; see
+    #: snake_case fields of :class:`~store.config.addresses.AddressSettings` it gives; see
     #: :meth:`address_settings_for` for the merged settings of one address.
     address_settings: Mapping[str, Mapping[str, Any]] = FrozenMap({})
     #: Default None (no history). Copy every finished message-journal file for replay/recovery.
@@ -643,7 +644,7 @@ class StoreConfig:
     def _check_global_limits_admit(self) -> None:
         """A global limit of 0 is always reached, and under BLOCK no ack can ever make room
         (nothing is held in memory): refused as an address's own limit of 0 under BLOCK is
-        (:mod:`store.address_settings`). Raises ConfigError naming the key and the match."""
+        (:mod:`store.config.addresses`). Raises ConfigError naming the key and the match."""
         for key in ("global_max_size", "global_max_messages"):
             if getattr(self, key) != 0:
                 continue
@@ -660,7 +661,7 @@ class StoreConfig:
     def address_settings_for(self, address: str) -> AddressSettings:
         """The settings of ``address``: its matches merged key by key, most specific first.
 
-        The precedence and match syntax are Artemis's (see :mod:`store.address_settings`);
+        The precedence and match syntax are Artemis's (see :mod:`store.config.addresses`);
         keys no match gives take Artemis's defaults. Returns the merged
         :class:`AddressSettings`. Raises :class:`TypeError` when ``address`` is not a text.
         """
