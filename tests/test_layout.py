@@ -127,7 +127,6 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 
 LONG_MODULES = {
-    "store/config/__init__.py": "moved from store/config.py; split in the next commit",
     "store/data/db_verify.py": "verify and repair scans of all tables; issue 26: one row dispatch",
     "store/db/journal.py": "the database journal class: load, appends and maintenance share state",
     "store/db/migrate.py": "every alembic entry point and the implicit-create checks of open",
