@@ -1,6 +1,6 @@
 """Configuration (store.config): Artemis keys and defaults, dict and TOML sources, validation.
 
-broker.xml is covered in test_config_xml.py, single values in test_sizes.py.
+broker.xml is covered in test_broker_xml.py, single values in test_values.py.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from store.config import (
 from store.config.addresses import AddressSettings
 from store.errors import ConfigError
 
-TESTDATA = Path(__file__).parent / "testdata" / "config"
+TESTDATA = Path(__file__).parent.parent / "testdata" / "config"
 PG = "jdbc:postgresql://127.0.0.1:5432/test"
 
 

@@ -12,7 +12,7 @@ from store.config.addresses import ADDRESS_SETTING_KEYS, AddressSettings
 from store.config.artemis_elements import ADDRESS_SETTING_ELEMENTS
 from store.errors import ConfigError
 
-TESTDATA = Path(__file__).parent / "testdata" / "config"
+TESTDATA = Path(__file__).parent.parent / "testdata" / "config"
 PG = "jdbc:postgresql://127.0.0.1:5432/test"
 XML_HEAD = '<?xml version="1.0"?>\n'
 MiB = 1024**2
