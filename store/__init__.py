@@ -18,8 +18,8 @@ the list of exported names.
 
 import typing
 
-from store.address_settings import AddressSettings
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
+from store.config.addresses import AddressSettings
 from store.errors import (
     AddressFullError,
     ChecksumError,

@@ -22,9 +22,9 @@ import threading
 from typing import Any
 
 from store.config import load_config
+from store.config.values import parse_size
 from store.errors import ConfigError
 from store.extras import missing_extra_message
-from store.sizes import parse_size
 
 __all__ = ["register"]
 

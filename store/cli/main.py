@@ -226,7 +226,7 @@ def silence_stdout() -> None:
 
 
 class _OneLineFormatter(logging.Formatter):
-    """``WARNING store.config_xml: <message>``: one line per record.
+    """``WARNING store.config.broker_xml: <message>``: one line per record.
 
     An exception logged with the record (``log.exception`` in a background thread, e.g. a full
     disk while pre-opening a journal file) is summarised on the same line unless

@@ -10,7 +10,7 @@
 
 The output pastes into a ``broker.xml`` (``<jdbc-password>ENC(…)</jdbc-password>``) or a TOML
 file (``jdbc-password = "ENC(…)"``); Artemis's ``artemis mask`` produces and reads the same
-values (:mod:`store.masking`). Without ``--key`` the key comes from
+values (:mod:`store.config.masking`). Without ``--key`` the key comes from
 ``ARTEMIS_DEFAULT_SENSITIVE_STRING_CODEC_KEY`` or Artemis's default.
 
 Thread-safety: a command runs once per process; nothing is shared.
@@ -22,7 +22,7 @@ import argparse
 import sys
 from typing import Any
 
-from store import masking
+from store.config import masking
 
 __all__ = ["register"]
 

@@ -9,7 +9,7 @@
     store perf-journal --journal-type NIO --writes 250 --tries 5
 
 ``store perf`` runs the messaging workload (:mod:`store.cli.perf_messaging`, over
-:func:`store.perf_messaging.run_messaging_perf`); ``store perf --journal`` runs
+:func:`store.perf.messaging_run.run_messaging_perf`); ``store perf --journal`` runs
 :func:`store.perf.run_perf` and prints a results table (or JSON with ``--json``); while it
 runs, a progress bar (or, when stderr is not a terminal, one line per phase) goes to stderr.
 Exit code 0 when the reopened store held exactly what was acknowledged, 1 when anything was
@@ -50,6 +50,7 @@ from store.cli.main import silence_stdout
 from store.cli.output import StdoutConsole, progress_console
 from store.cli.perf_messaging import MESSAGING_ONLY, messaging_command, only_options
 from store.config import StoreConfig, load_config
+from store.config.values import invalid, parse_size
 from store.errors import ConfigError
 from store.perf import (
     PerfJournalOptions,
@@ -62,8 +63,7 @@ from store.perf import (
     run_perf,
     run_perf_journal,
 )
-from store.perf_workload import Ledger
-from store.sizes import invalid, parse_size
+from store.perf.messaging_workload import Ledger
 
 __all__ = ["perf_command", "perf_journal_command", "register"]
 

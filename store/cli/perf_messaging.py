@@ -1,6 +1,6 @@
 """``store perf`` without ``--journal``: the messaging workload, its results table and verdict.
 
-Runs :func:`store.perf_messaging.run_messaging_perf` and prints the figures (messages/s, and
+Runs :func:`store.perf.messaging_run.run_messaging_perf` and prints the figures (messages/s, and
 p50/p99/max latency of sends, acks and commits) and both checks (the clean restart and the
 recovery after ``kill -9``), or JSON with ``--json``. Exit code 0 when both checks held, 1
 with the problems listed when one did not. Progress goes to stderr through the caller's
@@ -26,8 +26,8 @@ from store.cli.output import StdoutConsole, progress_console
 from store.config import StoreConfig
 from store.errors import ConfigError
 from store.perf import PerfProgress
-from store.perf_messaging import MessagingPerfOptions, MessagingPerfResult, run_messaging_perf
-from store.perf_workload import Ledger, RecoveryCheck
+from store.perf.messaging_run import MessagingPerfOptions, MessagingPerfResult, run_messaging_perf
+from store.perf.messaging_workload import Ledger, RecoveryCheck
 
 __all__ = ["JOURNAL_ONLY", "MESSAGING_ONLY", "messaging_command", "only_options"]
 

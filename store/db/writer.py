@@ -81,9 +81,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from store.config.values import invalid
 from store.db.dialects import JournalSQL
 from store.errors import JournalClosedError, LockLostError, StoreError, StoreUnavailableError
-from store.sizes import invalid
 
 __all__ = [
     "Backlog",

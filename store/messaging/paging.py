@@ -14,7 +14,7 @@ it any more). The address is *full* when ``max-size-bytes`` (≥ 0) is reached o
 - ``FAIL``: :class:`~store.errors.AddressFullError`, nothing stored;
 - ``BLOCK``: the sender waits until an ack (from any thread) makes room. A limit of 0 under
   BLOCK can never make room: the configuration refuses it (``ConfigError``, see
-  :mod:`store.address_settings`).
+  :mod:`store.config.addresses`).
 
 **Cursors.** Each queue reads the pages of its address from its cursor, taking the records
 routed to it that it has not acknowledged, only when ``receive`` has nothing ready in memory

@@ -11,7 +11,7 @@ Modules: :mod:`~store.reporting.session` (the SparkSession), :mod:`~store.report
 (every schema), :mod:`~store.reporting.decode` (records decoded with the project's codecs),
 :mod:`~store.reporting.sources` (tables, journal files, history, pages),
 :mod:`~store.reporting.jobs` (pure ``DataFrame -> DataFrame`` jobs),
-:mod:`~store.reporting.html` (charts and ``index.html``), :mod:`~store.reporting.report`
+:mod:`~store.reporting.page` (charts and ``index.html``), :mod:`~store.reporting.report`
 (:func:`run_report`). Needs the ``store[spark]`` extra: importing this package imports
 PySpark (the CLI imports it only when ``store report`` runs).
 """

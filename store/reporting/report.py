@@ -4,7 +4,7 @@
 ``record_types/``, ``message_ages/``, ``message_age_histogram/``, ``address_bytes/``,
 ``dead_records/``, ``large_messages/``, ``page_stores/``, and ``audit/`` for a history), PNG
 charts and a static
-``index.html`` showing the tables and the charts (:mod:`store.reporting.html`). It returns a
+``index.html`` showing the tables and the charts (:mod:`store.reporting.page`). It returns a
 :class:`ReportSummary` and never prints; progress goes to an optional callback.
 
 Damaged data is refused, not reported (:mod:`store.reporting.damage`): the first error
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from store.config import DatabaseStoreConfig, StoreConfig, db_dialect_of
 from store.errors import ConfigError, CorruptionError, StoreError, StoreUnavailableError
 from store.reporting import damage, jobs, schemas, snapshot, sources
-from store.reporting.html import Totals, write_charts, write_index
+from store.reporting.page import Totals, write_charts, write_index
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -147,7 +147,7 @@ def _background_failure_then_error(args: object) -> int:
         raise _disk_full("/data/journal/data-1.jrn.tmp")
     except StoreIOError:
         logging.getLogger("store.file.segments").exception("cannot pre-open the next journal file")
-    logging.getLogger("store.config_xml").warning("broker.xml: <x> is not an element")
+    logging.getLogger("store.config.broker_xml").warning("broker.xml: <x> is not an element")
     raise _disk_full("/data/journal/data-2.jrn.tmp")
 
 
@@ -160,7 +160,7 @@ def test_a_logged_exception_is_one_line_and_the_error_one_line_plus_hint(
     assert err.splitlines() == [
         "ERROR store.file.segments: cannot pre-open the next journal file (StoreIOError: "
         "cannot allocate /data/journal/data-1.jrn.tmp: No space left on device)",
-        "WARNING store.config_xml: broker.xml: <x> is not an element",
+        "WARNING store.config.broker_xml: broker.xml: <x> is not an element",
         "store: error: cannot allocate /data/journal/data-2.jrn.tmp: No space left on device",
         "store: hint: the disk is full: free space or move the journal directory",
     ]

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from store import masking
 from store.cli.main import main
+from store.config import masking
 
 
 def test_mask_prints_an_enc_value_for_a_config_file(capsys):

@@ -16,7 +16,7 @@ from store import StoreConfig, load_config, open_store
 from store.cli.main import build_parser, main
 from store.cli.perf import perf_command
 from store.perf import PERF_ADD_TYPE
-from store.perf_workload import PAGED_ADDRESS, Ledger
+from store.perf.messaging_workload import PAGED_ADDRESS, Ledger
 
 CONFIG = """\
 journal-type = "NIO"

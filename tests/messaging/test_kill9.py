@@ -1,6 +1,6 @@
 """Round after round of ``kill -9`` on one store, through the storage manager.
 
-Each round starts a worker process (:mod:`store.perf_worker`: producers send with
+Each round starts a worker process (:mod:`store.perf.messaging_worker`: producers send with
 ``sync=True``, consumers receive and ack with ``sync=True``, some of both in transactions, a
 share of large messages, one address that pages) on the same store, and kills it with SIGKILL
 at a random moment. The worker reports over a pipe every send and ack once acknowledged, and
@@ -14,9 +14,9 @@ the crash invariant (docs/conventions.md#7) against everything reported in all r
   none without its message (an orphan the load failed to sweep, docs/messaging.md), none missing.
 
 A received message whose ack was not acknowledged may be back or not (the ack was in flight).
-This check is written here, apart from ``store.perf_workload.check_recovered``, so that a bug
-shared by the workload's own check cannot hide. The round's seed and kill moment are in every
-assertion message.
+This check is written here, apart from ``store.perf.messaging_workload.check_recovered``, so
+that a bug shared by the workload's own check cannot hide. The round's seed and kill moment are
+in every assertion message.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import pytest
 
 from store import Store, StoreConfig, StoreLockedError, open_store
 from store.messaging import Message, StorageManager
-from store.perf_worker import WorkerPlan, run_killed_worker
-from store.perf_workload import Ledger, WorkloadSpec, perf_config, queue_names
+from store.perf.messaging_worker import WorkerPlan, run_killed_worker
+from store.perf.messaging_workload import Ledger, WorkloadSpec, perf_config, queue_names
 from tests.support.backends import file_config_mapping, unique_prefix
 from tests.support.db_backends import db_backend
 

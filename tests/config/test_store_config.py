@@ -1,6 +1,6 @@
 """Configuration (store.config): Artemis keys and defaults, dict and TOML sources, validation.
 
-broker.xml is covered in test_config_xml.py, single values in test_sizes.py.
+broker.xml is covered in test_broker_xml.py, single values in test_values.py.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from store import masking
-from store.address_settings import AddressSettings
 from store.config import (
     DatabaseStoreConfig,
     RetentionConfig,
     StoreConfig,
     load_config,
+    masking,
 )
+from store.config.addresses import AddressSettings
 from store.errors import ConfigError
 
-TESTDATA = Path(__file__).parent / "testdata" / "config"
+TESTDATA = Path(__file__).parent.parent / "testdata" / "config"
 PG = "jdbc:postgresql://127.0.0.1:5432/test"
 
 

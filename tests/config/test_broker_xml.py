@@ -1,4 +1,4 @@
-"""Reading an Artemis broker.xml (store.config_xml through store.config.load_config)."""
+"""Reading an Artemis broker.xml (store.config.broker_xml through store.config.load_config)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from store.address_settings import ADDRESS_SETTING_KEYS, AddressSettings
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
-from store.config_artemis import ADDRESS_SETTING_ELEMENTS
+from store.config.addresses import ADDRESS_SETTING_KEYS, AddressSettings
+from store.config.artemis_elements import ADDRESS_SETTING_ELEMENTS
 from store.errors import ConfigError
 
-TESTDATA = Path(__file__).parent / "testdata" / "config"
+TESTDATA = Path(__file__).parent.parent / "testdata" / "config"
 PG = "jdbc:postgresql://127.0.0.1:5432/test"
 XML_HEAD = '<?xml version="1.0"?>\n'
 MiB = 1024**2
@@ -238,12 +238,12 @@ def _xml_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name == "store.config_xml" and r.levelno >= logging.WARNING
+        if r.name == "store.config.broker_xml" and r.levelno >= logging.WARNING
     ]
 
 
 def test_misspelled_core_element_is_warned_with_the_closest_key(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="store.config_xml"):
+    with caplog.at_level(logging.WARNING, logger="store.config.broker_xml"):
         cfg = xml_core(tmp_path, "<journal-file-sise>1M</journal-file-sise>")
     assert cfg.journal_file_size == StoreConfig().journal_file_size  # still ignored
     [warning] = _xml_warnings(caplog)
@@ -252,7 +252,7 @@ def test_misspelled_core_element_is_warned_with_the_closest_key(tmp_path, caplog
 
 
 def test_unknown_core_element_without_a_close_key_is_still_warned(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="store.config_xml"):
+    with caplog.at_level(logging.WARNING, logger="store.config.broker_xml"):
         xml_core(tmp_path, "<zzz-not-a-setting>1</zzz-not-a-setting>")
     [warning] = _xml_warnings(caplog)
     assert "<zzz-not-a-setting>" in warning and "did you mean" not in warning
@@ -270,13 +270,13 @@ def test_unknown_core_element_without_a_close_key_is_still_warned(tmp_path, capl
     ],
 )
 def test_artemis_elements_we_do_not_read_are_not_warned(tmp_path, caplog, element):
-    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+    with caplog.at_level(logging.DEBUG, logger="store.config.broker_xml"):
         xml_core(tmp_path, element)
     assert _xml_warnings(caplog) == []
 
 
 def test_misspelled_element_in_a_foreign_namespace_stays_silent(tmp_path, caplog):
-    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+    with caplog.at_level(logging.DEBUG, logger="store.config.broker_xml"):
         xml_core(tmp_path, '<x:journal-file-sise xmlns:x="urn:example">1</x:journal-file-sise>')
     assert _xml_warnings(caplog) == []
 
@@ -437,7 +437,7 @@ def test_broker_xml_written_by_artemis_create_loads():
 def test_misspelled_address_setting_is_warned_with_the_match_and_closest_key(
     tmp_path, caplog, given, meant
 ):
-    with caplog.at_level(logging.WARNING, logger="store.config_xml"):
+    with caplog.at_level(logging.WARNING, logger="store.config.broker_xml"):
         cfg = xml_core(
             tmp_path,
             f'<address-settings><address-setting match="orders.#">{given}'
@@ -451,7 +451,7 @@ def test_misspelled_address_setting_is_warned_with_the_match_and_closest_key(
 
 
 def test_unknown_address_setting_without_a_close_key_is_still_warned(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="store.config_xml"):
+    with caplog.at_level(logging.WARNING, logger="store.config.broker_xml"):
         xml_core(
             tmp_path,
             '<address-settings><address-setting match="#"><zzz-qqq>1</zzz-qqq>'
@@ -462,7 +462,7 @@ def test_unknown_address_setting_without_a_close_key_is_still_warned(tmp_path, c
 
 
 def test_artemis_address_settings_we_do_not_read_are_logged_at_debug_only(tmp_path, caplog):
-    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+    with caplog.at_level(logging.DEBUG, logger="store.config.broker_xml"):
         xml_core(
             tmp_path,
             '<address-settings><address-setting match="#">'
@@ -481,7 +481,7 @@ def test_every_address_setting_we_read_is_an_artemis_address_setting():
 
 
 def test_address_settings_in_xml_read_our_keys_and_skip_the_others(tmp_path, caplog):
-    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+    with caplog.at_level(logging.DEBUG, logger="store.config.broker_xml"):
         cfg = xml_core(
             tmp_path,
             "<address-settings>"
@@ -554,7 +554,7 @@ def test_bad_address_settings_in_xml_name_the_key(tmp_path, settings, key):
 
 
 def test_new_core_keys_are_read_from_xml_without_warnings(tmp_path, caplog):
-    with caplog.at_level(logging.DEBUG, logger="store.config_xml"):
+    with caplog.at_level(logging.DEBUG, logger="store.config.broker_xml"):
         cfg = xml_core(
             tmp_path,
             "<page-sync-timeout>40000</page-sync-timeout><id-cache-size>5000</id-cache-size>"

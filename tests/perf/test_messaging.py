@@ -1,5 +1,6 @@
-"""``store.perf_messaging`` and ``store.perf_workload``: the messaging workload of ``store
-perf``, its clean-restart and kill -9 checks, and the check itself against hand-made ledgers.
+"""``store.perf.messaging_run`` and ``store.perf.messaging_workload``: the messaging workload
+of ``store perf``, its clean-restart and kill -9 checks, and the check itself against hand-made
+ledgers.
 
 The runs are short (about a second of workload, the worker killed within half a second); the
 check's own tests build a store with known messages and a ledger that lies about them.
@@ -13,8 +14,8 @@ import pytest
 
 from store import ConfigError, StoreConfig, open_store
 from store.messaging import Message, StorageManager
-from store.perf_messaging import MessagingPerfOptions, run_messaging_perf
-from store.perf_workload import (
+from store.perf.messaging_run import MessagingPerfOptions, run_messaging_perf
+from store.perf.messaging_workload import (
     PAGED_ADDRESS,
     PREFIX,
     Ledger,

@@ -2,7 +2,7 @@
 then crashed with ``kill -9`` and verified after recovery::
 
     from store.perf import default_config
-    from store.perf_messaging import MessagingPerfOptions, run_messaging_perf
+    from store.perf.messaging_run import MessagingPerfOptions, run_messaging_perf
 
     result = run_messaging_perf(default_config("data"), MessagingPerfOptions(seconds=10))
     assert result.verified
@@ -10,17 +10,17 @@ then crashed with ``kill -9`` and verified after recovery::
 Phases (each reported to ``progress``, each logged at INFO as ``perf phase=<name>
 seconds=<s>``):
 
-1. ``load``: open the store (with :func:`store.perf_workload.perf_config`: the paged address
-   gets a small ``max-size-bytes``), ``load()``, delete what an interrupted earlier run left
-   (every ``store-perf.*`` queue and address), create the destinations;
-2. ``run``: producers and consumers for ``seconds`` (:class:`store.perf_workload.Workload`),
-   timing every sync send, sync ack and commit; then ``drain``: consumers go on until every
-   message is acknowledged;
+1. ``load``: open the store (with :func:`store.perf.messaging_workload.perf_config`: the paged
+   address gets a small ``max-size-bytes``), ``load()``, delete what an interrupted earlier run
+   left (every ``store-perf.*`` queue and address), create the destinations;
+2. ``run``: producers and consumers for ``seconds``
+   (:class:`store.perf.messaging_workload.Workload`), timing every sync send, sync ack and
+   commit; then ``drain``: consumers go on until every message is acknowledged;
 3. ``reopen``: close, reopen, ``load()``, and check the clean restart against the run's ledger;
-4. ``crash``: the same workload in a worker process (:mod:`store.perf_worker`) that reports
-   every acknowledged send and ack over a pipe and is killed with SIGKILL at a random moment;
-   ``recover``: reopen, ``load()`` (timed: the recovery), and check that every acknowledged
-   send is there exactly once and every acknowledged ack stays acked;
+4. ``crash``: the same workload in a worker process (:mod:`store.perf.messaging_worker`) that
+   reports every acknowledged send and ack over a pipe and is killed with SIGKILL at a random
+   moment; ``recover``: reopen, ``load()`` (timed: the recovery), and check that every
+   acknowledged send is there exactly once and every acknowledged ack stays acked;
 5. ``cleanup``: delete perf's queues and addresses (their messages go with them).
 
 Decisions:
@@ -49,11 +49,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from store.config import StoreConfig
-from store.file.journal import FileJournal
+from store.config.values import invalid
 from store.messaging import StorageManager
-from store.perf import LatencySummary, PerfProgress
-from store.perf_worker import WorkerPlan, run_killed_worker
-from store.perf_workload import (
+from store.perf.figures import LatencySummary, PerfProgress, describe_store
+from store.perf.messaging_worker import WorkerPlan, run_killed_worker
+from store.perf.messaging_workload import (
     Ledger,
     RecoveryCheck,
     Workload,
@@ -64,8 +64,7 @@ from store.perf_workload import (
     perf_config,
     queue_names,
 )
-from store.sizes import invalid
-from store.store import Store, open_store
+from store.store import open_store
 
 __all__ = [
     "CrashReport",
@@ -290,16 +289,6 @@ class _Run:
         )
 
 
-def _describe(store: Store) -> tuple[str | None, str]:
-    config = store.config
-    if store.kind == "file":
-        backend = store.messages.backend if isinstance(store.messages, FileJournal) else None
-        return (backend.name if backend else config.journal_type), config.journal_directory
-    if store.kind == "database" and config.database_store is not None:
-        return None, config.database_store.dialect
-    return None, "zero persistence"
-
-
 def _figures(work: Workload) -> tuple[dict[str, int], dict[str, LatencySummary], int]:
     ops: collections.Counter[str] = collections.Counter()
     samples: dict[str, list[int]] = {}
@@ -334,7 +323,7 @@ def run_messaging_perf(
     with StorageManager(store) as sm:
         sm.load()
         kind = store.kind
-        journal_type, location = _describe(store)
+        journal_type, location = describe_store(store)
         drop_destinations(sm)
         ensure_destinations(sm, run.spec)
         work = run.measured(sm)

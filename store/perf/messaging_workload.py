@@ -2,8 +2,8 @@
 ledger of what was acknowledged, and the check of a recovered store against that ledger.
 
 Used in two places: in the ``store perf`` process for the measured run
-(:mod:`store.perf_messaging`), and in the worker process that is killed with ``kill -9``
-(:mod:`store.perf_worker`). The two differ only in where acknowledgements go: a
+(:mod:`store.perf.messaging_run`), and in the worker process that is killed with ``kill -9``
+(:mod:`store.perf.messaging_worker`). The two differ only in where acknowledgements go: a
 :class:`Ledger` in memory, or lines on a pipe to the parent (which builds the same ledger).
 
 Destinations: :data:`PAGED_ADDRESS` and ``store-perf.1`` .. ``store-perf.<n-1>``, each an

@@ -1,8 +1,8 @@
 """The worker process of ``store perf``'s crash run, and the parent's side of it.
 
-The parent (:func:`run_killed_worker`) starts ``python -m store.perf_worker FD``, writes the
-pickled :class:`WorkerPlan` to its standard input, and reads lines from the pipe whose write
-end is ``FD`` in the worker:
+The parent (:func:`run_killed_worker`) starts ``python -m store.perf.messaging_worker FD``,
+writes the pickled :class:`WorkerPlan` to its standard input, and reads lines from the pipe
+whose write end is ``FD`` in the worker:
 
 =================  ===============================================================
 line               meaning
@@ -38,7 +38,7 @@ import store
 from store.config import StoreConfig
 from store.errors import StoreError
 from store.messaging import StorageManager
-from store.perf_workload import Ledger, Workload, WorkloadSpec, ensure_destinations
+from store.perf.messaging_workload import Ledger, Workload, WorkloadSpec, ensure_destinations
 from store.store import open_store
 
 __all__ = ["KilledWorker", "WorkerPlan", "run_killed_worker"]
@@ -84,7 +84,7 @@ def run_killed_worker(plan: WorkerPlan, *, kill_after: float, ledger: Ledger) ->
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "store.perf_worker", str(write_fd)],
+        [sys.executable, "-m", "store.perf.messaging_worker", str(write_fd)],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

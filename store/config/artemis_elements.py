@@ -1,9 +1,9 @@
 """The names of Artemis's ``<core>`` configuration elements, to tell a typo from a setting we skip.
 
-:mod:`store.config_xml` reads only the persistence settings of a ``broker.xml``'s ``<core>`` and
-skips the rest (acceptors, security, addresses, …). A child of ``<core>`` whose name is
-not in :data:`CORE_ELEMENTS` is neither ours nor Artemis's, most likely a misspelled key
-(``<journal-file-sise>``), and is warned about instead of skipped in silence.
+:mod:`store.config.broker_xml` reads only the persistence settings of a ``broker.xml``'s
+``<core>`` and skips the rest (acceptors, security, addresses, …). A child of ``<core>`` whose
+name is not in :data:`CORE_ELEMENTS` is neither ours nor Artemis's, most likely a misspelled
+key (``<journal-file-sise>``), and is warned about instead of skipped in silence.
 
 Source: the direct children of the ``configurationType`` complex type (an ``xsd:all``) in
 Apache ActiveMQ Artemis's schema, ``artemis-server/src/main/resources/schema/

@@ -1,11 +1,11 @@
-"""Single configuration values (store.sizes): sizes, booleans, integers, identifiers, URLs."""
+"""Single configuration values (store.config.values): sizes, booleans, integers, identifiers,
+URLs."""
 
 from __future__ import annotations
 
 import pytest
 
-from store.errors import ConfigError
-from store.sizes import (
+from store.config.values import (
     db_dialect_of,
     parse_bool,
     parse_int,
@@ -13,6 +13,7 @@ from store.sizes import (
     redact_url,
     validate_identifier,
 )
+from store.errors import ConfigError
 
 SIZES = [
     ("512", 512),

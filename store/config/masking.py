@@ -50,8 +50,8 @@ from typing import Any
 from Crypto.Cipher import Blowfish
 from Crypto.Util.Padding import pad, unpad
 
+from store.config.values import HIDDEN
 from store.errors import ConfigError
-from store.sizes import HIDDEN
 
 __all__ = [
     "DEFAULT_KEY",

@@ -15,17 +15,17 @@ addresses, cluster connections, …) is ignored, as are elements in foreign name
   ``<data-source-properties><data-source-property key=".." value=".."/>`` list
   (``<store><file-store/></store>`` means the file store);
 - ``<address-settings><address-setting match="…">``: of each, only the keys
-  :data:`store.address_settings.ADDRESS_SETTING_KEYS` (``page-size-bytes``, ``max-size-bytes``,
+  :data:`store.config.addresses.ADDRESS_SETTING_KEYS` (``page-size-bytes``, ``max-size-bytes``,
   …). A real ``broker.xml`` gives many more (``dead-letter-address``, ``redelivery-delay``,
   ``auto-create-queues``, …), which are skipped (logged at DEBUG), as is an address setting
   that gives none of ours (its match is still kept and checked). A key that is not an Artemis
-  address-setting element at all (:data:`store.config_artemis.ADDRESS_SETTING_ELEMENTS`),
+  address-setting element at all (:data:`store.config.artemis_elements.ADDRESS_SETTING_ELEMENTS`),
   most likely a misspelled one such as ``<max-size-byte>``, is skipped too but warned about,
   naming the match and the closest key, as for ``<core>`` below. A match given twice, or one
   key given twice in one address setting, is an error.
 
 A child of ``<core>`` that is not an Artemis configuration element at all
-(:data:`store.config_artemis.CORE_ELEMENTS`), most likely a misspelled key such as
+(:data:`store.config.artemis_elements.CORE_ELEMENTS`), most likely a misspelled key such as
 ``<journal-file-sise>``, is ignored too, but logged as a warning that names the closest key
 ("did you mean ``<journal-file-size>``?"). A warning, not an error: a newer Artemis may have
 elements that list does not know yet.
@@ -62,10 +62,10 @@ from xml.etree import ElementInclude
 import defusedxml
 import defusedxml.ElementTree as SafeET
 
-from store.address_settings import ADDRESS_SETTING_KEYS
-from store.config_artemis import ADDRESS_SETTING_ELEMENTS, CORE_ELEMENTS
+from store.config.addresses import ADDRESS_SETTING_KEYS
+from store.config.artemis_elements import ADDRESS_SETTING_ELEMENTS, CORE_ELEMENTS
+from store.config.values import closest_name, invalid
 from store.errors import ConfigError
-from store.sizes import closest_name, invalid
 
 __all__ = ["NAMESPACES", "parse_broker_xml"]
 

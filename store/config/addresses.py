@@ -72,11 +72,11 @@ when that address's settings are first merged (:func:`settings_for`, at its firs
 **Sources.** In TOML and :meth:`~store.config.StoreConfig.from_mapping` an unknown key inside an
 address setting is a :class:`~store.errors.ConfigError` naming the key and the match (with the
 closest known key); ``broker.xml`` carries many address-setting keys this library does not use
-(``dead-letter-address``, ``auto-create-queues``, …), which :mod:`store.config_xml` skips. A
+(``dead-letter-address``, ``auto-create-queues``, …), which :mod:`store.config.broker_xml` skips. A
 bad value is a ``ConfigError`` whose key reads ``address-settings."<match>".<key>``; a bad
 match (``#`` before the end, empty) one whose key is ``address-settings``.
 
-Representation: the configured matches are a :class:`~store.sizes.FrozenMap` from match to a
+Representation: the configured matches are a :class:`~store.config.values.FrozenMap` from match to a
 ``FrozenMap`` of the snake_case names of :class:`AddressSettings` fields that match gives, so a
 configuration holding them stays immutable, hashable and comparable.
 
@@ -92,8 +92,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from store.errors import ConfigError
-from store.sizes import (
+from store.config.values import (
     INT32_MAX,
     INT64_MAX,
     SIZE_ALLOWED,
@@ -105,6 +104,7 @@ from store.sizes import (
     parse_text,
     unknown_key,
 )
+from store.errors import ConfigError
 
 __all__ = [
     "ADDRESS_FULL_POLICIES",

@@ -1,4 +1,4 @@
-"""Artemis password masking (store.masking), checked against a real JVM.
+"""Artemis password masking (store.config.masking), checked against a real JVM.
 
 The JVM side is a small Java program written here that masks and unmasks with
 ``javax.crypto`` Blowfish and ``java.math.BigInteger`` the way Artemis's
@@ -17,7 +17,7 @@ from Crypto.Cipher import Blowfish
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store import masking
+from store.config import masking
 from store.errors import ConfigError
 
 JAVA_PROGRAM = r"""
