@@ -4,54 +4,17 @@ large bodies included (issue: `exp` on a database store used to create empty pag
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from store.db.engine import create_store_engine, dispose_store_engine
 from tests.cli.test_data_exchange import Backend, populate, run, stores  # noqa: F401
-
-
-def _file_state(root: Path) -> dict[str, str]:
-    """Every file under ``root`` and folder: its path and a digest of its bytes."""
-    out: dict[str, str] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs:
-            out[os.path.relpath(os.path.join(folder, name), root) + "/"] = "folder"
-        for name in files:
-            path = os.path.join(folder, name)
-            out[os.path.relpath(path, root)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return out
-
-
-def _db_state(backend: Backend) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table of the store's prefix and all its rows, in a fixed order."""
-    db = backend.config.database_store
-    assert db is not None
-    prefix = db.bindings_table_name.lower().split("_")[0]
-    engine, _ = create_store_engine(db)
-    try:
-        with engine.connect() as conn:
-            names = [n for n in sa.inspect(conn).get_table_names() if n.lower().startswith(prefix)]
-            meta = sa.MetaData()
-            out = {}
-            for name in sorted(names):
-                table = sa.Table(name, meta, autoload_with=conn)
-                rows = conn.execute(sa.select(table)).all()
-                out[name.lower()] = sorted(tuple(map(repr, r)) for r in rows)
-            return out
-    finally:
-        dispose_store_engine(engine)
+from tests.support.store_state import store_state
 
 
 def _state(backend: Backend) -> Any:
-    if backend.kind == "file":
-        return _file_state(backend.dir / "data")
-    return _db_state(backend)
+    return store_state(backend.config, backend.dir / "data")
 
 
 @pytest.mark.parametrize("kind", ["file", "postgresql", "sqlite"])

@@ -15,8 +15,11 @@ import pytest
 
 from tests.reporting.support import filled_store, python_live
 from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
+from tests.support.store_state import store_state
 
 ROOT = Path(__file__).resolve().parents[2]
+#: What a report test's folder holds beside the store: the report, its configuration.
+_NOT_THE_STORE = ("report", "store.toml")
 
 
 def _store(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -59,8 +62,11 @@ def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> 
             mapping = file_config_mapping(tmp_path, "NIO")
         config = _toml(tmp_path / "store.toml", mapping)
         out = tmp_path / "report"
+        before = store_state(factory.config, tmp_path, skip=_NOT_THE_STORE)
         done = _store("report", "--config", str(config), "--out", str(out), "--master", "local[2]")
         assert done.returncode == 0, done.stderr[-3000:]
+        # Read-only: not a byte or a row of the store changed (issue 25).
+        assert store_state(factory.config, tmp_path, skip=_NOT_THE_STORE) == before
         live = python_live(factory)
     finally:
         factory.teardown()
