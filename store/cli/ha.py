@@ -11,7 +11,7 @@ storage manager (queue ``store-ha.smoke``) and prints each acknowledged message 
 one per line, until interrupted or sent SIGTERM (exit 0; a node still waiting stops waiting)
 or until the live lock is lost (a message on stderr, exit 3). ``status`` prints the live
 lock's holder, generation, expiry by the database clock, the node id and the state. Each is
-one call of :mod:`store.ha.run` / :mod:`store.ha.status`.
+one call: :class:`store.ha.NodeRunner` / :func:`store.ha.status.ha_status`.
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
@@ -22,12 +22,13 @@ import argparse
 import json
 import signal
 import sys
-import threading
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store.config import load_config
-from store.errors import ConfigError, LockLostError, StoreLockedError
+from store.errors import ConfigError
+
+if TYPE_CHECKING:
+    from store.ha import Lease
 
 __all__ = ["register"]
 
@@ -74,14 +75,14 @@ def _config_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def run_node(args: argparse.Namespace) -> int:
-    """Go live in the role, then append until interrupted (0) or the lock is lost (3).
+    """Go live in the role, then append until interrupted (0) or the lock is lost (3): one
+    :class:`store.ha.NodeRunner`, stopped by SIGTERM (a node still waiting stops waiting).
 
     Raises ConfigError without a role, StoreLockedError (exit 3) when ``--timeout`` passes
     before this node goes live, LockLostError (exit 3) when the live lock is lost,
     and what the store raises (mapped to exit codes by ``store``).
     """
-    from store.ha import open_node_manager
-    from store.ha.run import go_live, steady_writer
+    from store.ha import NodeRunner
 
     config = load_config(args.config)
     role = args.role or config.ha_role
@@ -92,61 +93,33 @@ def run_node(args: argparse.Namespace) -> int:
             value=None,
             allowed="primary or backup",
         )
-    stop = threading.Event()
-    nm = open_node_manager(config)
 
-    def on_sigterm(*_: object) -> None:
-        # Writing: finish the current append and stop. Still waiting: stop waiting now.
-        stop.set()
-        if not nm.is_live:
-            raise KeyboardInterrupt
+    def waiting(node_id: str) -> None:
+        print(f"waiting to go live as {role} (node {node_id})", file=sys.stderr, flush=True)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        print(f"waiting to go live as {role} (node {nm.node_id})", file=sys.stderr, flush=True)
-        started = time.monotonic()
-        try:
-            go_live(nm, role, timeout=args.timeout)
-        except KeyboardInterrupt:
-            print(f"stopped before going live as {role}", file=sys.stderr, flush=True)
-            return 0
-        except TimeoutError as exc:
-            holder = nm.lease.holder
-            raise StoreLockedError(
-                f"{exc} after {args.timeout} s (live lock held by {holder or 'nobody'})",
-                holder=holder,
-            ) from exc
-        lease = nm.lease
+    def live(lease: Lease, waited: float) -> None:
         print(
-            f"live as {role} after {time.monotonic() - started:.1f} s: generation "
-            f"{lease.generation}, holder {lease.holder}",
+            f"live as {role} after {waited:.1f} s: generation {lease.generation}, holder "
+            f"{lease.holder}",
             file=sys.stderr,
             flush=True,
         )
 
-        def acknowledged(record_id: int) -> None:
-            print(record_id, flush=True)
+    def acknowledged(record_id: int) -> None:
+        print(record_id, flush=True)
 
-        # Each record names the node and its generation: what a node wrote can be told apart.
-        payload = f"{role} generation {lease.generation} {lease.holder}".encode()
-        try:
-            steady_writer(
-                config,
-                nm,
-                acknowledged=acknowledged,
-                stop=stop,
-                pause=args.pause,
-                payload=payload,
-            )
-        except KeyboardInterrupt:
-            pass
-        except LockLostError as exc:
-            raise LockLostError(
-                f"lost the live lock; stopped writing: {exc}",
-                hint="the backup has taken over; restart this node as the backup",
-            ) from exc
-    finally:
-        nm.close()
+    runner = NodeRunner(
+        config,
+        role,
+        timeout=args.timeout,
+        pause=args.pause,
+        on_waiting=waiting,
+        on_live=live,
+        acknowledged=acknowledged,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: runner.stop())
+    if not runner.run().live:
+        print(f"stopped before going live as {role}", file=sys.stderr, flush=True)
     return 0
 
 

@@ -2,16 +2,80 @@
 file store and the database store, as functions that return results and never print
 (docs/conventions.md#10). The :mod:`store.cli.data` commands parse, call one of these, and format.
 
-- :mod:`.describe` (with :mod:`.describe_records`, :mod:`.describe_file`,
-  :mod:`.describe_db`, :mod:`.describe_parts`) — ``print``: every record decoded by user
-  record type, summaries, pages and large messages, read-only;
-- :mod:`.db_verify`, :mod:`.db_repair` — ``verify`` / ``repair`` of a database store (the
-  file journal's are :mod:`store.file.verify`, :mod:`store.file.repair`,
-  :mod:`store.file.salvage`);
-- :mod:`.xml_format`, :mod:`.xml_reader`, :mod:`.xml_document`, :mod:`.xml_export`,
-  :mod:`.xml_import` — ``exp`` / ``imp`` in Artemis's XML export format, streaming, with a
-  hardened parser.
+::
 
-``recover`` is :mod:`store.file.history` (the retention history is the file journal's);
-whole-store compaction is :mod:`store.maintenance`.
+    from store.data import repair_store, verify_store
+
+    result = verify_store(config)            # the file or the database store, from the config
+    if not result.ok:
+        for part in result.parts: ...        # each journal, the large messages, the pages
+    repair_store(config, force=False)        # -> StoreRepairResult: every change it made
+
+The entry points, each choosing the back-end from the configuration:
+
+- :func:`verify_store`, :func:`repair_store` (:mod:`.checking`) — ``verify`` / ``repair``,
+  over :mod:`.db_verify`, :mod:`.db_repair` (the database store), :mod:`store.file.verify`,
+  :mod:`store.file.repair`, :mod:`store.file.salvage`, :mod:`.large_verify` (the file store)
+  and :mod:`store.paging.repair` (both);
+- :func:`recover_store` (:mod:`.recover`) — ``recover``, over :mod:`store.file.history` (the
+  retention history is the file journal's).
+
+And the modules of the other commands: :mod:`.describe` (with :mod:`.describe_records`,
+:mod:`.describe_file`, :mod:`.describe_db`, :mod:`.describe_parts`) — ``print``: every record
+decoded by user record type, summaries, pages and large messages, read-only;
+:mod:`.xml_format`, :mod:`.xml_reader`, :mod:`.xml_document`, :mod:`.xml_export`,
+:mod:`.xml_import` — ``exp`` / ``imp`` in Artemis's XML export format, streaming, with a
+hardened parser. Whole-store compaction is :mod:`store.maintenance`.
+
+The entry points are imported on first use (PEP 562, as ``store``'s lazy names): a command
+that needs only the XML modules does not import both back-ends' verifiers.
 """
+
+from __future__ import annotations
+
+import typing
+
+if typing.TYPE_CHECKING:
+    from store.data.checking import (
+        StoreRepairResult,
+        StoreVerifyResult,
+        repair_store,
+        verify_store,
+    )
+    from store.data.recover import StoreRecoverResult, recover_store
+
+__all__ = [
+    "StoreRecoverResult",
+    "StoreRepairResult",
+    "StoreVerifyResult",
+    "recover_store",
+    "repair_store",
+    "verify_store",
+]
+
+#: The names imported on first use, and the module each comes from.
+_LAZY = {
+    "StoreRecoverResult": "store.data.recover",
+    "StoreRepairResult": "store.data.checking",
+    "StoreVerifyResult": "store.data.checking",
+    "recover_store": "store.data.recover",
+    "repair_store": "store.data.checking",
+    "verify_store": "store.data.checking",
+}
+
+
+def __getattr__(name: str) -> typing.Any:
+    """Imports a lazily exported name (:data:`_LAZY`) on first access and keeps it. Raises
+    AttributeError for any other name."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

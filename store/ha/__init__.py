@@ -26,19 +26,23 @@ conditional ``UPDATE`` s), :mod:`~store.ha.sql` (per-database statements),
 :mod:`~store.ha.files` (``server.lock`` and lock files in ``node-manager-lock-directory``),
 :mod:`~store.ha.watch` (a file store's failed writes reported to its node manager),
 :mod:`~store.ha.status` (what ``store ha status`` shows), :mod:`~store.ha.run` (what ``store ha
-run`` does).
+run`` does: :class:`~store.ha.run.NodeRunner` runs one node — waits to go live, sends until
+stopped or the lock is lost — and is exported here, imported on first use (PEP 562): it
+needs the storage manager, which ``import store.ha`` does not load).
 
 Thread-safety: see each class; :func:`open_node_manager` may be called from any thread.
 """
 
 from __future__ import annotations
 
+import typing
 from typing import TYPE_CHECKING
 
 from store.ha.api import ACTIVE, FAILING_BACK, NOT_STARTED, PAUSED, Lease, NodeManager
 
 if TYPE_CHECKING:
     from store.config import StoreConfig
+    from store.ha.run import NodeRunner, NodeRunResult
 
 __all__ = [
     "ACTIVE",
@@ -47,8 +51,13 @@ __all__ = [
     "PAUSED",
     "Lease",
     "NodeManager",
+    "NodeRunResult",
+    "NodeRunner",
     "open_node_manager",
 ]
+
+#: The names imported on first use, and the module each comes from.
+_LAZY = {"NodeRunResult": "store.ha.run", "NodeRunner": "store.ha.run"}
 
 
 def open_node_manager(config: StoreConfig) -> NodeManager:
@@ -76,3 +85,20 @@ def open_node_manager(config: StoreConfig) -> NodeManager:
     from store.ha.files import FileNodeManager
 
     return FileNodeManager(config)
+
+
+def __getattr__(name: str) -> typing.Any:
+    """Imports a lazily exported name (:data:`_LAZY`) on first access and keeps it. Raises
+    AttributeError for any other name."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,8 +1,9 @@
 """``store data verify`` and ``store data repair``: every finding, and what a repair changed.
 
-The configuration's store type chooses the library: the file journals
-(:mod:`store.file.verify`, :mod:`store.file.repair`, :mod:`store.file.salvage`) or the database
-store (:mod:`store.data.db_verify`).
+Each command is one call of :func:`store.data.verify_store` / :func:`store.data.repair_store`,
+which choose the back-end from the configuration; this module parses the options and formats
+each part of the result as it is done (its ``on_part`` hook), with a progress display around
+each part (its ``step`` hook).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
 from store.cli.data import common
@@ -17,10 +19,21 @@ from store.cli.data.options import FORCE_READ, add_store_options, store_config
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.cli.output import progress_console
 from store.config import StoreConfig
-from store.data import db_repair, db_verify, large_verify
+from store.data import repair_store, verify_store
+from store.data.checking import (
+    DatabaseVerify,
+    JournalRepair,
+    JournalSalvage,
+    JournalVerify,
+    LargeMessagesVerify,
+    PageRepair,
+    PagesVerify,
+    RepairPart,
+    VerifyPart,
+)
+from store.data.db_repair import DatabaseRepairReport
 from store.errors import ConfigError
-from store.file import repair, salvage, verify
-from store.paging import repair as page_repair
+from store.file import salvage, verify
 
 __all__ = ["register"]
 
@@ -119,64 +132,107 @@ def _config(args: argparse.Namespace) -> StoreConfig:
     return config
 
 
-# -- verify and repair -------------------------------------------------------------------------
+def _journals_config(args: argparse.Namespace) -> StoreConfig:
+    """:func:`_config`, which must select the file or the database store (ConfigError)."""
+    config = _config(args)
+    if config.store_type != "database":
+        common.require_file_store(config, args.data_command)
+    return config
+
+
+# -- verify ------------------------------------------------------------------------------------
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """Verify each journal (or the database store) and print its files and findings.
+    """Verify the store (each journal, the large messages and the page stores, or the
+    database store's tables and page stores) and print its files and findings.
 
     Returns 0 (nothing found), 1 (warnings only) or 5 (errors); raises StoreError.
     """
-    config = _config(args)
-    if config.store_type == "database":
-        return _verify_database(config, args)
+    config = _journals_config(args)
     console = common.console()
-    worst = EXIT_OK
-    for name, opts in common.file_journals(args):
-        with progress_console(args).status(f"verifying the {name} journal"):
-            report = verify.verify(
-                opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force
-            )
-        console.print(f"[bold]{name}[/bold] journal {opts.directory} (prefix {opts.prefix})")
-        if report.files:
-            console.print(_files_table(report))
-        if report.findings:
-            console.print(_findings_table(report))
-        verdict = "ok" if report.ok else "DAMAGED"
-        console.print(
-            f"{name}: {verdict}: {len(report.files)} files, {len(report.errors)} errors, "
-            f"{len(report.warnings)} warnings"
-        )
-        if report.errors:
-            worst = max(worst, EXIT_CORRUPT)
-        elif report.warnings:
-            worst = max(worst, EXIT_PROBLEM)
-    worst = max(worst, _verify_large_messages(config, args, console))
-    return max(worst, _verify_pages(config, args))
+    result = verify_store(
+        config,
+        bindings=not args.skip_bindings,
+        messages=not args.skip_journal,
+        force=args.force,
+        step=progress_console(args).status,
+        on_part=lambda part: _print_verified(console, part),
+    )
+    if result.error_count:
+        return EXIT_CORRUPT
+    return EXIT_PROBLEM if result.warning_count else EXIT_OK
 
 
-def _verify_large_messages(config: StoreConfig, args: argparse.Namespace, console: Any) -> int:
-    """Every large body read whole, and every large message of the message journal checked
-    to have one (:mod:`store.data.large_verify`); prints the findings. Returns the exit
-    status they call for."""
-    journals = dict(common.file_journals(args))
-    with progress_console(args).status("verifying the large messages"):
-        bodies, findings = large_verify.verify_file_large_messages(config, journals.get("messages"))
-    directory = config.large_messages_directory
+def _print_verified(console: Console, part: VerifyPart) -> None:
+    if isinstance(part, JournalVerify):
+        _print_journal(console, part)
+    elif isinstance(part, LargeMessagesVerify):
+        _print_large_messages(console, part)
+    elif isinstance(part, PagesVerify):
+        _print_pages(console, part)
+    else:
+        _print_database(console, part)
+
+
+def _print_journal(console: Console, part: JournalVerify) -> None:
+    name, report = part.name, part.report
+    console.print(f"[bold]{name}[/bold] journal {report.directory} (prefix {report.prefix})")
+    if report.files:
+        console.print(_files_table(report))
+    if report.findings:
+        console.print(_findings_table(report))
+    verdict = "ok" if report.ok else "DAMAGED"
+    console.print(
+        f"{name}: {verdict}: {len(report.files)} files, {len(report.errors)} errors, "
+        f"{len(report.warnings)} warnings"
+    )
+
+
+def _print_large_messages(console: Console, part: LargeMessagesVerify) -> None:
+    directory = part.directory
     console.print(f"[bold]large messages[/bold] {directory}")
-    if findings:
+    if part.findings:
         table = Table("severity", "finding", "where", "detail")
-        for f in findings:
+        for f in part.findings:
             where = f.path[len(directory) :].lstrip("/") if f.path.startswith(directory) else f.path
             table.add_row(f.severity, f.kind, where, f.message)
         console.print(table)
-    errors = sum(f.severity == "error" for f in findings)
-    warnings = len(findings) - errors
-    verdict = "DAMAGED" if errors else "ok"
+    verdict = "DAMAGED" if part.error_count else "ok"
     console.print(
-        f"large messages: {verdict}: {bodies} bodies, {errors} errors, {warnings} warnings"
+        f"large messages: {verdict}: {part.bodies} bodies, {part.error_count} errors, "
+        f"{part.warning_count} warnings"
     )
-    return EXIT_CORRUPT if errors else EXIT_PROBLEM if warnings else EXIT_OK
+
+
+def _print_pages(console: Console, part: PagesVerify) -> None:
+    if part.findings:
+        table = Table("severity", "where", "offset", "finding")
+        for f in part.findings:
+            table.add_row(f.severity, f.where, str(f.offset), f.message)
+        console.print(table)
+    verdict = "ok" if not part.error_count else "DAMAGED"
+    console.print(f"pages: {verdict}: {part.error_count} errors, {part.warning_count} warnings")
+
+
+def _print_database(console: Console, part: DatabaseVerify) -> None:
+    report = part.report
+    console.print(f"[bold]database store[/bold] {report.where}")
+    if report.tables:
+        table = Table("table", "holds", "rows", "rows a load needs", "records a load returns")
+        for t in report.tables:
+            table.add_row(t.table, t.what, str(t.rows), _text(t.needed), _text(t.records))
+        console.print(table)
+    if report.findings:
+        findings = Table("severity", "finding", "table", "seq", "detail")
+        for f in report.findings:
+            findings.add_row(f.severity, f.kind, f.table, _text(f.seq), f.message)
+        console.print(findings)
+    verdict = "ok" if report.ok else "DAMAGED"
+    console.print(
+        f"database: {verdict}: {len(report.tables)} tables, {len(report.errors)} errors, "
+        f"{len(report.warnings)} warnings"
+    )
 
 
 def _files_table(report: verify.VerifyReport) -> Table:
@@ -215,47 +271,19 @@ def _text(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
+# -- repair ------------------------------------------------------------------------------------
+
+
 def run_repair(args: argparse.Namespace) -> int:
-    """Repair (or, with ``--salvage``, salvage) each journal and print what was done.
+    """Repair (or, with ``--salvage``, salvage) each journal, or the database store's tables,
+    or (with a page option) the page store named, and print what was done.
 
     Returns 0, or 1 when a salvage dropped records; raises ChecksumError / CorruptionError
     (exit 5) for what it refuses.
     """
-    config = _config(args)
-    if args.adopt_pages or args.remove_pages or args.accept_lost_pages:
-        return _repair_pages(config, args)
-    if config.store_type == "database":
-        return _repair_database(config, args)
-    if args.salvage:
-        return _run_salvage(args)
-    console = common.console()
-    for name, opts in common.file_journals(args):
-        with progress_console(args).status(f"repairing the {name} journal"):
-            report = repair.repair(
-                opts.directory, prefix=opts.prefix, kind=opts.kind, force=args.force
-            )
-        if not report.changed:
-            console.print(f"{name}: nothing to repair in {opts.directory}")
-            continue
-        for line in report.recovered:
-            console.print(f"{name}: interrupted compaction: {line}")
-        for moved in report.moved:
-            console.print(f"{name}: moved {moved.source} to {moved.target} ({moved.reason})")
-        for cut in report.cuts:
-            console.print(
-                f"{name}: {cut.reason}: zeroed {cut.removed} bytes of {cut.path} from offset "
-                f"{cut.offset}; the file before the repair is {cut.backup}"
-            )
-            if cut.marker_at is not None:
-                console.print(
-                    f"{name}: restated the list of the files left at offset {cut.marker_at} "
-                    f"of {cut.path}"
-                )
-    return EXIT_OK
-
-
-def _repair_pages(config: StoreConfig, args: argparse.Namespace) -> int:
-    console = common.console()
+    pages = args.adopt_pages or args.remove_pages or args.accept_lost_pages
+    config = _config(args) if pages else _journals_config(args)
+    adopt = None
     if args.adopt_pages:
         target, sep, address = str(args.adopt_pages).rpartition("=")
         if not sep or not target:
@@ -263,61 +291,73 @@ def _repair_pages(config: StoreConfig, args: argparse.Namespace) -> int:
                 f"--adopt-pages {args.adopt_pages!r}: expected TARGET=ADDRESS",
                 key="--adopt-pages",
             )
-        console.print(f"pages: {page_repair.adopt_page_store(config, target, address)}")
-    if args.remove_pages:
-        console.print(f"pages: {page_repair.remove_page_store(config, args.remove_pages)}")
-    if args.accept_lost_pages:
-        done = page_repair.accept_lost_pages(config, args.accept_lost_pages)
-        console.print(f"pages: {done}")
-    return EXIT_OK
-
-
-def _verify_pages(config: StoreConfig, args: argparse.Namespace) -> int:
-    """The page stores' findings (both back-ends); returns the exit status they call for."""
-    with progress_console(args).status("checking the page stores"):
-        findings = page_repair.check_page_stores(config)
+        adopt = (target, address)
     console = common.console()
-    if findings:
-        table = Table("severity", "where", "offset", "finding")
-        for f in findings:
-            table.add_row(f.severity, f.where, str(f.offset), f.message)
-        console.print(table)
-    errors = sum(f.severity == page_repair.ERROR for f in findings)
-    warnings = len(findings) - errors
-    verdict = "ok" if not errors else "DAMAGED"
-    console.print(f"pages: {verdict}: {errors} errors, {warnings} warnings")
-    if errors:
-        return EXIT_CORRUPT
-    return EXIT_PROBLEM if warnings else EXIT_OK
+    result = repair_store(
+        config,
+        bindings=not args.skip_bindings,
+        messages=not args.skip_journal,
+        force=args.force,
+        salvage_journals=args.salvage,
+        adopt_pages=adopt,
+        remove_pages=args.remove_pages or None,
+        accept_lost_pages=args.accept_lost_pages or None,
+        step=progress_console(args).status,
+        on_part=lambda part: _print_repaired(console, part),
+    )
+    return EXIT_PROBLEM if result.dropped else EXIT_OK
 
 
-def _run_salvage(args: argparse.Namespace) -> int:
-    console = common.console()
-    worst = EXIT_OK
-    for name, opts in common.file_journals(args):
-        with progress_console(args).status(f"salvaging the {name} journal"):
-            report = salvage.salvage(
-                opts.directory, prefix=opts.prefix, kind=opts.kind, file_size=opts.file_size
-            )
-        if not report.changed:
-            console.print(f"{name}: nothing to salvage in {opts.directory} (a load accepts it)")
-            continue
-        for d in report.dropped:
-            console.print(f"{name}: DROPPED {_dropped_text(d)}")
+def _print_repaired(console: Console, part: RepairPart) -> None:
+    if isinstance(part, JournalRepair):
+        _print_journal_repair(console, part)
+    elif isinstance(part, JournalSalvage):
+        _print_salvage(console, part)
+    elif isinstance(part, PageRepair):
+        console.print(f"pages: {part.done}")
+    else:
+        _print_database_repair(console, part)
+
+
+def _print_journal_repair(console: Console, part: JournalRepair) -> None:
+    name, report = part.name, part.report
+    if not report.changed:
+        console.print(f"{name}: nothing to repair in {report.directory}")
+        return
+    for line in report.recovered:
+        console.print(f"{name}: interrupted compaction: {line}")
+    for moved in report.moved:
+        console.print(f"{name}: moved {moved.source} to {moved.target} ({moved.reason})")
+    for cut in report.cuts:
         console.print(
-            f"{name}: salvaged {opts.directory}: {report.kept} valid records read and replayed; "
-            f"a load now returns {report.records} records and {report.prepared} prepared "
-            "transactions"
-            + (
-                f" (left out as incomplete: {', '.join(map(str, report.failed))})"
-                if report.failed
-                else ""
-            )
+            f"{name}: {cut.reason}: zeroed {cut.removed} bytes of {cut.path} from offset "
+            f"{cut.offset}; the file before the repair is {cut.backup}"
         )
-        console.print(f"{name}: the original files are in {report.backup_dir}")
-        if report.dropped:
-            worst = EXIT_PROBLEM
-    return worst
+        if cut.marker_at is not None:
+            console.print(
+                f"{name}: restated the list of the files left at offset {cut.marker_at} "
+                f"of {cut.path}"
+            )
+
+
+def _print_salvage(console: Console, part: JournalSalvage) -> None:
+    name, report = part.name, part.report
+    if not report.changed:
+        console.print(f"{name}: nothing to salvage in {report.directory} (a load accepts it)")
+        return
+    for d in report.dropped:
+        console.print(f"{name}: DROPPED {_dropped_text(d)}")
+    console.print(
+        f"{name}: salvaged {report.directory}: {report.kept} valid records read and replayed; "
+        f"a load now returns {report.records} records and {report.prepared} prepared "
+        "transactions"
+        + (
+            f" (left out as incomplete: {', '.join(map(str, report.failed))})"
+            if report.failed
+            else ""
+        )
+    )
+    console.print(f"{name}: the original files are in {report.backup_dir}")
 
 
 def _dropped_text(d: salvage.Dropped) -> str:
@@ -332,46 +372,12 @@ def _dropped_text(d: salvage.Dropped) -> str:
     return text + (f"; {d.detail}" if d.detail else "")
 
 
-# -- the database store ------------------------------------------------------------------------
-
-
-def _verify_database(config: StoreConfig, args: argparse.Namespace) -> int:
-    console = common.console()
-    with progress_console(args).status("reading the store's tables"):
-        report = db_verify.verify_database(config, force=args.force)
-    console.print(f"[bold]database store[/bold] {report.where}")
-    if report.tables:
-        table = Table("table", "holds", "rows", "rows a load needs", "records a load returns")
-        for t in report.tables:
-            table.add_row(t.table, t.what, str(t.rows), _text(t.needed), _text(t.records))
-        console.print(table)
-    if report.findings:
-        findings = Table("severity", "finding", "table", "seq", "detail")
-        for f in report.findings:
-            findings.add_row(f.severity, f.kind, f.table, _text(f.seq), f.message)
-        console.print(findings)
-    verdict = "ok" if report.ok else "DAMAGED"
-    console.print(
-        f"database: {verdict}: {len(report.tables)} tables, {len(report.errors)} errors, "
-        f"{len(report.warnings)} warnings"
-    )
-    if report.errors:
-        # Without the store's schema there are no page tables to read either.
-        schema = any(f.kind == "schema" for f in report.errors)
-        return EXIT_CORRUPT if schema else max(EXIT_CORRUPT, _verify_pages(config, args))
-    return max(EXIT_PROBLEM if report.warnings else EXIT_OK, _verify_pages(config, args))
-
-
-def _repair_database(config: StoreConfig, args: argparse.Namespace) -> int:
-    console = common.console()
-    with progress_console(args).status("repairing the store's tables"):
-        report = db_repair.repair_database(config, force=args.force)
+def _print_database_repair(console: Console, report: DatabaseRepairReport) -> None:
     if not report.changed:
         console.print(f"database: nothing to repair in {report.where}")
-        return EXIT_OK
+        return
     for removal in report.removed:
         seqs = f" (seq/id {', '.join(map(str, removal.seqs))})" if removal.seqs else ""
         console.print(f"database: {removal.table}: {removal.kind}: {removal.message}{seqs}")
     total = sum(removal.count for removal in report.removed)
     console.print(f"database: repaired {report.where}: {total} removal(s)")
-    return EXIT_OK

@@ -1,4 +1,5 @@
-"""What the file-level ``store data`` commands share: the console and the journals chosen.
+"""What the file-level ``store data`` commands share: the console, the journal options, and the
+check that a configuration selects the file store.
 
 Thread-safety: functions of the command's one thread.
 """
@@ -9,13 +10,10 @@ import argparse
 
 from rich.console import Console
 
-from store.cli.data.options import store_config
 from store.config import StoreConfig
 from store.errors import ConfigError
-from store.file import file_journal_options, survey
-from store.file.options import FileJournalOptions
 
-__all__ = ["console", "file_config", "file_journals", "journal_options"]
+__all__ = ["console", "journal_options", "require_file_store"]
 
 
 def journal_options(parser: argparse.ArgumentParser, *, skips: bool = True) -> None:
@@ -29,31 +27,17 @@ def journal_options(parser: argparse.ArgumentParser, *, skips: bool = True) -> N
         parser.add_argument("--skip-journal", action="store_true", help="leave the messages out")
 
 
-def file_config(args: argparse.Namespace) -> StoreConfig:
-    """The configuration of ``args``, which must select the file store. Raises ConfigError."""
-    config = store_config(args, command=f"store data {args.data_command}")
+def require_file_store(config: StoreConfig, data_command: str) -> StoreConfig:
+    """``config``, which must select the file store for ``store data DATA_COMMAND``. Returns
+    it; raises ConfigError naming the store it selects instead."""
     if config.store_type != "file":
         raise ConfigError(
-            f"store data {args.data_command} works on the file journal, and this configuration "
+            f"store data {data_command} works on the file journal, and this configuration "
             f"selects the {config.store_type} store",
             key="database-store" if config.store_type == "database" else "persistence-enabled",
             allowed="a file-store configuration, or --journal / --bindings directories",
         )
     return config
-
-
-def file_journals(args: argparse.Namespace) -> list[tuple[str, FileJournalOptions]]:
-    """The journals the command works on, each checked to hold a journal before any is
-    touched (a command never acts on one journal and then fails on the other's path)."""
-    bindings, messages = file_journal_options(file_config(args), lock=False)
-    chosen = []
-    if not getattr(args, "skip_bindings", False):
-        chosen.append(("bindings", bindings))
-    if not getattr(args, "skip_journal", False):
-        chosen.append(("messages", messages))
-    for _name, opts in reversed(chosen):  # the message journal first: --journal names it
-        survey.require_journal(opts.directory, prefix=opts.prefix, fs=opts.fs)
-    return chosen
 
 
 def console() -> Console:

@@ -1,6 +1,7 @@
 """``store data recover``: rebuild a message journal in a new directory from the retention
 history: every message ever added (the default, as Artemis's ``data recover``), or the journal
-record for record (``--records``, ``--undelete``, ``--events``)."""
+record for record (``--records``, ``--undelete``, ``--events``). One call of
+:func:`store.data.recover_store`, which chooses the way; this module formats its result."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from store.cli.data.options import FORCE_READ, add_store_options, store_config
 from store.cli.main import EXIT_OK, EXIT_PROBLEM
 from store.cli.output import progress_console
 from store.config import StoreConfig
+from store.data import recover_store
 from store.errors import ConfigError
-from store.file import file_journal_options, history
+from store.file import history
 
 __all__ = ["register"]
 
@@ -88,49 +90,29 @@ def run_recover(args: argparse.Namespace) -> int:
     was left out; raises StoreError.
     """
     config = _config(args)
-    history_dir = args.history
-    if history_dir is None and config.journal_retention is not None:
-        history_dir = config.journal_retention.directory
-    if history_dir is None:
+    if args.history is None and config.journal_retention is None:
         raise ConfigError(
             "store data recover needs --history (or a journal-retention directory in --config)",
             key="history",
             allowed="the retention folder to recover from",
         )
-    _bindings, messages = file_journal_options(config, lock=False)
-    file_size = config.journal_file_size if args.config else None
     console = common.console()
-    records = args.records or args.undelete or args.events
     with progress_console(args).status("reading the history"):
-        if records:
-            report: history.RecoverReport | history.MessageRecoverReport = (
-                history.recover_from_history(
-                    history_dir,
-                    args.target,
-                    journal=messages.directory,
-                    prefix=messages.prefix,
-                    kind=messages.kind,
-                    file_size=file_size,
-                    undelete=args.undelete,
-                    events=args.events,
-                    force=args.force,
-                )
-            )
-        else:
-            report = history.recover_messages_from_history(
-                history_dir,
-                args.target,
-                journal=messages.directory,
-                large_messages=config.large_messages_directory,
-                prefix=messages.prefix,
-                kind=messages.kind,
-                file_size=file_size,
-                force=args.force,
-            )
+        result = recover_store(
+            config,
+            args.target,
+            history_dir=args.history,
+            records=args.records,
+            undelete=args.undelete,
+            events=args.events,
+            file_size=config.journal_file_size if args.config else None,
+            force=args.force,
+        )
+    report, history_dir = result.report, result.history
     from_history = sum(1 for s in report.sources if s.origin == "history")
     console.print(
         f"read {len(report.sources)} files ({from_history} from {history_dir}, "
-        f"{len(report.sources) - from_history} from {messages.directory}), "
+        f"{len(report.sources) - from_history} from {result.journal}), "
         f"{report.generations} compaction generation(s)"
     )
     damaged = [s for s in report.sources if s.damage is not None]
