@@ -5,7 +5,8 @@ file store and the database store, as functions that return results and never pr
 - :mod:`.describe` (with :mod:`.describe_records`, :mod:`.describe_file`,
   :mod:`.describe_db`, :mod:`.describe_parts`) — ``print``: every record decoded by user
   record type, summaries, pages and large messages, read-only;
-- :mod:`.db_verify`, :mod:`.db_repair` — ``verify`` / ``repair`` of a database store (the
+- :mod:`.db_verify` (with :mod:`.db_verify_journal`, :mod:`.db_verify_files`,
+  :mod:`.db_report`), :mod:`.db_repair` — ``verify`` / ``repair`` of a database store (the
   file journal's are :mod:`store.file.verify`, :mod:`store.file.repair`,
   :mod:`store.file.salvage`);
 - :mod:`.xml_format`, :mod:`.xml_reader`, :mod:`.xml_document`, :mod:`.xml_export`,
