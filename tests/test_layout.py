@@ -127,8 +127,6 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 
 LONG_MODULES = {
-    "store/data/db_verify.py": "verify and repair scans of all tables; issue 26: one row dispatch",
-    "store/db/journal.py": "the database journal class: load, appends and maintenance share state",
     "store/db/migrate.py": "every alembic entry point and the implicit-create checks of open",
     "store/db/writer.py": "the group-commit writer thread and the one batch builder it calls",
     "store/file/journal.py": "file-list markers appended under the append lock (its docstring)",
@@ -140,8 +138,6 @@ LONG_MODULES = {
 
 LONG_FUNCTIONS = {
     "store/cli/perf.py:register": "argparse declarations of two commands, one option a line",
-    "store/data/db_verify.py:_scan_journal": "issue 26: a second row dispatch, to be shared",
-    "store/data/db_verify.py:_scan_large": "every descriptor and chunk check in one pass",
     "store/data/xml_reader.py:read_events": "expat's handlers are closures over one state",
     "store/file/journal.py:_append": "the hot path, kept in one frame on purpose (perf)",
     "store/file/reader.py:replay_file": "the per-record loop of the load, one frame (perf)",

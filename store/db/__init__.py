@@ -18,6 +18,8 @@ Modules, one concern each:
 - :mod:`~store.db.jdbc_dialect`, :mod:`~store.db.jdbc_dbapi`, :mod:`~store.db.jvm` — JDBC
   databases (Derby, H2, …) through JayDeBeApi and JPype;
 - :mod:`~store.db.rows` — which rows hold what, so deletes and transaction cleanup are exact;
+- :mod:`~store.db.row_replay` — what each row means to a load: the one row dispatch, shared by
+  the load and ``store data verify``;
 - :mod:`~store.db.writer` — group commit, and the one function that builds a batch's
   transaction;
 - :mod:`~store.db.journal` — :class:`DatabaseJournal`, the journal contract on a table;

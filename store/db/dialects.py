@@ -46,6 +46,7 @@ __all__ = [
     "Compiled",
     "JournalSQL",
     "journal_sql_for",
+    "load_select",
 ]
 
 _RECORD_ROWS: Final = (int(RecordType.ADD), int(RecordType.UPDATE))
@@ -122,6 +123,13 @@ class Compiled:
         self.order: tuple[str, ...] = order
 
 
+def load_select(table: sa.Table) -> sa.Select[Any]:
+    """The load's query of a journal ``table``: every row, :data:`LOAD_COLUMNS`, in ``seq``
+    order (``store data verify`` runs it through SQLAlchemy, the load through the driver)."""
+    c = table.c
+    return sa.select(*(c[n] for n in LOAD_COLUMNS)).order_by(c.seq)
+
+
 def _const(name: str, values: Sequence[int]) -> sa.BindParameter[Any]:
     # Rendered into the SQL text at compile time: constants, never user data.
     return sa.bindparam(name, list(values), expanding=True, literal_execute=True)
@@ -163,7 +171,7 @@ class JournalSQL:
         self.insert_order = tuple(INSERT_COLUMNS.index(n) for n in self.insert.order)
         self._compile_deletes(table, dialect)
         self.del_rows = Compiled(sa.delete(table).where(c.seq == _var("seq")), dialect, ("seq",))
-        self.load = Compiled(sa.select(*(c[n] for n in LOAD_COLUMNS)).order_by(c.seq), dialect, ())
+        self.load = Compiled(load_select(table), dialect, ())
         self.max_seq = Compiled(sa.select(sa.func.max(c.seq)), dialect, ())
         # Compaction's scan: no bodies, no order needed.
         self.scan = Compiled(

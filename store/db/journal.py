@@ -10,9 +10,10 @@ rows physically and transaction rows go as soon as none of their records is live
 
 Load streams the table once, in ``seq`` order, with a server-side cursor where the database
 has one (memory grows with the live records, not with the table), through the shared replay
-rules (:class:`store.journal.replay.Replayer`). Rows no replay needs (transactions that never
-completed, stray commit rows, kinds this store never writes) are deleted by the first batch
-after the load, so a restart never leaves rows behind.
+rules (:class:`store.journal.replay.Replayer`) and the table's one row dispatch
+(:mod:`store.db.row_replay`, which ``store data verify`` uses too). Rows no replay needs
+(transactions that never completed, stray commit rows, kinds this store never writes) are
+deleted by the first batch after the load, so a restart never leaves rows behind.
 
 Rows this store writes (Artemis's numbers; ``-1`` where Artemis puts -1 or 0):
 
@@ -46,13 +47,14 @@ from __future__ import annotations
 import concurrent.futures
 import gc
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sqlalchemy.engine import Engine
 
 from store.db.dialects import JournalSQL
+from store.db.row_replay import RowReplay
 from store.db.rows import RowIndex
 from store.db.writer import (
     Backlog,
@@ -64,7 +66,6 @@ from store.db.writer import (
     refusal,
 )
 from store.errors import (
-    CorruptionError,
     JournalClosedError,
     JournalStateError,
     RecordTooLargeError,
@@ -76,9 +77,7 @@ from store.errors import (
 from store.journal.api import ADD as _ADD
 from store.journal.api import ADD_TX as _ADD_TX
 from store.journal.api import COMMIT as _COMMIT
-from store.journal.api import DELETE as _DELETE
 from store.journal.api import DELETE_TX as _DELETE_TX
-from store.journal.api import EVENT as _EVENT
 from store.journal.api import (
     MAX_ID,
     MIN_ID,
@@ -87,7 +86,6 @@ from store.journal.api import (
     LoadResult,
 )
 from store.journal.api import PREPARE as _PREPARE
-from store.journal.api import ROLLBACK as _ROLLBACK
 from store.journal.api import UPDATE as _UPDATE
 from store.journal.api import UPDATE_TX as _UPDATE_TX
 from store.journal.api import RecordInfo as _INFO
@@ -225,26 +223,27 @@ class DatabaseJournal(Journal):
                 gc.enable()
 
     def _replay(self, replayer: Replayer, sink: Batch) -> int:
-        """Feed every row to the replayer and the row index; returns the last seq.
+        """Feed every row to the replayer and the row index by the rules of
+        :class:`~store.db.row_replay.RowReplay` (shared with ``store data verify``); returns
+        the last seq.
 
         With the compiled module, each run of ADD and UPDATE rows of a fetched chunk is
-        replayed by ``replay_rows`` (the same two rules as :meth:`_replay_chunk`, in C); the
-        row it stops at goes through :meth:`_replay_chunk`, and the run after it to C again."""
-        # Plain rows are counted into the index in bulk; anything else flushes them first, so
-        # the index sees every row in table order.
-        plain: list[int] = []
+        replayed by ``replay_rows`` (the same two rules, in C); the row it stops at goes
+        through :meth:`RowReplay.feed`, and the run after it to C again."""
+        rows_replay = RowReplay(replayer, self._index, sink, self.table_name)
+        plain = rows_replay.plain  # the C loop appends the ids of its rows here
         compiled = _replay_rows if type(replayer) is Replayer else None
         entries, ids = replayer.containers()
         conn = self._engine.raw_connection()
         try:
             for rows in self._sql.stream(conn.driver_connection):
                 if compiled is None or type(rows) is not list:
-                    self._replay_chunk(replayer, sink, rows, plain)
+                    rows_replay.feed(rows)
                     continue
                 at, end = 0, len(rows)
                 args = (entries, ids, _INFO, None, _NO_IDS, 0, _ADD, _UPDATE, _EMPTY, plain)
                 while (at := compiled(rows, at, *args)) < end:
-                    self._replay_chunk(replayer, sink, rows[at : at + 1], plain)
+                    rows_replay.feed(rows[at : at + 1])
                     at += 1
             # The last seq, read apart: a dialect may leave seq out of plain rows (MySQL).
             cursor = conn.cursor()
@@ -257,74 +256,8 @@ class DatabaseJournal(Journal):
             conn.rollback()  # ends the read transaction
         finally:
             conn.close()
-        self._index.add_many(plain)
+        rows_replay.flush()
         return int(last or 0)
-
-    def _replay_chunk(
-        self, replayer: Replayer, sink: Batch, rows: Sequence[Sequence[Any]], plain: list[int]
-    ) -> None:
-        """The rules of a load for ``rows``: adds and updates to the replayer (their ids to
-        ``plain``, counted into the index in bulk), anything else after flushing ``plain``."""
-        add, update, note = replayer.add, replayer.update, plain.append
-        for id, rt, txid, urt, record, txdata, seq in rows:
-            if rt == _ADD:
-                add(id, urt, record or _EMPTY)
-                note(id)
-            elif rt == _UPDATE:
-                update(id, urt, record or _EMPTY)
-                note(id)
-            else:
-                self._index.add_many(plain)
-                plain.clear()
-                self._replay_other(replayer, sink, id, rt, txid, urt, record, txdata, seq)
-
-    def _replay_other(
-        self,
-        replayer: Replayer,
-        sink: Batch,
-        id: int,
-        rt: int,
-        txid: int,
-        urt: int,
-        record: bytes | None,
-        txdata: bytes | None,
-        seq: int,
-    ) -> None:
-        index = self._index
-        data = record if record is not None else _EMPTY
-        if rt == _ADD_TX:
-            replayer.add_tx(txid, id, urt, data)
-            index.tx_record(txid, rt, id, seq)
-        elif rt == _UPDATE_TX:
-            replayer.update_tx(txid, id, urt, data)
-            index.tx_record(txid, rt, id, seq)
-        elif rt == _DELETE_TX:
-            replayer.delete_tx(txid, id)
-            index.tx_record(txid, rt, id, seq)
-        elif rt == _PREPARE:
-            replayer.prepare(txid, txdata if txdata is not None else _EMPTY)
-            index.prepare(txid, seq)
-        elif rt == _COMMIT:
-            replayer.commit(txid)
-            if not index.commit(txid, seq, sink):
-                index.orphan_row(seq, sink)
-        elif rt == _ROLLBACK:
-            replayer.rollback(txid)
-            if not index.rollback(txid, seq, sink):
-                index.orphan_row(seq, sink)
-        elif rt == _DELETE:
-            replayer.delete(id)
-            index.delete(id, seq, sink)
-            index.orphan_row(seq, sink)
-        elif rt == _EVENT:
-            index.orphan_row(seq, sink)
-        else:
-            raise CorruptionError(
-                self.table_name,
-                seq,
-                f"row has record type {rt}, not one of 10..19",
-                hint="this table was not written by a journal; check bindings/message-table-name",
-            )
 
     def _run_batch(self, batch: Batch, sent: Callable[[], None]) -> None:
         conn = self._writer_conn

@@ -36,6 +36,11 @@ exact without replaying "compaction commands", and a compaction copies only live
 by its trigger are under ``journal-compact-percentage`` of the files it reads. The pause is
 measured by ``bench/file_bench.py``; a concurrent compactor is a later improvement.
 
+The journal is reached only through :class:`CompactionHost` (``FileJournal`` implements it):
+public read accessors and the three calls that change its state (``copy_to_retention`` at
+step 1, ``install_compaction`` at step 4, ``record_file_change`` at step 5). This module does
+not import the journal, which imports it.
+
 Thread-safety: :func:`compact` runs under the journal's maintenance lock.
 """
 
@@ -45,21 +50,22 @@ import logging
 import os
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from store.file import format as fmt
 from store.file import integrity
 from store.file.index import LiveIndex
+from store.file.io import IOBackend
+from store.file.options import FileJournalOptions
 from store.file.reader import Cursor, FileReplay, Tail, find_after, replay_file, scan
 from store.file.segments import Segment, SegmentManager, SegmentNaming, close
+from store.file.writer import GroupCommitWriter
 from store.fs import FileSystem
 from store.journal.api import ADD, ADD_TX, DELETE_TX, EVENT, PREPARE, UPDATE, UPDATE_TX
 from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer
 
-if TYPE_CHECKING:
-    from store.file.journal import FileJournal
-
 __all__ = [
+    "CompactionHost",
     "ControlFile",
     "OutputWriter",
     "apply_control",
@@ -74,6 +80,40 @@ log = logging.getLogger(__name__)
 
 _MAGIC = "SJNL-COMPACT 1"
 _OP_TO_TYPE = {OP_ADD: ADD_TX, OP_UPDATE: UPDATE_TX, OP_DELETE: DELETE_TX}
+
+
+class CompactionHost(Protocol):
+    """What :func:`compact` needs of the journal it compacts (``FileJournal`` implements it).
+
+    Everything here is read-only to the compactor: the journal's state changes only through
+    the three methods, each of which takes the journal's own locks.
+    """
+
+    @property
+    def options(self) -> FileJournalOptions: ...
+    @property
+    def naming(self) -> SegmentNaming: ...
+    @property
+    def writer(self) -> GroupCommitWriter | None: ...
+    @property
+    def segments(self) -> SegmentManager: ...
+    @property
+    def backend(self) -> IOBackend: ...
+    @property
+    def index(self) -> LiveIndex: ...
+    @property
+    def data_files(self) -> list[Segment]: ...
+
+    def copy_to_retention(self) -> None:
+        """Copy the finished files still waiting for their retention copy (no-op without)."""
+
+    def install_compaction(self, index: LiveIndex, files: list[Segment]) -> None:
+        """Make ``files`` the data files and ``index`` the live index (appenders paused)."""
+
+    def record_file_change(
+        self, retired: list[fmt.MarkerEntry], added: list[fmt.MarkerEntry]
+    ) -> None:
+        """Append the CHANGE markers for ``retired`` and ``added`` files and flush them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +325,7 @@ class OutputWriter:
         return self.files
 
 
-def _replay_files(journal: FileJournal, files: list[Segment]) -> FileReplay:
+def _replay_files(journal: CompactionHost, files: list[Segment]) -> FileReplay:
     replay = FileReplay()
     fs = journal.options.fs
     for seg in files:
@@ -308,7 +348,7 @@ def _replay_files(journal: FileJournal, files: list[Segment]) -> FileReplay:
     return replay
 
 
-def _index_of(journal: FileJournal, files: list[Segment]) -> LiveIndex:
+def _index_of(journal: CompactionHost, files: list[Segment]) -> LiveIndex:
     """The index a load would build from ``files`` (the new files, then the current one)."""
     index = LiveIndex()
     replayer = Replayer()
@@ -326,7 +366,7 @@ def _index_of(journal: FileJournal, files: list[Segment]) -> LiveIndex:
     return index
 
 
-def compact(journal: FileJournal) -> bool:
+def compact(journal: CompactionHost) -> bool:
     """Compact every finished file of ``journal`` (see module docstring); True if it ran.
 
     The current file is left as it is (it is not finished); the index is rebuilt by replaying
@@ -335,7 +375,7 @@ def compact(journal: FileJournal) -> bool:
     """
     w = journal.writer
     assert w is not None
-    naming = journal._naming
+    naming = journal.naming
     fs = journal.options.fs
     w.pause()
     try:
@@ -347,7 +387,7 @@ def compact(journal: FileJournal) -> bool:
         if not old:
             return False
         # Files waiting for their retention copy must be copied before they disappear.
-        journal._retention_pass()
+        journal.copy_to_retention()
         replay = _replay_files(journal, old)
         open_txs = replay.open_transactions()
         result = replay.result()
@@ -376,21 +416,16 @@ def compact(journal: FileJournal) -> bool:
                 [os.path.basename(f.path) for f in new_files],
             ),
         )
-        index = _index_of(journal, [*new_files, current])
-        with w.lock:
-            journal.index = index
-            journal.data_files = list(new_files)
-            journal.segments.files_in_use = len(journal.data_files) + 1
-        journal.compactions += 1
+        journal.install_compaction(_index_of(journal, [*new_files, current]), new_files)
     finally:
         w.resume()
     _finish(journal, old, new_files)
     return True
 
 
-def _finish(journal: FileJournal, old: list[Segment], new_files: list[Segment]) -> None:
+def _finish(journal: CompactionHost, old: list[Segment], new_files: list[Segment]) -> None:
     fs = journal.options.fs
-    naming = journal._naming
+    naming = journal.naming
     backend = journal.backend
     # Taken before recycling, which gives the old files fresh ids.
     retired = [fmt.MarkerEntry(f.file_id, f.first_lsn, f.last_lsn) for f in old]
@@ -405,11 +440,7 @@ def _finish(journal: FileJournal, old: list[Segment], new_files: list[Segment]) 
         close(seg)
     fs.fsync_dir(naming.directory)
     # The marker takes over from the control file: durable first, then the control file goes.
-    w = journal.writer
-    assert w is not None
-    with w.lock:
-        journal._change_marker_locked(retired, added)
-    w.flush()
+    journal.record_file_change(retired, added)
     fs.remove(control_path(naming))
     fs.fsync_dir(naming.directory)
     log.info("compacted %d files into %d in %s", len(old), len(new_files), naming.directory)

@@ -1,4 +1,18 @@
-"""Byte format of the native file journal, version 1. No other module packs or parses these bytes.
+"""Byte format of the native file journal, version 1.
+
+This module is the format's one definition: the tables below, the structs and constants, and
+the encoders and decoders of headers, records and markers. Every other module writes and reads
+these bytes through it (compaction, salvage, the markers, the offline tools), except three
+per-record loops kept in one frame for speed, each tied to this module by tests:
+
+- ``store.file.reader.python_scan``: a load's scan, applying the validity rules below inline
+  (the same rules as :func:`decode_record`); it is the reference of the compiled scan;
+- ``store.file.journal.FileJournal._append``: the append hot path packs ``RECORD_HEAD`` and
+  ``RECORD_TAIL`` itself where the compiled encoder is not built;
+- ``store/_speedups.c``: the compiled scan, scan-and-replay and append. Its differential tests
+  (``tests/file/test_speedups.py``) require its scans to equal ``python_scan``, its append to
+  write the bytes of :func:`encode_record`, and journals written by either path to load the
+  same in the other; ``tests/file/test_golden.py`` reads files of this version written earlier.
 
 All integers are little-endian. A journal file is a header followed by records, pre-allocated
 to ``journal-file-size`` bytes; the unused rest of a file is zeros (a new file) or left-over
@@ -162,6 +176,8 @@ __all__ = [
     "FLAG_FLOOR",
     "FLAG_MARKER",
     "FLAG_SYNCED",
+    "FILE_ID_FIELD",
+    "FILE_ID_OFFSET",
     "FORMAT_VERSION",
     "HEADER",
     "HEADER_SIZE",
@@ -172,6 +188,8 @@ __all__ = [
     "MARKER_FILES",
     "MARKER_ENTRY",
     "MARKER_HEAD",
+    "MAX_TYPE",
+    "MIN_TYPE",
     "OVERHEAD",
     "PAD_UNIT",
     "RECORD_HEAD",
@@ -180,6 +198,8 @@ __all__ = [
     "Marker",
     "MarkerEntry",
     "Record",
+    "RecordHead",
+    "decode_head",
     "decode_header",
     "decode_marker",
     "decode_record",
@@ -208,8 +228,13 @@ RECORD_TAIL: Final = struct.Struct("<II")  # checksum, length_copy
 OVERHEAD: Final = RECORD_HEAD.size + RECORD_TAIL.size  # 60
 PAD_UNIT: Final = 512
 
-_MIN_TYPE: Final = EVENT
-_MAX_TYPE: Final = ROLLBACK
+#: A record's ``type`` is one of MIN_TYPE..MAX_TYPE (RecordType 10..19; validity rule 3).
+MIN_TYPE: Final = EVENT
+MAX_TYPE: Final = ROLLBACK
+#: A record's ``file_id`` field: where it sits in the record and how it is packed (a reader
+#: looking for the records of one file searches for these bytes).
+FILE_ID_OFFSET: Final = 8
+FILE_ID_FIELD: Final = struct.Struct("<Q")
 
 MARKER_MAGIC: Final = b"SJFL"
 MARKER_FILES: Final = 1
@@ -219,6 +244,7 @@ MARKER_ENTRY: Final = struct.Struct("<QQQ")  # file_id, first_lsn, last_lsn
 _MAX_FILE_SIZE: Final = 2**32 - 1
 
 assert HEADER_SIZE == 32 and RECORD_HEAD.size == 52 and OVERHEAD == 60
+assert RECORD_HEAD.unpack(bytes(FILE_ID_OFFSET) + FILE_ID_FIELD.pack(7) + bytes(36))[5] == 7
 assert MARKER_HEAD.size == 16 and MARKER_ENTRY.size == 24
 
 
@@ -284,7 +310,7 @@ class Record:
         self.body = body
 
     def __repr__(self) -> str:
-        kind = RecordType(self.type).name if _MIN_TYPE <= self.type <= _MAX_TYPE else self.type
+        kind = RecordType(self.type).name if MIN_TYPE <= self.type <= MAX_TYPE else self.type
         return (
             f"Record({kind} id={self.id} tx={self.tx_id} lsn={self.lsn} "
             f"@{self.offset}+{self.length} body={len(self.body)}B)"
@@ -372,6 +398,29 @@ _unpack_tail = RECORD_TAIL.unpack_from
 _crc32 = zlib.crc32
 
 
+class RecordHead(NamedTuple):
+    """The fields of a record's head (``RECORD_HEAD``), in their order."""
+
+    length: int
+    type: int
+    user_type: int
+    compact_count: int
+    flags: int
+    file_id: int
+    lsn: int
+    durable_lsn: int
+    id: int
+    tx_id: int
+    tx_count: int
+
+
+def decode_head(data: bytes, offset: int) -> RecordHead:
+    """The head at ``offset`` as it reads, checked against nothing (none of rules 1-6): for
+    describing records that are not valid (salvage lists the damaged records it drops by
+    them). ``offset + RECORD_HEAD.size`` must be within ``data``."""
+    return RecordHead._make(_unpack_head(data, offset))
+
+
 def decode_record(data: bytes, offset: int, file_id: int) -> Record | None:
     """The valid record at ``offset`` (rules 1-6 of the module docstring), or None."""
     size = len(data)
@@ -382,7 +431,7 @@ def decode_record(data: bytes, offset: int, file_id: int) -> Record | None:
     )
     if length < OVERHEAD or length > size - offset:
         return None
-    if rtype < _MIN_TYPE or rtype > _MAX_TYPE or fid != file_id:
+    if rtype < MIN_TYPE or rtype > MAX_TYPE or fid != file_id:
         return None
     end = offset + length
     crc, length_copy = _unpack_tail(data, end - 8)

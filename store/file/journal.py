@@ -40,7 +40,6 @@ import logging
 import os
 import threading
 import zlib
-from typing import TYPE_CHECKING
 
 from store.errors import (
     ConfigError,
@@ -52,8 +51,8 @@ from store.errors import (
     UnknownRecordError,
     UnknownTransactionError,
 )
+from store.file import compact, integrity
 from store.file import format as fmt
-from store.file import integrity
 from store.file.index import ENTRY_SHIFT, LiveIndex, reclaimable
 from store.file.io import IOBackend, make_backend
 from store.file.lock import DirectoryLock
@@ -87,13 +86,12 @@ from store.journal.api import (
 )
 from store.journal.replay import OP_ADD, OP_DELETE, OP_UPDATE, Replayer
 
-if TYPE_CHECKING:
-    from store.file import compact as compact_types
-
 __all__ = ["FileJournal"]
 
 log = logging.getLogger(__name__)
 
+# The append hot path packs records itself where the compiled encoder is missing (the one
+# exception store.file.format's docstring names); everything else calls fmt.encode_record.
 _pack_head = fmt.RECORD_HEAD.pack
 _pack_tail = fmt.RECORD_TAIL.pack
 _crc32 = zlib.crc32
@@ -179,8 +177,6 @@ class FileJournal(Journal):
             if self._load_called:
                 raise JournalStateError(f"journal {self.options.directory} is already loaded")
             self._load_called = True
-        from store.file import compact
-
         ctl = compact.finish_interrupted(self._fs, self._naming)
         retired = ctl.file_ids(self._naming)[0] if ctl is not None else []
         replayer = Replayer()
@@ -284,7 +280,7 @@ class FileJournal(Journal):
         free: list[Segment],
         max_lsn: int,
         failed: list[int],
-        ctl: compact_types.ControlFile | None = None,
+        ctl: compact.ControlFile | None = None,
     ) -> None:
         opts = self.options
         for seg, tail in torn:
@@ -348,11 +344,40 @@ class FileJournal(Journal):
         self._maint_thread.start()
         self._maint_wake.set()
 
-    def _finish_compaction(self, ctl: compact_types.ControlFile) -> None:
+    # -- what the compactor uses (store.file.compact.CompactionHost) ----------------------
+
+    @property
+    def naming(self) -> SegmentNaming:
+        """The names of this journal's files (directory and prefix)."""
+        return self._naming
+
+    def install_compaction(self, index: LiveIndex, files: list[Segment]) -> None:
+        """Switch to a committed compaction's output (``store.file.compact``, step 4):
+        ``files`` become the data files and ``index`` (their and the current file's replay)
+        the live index. Called by the compactor with appenders paused."""
+        w = self.writer
+        assert w is not None
+        with w.lock:
+            self.index = index
+            self.data_files = list(files)
+            self.segments.files_in_use = len(self.data_files) + 1
+        self.compactions += 1
+
+    def record_file_change(
+        self, retired: list[fmt.MarkerEntry], added: list[fmt.MarkerEntry]
+    ) -> None:
+        """Append CHANGE markers saying ``retired`` files left the data files and ``added``
+        joined them (``data_files`` already says so) and flush them: when this returns the
+        change is durable and the caller may delete what stood for it. Raises StoreIOError."""
+        w = self.writer
+        assert w is not None
+        with w.lock:
+            self._change_marker_locked(retired, added)
+        w.flush()
+
+    def _finish_compaction(self, ctl: compact.ControlFile) -> None:
         """Record the compaction a load finished (``store.file.compact.finish_interrupted``) in a
         CHANGE marker, make it durable, then delete the control file that stood for it."""
-        from store.file import compact
-
         w = self.writer
         assert w is not None
         old_ids, new_ids = ctl.file_ids(self._naming)
@@ -608,18 +633,18 @@ class FileJournal(Journal):
     def _put_marker_locked(self, seg: Segment, marker: fmt.Marker) -> None:
         w = self.writer
         assert w is not None and seg is w.current
-        body = fmt.encode_marker(marker)
-        n = _OVERHEAD + len(body)
         lsn = w.lsn + 1
         w.lsn = lsn
-        head = _pack_head(
-            n, EVENT, 0, 0, fmt.FLAG_MARKER | _FLOOR, seg.file_id, lsn, w.stamp_lsn, 0, 0, 0
+        record = fmt.encode_record(
+            EVENT,
+            file_id=seg.file_id,
+            lsn=lsn,
+            durable_lsn=w.stamp_lsn,
+            body=fmt.encode_marker(marker),
+            flags=fmt.FLAG_MARKER | _FLOOR,
         )
-        buf = w.buf
-        buf += head
-        buf += body
-        buf += _pack_tail(_crc32(head, _crc32(body)), n)
-        seg.end += n
+        w.buf.extend(record)
+        seg.end += len(record)
 
     def reclaim(self) -> int:
         """Reuse every data file whose records are all dead; returns how many were reclaimed.
@@ -631,7 +656,7 @@ class FileJournal(Journal):
         if w is None:
             raise self._not_ready()
         with self._maint_lock:
-            self._retention_pass()
+            self.copy_to_retention()
             return self._reclaim_locked()
 
     def _reclaim_locked(self) -> int:
@@ -677,19 +702,19 @@ class FileJournal(Journal):
                 with self._maint_lock:
                     if self._closed:
                         return
-                    self._retention_pass()
+                    self.copy_to_retention()
                     self._reclaim_locked()
-                    if self._should_compact():
-                        from store.file import compact
-
-                        if compact.compact(self):
-                            self._reclaim_locked()
-                            self._trim_free_files()
+                    if self._should_compact() and compact.compact(self):
+                        self._reclaim_locked()
+                        self._trim_free_files()
             except StoreError as exc:
                 log.error("journal maintenance failed in %s: %s", self.options.directory, exc)
                 log.debug("maintenance failure", exc_info=True)
 
-    def _retention_pass(self) -> None:
+    def copy_to_retention(self) -> None:
+        """Copy the finished files still waiting for their retention copy, then prune the
+        history folder (no-op without retention). Called under the maintenance lock (the
+        compactor calls it before its old files go). Raises StoreIOError."""
         if self.options.retention is None or not self._retention_pending:
             return
         from store.file import retention
@@ -727,8 +752,6 @@ class FileJournal(Journal):
         """
         if self.writer is None:
             raise self._not_ready()
-        from store.file import compact
-
         with self._maint_lock:
             self._reclaim_locked()
             if compact.compact(self):
@@ -797,7 +820,7 @@ class FileJournal(Journal):
                 self._maint_thread.join(timeout=30)
             with self._maint_lock:
                 try:
-                    self._retention_pass()
+                    self.copy_to_retention()
                 except StoreError as exc:
                     log.warning("journal history copy at close failed: %s", exc)
             try:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import collections
 import logging
 import re
-import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -76,9 +75,6 @@ __all__ = [
 _NONZERO = re.compile(rb"[^\x00]")
 
 
-_FILE_ID = struct.Struct("<Q")
-
-
 @dataclass(slots=True)
 class Cursor:
     """Where a :func:`scan` stopped: ``end`` of data and the ``last_lsn`` read (0: none)."""
@@ -122,6 +118,7 @@ def python_scan(
     crc32 = zlib.crc32
     overhead = fmt.OVERHEAD
     pad_unit = fmt.PAD_UNIT
+    min_type, max_type = fmt.MIN_TYPE, fmt.MAX_TYPE
     # The first record of a file proves nothing before it is missing (FLOOR); a scan that
     # starts later (salvage resynchronising after damage) does not start at a first record.
     floor = fmt.FLAG_FLOOR if start == fmt.DATA_START else 0
@@ -155,7 +152,7 @@ def python_scan(
                 length >= overhead
                 and length <= size - pos
                 and fid == file_id
-                and 10 <= rtype <= 19
+                and min_type <= rtype <= max_type
                 and (lsn == last_lsn + 1 if count else not (fl & floor and dlsn < lsn - 1))
             ):
                 end = pos + length
@@ -190,15 +187,16 @@ def python_scan(
 
 def find_after(data: bytes, file_id: int, start: int) -> list[fmt.Record]:
     """Every valid record of ``file_id`` that starts at or after ``start``."""
-    needle = _FILE_ID.pack(file_id)
+    needle = fmt.FILE_ID_FIELD.pack(file_id)
+    at = fmt.FILE_ID_OFFSET
     found: list[fmt.Record] = []
-    hit = data.find(needle, start + 8)
+    hit = data.find(needle, start + at)
     while hit != -1:
-        candidate = hit - 8
+        candidate = hit - at
         rec = fmt.decode_record(data, candidate, file_id)
         if rec is not None:
             found.append(rec)
-            hit = data.find(needle, candidate + rec.length + 8)
+            hit = data.find(needle, candidate + rec.length + at)
         else:
             hit = data.find(needle, hit + 1)
     return found

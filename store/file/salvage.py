@@ -271,15 +271,13 @@ def _skipped(
     heads: list[DroppedRecord] = []
     pos, lsn = start, missing
     while pos + fmt.RECORD_HEAD.size <= stop:
-        length, rtype, _u, _c, _f, fid, rec_lsn, _d, rid, tx_id, _n = fmt.RECORD_HEAD.unpack_from(
-            data, pos
-        )
-        if fid != file_id or not 10 <= rtype <= 19 or rec_lsn != lsn:
+        head = fmt.decode_head(data, pos)
+        if head.file_id != file_id or not fmt.MIN_TYPE <= head.type <= fmt.MAX_TYPE:
             break
-        if length < fmt.OVERHEAD or pos + length > stop:
+        if head.lsn != lsn or head.length < fmt.OVERHEAD or pos + head.length > stop:
             break
-        heads.append(DroppedRecord(lsn, RecordType(rtype).name, rid, tx_id, pos))
-        pos += length
+        heads.append(DroppedRecord(lsn, RecordType(head.type).name, head.id, head.tx_id, pos))
+        pos += head.length
         lsn += 1
     if resync is not None:
         lsns = (missing, resync.lsn - 1) if resync.lsn > missing else None
