@@ -36,13 +36,20 @@ import stomp
 from rich.console import Console
 from rich.table import Table
 
-TARGETS = ("ours-file", "ours-postgresql", "coilmq-dbm")
+from bench.activemq import activemq, missing
+
+TARGETS = ("ours-file", "ours-postgresql", "coilmq-dbm", "activemq-kahadb", "activemq-jdbc")
+#: The ActiveMQ target each of ours is compared with (the "ours/ActiveMQ" column).
+PEERS = {"ours-file": "activemq-kahadb", "ours-postgresql": "activemq-jdbc"}
 
 
 @contextlib.contextmanager
 def broker(target: str, base: Path) -> Iterator[int]:
     """A broker of ``target`` on a fresh store under ``base``; yields its port."""
-    if target.startswith("ours"):
+    if target.startswith("activemq"):
+        with activemq(target.removeprefix("activemq-"), base / "activemq") as port:
+            yield port
+    elif target.startswith("ours"):
         from store import StoreConfig
         from store.stomp.server import open_broker
 
@@ -116,10 +123,13 @@ class _Client(stomp.ConnectionListener):  # type: ignore[misc]
 
 
 def send_rate(
-    port: int, producers: int, size: int, seconds: float, window: int
+    port: int, producers: int, size: int, seconds: float, window: int,
+    headers: dict[str, str] | None = None,
 ) -> tuple[float, int]:
-    """Receipted SENDs per second over ``seconds``, and how many were stored in all."""
+    """Receipted SENDs per second over ``seconds``, and how many were stored in all; every
+    SEND carries ``headers`` besides its receipt."""
     body = "x" * size
+    extra = dict(headers or {})
     clients = [_Client(port) for _ in range(producers)]
     stop = threading.Event()
     sent = [0] * producers
@@ -129,7 +139,7 @@ def send_rate(
         while not stop.is_set():
             with c.cond:
                 c.cond.wait_for(lambda: sent[i] - c.receipts < window, 1.0)
-            c.conn.send("/queue/bench", body, headers={"receipt": f"{i}-{sent[i]}"})
+            c.conn.send("/queue/bench", body, headers={**extra, "receipt": f"{i}-{sent[i]}"})
             sent[i] += 1
 
     threads = [threading.Thread(target=produce, args=(i,)) for i in range(producers)]
@@ -182,6 +192,25 @@ def consume_rate(port: int, consumers: int, total: int) -> float:
     return done / elapsed
 
 
+def measure(target: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Every figure of ``target``: its name ("send 16p 100 B") to the rates of its runs."""
+    window = 1 if target.startswith("coilmq") else args.window
+    # ActiveMQ's STOMP connector stores a message only when its SEND says persistent:true;
+    # ours and coilmq store every message whatever its headers.
+    headers = {"persistent": "true"} if target.startswith("activemq") else {}
+    figures: dict[str, list[float]] = {}
+    for producers in (1, 16):
+        for size in (100, 1024):
+            sends = figures.setdefault(f"send {producers}p {size} B", [])
+            takes = figures.setdefault(f"consume {producers}c {size} B", [])
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory() as tmp, broker(target, Path(tmp)) as port:
+                    rate, total = send_rate(port, producers, size, args.seconds, window, headers)
+                    sends.append(rate)
+                    takes.append(consume_rate(port, producers, total))
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", nargs="+", choices=TARGETS, default=list(TARGETS))
@@ -189,24 +218,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--window", type=int, default=100)
     args = parser.parse_args()
-    table = Table(title="STOMP over loopback (messages/s, median; all runs)")
-    for column in ("target", "figure", "median", "runs"):
-        table.add_column(column)
+    results: dict[str, dict[str, list[float]] | str] = {}
     for target in args.target:
-        window = 1 if target.startswith("coilmq") else args.window
-        for producers in (1, 16):
-            for size in (100, 1024):
-                sends, takes = [], []
-                for _ in range(args.repeat):
-                    with tempfile.TemporaryDirectory() as tmp, broker(target, Path(tmp)) as port:
-                        rate, total = send_rate(port, producers, size, args.seconds, window)
-                        sends.append(rate)
-                        takes.append(consume_rate(port, producers, total))
-                for name, runs in ((f"send {producers}p {size} B", sends),
-                                   (f"consume {producers}c {size} B", takes)):
-                    table.add_row(target, name, f"{statistics.median(runs):,.0f}",
-                                  " ".join(f"{r:,.0f}" for r in runs))
-    Console().print(table)
+        absent = missing(target.removeprefix("activemq-")) if target in PEERS.values() else None
+        results[target] = absent or measure(target, args)
+    table = Table(title="STOMP over loopback (messages/s, median; all runs)")
+    for column in ("target", "figure", "median", "runs", "ours/ActiveMQ"):
+        table.add_column(column)
+    for target, figures in results.items():
+        if isinstance(figures, str):
+            table.add_row(target, "-", "not installed here", figures, "")
+            continue
+        peer = results.get(PEERS.get(target, ""))
+        for name, runs in figures.items():
+            median = statistics.median(runs)
+            ratio = ""
+            if isinstance(peer, dict) and statistics.median(peer[name]) > 0:
+                ratio = f"{median / statistics.median(peer[name]):.2f}x"
+            table.add_row(target, name, f"{median:,.0f}", " ".join(f"{r:,.0f}" for r in runs),
+                          ratio)
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":
