@@ -1,7 +1,9 @@
 """STOMP over loopback: our broker (``store.stomp`` on the file store and PostgreSQL) beside
-coilmq with its own dbm store, with real stomp.py clients.
+coilmq with its own dbm store and Apache ActiveMQ 5 over its STOMP connector (KahaDB, and its
+JDBC adapter on the same PostgreSQL), with real stomp.py clients.
 
-Figures (messages per second, median of ``--repeat`` runs of ``--seconds`` each):
+Figures (messages per second, median of ``--repeat`` runs of ``--seconds`` each, every run on a
+fresh broker and store):
 
 - ``send``: persistent SENDs with receipts, 1 and 16 producers, 100 B and 1 KiB bodies; each
   producer keeps up to ``--window`` SENDs awaiting their RECEIPT (coilmq: 1, since its frame
@@ -9,15 +11,30 @@ Figures (messages per second, median of ``--repeat`` runs of ``--seconds`` each)
 - ``consume``: every message the sends stored, taken by 1 and 16 ``client-individual``
   consumers that ACK each one (no receipts): messages over the time to the last ACK.
 
-Caveats: the clients run in the broker's process (one GIL for both: the figures are low
-bounds); coilmq's dbm store syncs every 100 operations, not per SEND (it is not durable per
-RECEIPT as ours is).
+The ``ours/ActiveMQ`` column divides each figure of ``ours-file`` by ``activemq-kahadb``'s and
+of ``ours-postgresql`` by ``activemq-jdbc``'s, when both ran (issue 29's targets: at least 2x
+for ``send 16p`` and ``consume 16c``).
 
-Not here yet (issue 29): ActiveMQ 5 over its STOMP connector (KahaDB, JDBC), coilmq's
-SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own), start-up with 1,000,000 messages.
+ActiveMQ (``bench/activemq.py``): Debian's ``activemq`` package, one child JVM per run from a
+generated ``activemq.xml`` (STOMP connector only, on a free loopback port; KahaDB on a fresh
+folder under the run's temporary folder, or the JDBC adapter with a table prefix of its own,
+its tables dropped afterwards), stopped with SIGTERM (SIGKILL after 30 s). Its SENDs carry
+``persistent:true``, without which its STOMP connector does not store them. Without the
+package (or java, or Debian's PostgreSQL JDBC jar for ``activemq-jdbc``) its targets print
+"not installed here" and the others run.
+
+Caveats: our broker and coilmq run in the clients' process (one GIL for all: their figures are
+low bounds) while ActiveMQ has a process of its own; each ActiveMQ run is a fresh JVM, so its
+figures include JIT warm-up; coilmq's dbm store syncs every 100 operations, not per SEND (it
+is not durable per RECEIPT as ours and ActiveMQ are). Issue 29's "send+consume 16+16" is
+measured here as two phases, sends then consumes, not concurrently.
+
+Not here yet (issue 29): coilmq's SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own),
+start-up with 1,000,000 messages.
 
 Run from the repository root: ``python -m bench.stomp [--target ours-file ours-postgresql
-coilmq-dbm] [--seconds 3] [--repeat 3]``. Benchmarks report, they never assert.
+coilmq-dbm activemq-kahadb activemq-jdbc] [--seconds 3] [--repeat 3]``. Benchmarks report,
+they never assert.
 """
 
 from __future__ import annotations
