@@ -1,7 +1,9 @@
 """STOMP over loopback: our broker (``store.stomp`` on the file store and PostgreSQL) beside
-coilmq with its own dbm store, with real stomp.py clients.
+coilmq with its own dbm store and Apache ActiveMQ 5 over its STOMP connector (KahaDB, and its
+JDBC adapter on the same PostgreSQL), with real stomp.py clients.
 
-Figures (messages per second, median of ``--repeat`` runs of ``--seconds`` each):
+Figures (messages per second, median of ``--repeat`` runs of ``--seconds`` each, every run on a
+fresh broker and store):
 
 - ``send``: persistent SENDs with receipts, 1 and 16 producers, 100 B and 1 KiB bodies; each
   producer keeps up to ``--window`` SENDs awaiting their RECEIPT (coilmq: 1, since its frame
@@ -9,15 +11,30 @@ Figures (messages per second, median of ``--repeat`` runs of ``--seconds`` each)
 - ``consume``: every message the sends stored, taken by 1 and 16 ``client-individual``
   consumers that ACK each one (no receipts): messages over the time to the last ACK.
 
-Caveats: the clients run in the broker's process (one GIL for both: the figures are low
-bounds); coilmq's dbm store syncs every 100 operations, not per SEND (it is not durable per
-RECEIPT as ours is).
+The ``ours/ActiveMQ`` column divides each figure of ``ours-file`` by ``activemq-kahadb``'s and
+of ``ours-postgresql`` by ``activemq-jdbc``'s, when both ran (issue 29's targets: at least 2x
+for ``send 16p`` and ``consume 16c``).
 
-Not here yet (issue 29): ActiveMQ 5 over its STOMP connector (KahaDB, JDBC), coilmq's
-SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own), start-up with 1,000,000 messages.
+ActiveMQ (``bench/activemq.py``): Debian's ``activemq`` package, one child JVM per run from a
+generated ``activemq.xml`` (STOMP connector only, on a free loopback port; KahaDB on a fresh
+folder under the run's temporary folder, or the JDBC adapter with a table prefix of its own,
+its tables dropped afterwards), stopped with SIGTERM (SIGKILL after 30 s). Its SENDs carry
+``persistent:true``, without which its STOMP connector does not store them. Without the
+package (or java, or Debian's PostgreSQL JDBC jar for ``activemq-jdbc``) its targets print
+"not installed here" and the others run.
+
+Caveats: our broker and coilmq run in the clients' process (one GIL for all: their figures are
+low bounds) while ActiveMQ has a process of its own; each ActiveMQ run is a fresh JVM, so its
+figures include JIT warm-up; coilmq's dbm store syncs every 100 operations, not per SEND (it
+is not durable per RECEIPT as ours and ActiveMQ are). Issue 29's "send+consume 16+16" is
+measured here as two phases, sends then consumes, not concurrently.
+
+Not here yet (issue 29): coilmq's SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own),
+start-up with 1,000,000 messages.
 
 Run from the repository root: ``python -m bench.stomp [--target ours-file ours-postgresql
-coilmq-dbm] [--seconds 3] [--repeat 3]``. Benchmarks report, they never assert.
+coilmq-dbm activemq-kahadb activemq-jdbc] [--seconds 3] [--repeat 3]``. Benchmarks report,
+they never assert.
 """
 
 from __future__ import annotations
@@ -36,13 +53,20 @@ import stomp
 from rich.console import Console
 from rich.table import Table
 
-TARGETS = ("ours-file", "ours-postgresql", "coilmq-dbm")
+from bench.activemq import activemq, missing
+
+TARGETS = ("ours-file", "ours-postgresql", "coilmq-dbm", "activemq-kahadb", "activemq-jdbc")
+#: The ActiveMQ target each of ours is compared with (the "ours/ActiveMQ" column).
+PEERS = {"ours-file": "activemq-kahadb", "ours-postgresql": "activemq-jdbc"}
 
 
 @contextlib.contextmanager
 def broker(target: str, base: Path) -> Iterator[int]:
     """A broker of ``target`` on a fresh store under ``base``; yields its port."""
-    if target.startswith("ours"):
+    if target.startswith("activemq"):
+        with activemq(target.removeprefix("activemq-"), base / "activemq") as port:
+            yield port
+    elif target.startswith("ours"):
         from store import StoreConfig
         from store.stomp.server import open_broker
 
@@ -116,10 +140,13 @@ class _Client(stomp.ConnectionListener):  # type: ignore[misc]
 
 
 def send_rate(
-    port: int, producers: int, size: int, seconds: float, window: int
+    port: int, producers: int, size: int, seconds: float, window: int,
+    headers: dict[str, str] | None = None,
 ) -> tuple[float, int]:
-    """Receipted SENDs per second over ``seconds``, and how many were stored in all."""
+    """Receipted SENDs per second over ``seconds``, and how many were stored in all; every
+    SEND carries ``headers`` besides its receipt."""
     body = "x" * size
+    extra = dict(headers or {})
     clients = [_Client(port) for _ in range(producers)]
     stop = threading.Event()
     sent = [0] * producers
@@ -129,7 +156,7 @@ def send_rate(
         while not stop.is_set():
             with c.cond:
                 c.cond.wait_for(lambda: sent[i] - c.receipts < window, 1.0)
-            c.conn.send("/queue/bench", body, headers={"receipt": f"{i}-{sent[i]}"})
+            c.conn.send("/queue/bench", body, headers={**extra, "receipt": f"{i}-{sent[i]}"})
             sent[i] += 1
 
     threads = [threading.Thread(target=produce, args=(i,)) for i in range(producers)]
@@ -182,6 +209,25 @@ def consume_rate(port: int, consumers: int, total: int) -> float:
     return done / elapsed
 
 
+def measure(target: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Every figure of ``target``: its name ("send 16p 100 B") to the rates of its runs."""
+    window = 1 if target.startswith("coilmq") else args.window
+    # ActiveMQ's STOMP connector stores a message only when its SEND says persistent:true;
+    # ours and coilmq store every message whatever its headers.
+    headers = {"persistent": "true"} if target.startswith("activemq") else {}
+    figures: dict[str, list[float]] = {}
+    for producers in (1, 16):
+        for size in (100, 1024):
+            sends = figures.setdefault(f"send {producers}p {size} B", [])
+            takes = figures.setdefault(f"consume {producers}c {size} B", [])
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory() as tmp, broker(target, Path(tmp)) as port:
+                    rate, total = send_rate(port, producers, size, args.seconds, window, headers)
+                    sends.append(rate)
+                    takes.append(consume_rate(port, producers, total))
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", nargs="+", choices=TARGETS, default=list(TARGETS))
@@ -189,24 +235,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--window", type=int, default=100)
     args = parser.parse_args()
-    table = Table(title="STOMP over loopback (messages/s, median; all runs)")
-    for column in ("target", "figure", "median", "runs"):
-        table.add_column(column)
+    results: dict[str, dict[str, list[float]] | str] = {}
     for target in args.target:
-        window = 1 if target.startswith("coilmq") else args.window
-        for producers in (1, 16):
-            for size in (100, 1024):
-                sends, takes = [], []
-                for _ in range(args.repeat):
-                    with tempfile.TemporaryDirectory() as tmp, broker(target, Path(tmp)) as port:
-                        rate, total = send_rate(port, producers, size, args.seconds, window)
-                        sends.append(rate)
-                        takes.append(consume_rate(port, producers, total))
-                for name, runs in ((f"send {producers}p {size} B", sends),
-                                   (f"consume {producers}c {size} B", takes)):
-                    table.add_row(target, name, f"{statistics.median(runs):,.0f}",
-                                  " ".join(f"{r:,.0f}" for r in runs))
-    Console().print(table)
+        absent = missing(target.removeprefix("activemq-")) if target in PEERS.values() else None
+        results[target] = absent or measure(target, args)
+    table = Table(title="STOMP over loopback (messages/s, median; all runs)")
+    for column in ("target", "figure", "median", "runs", "ours/ActiveMQ"):
+        table.add_column(column)
+    for target, figures in results.items():
+        if isinstance(figures, str):
+            table.add_row(target, "-", "not installed here", figures, "")
+            continue
+        peer = results.get(PEERS.get(target, ""))
+        for name, runs in figures.items():
+            median = statistics.median(runs)
+            ratio = ""
+            if isinstance(peer, dict) and statistics.median(peer[name]) > 0:
+                ratio = f"{median / statistics.median(peer[name]):.2f}x"
+            table.add_row(target, name, f"{median:,.0f}", " ".join(f"{r:,.0f}" for r in runs),
+                          ratio)
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":

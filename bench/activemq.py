@@ -1,0 +1,190 @@
+"""Apache ActiveMQ 5 as a child process of a benchmark: Debian's ``activemq`` package, one
+broker with a STOMP connector on a loopback port and KahaDB or its JDBC adapter on PostgreSQL.
+
+Debian lays the broker out as ``/usr/share/activemq/bin/activemq.jar`` (the console launcher,
+``org.apache.activemq.console.Main``), ``lib/`` and ``lib/optional/`` (links into
+``/usr/share/java``: Spring, xbean, commons-dbcp 1.4), and an instance under ``/etc/activemq``.
+This module uses none of ``/etc``: :func:`activemq` writes its own ``activemq.xml`` into a
+folder the caller owns and starts ``java -jar activemq.jar start xbean:file:…`` with
+``activemq.base``, ``activemq.conf`` and ``activemq.data`` pointed there, which is what Debian's
+``bin/activemq`` script does without its pid files and user switch. The JDBC store gets
+Debian's PostgreSQL driver (``/usr/share/java/postgresql.jar``, package
+``libpostgresql-jdbc-java``) on ``activemq.classpath`` and a table prefix of its own; its three
+tables are dropped when the broker has stopped.
+
+Nothing here installs anything: :func:`missing` says what is absent, and the benchmarks print
+that instead of a figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["HOME", "PG_JAR", "STORES", "activemq", "missing"]
+
+HOME = Path("/usr/share/activemq")
+PG_JAR = Path("/usr/share/java/postgresql.jar")
+STORES = ("kahadb", "jdbc")
+#: The PostgreSQL the benchmarks share (trust authentication on loopback).
+PG_URL = "jdbc:postgresql://127.0.0.1:5432/test"
+PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+#: The broker's heap: Debian's default is 512 MiB; the memory limit below needs headroom.
+HEAP = "1G"
+START_SECONDS = 90.0
+STOP_SECONDS = 30.0
+
+_PERSISTENCE = {
+    "kahadb": '<kahaDB directory="{data}/kahadb"/>',
+    "jdbc": """<jdbcPersistenceAdapter dataSource="#postgres" createTablesOnStartup="true">
+        <statements><statements tablePrefix="{prefix}"/></statements>
+      </jdbcPersistenceAdapter>""",
+}
+
+_DATASOURCE = """  <bean id="postgres" class="org.apache.commons.dbcp.BasicDataSource"
+        destroy-method="close">
+    <property name="driverClassName" value="org.postgresql.Driver"/>
+    <property name="url" value="{url}"/>
+    <property name="username" value="postgres"/>
+    <property name="password" value=""/>
+    <property name="maxActive" value="64"/>
+    <property name="poolPreparedStatements" value="true"/>
+  </bean>
+"""
+
+_XML = """<beans xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans
+    http://www.springframework.org/schema/beans/spring-beans.xsd
+    http://activemq.apache.org/schema/core
+    http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="bench" useJmx="false"
+          persistent="true" schedulerSupport="false" advisorySupport="false"
+          dataDirectory="{data}">
+    <persistenceAdapter>
+      {persistence}
+    </persistenceAdapter>
+    <systemUsage><systemUsage>
+      <memoryUsage><memoryUsage limit="512 mb"/></memoryUsage>
+      <storeUsage><storeUsage limit="16 gb"/></storeUsage>
+      <tempUsage><tempUsage limit="4 gb"/></tempUsage>
+    </systemUsage></systemUsage>
+    <transportConnectors>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
+    </transportConnectors>
+  </broker>
+{datasource}</beans>
+"""
+
+# log4j 1.2 is what Debian's broker logs through (slf4j-log4j12); conf/ is on its classpath.
+_LOG4J = """log4j.rootLogger=WARN, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=%d %-5p %c{1} | %m%n
+"""
+
+
+def missing(store: str) -> str | None:
+    """What keeps a broker on ``store`` (``kahadb`` or ``jdbc``) from running here, or None."""
+    if not (HOME / "bin" / "activemq.jar").is_file():
+        return "ActiveMQ not installed here (Debian package activemq)"
+    if shutil.which("java") is None:
+        return "no java on the PATH"
+    if store == "jdbc" and not PG_JAR.is_file():
+        return f"no {PG_JAR} (Debian package libpostgresql-jdbc-java)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _answers(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        return True
+    return False
+
+
+def _command(base: Path, conf: Path, data: Path) -> list[str]:
+    return [
+        "java", f"-Xms{HEAP}", f"-Xmx{HEAP}",
+        "-Dorg.apache.activemq.UseDedicatedTaskRunner=true",
+        f"-Dactivemq.classpath={PG_JAR}",
+        f"-Dactivemq.home={HOME}", f"-Dactivemq.base={base}",
+        f"-Dactivemq.conf={conf}", f"-Dactivemq.data={data}",
+        "-jar", str(HOME / "bin" / "activemq.jar"),
+        "start", f"xbean:file:{conf / 'activemq.xml'}",
+    ]  # fmt: skip
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (ActiveMQ's shutdown hook closes the store), SIGKILL after STOP_SECONDS."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _drop_tables(prefix: str) -> None:
+    import psycopg
+
+    tables = ", ".join(f"{prefix}activemq_{t}" for t in ("msgs", "acks", "lock"))
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {tables}")  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def activemq(store: str, base: Path) -> Iterator[int]:
+    """Run one broker on ``store`` with its files under ``base`` (which must be empty or
+    absent); yield its STOMP port once it answers; stop it and remove its data afterwards.
+
+    Raises RuntimeError when the broker exits, or does not answer within START_SECONDS (the
+    message ends with its log). :func:`missing` must have returned None for ``store``.
+    """
+    if store not in STORES:
+        raise ValueError(f"store must be one of {STORES}, not {store!r}")
+    conf, data = base / "conf", base / "data"
+    conf.mkdir(parents=True)
+    data.mkdir()
+    port = _free_port()
+    prefix = f"amqbench_{os.getpid()}_{secrets.token_hex(3)}_"
+    persistence = _PERSISTENCE[store].format(data=data, prefix=prefix)
+    datasource = _DATASOURCE.format(url=PG_URL) if store == "jdbc" else ""
+    (conf / "activemq.xml").write_text(
+        _XML.format(data=data, persistence=persistence, port=port, datasource=datasource)
+    )
+    (conf / "log4j.properties").write_text(_LOG4J)
+    log_path = base / "broker.log"
+    try:
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                _command(base, conf, data), stdout=log, stderr=subprocess.STDOUT, cwd=base
+            )
+        try:
+            deadline = time.monotonic() + START_SECONDS
+            while not _answers(port):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    tail = log_path.read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"ActiveMQ ({store}) did not start:\n{tail}")
+                time.sleep(0.1)
+            yield port
+        finally:
+            _stop(process)
+    finally:
+        if store == "jdbc":
+            _drop_tables(prefix)
+        shutil.rmtree(data, ignore_errors=True)
