@@ -1,10 +1,12 @@
 """What a back-end's opener hands to :class:`~store.store.Store`: every part of one open store.
 
-Each back-end has exactly one opener that builds all of its parts and returns them as a
-:class:`StoreParts` (``store.file.open_file_store``, ``store.db.open_database_store``,
-``store.journal.zero.open_zero_store``); :func:`store.open_store` only chooses which opener to
-call. A part a later back-end feature adds (large messages, page stores, the node manager) is a
-field here, filled by every opener, so no back-end is wired differently from another.
+Each back-end has exactly one opener, in :mod:`store.opening`, that builds all of its parts and
+returns them as a :class:`StoreParts` (``store.opening.file.open_file_store``,
+``store.opening.database.open_database_store``, ``store.opening.zero.open_zero_store``; a
+read-only open, ``store.opening.read_only.open_read_only_parts``); :func:`store.open_store`
+only chooses which opener to call. A part a later back-end feature adds (large messages, page
+stores, the node manager) is a field here, filled by every opener, so no back-end is wired
+differently from another.
 
 Thread-safety: the parts are as thread-safe as each part says; ``close`` is called once, by
 :meth:`Store.close <store.store.Store.close>`.
@@ -38,5 +40,5 @@ class StoreParts:
     #: before the journals) and releases the store's lock.
     #: Raises the first StoreError met, after releasing everything it could.
     close: Callable[[], None]
-    #: Opened to change nothing (:mod:`store.readonly`): every part refuses writes.
+    #: Opened to change nothing (:mod:`store.opening.read_only`): every part refuses writes.
     read_only: bool = False

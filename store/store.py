@@ -5,9 +5,11 @@
 - otherwise: the native file journal, messages in ``journal-directory`` and bindings in
   ``bindings-directory``.
 
-:func:`open_store` only chooses: each back-end has one opener that builds all of its parts and
-returns them as a :class:`~store.parts.StoreParts` (``store.journal.zero.open_zero_store``,
-``store.db.open_database_store``, ``store.file.open_file_store``); :class:`Store` holds them.
+:func:`open_store` only chooses: each back-end has one opener in :mod:`store.opening` that
+builds all of its parts and returns them as a :class:`~store.parts.StoreParts`
+(``store.opening.zero.open_zero_store``, ``store.opening.database.open_database_store``,
+``store.opening.file.open_file_store``, and ``store.opening.read_only.open_read_only_parts``
+for ``read_only=True``); :class:`Store` holds them.
 Opening takes the store's lock at once, so a second process opening the same store gets
 :class:`~store.errors.StoreLockedError` immediately; nothing is read until ``load()``.
 
@@ -118,14 +120,14 @@ def open_store(
     for settings the back-end refuses, StoreUnavailableError when a database cannot be
     reached, SchemaError for a database schema older than the code.
 
-    ``read_only``: open it to read and change nothing (:mod:`store.readonly`: the read-only
-    tools; every write is refused; a storage manager over it sweeps nothing at load);
-    ``fs`` and ``node_manager`` do not apply then.
+    ``read_only``: open it to read and change nothing (:mod:`store.opening.read_only`: the
+    read-only tools; every write is refused; a storage manager over it sweeps nothing at
+    load); ``fs`` and ``node_manager`` do not apply then.
     """
     if read_only:
         if fs is not None or node_manager is not None:
             raise ValueError("a read-only open takes neither fs nor node_manager")
-        from store.readonly import open_read_only_parts
+        from store.opening.read_only import open_read_only_parts
 
         return Store(config, open_read_only_parts(config))
     if node_manager is not None and not node_manager.is_live:
@@ -134,11 +136,11 @@ def open_store(
             hint="call start_primary() or await_live() before opening the store",
         )
     if not config.persistence_enabled:
-        from store.journal.zero import open_zero_store
+        from store.opening.zero import open_zero_store
 
         return Store(config, open_zero_store(page_size_of=config.page_size_of))
     if config.database_store is not None:
-        from store.db import open_database_store
+        from store.opening.database import open_database_store
 
         if node_manager is None:
             return Store(config, open_database_store(config))
@@ -146,7 +148,7 @@ def open_store(
         floor = node_manager.seq_floor()
         parts = open_database_store(config, fence=fence, store_lock=False, seq_floor=floor)
         return Store(config, parts)
-    from store.file import open_file_store
+    from store.opening.file import open_file_store, refuse_live_file_node
 
     if node_manager is None:
         refuse_live_file_node(config)
@@ -157,20 +159,3 @@ def open_store(
     # A write that fails on the store's files gives the live lock up (docs/ha.md#store-failure).
     watched = WatchedFileSystem(fs or OsFileSystem(), node_manager.store_failed)
     return Store(config, open_file_store(config, fs=watched, lock=False))
-
-
-def refuse_live_file_node(config: StoreConfig) -> None:
-    """A file store opened with a node manager holds the live lock instead of the journals'
-    directory locks, so a plain open checks that lock. Raises StoreLockedError naming the
-    holder when an HA node is live on this store."""
-    from store.errors import StoreLockedError
-    from store.ha.files import live_holder
-
-    holder = live_holder(config.node_manager_lock_directory)
-    if holder is not None:
-        raise StoreLockedError(
-            f"the file store is live in an HA pair: the live lock in "
-            f"{config.node_manager_lock_directory} is held by {holder}",
-            holder=holder,
-            hint="open it through the HA node manager (store ha run), or stop that node",
-        )

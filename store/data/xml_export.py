@@ -36,13 +36,13 @@ map's order, with ``_AMQ_SCHED_DELIVERY`` among them); an import keeps the file'
 file Artemis wrote comes back out in its order.
 
 Read-only: the store is opened with ``open_store(config, read_only=True)``
-(:mod:`store.readonly`), so a file store is left byte for byte and a database store row for
-row as they were: what a normal load would sweep (large bodies without a message, messages
-without a queue, stale cursor records) is left out of the export but stays in the store, a
-torn tail is not zeroed, and nothing is recorded at close. A writer or a live HA node on the
-store refuses the export (StoreLockedError), and one cannot start while it runs. It never
-creates a store: a file store's journal directories must hold journals, a database must hold
-the store's schema.
+(:mod:`store.opening.read_only`), so a file store is left byte for byte and a database store
+row for row as they were: what a normal load would sweep (large bodies without a message,
+messages without a queue, stale cursor records) is left out of the export but stays in the
+store, a torn tail is not zeroed, and nothing is recorded at close. A writer or a live HA node
+on the store refuses the export (StoreLockedError), and one cannot start while it runs. It
+never creates a store: a file store's journal directories must hold journals, a database must
+hold the store's schema.
 
 Output: :func:`export_xml` writes to a binary stream, or to a file path through a temporary
 file beside it that replaces the file only once the export is complete (a failed export

@@ -1,8 +1,12 @@
 """The database store: the bindings and messages journals in tables, through SQLAlchemy 2
 (docs/db.md; reference §4).
 
-Open it through :func:`store.open_store` with a ``database-store`` configuration; this package's
-entry point for that is :func:`open_database_journals`::
+Open it through :func:`store.open_store` with a ``database-store`` configuration, which calls
+:func:`store.opening.database.open_database_store`: that assembles the store (large messages
+and page stores too) on the journals this package's entry point, :func:`open_database_journals`,
+opens. This package imports none of the packages above it at module level
+(docs/architecture.md#layers); only :func:`refuse_live_lease` reads the HA lease table, through
+``store.ha.lease``, when it is called::
 
     journals = open_database_journals(config)      # locks the store, checks (or creates) its schema
     loaded = journals.messages.load()
@@ -50,8 +54,6 @@ from store.db.sqlstates import booted_elsewhere
 from store.db.urls import DatabaseTarget
 from store.db.writer import BacklogLimits, Fence
 from store.errors import ConfigError, StoreError, StoreLockedError, StoreUnavailableError
-from store.paging.api import PagingManager
-from store.parts import StoreParts
 
 if TYPE_CHECKING:
     from store.config import DatabaseStoreConfig, StoreConfig
@@ -63,7 +65,6 @@ __all__ = [
     "StoreSchema",
     "TableNames",
     "open_database_journals",
-    "open_database_store",
     "refuse_live_lease",
 ]
 
@@ -138,7 +139,8 @@ def open_database_journals(
     with an HA node manager, whose live lock replaces it) skips the store lock; with it, a
     live HA lease held by another process (unexpired by the database clock) is refused too.
     ``seq_floor``: the least ``seq`` of this open's appends (see :class:`~store.db.journal.
-    JournalOptions`). ``read_only``: :mod:`store.readonly`. Returns the DatabaseJournals.
+    JournalOptions`). ``read_only``: :mod:`store.opening.read_only`. Returns the
+    DatabaseJournals.
     Raises ConfigError for a configuration without a database store or with an unusable URL
     or driver, StoreLockedError when another process holds the store, SchemaError when the
     schema is old (naming ``store db upgrade``), partial, or cannot be created by this user
@@ -196,75 +198,6 @@ def open_database_journals(
         lock=lock,
         schema=schema,
         target=target,
-    )
-
-
-def open_database_store(
-    config: StoreConfig,
-    *,
-    fence: Fence | None = None,
-    store_lock: bool = True,
-    seq_floor: int = 0,
-) -> StoreParts:
-    """The database store's one opener (what :func:`store.open_store` calls): opens it as
-    :func:`open_database_journals` does, plus its large messages and page stores on the same
-    engine (removing the rows of bodies a dead process left incomplete,
-    :mod:`store.large.database`), and returns its :class:`~store.parts.StoreParts`; ``fence``
-    guards the journals' batches, the large messages' writes and the page stores' writes
-    alike. Raises what :func:`open_database_journals` raises, and StoreUnavailableError when
-    the large-message or page tables cannot be read."""
-    # Imported here: store.large.database builds on this package's modules.
-    from store.large.database import DatabaseLargeMessages
-
-    journals = open_database_journals(
-        config, fence=fence, store_lock=store_lock, seq_floor=seq_floor
-    )
-    try:
-        large_messages = DatabaseLargeMessages(
-            journals.engine, journals.schema.large_messages, fence=fence
-        )
-        try:
-            paging = _paging(config, journals, fence)
-        except BaseException:
-            large_messages.close()
-            raise
-    except BaseException:
-        journals.close()
-        raise
-
-    def close() -> None:
-        try:
-            try:
-                paging.close()
-            finally:
-                large_messages.close()
-        finally:
-            journals.close()
-
-    return StoreParts(
-        kind="database",
-        bindings=journals.bindings,
-        messages=journals.messages,
-        large_messages=large_messages,
-        paging=paging,
-        close=close,
-    )
-
-
-def _paging(config: StoreConfig, journals: DatabaseJournals, fence: Fence | None) -> PagingManager:
-    """The page stores in the store's page tables. Raises StoreUnavailableError."""
-    from store.paging.database import DatabasePagingManager  # imports store.db itself
-
-    db = config.database_store
-    assert db is not None
-    return DatabasePagingManager(
-        journals.engine,
-        journals.schema,
-        page_size_of=config.page_size_of,
-        sync_timeout_ns=config.page_sync_timeout,
-        max_page_size=db.jdbc_max_page_size_bytes,
-        where=journals.target.display,
-        fence=fence,
     )
 
 

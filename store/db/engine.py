@@ -173,8 +173,8 @@ def read_only_sessions(engine: Engine) -> None:
     """Make every new connection of ``engine`` refuse writes, as the database enforces them:
     PostgreSQL ``SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY``, MySQL/MariaDB
     ``SET SESSION TRANSACTION READ ONLY``, SQLite ``PRAGMA query_only = ON``. For the read-only
-    tools (:mod:`store.readonly`): a write a code path would still attempt fails with the
-    database's own error instead of changing the store. JDBC connections are left as they
+    tools (:mod:`store.opening.read_only`): a write a code path would still attempt fails with
+    the database's own error instead of changing the store. JDBC connections are left as they
     are (the read-only opener writes nothing there either; only the guard is missing).
     Call before the first connection. Returns None; raises nothing."""
     statement = {

@@ -1,6 +1,8 @@
 """The file store: the bindings and messages journals in pre-allocated, checksummed files
-(docs/file.md). Its one opener is :func:`open_file_store`; :func:`store.open_store` calls it for a
-configuration without a ``database-store`` section.
+(docs/file.md). A store of this kind is assembled (with its large messages and page stores) by
+:func:`store.opening.file.open_file_store`, which :func:`store.open_store` calls for a
+configuration without a ``database-store`` section; this package gives it the journals and
+:func:`file_journal_options`, and imports nothing above it.
 
 The modules, one concern each. The journal (``store.file.journal`` ties these together):
 
@@ -29,18 +31,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store.errors import StoreError
-from store.file.journal import FileJournal
 from store.file.options import FileJournalOptions, RetentionOptions
 from store.fs import FileSystem, OsFileSystem
-from store.large.files import FileLargeMessages
-from store.paging.files import FilePagingManager
-from store.parts import StoreParts
 
 if TYPE_CHECKING:
     from store.config import StoreConfig
 
-__all__ = ["file_journal_options", "open_file_store"]
+__all__ = ["file_journal_options"]
 
 
 def file_journal_options(
@@ -82,65 +79,3 @@ def file_journal_options(
         config.bindings_directory, create_directory=config.create_bindings_dir, **common
     )
     return bindings, messages
-
-
-def open_file_store(
-    config: StoreConfig, *, fs: FileSystem | None = None, lock: bool = True
-) -> StoreParts:
-    """Open the file store ``config`` describes: both journals, each locked at once (nothing is
-    read until ``load()``). ``fs`` replaces the file-system seam (tests inject faults);
-    ``lock=False`` skips the journals' directory locks (a store opened with the HA node
-    manager: its live lock replaces them, docs/ha.md).
-
-    The large-message directory is created when missing and cleared of bodies a dead process
-    left incomplete (:mod:`store.large.files`). Returns its :class:`~store.parts.StoreParts`.
-    Raises StoreLockedError when another process holds a journal directory, ConfigError for a
-    directory that may not be created, StoreIOError when a directory cannot be used.
-    """
-    bindings_opts, messages_opts = file_journal_options(config, fs=fs, lock=lock)
-    bindings = FileJournal(bindings_opts)
-    try:
-        messages = FileJournal(messages_opts)
-    except BaseException:
-        bindings.close()
-        raise
-    try:
-        large_messages = FileLargeMessages(config.large_messages_directory, fs=bindings_opts.fs)
-        try:
-            paging = _paging(config, fs)
-        except BaseException:
-            large_messages.close()
-            raise
-    except BaseException:
-        messages.close()
-        bindings.close()
-        raise
-
-    def close() -> None:
-        errors: list[StoreError] = []
-        for part in (paging, large_messages, messages, bindings):
-            try:
-                part.close()
-            except StoreError as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
-
-    return StoreParts(
-        kind="file",
-        bindings=bindings,
-        messages=messages,
-        large_messages=large_messages,
-        paging=paging,
-        close=close,
-    )
-
-
-def _paging(config: StoreConfig, fs: FileSystem | None) -> FilePagingManager:
-    """The page stores in ``paging-directory``. Raises StoreIOError."""
-    return FilePagingManager(
-        config.paging_directory,
-        page_size_of=config.page_size_of,
-        sync_timeout_ns=config.page_sync_timeout,
-        fs=fs,
-    )

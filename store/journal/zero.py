@@ -5,47 +5,19 @@ It still keeps the contract's state rules (load once, no append before load or a
 so code that runs against it behaves the same way it will against a real store; it does not
 track live ids (there is nothing to be consistent with after a restart).
 
+A store with zero persistence is assembled by :func:`store.opening.zero.open_zero_store`.
+
 Thread-safety: all methods may be called from any thread.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable
 
 from store.errors import JournalClosedError, JournalStateError
 from store.journal.api import Journal, JournalStats, LoadResult
-from store.large.memory import MemoryLargeMessages
-from store.parts import StoreParts
 
-__all__ = ["ZeroJournal", "open_zero_store"]
-
-
-def open_zero_store(*, page_size_of: Callable[[str], int] | None = None) -> StoreParts:
-    """The parts of a store with ``persistence-enabled = false``: nothing is written (page
-    stores live in memory, ``page_size_of(address)`` giving ``page-size-bytes``, default
-    10 MiB). Raises nothing."""
-    from store.paging.api import DEFAULT_PAGE_SIZE
-    from store.paging.memory import MemoryPagingManager
-
-    bindings, messages = ZeroJournal("bindings"), ZeroJournal("messages")
-    paging = MemoryPagingManager(page_size_of or (lambda address: DEFAULT_PAGE_SIZE))
-    large_messages = MemoryLargeMessages()
-
-    def close() -> None:
-        paging.close()
-        large_messages.close()
-        messages.close()
-        bindings.close()
-
-    return StoreParts(
-        kind="none",
-        bindings=bindings,
-        messages=messages,
-        large_messages=large_messages,
-        paging=paging,
-        close=close,
-    )
+__all__ = ["ZeroJournal"]
 
 
 class ZeroJournal(Journal):

@@ -276,10 +276,11 @@ class GroupCommitPagingManager(PagingManager):
     it); ``sync_timeout_ns`` is ``page-sync-timeout``. Construction discovers the page stores
     present; it raises what ``backend.discover`` raises.
 
-    ``read_only`` (the read-only tools, :mod:`store.readonly`): nothing is ever written. The
-    survey's leftovers stay where they are, a page whose deletion a crash interrupted is left
-    on disk but not offered, a torn tail is not cut, and ``append``, ``delete_page``,
-    ``remove`` and ``store()`` of an address without a page store raise JournalStateError.
+    ``read_only`` (the read-only tools, :mod:`store.opening.read_only`): nothing is ever
+    written. The survey's leftovers stay where they are, a page whose deletion a crash
+    interrupted is left on disk but not offered, a torn tail is not cut, and ``append``,
+    ``delete_page``, ``remove`` and ``store()`` of an address without a page store raise
+    JournalStateError.
     """
 
     def __init__(

@@ -31,8 +31,8 @@ def test_print_and_verify_change_nothing(stores: Any, kind: str) -> None:  # noq
 
 @pytest.mark.parametrize("kind", ["file", "postgresql", "mariadb", "sqlite"])
 def test_exp_changes_nothing(stores: Any, kind: str, tmp_path: Path) -> None:  # noqa: F811
-    """exp opens the store read-only (store.readonly): not a byte of a file store and not a
-    row of a database store changes, page stores and large bodies included; it used to
+    """exp opens the store read-only (store.opening.read_only): not a byte of a file store and
+    not a row of a database store changes, page stores and large bodies included; it used to
     create empty page tables and record the id generator's position at close."""
     backend = stores(kind)
     populate(backend)

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from store import Store, StoreConfig, open_store
-from store.db import open_database_store
 from store.db.migrate import drop_schema
 from store.errors import LockLostError, StoreLockedError
 from store.ha import open_node_manager
 from store.ha.database import DatabaseNodeManager, LeaseFence
 from store.ha.lease import PRIMARY_ROW
+from store.opening.database import open_database_store
 from tests.ha.conftest import HA_DATABASES, ha_mapping
 from tests.support.backends import unique_prefix
 
@@ -274,7 +274,7 @@ def test_a_lease_expired_by_the_database_clock_fences_the_next_batch_off(
 
 class _HookedFence:
     """The node manager's fence with a hook after its first check and one after its share
-    lock (the seam :func:`store.db.open_database_store` takes a fence through)."""
+    lock (the seam :func:`store.opening.database.open_database_store` takes a fence through)."""
 
     def __init__(self, fence: LeaseFence) -> None:
         self.fence = fence

@@ -25,6 +25,9 @@ Every write a code path would still attempt is refused with JournalStateError na
 storage manager over such a store (``Store.read_only``) applies what its load would sweep to
 its own view only and records nothing at close.
 
+The parts are assembled here, beside the back-ends' writable openers (:mod:`store.opening`),
+and from the same back-end pieces.
+
 Thread-safety: as :class:`~store.store.Store`.
 """
 
@@ -52,7 +55,7 @@ def open_read_only_parts(config: StoreConfig) -> StoreParts:
     ConfigError when a journal directory holds no journal, SchemaError when a database holds
     no store (or an old one), StoreUnavailableError when it cannot be reached."""
     if not config.persistence_enabled:
-        from store.journal.zero import open_zero_store
+        from store.opening.zero import open_zero_store
 
         return dataclasses.replace(
             open_zero_store(page_size_of=config.page_size_of), read_only=True
@@ -66,8 +69,8 @@ def _file(config: StoreConfig) -> StoreParts:
     from store.file import file_journal_options
     from store.file.lock import SharedDirectoryLock
     from store.large.files import FileLargeMessages
+    from store.opening.file import refuse_live_file_node
     from store.paging.files import FilePagingManager
-    from store.store import refuse_live_file_node
 
     refuse_live_file_node(config)
     bindings_opts, messages_opts = file_journal_options(config, lock=False)
