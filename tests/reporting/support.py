@@ -5,6 +5,7 @@ side (journal loads, storage manager) says about them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from store import open_store
@@ -179,3 +180,26 @@ def drained(sm: StorageManager, queues: tuple[str, ...]) -> dict[str, tuple[int,
         got = sm.receive(queue, max_messages=100_000)
         out[queue] = (len(got), sum(stored_bytes(d.message) for d in got))
     return out
+
+
+def check_report(
+    out: Path, stdout: str, expected: Expected, live: list[tuple[str, int, int, int, bool]]
+) -> None:
+    """What every end-to-end ``store report`` must show for a :func:`filled_store`: its
+    summary line, charts and page, queue depths equal to what the manager saw, record types
+    adding up to what the journals' own load returns (``live``: :func:`python_live`)."""
+    import pyarrow.parquet as pq
+
+    assert "queues 4" in stdout
+    total = sum(m for m, _b in expected.depths.values())
+    assert f"messages {total}," in stdout
+    for name in ("index.html", "queue_depths.png", "record_types.png"):
+        assert (out / name).stat().st_size > 500
+    rows = pq.read_table(out / "queue_depths").to_pylist()
+    assert {r["queue"]: (r["messages"], r["bytes"]) for r in rows} == expected.depths
+    types = pq.read_table(out / "record_types").to_pylist()
+    assert sum(r["records"] for r in types) == len(live)
+    assert sum(r["bytes"] for r in types) == sum(size for *_x, size, _u in live)
+    assert {r["name"] for r in types} >= {"QUEUE_BINDING_RECORD", "ADD_MESSAGE_PROTOCOL"}
+    html = (out / "index.html").read_text()
+    assert 'data-dataset="queue_depths"' in html and "orders.eu" in html

@@ -1,6 +1,6 @@
-"""``store report`` end to end, as a user runs it (a subprocess), on PostgreSQL, SQLite (the
-Debian jar, issue 28) and the file store: the files exist and their numbers are the store's; a
-missing driver or Java is one line and a non-zero exit."""
+"""``store report`` end to end, as a user runs it (a subprocess), on PostgreSQL and SQLite (the
+Debian jar, issue 28; the file store's is in test_cluster.py): the files exist and their
+numbers are the store's; a missing driver or Java is one line and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
-from tests.reporting.support import filled_store, python_live
+from tests.reporting.support import check_report, filled_store, python_live
 from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
 from tests.support.store_state import store_state
 
@@ -44,22 +43,16 @@ def _toml(path: Path, mapping: dict[str, Any]) -> Path:
     return path
 
 
-def _rows(out: Path, name: str) -> list[dict[str, Any]]:
-    return pq.read_table(out / name).to_pylist()  # type: ignore[no-any-return]
-
-
-@pytest.mark.parametrize("which", ["postgresql", "sqlite", "file-nio"])
+@pytest.mark.parametrize("which", ["postgresql", "sqlite"])
 def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> None:
-    from tests.support.backends import file_config_mapping
+    """The file store's end-to-end report is tests/reporting/test_cluster.py's (the same
+    command and checks, on a standalone cluster), which keeps the suite shorter."""
     from tests.support.db_backends import new_store_mapping
 
     factory = StoreFactory(backend_by_name(which), tmp_path, unique_prefix())
     try:
         expected = filled_store(factory)
-        if which != "file-nio":
-            mapping: dict[str, Any] = new_store_mapping(tmp_path, factory.prefix, which)
-        else:
-            mapping = file_config_mapping(tmp_path, "NIO")
+        mapping: dict[str, Any] = new_store_mapping(tmp_path, factory.prefix, which)
         config = _toml(tmp_path / "store.toml", mapping)
         out = tmp_path / "report"
         before = store_state(factory.config, tmp_path, skip=_NOT_THE_STORE)
@@ -70,19 +63,7 @@ def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> 
         live = python_live(factory)
     finally:
         factory.teardown()
-    assert "queues 4" in done.stdout
-    total = sum(m for m, _b in expected.depths.values())
-    assert f"messages {total}," in done.stdout
-    for name in ("index.html", "queue_depths.png", "record_types.png"):
-        assert (out / name).stat().st_size > 500
-    depths = {r["queue"]: (r["messages"], r["bytes"]) for r in _rows(out, "queue_depths")}
-    assert depths == expected.depths
-    types = _rows(out, "record_types")
-    assert sum(r["records"] for r in types) == len(live)
-    assert sum(r["bytes"] for r in types) == sum(size for *_x, size, _u in live)
-    assert {r["name"] for r in types} >= {"QUEUE_BINDING_RECORD", "ADD_MESSAGE_PROTOCOL"}
-    html = (out / "index.html").read_text()
-    assert 'data-dataset="queue_depths"' in html and "orders.eu" in html
+    check_report(out, done.stdout, expected, live)
 
 
 def test_missing_jdbc_driver_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
