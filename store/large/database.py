@@ -491,10 +491,15 @@ class DatabaseLargeMessages(LargeMessageStore):
             rows = self._rows(step, self._sql.names, (extension,))
         return [parse_row_name(self.table.name, *row) for row in rows]
 
-    def _remove_incomplete(self) -> None:
-        """Delete the chunk rows of bodies without a descriptor (a writer that died). Every
-        row is parsed first: one whose owner cannot be told stops the open (CorruptionError,
-        module docstring) before anything is deleted."""
+    def check_rows(self) -> None:
+        """What opening checks, for a store opened ``read_only`` (store.opening.read_only):
+        every row's name is parsed, and one whose owner cannot be told raises CorruptionError
+        naming it; nothing is removed. Raises StoreUnavailableError."""
+        self._incomplete()
+
+    def _incomplete(self) -> dict[int, list[str]]:
+        """Parse every row (CorruptionError for one whose owner cannot be told), note the
+        complete bodies; returns the chunk names of bodies without a descriptor, by id."""
         rows = self._names("list rows", None)
         complete = {r.message_id for r in rows if r.extension == MSG_EXTENSION}
         self._complete = complete
@@ -502,6 +507,13 @@ class DatabaseLargeMessages(LargeMessageStore):
         for r in rows:
             if r.extension == CHUNK_EXTENSION and r.message_id not in complete:
                 orphans.setdefault(r.message_id, []).append(chunk_name(r.message_id, r.chunk))
+        return orphans
+
+    def _remove_incomplete(self) -> None:
+        """Delete the chunk rows of bodies without a descriptor (a writer that died). Every
+        row is parsed first: one whose owner cannot be told stops the open (CorruptionError,
+        module docstring) before anything is deleted."""
+        orphans = self._incomplete()
         for names in orphans.values():
             self.delete_rows("remove incomplete body", names)
         if orphans:

@@ -147,6 +147,7 @@ def _database(config: StoreConfig) -> StoreParts:
         large = DatabaseLargeMessages(
             journals.engine, journals.schema.large_messages, read_only=True
         )
+        large.check_rows()  # damage a normal open refuses is refused here too
         paging = DatabasePagingManager(
             journals.engine,
             journals.schema,
