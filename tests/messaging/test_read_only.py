@@ -1,4 +1,4 @@
-"""A store opened read-only (``open_store(config, read_only=True)``, store/readonly.py): it
+"""A store opened read-only (``open_store(config, read_only=True)``, store/opening/read_only.py): it
 loads what a normal open loads, refuses every write loudly, and locks out writers while open.
 The byte-for-byte and row-for-row checks through ``store data exp`` are in
 tests/cli/test_read_only_tools.py."""
