@@ -12,6 +12,10 @@ Debian's PostgreSQL driver (``/usr/share/java/postgresql.jar``, package
 ``libpostgresql-jdbc-java``) on ``activemq.classpath`` and a table prefix of its own; its three
 tables are dropped when the broker has stopped.
 
+:func:`activemq` is one broker for one run. :func:`configure`, :func:`launch`,
+:func:`wait_answers`, :func:`stop` and :func:`remove` are its parts, for a benchmark that
+restarts a broker on the data it left (``bench.activemq_deep``).
+
 Nothing here installs anything: :func:`missing` says what is absent, and the benchmarks print
 that instead of a figure.
 """
