@@ -12,6 +12,10 @@ Debian's PostgreSQL driver (``/usr/share/java/postgresql.jar``, package
 ``libpostgresql-jdbc-java``) on ``activemq.classpath`` and a table prefix of its own; its three
 tables are dropped when the broker has stopped.
 
+:func:`activemq` is one broker for one run. :func:`configure`, :func:`launch`,
+:func:`wait_answers`, :func:`stop` and :func:`remove` are its parts, for a benchmark that
+restarts a broker on the data it left (``bench.activemq_deep``).
+
 Nothing here installs anything: :func:`missing` says what is absent, and the benchmarks print
 that instead of a figure.
 """
@@ -27,9 +31,13 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HOME", "PG_JAR", "STORES", "activemq", "missing"]
+__all__ = [
+    "HOME", "PG_JAR", "STORES", "Setup", "activemq", "configure", "launch", "missing", "remove",
+    "stop", "version", "wait_answers",
+]  # fmt: skip
 
 HOME = Path("/usr/share/activemq")
 PG_JAR = Path("/usr/share/java/postgresql.jar")
@@ -103,6 +111,19 @@ def missing(store: str) -> str | None:
     return None
 
 
+def version() -> str:
+    """The installed ``activemq`` package's version (``dpkg-query``), or ``5`` when dpkg
+    cannot say."""
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", "activemq"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "5"
+    return out.split("+")[0] or "5"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -147,14 +168,21 @@ def _drop_tables(prefix: str) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {tables}")  # type: ignore[arg-type]
 
 
-@contextlib.contextmanager
-def activemq(store: str, base: Path) -> Iterator[int]:
-    """Run one broker on ``store`` with its files under ``base`` (which must be empty or
-    absent); yield its STOMP port once it answers; stop it and remove its data afterwards.
+@dataclass(frozen=True)
+class Setup:
+    """One broker's generated configuration: ``store``, its folder ``base``, STOMP ``port``
+    and (JDBC) table ``prefix``. Start it with :func:`launch` as often as needed (every
+    start reuses the same data), remove its data with :func:`remove`."""
 
-    Raises RuntimeError when the broker exits, or does not answer within START_SECONDS (the
-    message ends with its log). :func:`missing` must have returned None for ``store``.
-    """
+    store: str
+    base: Path
+    port: int
+    prefix: str
+
+
+def configure(store: str, base: Path) -> Setup:
+    """Write a broker's ``activemq.xml`` for ``store`` under ``base`` (which must be empty or
+    absent). Raises ValueError for an unknown store."""
     if store not in STORES:
         raise ValueError(f"store must be one of {STORES}, not {store!r}")
     conf, data = base / "conf", base / "data"
@@ -168,23 +196,58 @@ def activemq(store: str, base: Path) -> Iterator[int]:
         _XML.format(data=data, persistence=persistence, port=port, datasource=datasource)
     )
     (conf / "log4j.properties").write_text(_LOG4J)
-    log_path = base / "broker.log"
+    return Setup(store, base, port, prefix)
+
+
+def launch(setup: Setup) -> subprocess.Popen[bytes]:
+    """Start the broker of ``setup`` (the java process itself, its log appended to
+    ``base/broker.log``) without waiting for it; see :func:`wait_answers` and :func:`stop`."""
+    with (setup.base / "broker.log").open("ab") as log:
+        return subprocess.Popen(
+            _command(setup.base, setup.base / "conf", setup.base / "data"),
+            stdout=log, stderr=subprocess.STDOUT, cwd=setup.base,
+        )  # fmt: skip
+
+
+def wait_answers(setup: Setup, process: subprocess.Popen[bytes]) -> None:
+    """Return once the broker's STOMP port accepts connections. Raises RuntimeError when the
+    broker exits or does not answer within START_SECONDS (the message ends with its log)."""
+    deadline = time.monotonic() + START_SECONDS
+    while not _answers(setup.port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = (setup.base / "broker.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"ActiveMQ ({setup.store}) did not start:\n{tail}")
+        time.sleep(0.1)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (ActiveMQ's shutdown hook closes the store), SIGKILL after STOP_SECONDS."""
+    _stop(process)
+
+
+def remove(setup: Setup) -> None:
+    """Drop the broker's data (its folder, and its tables for JDBC); the broker must be
+    stopped."""
+    if setup.store == "jdbc":
+        _drop_tables(setup.prefix)
+    shutil.rmtree(setup.base / "data", ignore_errors=True)
+
+
+@contextlib.contextmanager
+def activemq(store: str, base: Path) -> Iterator[int]:
+    """Run one broker on ``store`` with its files under ``base`` (which must be empty or
+    absent); yield its STOMP port once it answers; stop it and remove its data afterwards.
+
+    Raises RuntimeError when the broker exits, or does not answer within START_SECONDS (the
+    message ends with its log). :func:`missing` must have returned None for ``store``.
+    """
+    setup = configure(store, base)
     try:
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                _command(base, conf, data), stdout=log, stderr=subprocess.STDOUT, cwd=base
-            )
+        process = launch(setup)
         try:
-            deadline = time.monotonic() + START_SECONDS
-            while not _answers(port):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    tail = log_path.read_text(errors="replace")[-2000:]
-                    raise RuntimeError(f"ActiveMQ ({store}) did not start:\n{tail}")
-                time.sleep(0.1)
-            yield port
+            wait_answers(setup, process)
+            yield setup.port
         finally:
             _stop(process)
     finally:
-        if store == "jdbc":
-            _drop_tables(prefix)
-        shutil.rmtree(data, ignore_errors=True)
+        remove(setup)

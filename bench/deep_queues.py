@@ -19,9 +19,24 @@ start-up) unless ``--global-max-size`` / ``--global-max-messages`` say otherwise
 larger than the store, such as ``100G``: every message in the journal and in memory after a
 load, which measures the cost per message itself).
 
-ActiveMQ's figures are printed beside ours only when ActiveMQ is installed here (``activemq``
-on the PATH or Debian's ``/usr/share/activemq``); it is never installed by this script.
-The figures issue 27 recorded for ActiveMQ 5.17 on its machine are quoted for reference.
+``process launch -> first message`` is the same restart timed from the parent's launching
+the measuring process (interpreter start and imports included), the figure compared with
+ActiveMQ's.
+
+ActiveMQ (issue 27's "beside ours where the machine has it", issue 29's start-up with
+1,000,000 messages): when Debian's ``activemq`` package and java are here
+(``bench.activemq.missing``), ``bench.activemq_deep`` fills a fresh broker of its own (KahaDB
+for ``--backend file``, its JDBC adapter on the same PostgreSQL for ``--backend postgresql``)
+with the same N persistent 100-byte messages in one queue over STOMP (4 producers,
+transactions of 1,000 SENDs each committed with a receipt), stops it with SIGTERM, starts it
+again on the same data, and takes the seconds from launching the java process to the first
+MESSAGE frame a STOMP consumer subscribed to that queue receives, and that process's peak RSS
+(``VmHWM`` in ``/proc/<pid>/status``, read before it is stopped). Both are printed beside
+ours with the ratio ours/ActiveMQ (below 1: ours is quicker or smaller). ActiveMQ's broker is
+a JVM with a fixed 1 GiB heap (``bench.activemq.HEAP``), so its RSS is what the JVM touched,
+not what the queue needs. Without ActiveMQ (or with ``--no-activemq``) the figures issue 27
+recorded for ActiveMQ 5.17 at 1,000,000 waiting are quoted instead, with the reason. Nothing
+is installed by this script.
 
 Run::
 
@@ -49,6 +64,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from bench.activemq import missing, version
+from bench.activemq_deep import restart_figures
 from store import StoreConfig, open_store
 from store.messaging import Message, StorageManager
 
@@ -56,6 +73,8 @@ QUEUE = "deep.q"
 BODY = b"x" * 100
 #: ActiveMQ 5.17 (KahaDB / JDBC on PostgreSQL) with 1,000,000 waiting, from issue 27.
 ACTIVEMQ_ISSUE_27 = {"file": (2.13, 140), "postgresql": (4.18, 148)}
+#: The ActiveMQ store each of our back-ends is compared with.
+AMQ_STORE = {"file": "kahadb", "postgresql": "jdbc"}
 
 
 def _rss_mb() -> float:
@@ -104,10 +123,13 @@ def build(config: StoreConfig, messages: int) -> dict[str, Any]:
     return {"build_seconds": time.perf_counter() - started, "paged": paged}
 
 
-def measure(config: StoreConfig, messages: int, *, traced: bool) -> dict[str, Any]:
+def measure(
+    config: StoreConfig, messages: int, *, traced: bool, launched: float | None = None
+) -> dict[str, Any]:
     """Open, load and receive the first message, in this (fresh) process. Returns the
-    figures (see the module docstring). Raises AssertionError when the store does not hold
-    ``messages`` messages."""
+    figures (see the module docstring), with ``launch_to_first_seconds`` when ``launched``
+    (the ``time.time()`` at which the parent started this process) is given. Raises
+    AssertionError when the store does not hold ``messages`` messages."""
     if traced:
         tracemalloc.start()
     before_rss = _rss_mb()
@@ -121,6 +143,7 @@ def measure(config: StoreConfig, messages: int, *, traced: bool) -> dict[str, An
         after_traced = tracemalloc.get_traced_memory()[0] if traced else 0
         (first,) = sm.receive(QUEUE, 1)
         first_at = time.perf_counter()
+        first_wall = time.time()
         assert first.message.body == BODY
         assert rec.messages == messages, (rec.messages, messages)
         assert sm.depth(QUEUE) == messages
@@ -133,20 +156,15 @@ def measure(config: StoreConfig, messages: int, *, traced: bool) -> dict[str, An
         "baseline_rss_mb": before_rss,
         "rss_bytes_per_message": (after_rss - before_rss) * 2**20 / messages,
         "traced_bytes_per_message": (after_traced - before_traced) / messages,
+        "launch_to_first_seconds": None if launched is None else first_wall - launched,
     }
-
-
-def _activemq() -> str | None:
-    found = shutil.which("activemq")
-    if found:
-        return found
-    return "/usr/share/activemq" if Path("/usr/share/activemq").is_dir() else None
 
 
 def _run_child(args: argparse.Namespace, traced: bool) -> dict[str, Any]:
     command = [sys.executable, "-m", "bench.deep_queues", "measure", *_common(args)]
     if traced:
         command.append("--traced")
+    command += ["--launched", repr(time.time())]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result
@@ -181,11 +199,15 @@ def main() -> None:
     parser.add_argument("--global-max-size", help="e.g. 64M (default); 100G: no limit in effect")
     parser.add_argument("--global-max-messages", type=int)
     parser.add_argument("--traced", action="store_true", help="measure: with tracemalloc")
+    parser.add_argument("--launched", type=float, help="measure: time.time() at launch")
+    parser.add_argument("--no-activemq", action="store_true", help="all: skip ActiveMQ")
     parser.add_argument("--keep", action="store_true", help="all: keep the store afterwards")
     args = parser.parse_args()
     config = _config(args)
     if args.command == "measure":
-        print(json.dumps(measure(config, args.messages, traced=args.traced)))
+        print(
+            json.dumps(measure(config, args.messages, traced=args.traced, launched=args.launched))
+        )
         return
     _drop(args, config)
     if args.backend == "postgresql":
@@ -202,6 +224,12 @@ def main() -> None:
     finally:
         if not args.keep:
             _drop(args, config)
+    _report(args, built, timed, traced)
+
+
+def _report(
+    args: argparse.Namespace, built: dict[str, Any], timed: dict[str, Any], traced: dict[str, Any]
+) -> None:
     n = args.messages
     print(f"{args.backend}, {n:,} x {len(BODY)}-byte messages waiting in one queue")
     print(f"  build: {built['build_seconds']:.1f} s, {built['paged']:,} of them paged")
@@ -216,18 +244,29 @@ def main() -> None:
         f"  bytes per waiting message after load(): RSS {timed['rss_bytes_per_message']:,.0f},"
         f" tracemalloc {traced['traced_bytes_per_message']:,.0f}"
     )
-    amq = _activemq()
-    seconds, rss = ACTIVEMQ_ISSUE_27[args.backend]
-    if amq is None:
+    store = AMQ_STORE[args.backend]
+    absent = "--no-activemq given" if args.no_activemq else missing(store)
+    if absent is not None:
+        seconds, rss = ACTIVEMQ_ISSUE_27[args.backend]
         print(
-            "  ActiveMQ: not installed on this machine, not measured (issue 27 recorded"
-            f" ActiveMQ 5.17 at 1,000,000 waiting: {seconds} s, {rss} MB)"
+            f"  ActiveMQ ({store}): not measured: {absent} (issue 27 recorded ActiveMQ 5.17"
+            f" at 1,000,000 waiting: {seconds} s, {rss} MB)"
         )
-    else:
-        print(
-            f"  ActiveMQ: found at {amq}; not driven by this script (issue 27: {seconds} s,"
-            f" {rss} MB at 1,000,000 waiting)"
-        )
+        return
+    amq = restart_figures(store, n, BODY)
+    print(
+        f"  ActiveMQ {version()} ({store}): filled over STOMP in {amq['fill_seconds']:.1f} s"
+        f" ({n / amq['fill_seconds']:,.0f} msg/s), stopped (SIGTERM), restarted:"
+        f" STOMP port answered at {amq['port_seconds']:.2f} s"
+    )
+    rows = [
+        ("process launch -> first message, s", timed["launch_to_first_seconds"],
+         amq["first_message_seconds"], ".2f"),
+        ("peak RSS, MB", timed["peak_rss_mb"], amq["peak_rss_mb"], ",.0f"),
+    ]  # fmt: skip
+    print(f"  {'figure':<36} {'ours':>9} {'ActiveMQ':>9} {'ours/ActiveMQ':>14}")
+    for name, ours, theirs, fmt in rows:
+        print(f"  {name:<36} {ours:>9{fmt}} {theirs:>9{fmt}} {ours / theirs:>13.2f}x")
 
 
 if __name__ == "__main__":

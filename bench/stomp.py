@@ -29,8 +29,8 @@ figures include JIT warm-up; coilmq's dbm store syncs every 100 operations, not 
 is not durable per RECEIPT as ours and ActiveMQ are). Issue 29's "send+consume 16+16" is
 measured here as two phases, sends then consumes, not concurrently.
 
-Not here yet (issue 29): coilmq's SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own),
-start-up with 1,000,000 messages.
+Not here yet (issue 29): coilmq's SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own).
+Start-up of a broker holding 1,000,000 messages is ``bench.deep_queues``'s (beside ActiveMQ).
 
 Run from the repository root: ``python -m bench.stomp [--target ours-file ours-postgresql
 coilmq-dbm activemq-kahadb activemq-jdbc] [--seconds 3] [--repeat 3]``. Benchmarks report,
