@@ -14,9 +14,37 @@ import time
 import uuid
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from store import StoreConfig
 from store.ha.database import DatabaseNodeManager
-from store.ha.lease import PRIMARY_ROW
+from store.ha.lease import PRIMARY_ROW, Acquired, LeaseTable
+
+
+def acquire(table: LeaseTable, holder: str, pause: float) -> Acquired:
+    """Take the live-lock row for ``holder``, retrying. An attempt that fails with a database
+    error (a statement timeout while a dozen contenders wait for the row's lock, a dropped
+    connection) counts as not taken, as the node manager's wait counts it; if its commit did
+    land, the row is ``holder``'s and nobody else gets it before it expires. Raises nothing."""
+    while True:
+        try:
+            got = table.try_acquire(PRIMARY_ROW, holder)
+        except sa.exc.OperationalError:
+            got = None
+        if got is not None:
+            return got
+        time.sleep(pause)
+
+
+def release(table: LeaseTable, holder: str, generation: int) -> bool:
+    """Release the row, retrying a database error; True when released (a retry that finds
+    the row released already counts: the failed attempt's commit landed)."""
+    for attempt in range(100):
+        try:
+            return table.release(PRIMARY_ROW, holder, generation) or attempt > 0
+        except sa.exc.OperationalError:
+            time.sleep(0.05)
+    return False
 
 
 def main() -> int:
@@ -26,12 +54,11 @@ def main() -> int:
     holder = f"child-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     try:
         for _ in range(rounds):
-            while (got := nm.table.try_acquire(PRIMARY_ROW, holder)) is None:
-                time.sleep(0.01)
+            got = acquire(nm.table, holder, 0.01)
             value = int(Path(counter).read_text() or "0")
             time.sleep(0.02)
             Path(counter).write_text(str(value + 1))
-            nm.table.release(PRIMARY_ROW, holder, got.generation)
+            release(nm.table, holder, got.generation)
     finally:
         nm.close()
     return 0

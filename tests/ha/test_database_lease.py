@@ -23,6 +23,7 @@ from store.ha import open_node_manager
 from store.ha.database import DatabaseNodeManager
 from store.ha.lease import PRIMARY_ROW
 from tests.ha.conftest import EXPIRATION_MS, ha_mapping
+from tests.ha.lease_child import acquire, release
 from tests.support.backends import unique_prefix
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,8 +113,7 @@ def test_mutual_exclusion_under_many_concurrent_acquirers(
     def worker(n: int) -> None:
         holder = f"thread-{n}-{uuid.uuid4().hex[:6]}"
         for _ in range(5):
-            while (got := nm.table.try_acquire(PRIMARY_ROW, holder)) is None:
-                time.sleep(0.005)
+            got = acquire(nm.table, holder, 0.005)
             with guard:
                 inside.append(holder)
                 if len(inside) > 1:
@@ -123,7 +123,7 @@ def test_mutual_exclusion_under_many_concurrent_acquirers(
             counter.write_text(str(value + 1))
             with guard:
                 inside.remove(holder)
-            assert nm.table.release(PRIMARY_ROW, holder, got.generation)
+            assert release(nm.table, holder, got.generation)
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     children = [

@@ -36,7 +36,12 @@ def _run_and_kill(kind: str, target: str, seconds: float, *extra: str) -> list[s
     assert proc.stdout.readline() == "ready\n", proc.stderr.read() if proc.stderr else ""
     time.sleep(seconds)
     os.kill(proc.pid, signal.SIGKILL)
-    out, err = proc.communicate(timeout=30)
+    # Read through proc.stdout, not communicate(): readline() above may have read lines past
+    # "ready" into the reader's buffer, and communicate() reads the pipe itself, so it lost
+    # them (an acknowledged append missing from the child's output: CI failed on that).
+    assert proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL, err
     return [line for line in out.split("\n")[:-1]]  # the last piece may be cut by the kill
 
