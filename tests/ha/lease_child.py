@@ -23,13 +23,13 @@ from store.ha.lease import PRIMARY_ROW, Acquired, LeaseTable
 
 def acquire(table: LeaseTable, holder: str, pause: float) -> Acquired:
     """Take the live-lock row for ``holder``, retrying. An attempt that fails with a database
-    error (a statement timeout while a dozen contenders wait for the row's lock, a dropped
-    connection) counts as not taken, as the node manager's wait counts it; if its commit did
+    error (a statement or idle timeout while a dozen contenders wait for the row's lock, a
+    dropped connection) counts as not taken, as the node manager's wait counts it; if its commit did
     land, the row is ``holder``'s and nobody else gets it before it expires. Raises nothing."""
     while True:
         try:
             got = table.try_acquire(PRIMARY_ROW, holder)
-        except sa.exc.OperationalError:
+        except sa.exc.DBAPIError:
             got = None
         if got is not None:
             return got
@@ -42,7 +42,7 @@ def release(table: LeaseTable, holder: str, generation: int) -> bool:
     for attempt in range(100):
         try:
             return table.release(PRIMARY_ROW, holder, generation) or attempt > 0
-        except sa.exc.OperationalError:
+        except sa.exc.DBAPIError:
             time.sleep(0.05)
     return False
 
