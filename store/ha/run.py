@@ -233,8 +233,8 @@ class NodeRunner:
                 pause=self.pause,
                 payload=payload,
             )
-        except KeyboardInterrupt:
-            pass  # Ctrl-C while writing: a stop
+        except KeyboardInterrupt:  # Ctrl-C while writing is a stop, as stop() is
+            self._stop.set()
         except LockLostError as exc:
             raise LockLostError(
                 f"lost the live lock; stopped writing: {exc}",
