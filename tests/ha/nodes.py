@@ -50,7 +50,9 @@ class Node:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         argv = ["ha", "run", "--config", str(config), "--role", role, "--pause", str(pause)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CLI, *argv],
+            # -X faulthandler: a node that hangs dumps every thread's stack on SIGABRT
+            # (finish() sends it before it fails the test).
+            [sys.executable, "-X", "faulthandler", "-c", _CLI, *argv],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -98,8 +100,19 @@ class Node:
         self.proc.send_signal(sig)
 
     def finish(self, timeout: float = 30) -> int:
-        """Wait for the process to exit and its output to be read; returns its exit code."""
-        code = self.proc.wait(timeout)
+        """Wait for the process to exit and its output to be read; returns its exit code.
+        A node still running after ``timeout`` is aborted (SIGABRT: its threads' stacks go to
+        stderr) and the test fails with what it said."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)
+            self.proc.wait(10)
+            for reader in self._readers:
+                reader.join(10)
+            with self._guard:
+                said = "\n".join(self.errors[-200:])
+            raise AssertionError(f"{self.role} still running after {timeout} s:\n{said}") from None
         for reader in self._readers:
             reader.join(10)
         return code
