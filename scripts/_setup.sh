@@ -55,7 +55,8 @@ ensure_venv() {
 ensure_install() {
     local extras=$1 spec=. hash
     [ -n "$extras" ] && spec=".[$extras]"
-    hash=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
+    # The compiled part is built by the install: a changed store/_speedups.c installs again.
+    hash=$(cat "$ROOT/pyproject.toml" "$ROOT/store/_speedups.c" | sha256sum | cut -c1-16)
     if [ -f "$STAMP" ] && install_works; then
         if grep -qx "$hash $extras" "$STAMP" || { [ -z "$extras" ] && grep -q "^$hash " "$STAMP"; }; then
             return 0

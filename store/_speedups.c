@@ -1312,6 +1312,156 @@ static PyObject *add_entries_run(PyObject *self, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
+/* ---- Pages: what a messaging load reads of every page --------------------------------------
+ *
+ * scan_page(data) -> (records, offset): store.paging.format.scan_page's loop over the records
+ * of a page's bytes (big-endian framing: 0x7B, length u32, CRC-32 of the length's 4 bytes and
+ * the payload, payload, 0x7D), the payloads as bytes objects, up to the first record that is
+ * not valid; offset is where that record starts (len(data) when every record is valid). The
+ * Python code decides what an invalid record means (a torn tail or a CorruptionError).
+ *
+ * paged_runs(records, version) -> (runs, large) or None: store.messaging.page_scan's
+ * python_paged_runs for a list of PAGED_MESSAGE payloads all in the plain layout PagedMessage.
+ * decode unpacks with two struct calls (version, message id i64, transaction id i64, record
+ * type 30 or 45, record length u32, record, queue count i32 >= 0, queue ids i64, nothing
+ * after): runs of consecutive records with the same transaction and queue ids, as
+ * (start, count, tx_id, queue_ids) tuples, and the message ids of the type 30 records. None
+ * when any record is not in that layout: the Python code then decodes the page and names
+ * the fault. */
+static PyObject *scan_page(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "scan_page(data) takes 1 argument");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len, offset = 0;
+    PyObject *records = PyList_New(0);
+    if (records == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    while (offset < n) {
+        if (n - offset < 10 || d[offset] != 0x7B)
+            break;
+        uint32_t length = be32(d + offset + 1);
+        if ((uint64_t)length > (uint64_t)(n - offset - 10))
+            break;
+        const unsigned char *payload = d + offset + 9;
+        uLong crc = fast_crc(fast_crc(0, d + offset + 1, 4), payload, (Py_ssize_t)length);
+        if ((uint32_t)crc != be32(d + offset + 5) || payload[length] != 0x7D)
+            break;
+        PyObject *record = PyBytes_FromStringAndSize((const char *)payload, (Py_ssize_t)length);
+        if (record == NULL || PyList_Append(records, record) < 0) {
+            Py_XDECREF(record);
+            Py_DECREF(records);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        Py_DECREF(record);
+        offset += 10 + (Py_ssize_t)length;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nn)", records, offset);
+}
+
+/* The queue ids tuple of a record's ids section (count ids of 8 bytes at p). */
+static PyObject *queue_ids(const unsigned char *p, int32_t count) {
+    PyObject *ids = PyTuple_New(count);
+    if (ids == NULL)
+        return NULL;
+    for (int32_t i = 0; i < count; i++) {
+        PyObject *qid = PyLong_FromLongLong(be64(p + 8 * (Py_ssize_t)i));
+        if (qid == NULL) {
+            Py_DECREF(ids);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(ids, i, qid);
+    }
+    return ids;
+}
+
+/* Append the run (start, count, tx_id, ids) to runs; -1 with an exception set. */
+static int close_run(PyObject *runs, Py_ssize_t start, Py_ssize_t count, int64_t tx_id,
+                     const unsigned char *ids, int32_t id_count) {
+    PyObject *qids = queue_ids(ids, id_count);
+    if (qids == NULL)
+        return -1;
+    PyObject *run = Py_BuildValue("(nnLN)", start, count, (long long)tx_id, qids);
+    if (run == NULL)
+        return -1;
+    int rc = PyList_Append(runs, run);
+    Py_DECREF(run);
+    return rc;
+}
+
+static PyObject *paged_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "paged_runs(records: list, version) takes 2 arguments");
+        return NULL;
+    }
+    long version = PyLong_AsLong(args[1]);
+    if (version == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *records = args[0];
+    PyObject *runs = PyList_New(0), *large = PyList_New(0);
+    if (runs == NULL || large == NULL)
+        goto fail;
+    Py_ssize_t total = PyList_GET_SIZE(records), start = 0;
+    int64_t run_tx = 0;
+    const unsigned char *run_ids = NULL;
+    int32_t run_count = -1;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        PyObject *item = PyList_GET_ITEM(records, i);
+        if (!PyBytes_Check(item))
+            goto plain_python;
+        const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(item);
+        Py_ssize_t n = PyBytes_GET_SIZE(item);
+        if (n < 22 || d[0] != version || (d[17] != 30 && d[17] != 45))
+            goto plain_python;
+        uint64_t end = 22 + (uint64_t)be32(d + 18);
+        if (end + 4 > (uint64_t)n)
+            goto plain_python;
+        int32_t count = (int32_t)be32(d + end);
+        if (count < 0 || (uint64_t)n != end + 4 + 8 * (uint64_t)count)
+            goto plain_python;
+        int64_t tx_id = be64(d + 9);
+        const unsigned char *ids = d + end + 4;
+        if (d[17] == 30) {
+            PyObject *mid = PyLong_FromLongLong(be64(d + 1));
+            if (mid == NULL || PyList_Append(large, mid) < 0) {
+                Py_XDECREF(mid);
+                goto fail;
+            }
+            Py_DECREF(mid);
+        }
+        if (run_count >= 0 && tx_id == run_tx && count == run_count &&
+            memcmp(ids, run_ids, 8 * (size_t)count) == 0)
+            continue;
+        if (run_count >= 0 && close_run(runs, start, i - start, run_tx, run_ids, run_count) < 0)
+            goto fail;
+        start = i;
+        run_tx = tx_id;
+        run_ids = ids;
+        run_count = count;
+    }
+    if (run_count >= 0 && close_run(runs, start, total - start, run_tx, run_ids, run_count) < 0)
+        goto fail;
+    return Py_BuildValue("(NN)", runs, large);
+plain_python:
+    Py_DECREF(runs);
+    Py_DECREF(large);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(runs);
+    Py_XDECREF(large);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, "
@@ -1344,6 +1494,12 @@ static PyMethodDef methods[] = {
      "scan_replay(data, file_id, start, floor, pad_unit, entries, index, info_type, live, "
      "updated_only, file_key, add, update, other) -> (end, last_lsn, count, first_lsn, "
      "positives, live_bytes): scan and replay_adds in one pass, as store.file.reader."},
+    {"scan_page", (PyCFunction)(void (*)(void))scan_page, METH_FASTCALL,
+     "scan_page(data) -> (records, offset): a page's valid records up to the first invalid "
+     "one, as store.paging.format.scan_page."},
+    {"paged_runs", (PyCFunction)(void (*)(void))paged_runs, METH_FASTCALL,
+     "paged_runs(records, version) -> (runs, large) or None: runs of paged messages, as "
+     "store.messaging.page_scan.python_paged_runs."},
     {"scan", scan, METH_VARARGS,
      "scan(data, file_id, start, floor, pad_unit) -> (records, end, last_lsn, count): the "
      "records in sequence, as store.file.reader.scan."},

@@ -94,6 +94,7 @@ from store.messaging.page_records import (
     CursorAck,
     PageComplete,
 )
+from store.messaging.page_scan import PagedRun, paged_runs
 from store.paging.api import PagePosition, PageStore, PagingManager
 
 if TYPE_CHECKING:
@@ -141,6 +142,18 @@ class Cursor:
 
 
 _NO_CURSOR: Final = Cursor()  # read-only stand-in for a queue without a cursor
+
+
+#: A run of a page's records as the load accounted it: (start, count, the live queues its
+#: records count for).
+_LoadedRun = tuple[int, int, tuple[int, ...]]
+
+
+def _within(indexes: set[int], start: int, end: int) -> int:
+    """How many of ``indexes`` lie in ``start`` .. ``end - 1``, in whichever is shorter."""
+    if len(indexes) <= end - start:
+        return sum(1 for i in indexes if start <= i < end)
+    return sum(1 for i in range(start, end) if i in indexes)
 
 
 def _keep(record_id: int) -> None:
@@ -597,22 +610,19 @@ class Pager:
         pages every queue has finished stay (they hold nothing to deliver)."""
         delete = self._journal.append_delete if sweep else _keep
         cleaned: dict[str, int] = defaultdict(int)
-        routes: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        routes: dict[tuple[str, int], list[_LoadedRun]] = {}
         large: dict[tuple[str, int], list[int]] = {}
         for address in self._paging.addresses():
             state = self.address(address)
             store = self._store(address)
             for page_no in store.pages():
-                records = [PagedMessage.decode(b) for b in store.read_page(page_no)]
+                records = store.read_page(page_no)
+                runs, large[address, page_no] = paged_runs(records)
                 page = state.pages[page_no] = PageState(size=len(records))
-                routes[address, page_no] = []
-                large[address, page_no] = [p.message_id for p in records if p.record_type == 30]
-                for index, paged in enumerate(records):
-                    routes[address, page_no].append(
-                        self._load_record(
-                            address, page, page_no, index, paged, page_txs, pending_txs
-                        )
-                    )
+                routes[address, page_no] = [
+                    self._load_run(address, page, page_no, run, records, page_txs, pending_txs)
+                    for run in runs
+                ]
             state.last_page = store.current_page
         self._visible_txs = {
             tx: rid
@@ -652,33 +662,35 @@ class Pager:
         }
         return messages, dict(cleaned)
 
-    def _load_record(
+    def _load_run(
         self,
         address: str,
         page: PageState,
         page_no: int,
-        index: int,
-        paged: PagedMessage,
+        run: PagedRun,
+        records: list[bytes],
         page_txs: dict[int, int],
         pending_txs: set[int],
-    ) -> tuple[int, ...]:
-        """Account one record found at load; returns the live queues it counts for."""
-        if paged.tx_id:
-            page.tx_ids.add(paged.tx_id)
-            if paged.tx_id in pending_txs:
-                page.pending += 1
-                sends = self.pending_sends.setdefault(paged.tx_id, [])
-                light = PagedMessage(
-                    paged.message_id, paged.tx_id, paged.record_type, b"", paged.queue_ids
-                )
-                sends.append((address, PagePosition(page_no, index), light))  # no body held
-                return ()
-            if paged.tx_id not in page_txs:
-                return ()  # rolled back, or never committed
-        live = tuple(q for q in paged.queue_ids if self._live_queue(q))
+    ) -> _LoadedRun:
+        """Account one run of records found at load (module ``page_scan``); returns it with
+        the live queues its records count for (none for a transaction not committed)."""
+        start, count, tx_id, queue_ids = run
+        if tx_id:
+            page.tx_ids.add(tx_id)
+            if tx_id in pending_txs:
+                page.pending += count
+                sends = self.pending_sends.setdefault(tx_id, [])
+                for index in range(start, start + count):
+                    paged = PagedMessage.decode(records[index])
+                    light = PagedMessage(paged.message_id, tx_id, paged.record_type, b"", queue_ids)
+                    sends.append((address, PagePosition(page_no, index), light))  # no body held
+                return start, count, ()
+            if tx_id not in page_txs:
+                return start, count, ()  # rolled back, or never committed
+        live = tuple(q for q in queue_ids if self._live_queue(q))
         for qid in live:
-            page.routed[qid] += 1
-        return live
+            page.routed[qid] += count
+        return start, count, live
 
     def _page_of(self, qid: int, page_no: int) -> PageState | None:
         address = self._queue_address(qid)
@@ -686,10 +698,10 @@ class Pager:
         return None if state is None else state.pages.get(page_no)
 
     def _rebuild_cursors(
-        self, routes: dict[tuple[str, int], list[tuple[int, ...]]], held: list[CursorAck]
+        self, routes: dict[tuple[str, int], list[_LoadedRun]], held: list[CursorAck]
     ) -> int:
         messages = 0
-        for (address, page_no), per_index in routes.items():
+        for (address, page_no), runs in routes.items():
             state = self._addresses[address]
             page = state.pages[page_no]
             for qid, routed in page.routed.items():
@@ -698,9 +710,13 @@ class Pager:
                     unacked = routed - len(page.acked[qid])
                     cursor.remaining += unacked
                     state.live += unacked
-            for index, qids in enumerate(per_index):
-                if any(q not in page.complete and index not in page.acked[q] for q in qids):
-                    messages += 1
+            for start, count, qids in runs:
+                # A record still waits unless every queue it counts for that has not
+                # completed the page acknowledged it.
+                waiting = [page.acked.get(q, set()) for q in qids if q not in page.complete]
+                if waiting:
+                    done = set.intersection(*waiting) if len(waiting) > 1 else waiting[0]
+                    messages += count - _within(done, start, start + count)
         for ack in held:
             target = self._page_of(ack.queue_id, ack.page)
             owner = self._queue_address(ack.queue_id)

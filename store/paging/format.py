@@ -36,7 +36,7 @@ import struct
 from typing import Final
 
 from store.errors import CorruptionError
-from store.speedups import crc32
+from store.speedups import SPEEDUPS, crc32
 
 __all__ = [
     "FRAMING",
@@ -58,6 +58,8 @@ FRAMING: Final = _HEAD.size + 1
 #: The largest payload a record can hold (the length field is 32-bit).
 MAX_RECORD_SIZE: Final = 2**32 - 1 - FRAMING
 _PAGE_SUFFIX: Final = ".page"
+#: The compiled loop over a page's valid records (``store/_speedups.c``), or None.
+_COMPILED_SCAN = getattr(SPEEDUPS, "scan_page", None)
 
 
 def encoded_size(payload_size: int) -> int:
@@ -119,10 +121,16 @@ def scan_page(
     data: bytes | bytearray | memoryview, *, path: str, torn_tail: bool
 ) -> tuple[list[bytes], int]:
     """As :func:`decode_page`, also returning where the valid records end (the length to cut
-    a torn tail back to before appending after it). Raises CorruptionError as decode_page."""
+    a torn tail back to before appending after it). Raises CorruptionError as decode_page.
+
+    Where the compiled module is built, its ``scan_page`` takes the valid records up to the
+    first invalid one (every page a load reads goes through here); what that record means is
+    decided below, by the same code as without it."""
     view = memoryview(data).cast("B")
     records: list[bytes] = []
     offset = 0
+    if _COMPILED_SCAN is not None:
+        records, offset = _COMPILED_SCAN(view)
     while offset < len(view):
         problem = _problem(view, offset)
         if problem is None:
