@@ -55,6 +55,8 @@ __all__ = ["build_parser", "main", "package_version", "parse_args", "silence_std
 
 # Modules of this package that contribute subcommands, in the order of ``store --help``.
 _COMMAND_MODULES = ("perf", "data", "db", "ha", "broker", "mask", "report")
+#: Commands a module registers besides the one named as it.
+_COMMAND_ALIASES = {"perf-journal": "perf"}
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -66,12 +68,14 @@ EXIT_ERROR = 6
 EXIT_BAD_INPUT = 7
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``store`` parser with every subcommand of this build.
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``store`` parser with every subcommand of this build, or with only those of the
+        command module ``only`` (what :func:`main` builds for a command line that names one: the
+        other modules' imports, SQLAlchemy's among them, then cost a command nothing).
 
-    ``--traceback``, ``-q`` (no progress display) and ``-v`` are accepted before and after the
-subcommand. Returns the parser.
-    Raises nothing (a subcommand module that is missing from this build is left out).
+        ``--traceback``, ``-q`` (no progress display) and ``-v`` are accepted before and after the
+    subcommand. Returns the parser.
+        Raises nothing (a subcommand module that is missing from this build is left out).
     """
     parser = argparse.ArgumentParser(
         prog="store",
@@ -84,7 +88,7 @@ subcommand. Returns the parser.
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     _add_shell_options(parser, depth=0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
+    for name in _COMMAND_MODULES if only is None else (only,):
         try:
             module = importlib.import_module(f"store.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -183,9 +187,20 @@ def exit_code_for(exc: StoreError) -> int:
     return EXIT_ERROR
 
 
+def _command_module(argv: Sequence[str]) -> str | None:
+    """The command module of the command ``argv`` names (its first word that is not an
+    option: the top-level options take no value), or None when it names none this build
+    knows. Raises nothing."""
+    for word in argv:
+        if not word.startswith("-"):
+            module = _COMMAND_ALIASES.get(word, word)
+            return module if module in _COMMAND_MODULES else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``store`` command line. Returns the exit code (see the module docstring)."""
-    parser = build_parser()
+    parser = build_parser(_command_module(sys.argv[1:] if argv is None else argv))
     args = parse_args(argv, parser)
     if not getattr(args, "func", None):
         parser.print_help()

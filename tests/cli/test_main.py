@@ -226,3 +226,41 @@ def test_a_full_disk_is_one_error_line_plus_hint(tmp_path: Path, show_traceback:
     assert err.count("store: hint: the disk is full") == 1
     for line in err.splitlines():  # progress lines, one-line log records, error and hint
         assert line.startswith(("store", "ERROR ", "WARNING ")), line
+
+
+_ONE_COMMAND = """
+import sys
+from store.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(sorted(m for m in ("store.cli.data", "store.cli.report", "sqlalchemy") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "loaded"),
+    [
+        (["-q", "broker", "--help"], []),
+        (["perf-journal", "--help"], []),
+        (["data", "--help"], ["sqlalchemy", "store.cli.data"]),
+        (["--help"], ["sqlalchemy", "store.cli.data", "store.cli.report"]),
+        (["no-such-command"], ["sqlalchemy", "store.cli.data", "store.cli.report"]),
+    ],
+)
+def test_a_command_line_imports_only_the_module_of_its_command(
+    argv: list[str], loaded: list[str]
+) -> None:
+    """`store broker` starts without the other commands' imports (SQLAlchemy's alone took a
+    second of a broker's start-up); help and a mistyped command still list every command."""
+    result = subprocess.run(
+        [sys.executable, "-c", _ONE_COMMAND, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.strip().splitlines()[-1] == repr(loaded), result.stderr
+    if argv[-1] == "--help" and argv[0] == "--help":
+        assert "broker" in result.stdout and "report" in result.stdout
