@@ -65,11 +65,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.activemq import missing, version
-from bench.activemq_deep import restart_figures
+from bench.activemq_deep import DESTINATION, restart_figures
+from bench.broker_deep import first_message
 from store import StoreConfig, open_store
 from store.messaging import Message, StorageManager
 
-QUEUE = "deep.q"
+#: The queue, named as the STOMP destination our broker and ActiveMQ serve it under.
+QUEUE = DESTINATION
 BODY = b"x" * 100
 #: ActiveMQ 5.17 (KahaDB / JDBC on PostgreSQL) with 1,000,000 waiting, from issue 27.
 ACTIVEMQ_ISSUE_27 = {"file": (2.13, 140), "postgresql": (4.18, 148)}
@@ -87,6 +89,10 @@ def _maxrss_mb() -> float:
 
 
 def _config(args: argparse.Namespace) -> StoreConfig:
+    return StoreConfig.from_mapping(_mapping(args))
+
+
+def _mapping(args: argparse.Namespace) -> dict[str, Any]:
     limits: dict[str, Any] = {}
     if args.global_max_size is not None:
         limits["global-max-size"] = args.global_max_size
@@ -105,7 +111,7 @@ def _config(args: argparse.Namespace) -> StoreConfig:
             "large-messages-directory": str(root / "large"),
             "paging-directory": str(root / "paging"),
         }
-    return StoreConfig.from_mapping({**mapping, **limits})
+    return {**mapping, **limits}
 
 
 def build(config: StoreConfig, messages: int) -> dict[str, Any]:
@@ -201,6 +207,9 @@ def main() -> None:
     parser.add_argument("--traced", action="store_true", help="measure: with tracemalloc")
     parser.add_argument("--launched", type=float, help="measure: time.time() at launch")
     parser.add_argument("--no-activemq", action="store_true", help="all: skip ActiveMQ")
+    parser.add_argument(
+        "--no-broker", action="store_true", help="all: skip our STOMP broker's start-up"
+    )
     parser.add_argument("--keep", action="store_true", help="all: keep the store afterwards")
     args = parser.parse_args()
     config = _config(args)
@@ -221,14 +230,19 @@ def main() -> None:
     try:
         timed = _run_child(args, traced=False)
         traced = _run_child(args, traced=True)
+        broker = None if args.no_broker else first_message(_mapping(args), QUEUE)
     finally:
         if not args.keep:
             _drop(args, config)
-    _report(args, built, timed, traced)
+    _report(args, built, timed, traced, broker)
 
 
 def _report(
-    args: argparse.Namespace, built: dict[str, Any], timed: dict[str, Any], traced: dict[str, Any]
+    args: argparse.Namespace,
+    built: dict[str, Any],
+    timed: dict[str, Any],
+    traced: dict[str, Any],
+    broker: dict[str, float] | None,
 ) -> None:
     n = args.messages
     print(f"{args.backend}, {n:,} x {len(BODY)}-byte messages waiting in one queue")
@@ -244,6 +258,12 @@ def _report(
         f"  bytes per waiting message after load(): RSS {timed['rss_bytes_per_message']:,.0f},"
         f" tracemalloc {traced['traced_bytes_per_message']:,.0f}"
     )
+    if broker is not None:
+        print(
+            f"  our STOMP broker (store broker): launch -> port answered"
+            f" {broker['port_seconds']:.2f} s, -> first MESSAGE"
+            f" {broker['first_message_seconds']:.2f} s, peak RSS {broker['peak_rss_mb']:,.0f} MB"
+        )
     store = AMQ_STORE[args.backend]
     absent = "--no-activemq given" if args.no_activemq else missing(store)
     if absent is not None:
@@ -264,6 +284,12 @@ def _report(
          amq["first_message_seconds"], ".2f"),
         ("peak RSS, MB", timed["peak_rss_mb"], amq["peak_rss_mb"], ",.0f"),
     ]  # fmt: skip
+    if broker is not None:
+        rows += [
+            ("broker launch -> first MESSAGE, s", broker["first_message_seconds"],
+             amq["first_message_seconds"], ".2f"),
+            ("broker peak RSS, MB", broker["peak_rss_mb"], amq["peak_rss_mb"], ",.0f"),
+        ]  # fmt: skip
     print(f"  {'figure':<36} {'ours':>9} {'ActiveMQ':>9} {'ours/ActiveMQ':>14}")
     for name, ours, theirs, fmt in rows:
         print(f"  {name:<36} {ours:>9{fmt}} {theirs:>9{fmt}} {ours / theirs:>13.2f}x")
