@@ -25,7 +25,9 @@ transaction adds PAGE_CURSOR_COMPLETE (42) and deletes that page's cursor acks o
 When every queue the page routes to has completed it, the page is deleted, then its 42 records.
 
 **Load.** Every page of every address is read once (the counters are rebuilt, as Artemis's
-``rebuildCounters``); cursor records of pages or queues that are gone are deleted and counted
+``rebuildCounters``), a run of records with the same transaction and queues at a time
+(:mod:`store.messaging.page_scan`, compiled where the C part is built: a deep queue is almost
+all paged, and this is what its restart costs); cursor records of pages or queues that are gone are deleted and counted
 in ``cleaned["page_cursors"]``; pages no existing queue still needs are deleted
 (``cleaned["pages"]``).
 
