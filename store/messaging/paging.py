@@ -27,9 +27,10 @@ When every queue the page routes to has completed it, the page is deleted, then 
 **Load.** Every page of every address is read once (the counters are rebuilt, as Artemis's
 ``rebuildCounters``), a run of records with the same transaction and queues at a time
 (:mod:`store.messaging.page_scan`, compiled where the C part is built: a deep queue is almost
-all paged, and this is what its restart costs); cursor records of pages or queues that are gone are deleted and counted
-in ``cleaned["page_cursors"]``; pages no existing queue still needs are deleted
-(``cleaned["pages"]``).
+all paged, and this is what its restart costs), the pages of an address through
+``PageStore.read_pages`` (several per query on a database); cursor records of pages or queues
+that are gone are deleted and counted in ``cleaned["page_cursors"]``; pages no existing queue
+still needs are deleted (``cleaned["pages"]``).
 
 **Transactions obey the limits at ``tx.send``** (docs/messaging.md). A transaction's in-memory sends
 are counted against their address from ``tx.send`` (not from commit), so the address is full
@@ -617,8 +618,7 @@ class Pager:
         for address in self._paging.addresses():
             state = self.address(address)
             store = self._store(address)
-            for page_no in store.pages():
-                records = store.read_page(page_no)
+            for page_no, records in store.read_pages(store.pages()):
                 runs, large[address, page_no] = paged_runs(records)
                 page = state.pages[page_no] = PageState(size=len(records))
                 routes[address, page_no] = [

@@ -45,6 +45,7 @@ Thread-safety: every method may be called from any number of threads.
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -91,6 +92,14 @@ class PageStore(abc.ABC):
     def read_page(self, page: int) -> list[bytes]:
         """The page's records, in order. Raises UnknownRecordError for a page that is not
         there, CorruptionError for a damaged record before the torn tail (rule 3)."""
+
+    def read_pages(self, pages: Sequence[int]) -> Iterator[tuple[int, list[bytes]]]:
+        """``(page, read_page(page))`` for each of ``pages``, in that order (what a load that
+        reads every page calls). A back-end may read several pages per round trip (the
+        database store does); this default reads one at a time. Raises as ``read_page``, for
+        the first page that fails (the pages before it were yielded)."""
+        for page in pages:
+            yield page, self.read_page(page)
 
     @abc.abstractmethod
     def delete_page(self, page: int) -> None:

@@ -29,7 +29,7 @@ import abc
 import copy
 import logging
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from store.errors import (
@@ -123,6 +123,14 @@ class PageBackend(abc.ABC):
     def read_bytes(self, locator: Hashable, page: int) -> bytes | None:
         """The page's bytes (its record stream), or None when it is not there. Raises as
         ``discover``."""
+
+    def read_many(
+        self, locator: Hashable, pages: Sequence[int]
+    ) -> Iterator[tuple[int, bytes | None]]:
+        """``(page, read_bytes(page))`` for each of ``pages``, in that order; a back-end with
+        a round trip per read reads several at a time. Raises as ``read_bytes``."""
+        for page in pages:
+            yield page, self.read_bytes(locator, page)
 
     @abc.abstractmethod
     def manifest(self, locator: Hashable) -> Manifest | None:
@@ -239,6 +247,22 @@ class _Store(PageStore):
         if pending:
             flusher.wait(seq)
         return self._manager.read(self, page, torn_tail=torn)
+
+    def read_pages(self, pages: Sequence[int]) -> Iterator[tuple[int, list[bytes]]]:
+        flusher = self._manager.flusher
+        with flusher.lock:
+            self._check_locked()
+            for page in pages:
+                if page not in self._pages:
+                    raise UnknownRecordError(f"address {self.address!r} has no page {page}")
+            current = self._roller.page  # as read_page: only this one may have a torn tail
+            seq = self._last_seq
+            pending = not flusher.is_durable_locked(seq)
+        if pending:
+            flusher.wait(seq)
+        manager = self._manager
+        for page, data in manager.backend.read_many(self.locator, pages):
+            yield page, manager.records(self, page, data, torn_tail=page >= current)
 
     def delete_page(self, page: int) -> None:
         self._manager.refuse_write(f"deleting page {page} of address {self.address!r}")
@@ -361,9 +385,7 @@ class GroupCommitPagingManager(PagingManager):
             raise problems[0]
         stale = self.backend.stale_pages(locator)
         for page in [] if self.read_only else stale:
-            _log.info(
-                "page store of address %r: finishing the deletion of page %d", address, page
-            )
+            _log.info("page store of address %r: finishing the deletion of page %d", address, page)
             self.backend.delete_page(locator, page)
         pages = [p for p in self.backend.page_numbers(locator) if p not in stale]
         if not pages:
@@ -425,6 +447,13 @@ class GroupCommitPagingManager(PagingManager):
         """The records of ``store``'s ``page``. Raises UnknownRecordError when it is not there,
         CorruptionError for a damaged record (naming the page)."""
         data = self.backend.read_bytes(store.locator, page)
+        return self.records(store, page, data, torn_tail=torn_tail)
+
+    def records(
+        self, store: _Store, page: int, data: bytes | None, *, torn_tail: bool
+    ) -> list[bytes]:
+        """The records of ``store``'s ``page`` read as ``data`` (None: not there). Raises as
+        :meth:`read`."""
         lost = self._lost(store, page, None if data is None else len(data))
         if lost is not None:
             raise lost

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -124,6 +124,13 @@ class _Table:
         self.manifest = manifest
         self.manifest_id = manifest_id
         self.lengths: dict[int, int] | None = None
+
+
+#: At most this many pages per query of ``read_many`` ...
+_READ_MANY_PAGES = 256
+#: ... and about this many bytes of pages whose length is known (a page larger than this is
+#: read alone).
+_READ_MANY_BYTES = 16 * 2**20
 
 
 def _table(locator: Hashable) -> _Table:
@@ -317,7 +324,9 @@ class DatabasePageBackend(PageBackend):
         ).first()
         if row is None:
             raise CorruptionError(
-                table.name, 0, f"page table {table.name} has no {ADDRESS_ROW} row",
+                table.name,
+                0,
+                f"page table {table.name} has no {ADDRESS_ROW} row",
                 hint=_REPAIR_HINT,
             )
         try:
@@ -328,8 +337,7 @@ class DatabasePageBackend(PageBackend):
             raise CorruptionError(
                 table.name,
                 row[0],
-                f"row id {row[0]} ({ADDRESS_ROW}) has no valid address (NULL, empty or not "
-                "UTF-8)",
+                f"row id {row[0]} ({ADDRESS_ROW}) has no valid address (NULL, empty or not UTF-8)",
                 hint=_REPAIR_HINT,
             )
         return address
@@ -405,14 +413,57 @@ class DatabasePageBackend(PageBackend):
                 )
         return b"".join(bytes(data) for _, data in rows)
 
+    def read_many(
+        self, locator: Hashable, pages: Sequence[int]
+    ) -> Iterator[tuple[int, bytes | None]]:
+        """As ``read_bytes`` for each page, up to :data:`_READ_MANY_PAGES` pages (and about
+        :data:`_READ_MANY_BYTES` of those whose length is known) per query: a load reads
+        every page, and a deep queue has thousands. A page's error is raised when its turn
+        comes, after the pages before it."""
+        found = _table(locator)
+        known = found.lengths or {}
+        batch: list[int] = []
+        size = 0
+        for page in pages:
+            length = known.get(page, 0)
+            if batch and (len(batch) >= _READ_MANY_PAGES or size + length > _READ_MANY_BYTES):
+                yield from self._read_batch(found.table, batch)
+                batch, size = [], 0
+            batch.append(page)
+            size += length
+        if batch:
+            yield from self._read_batch(found.table, batch)
+
+    def _read_batch(self, t: sa.Table, pages: list[int]) -> Iterator[tuple[int, bytes | None]]:
+        names = {page_file_name(page): page for page in pages}
+        what = f"reading pages {pages[0]} to {pages[-1]}"
+        with self._errors(what, t.name), self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(t.c.id, t.c.filename, t.c.data)
+                .where(t.c.filename.in_(list(names)))
+                .order_by(t.c.filename, t.c.id)  # zero-padded names: page order
+            ).all()
+        chunks: dict[int, list[bytes]] = {}
+        bad: dict[int, CorruptionError] = {}
+        for row_id, name, data in rows:
+            page = names[name]
+            if data is None:
+                message = f"row id {row_id} of page {page} has no data (NULL)"
+                bad.setdefault(page, CorruptionError(t.name, row_id, message))
+            else:
+                chunks.setdefault(page, []).append(bytes(data))
+        for page in pages:
+            if page in bad:
+                raise bad[page]
+            got = chunks.get(page)
+            yield page, None if got is None else b"".join(got)
+
     def _page_lengths(self, found: _Table) -> dict[int, int]:
         """Every page's length as stored (and kept in ``found``). Raises CorruptionError for
         a row without a filename or data, or with a filename that is not one of the table's."""
         t = found.table
         with self._errors("listing pages", t.name), self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(t.c.id, t.c.filename, sa.func.length(t.c.data))
-            ).all()
+            rows = conn.execute(sa.select(t.c.id, t.c.filename, sa.func.length(t.c.data))).all()
         lengths: dict[int, int] = {}
         for row_id, name, length in rows:
             page = page_number_of(name or "")
@@ -447,9 +498,7 @@ class DatabasePageBackend(PageBackend):
         out = manifest_problems(found.manifest, lengths, where=where, page_path=paths)
         for page in sorted(set(lengths) - found.manifest.listed()):
             out.append(
-                CorruptionError(
-                    name, 0, f"page {page} has rows but {where} does not list it"
-                )
+                CorruptionError(name, 0, f"page {page} has rows but {where} does not list it")
             )
         return out
 

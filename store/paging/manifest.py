@@ -152,14 +152,17 @@ def manifest_problems(
         if have is None:
             out.append(
                 LostDataError(
-                    path, 0, f"page {page} is missing; {where} lists it with {length} bytes",
+                    path,
+                    0,
+                    f"page {page} is missing; {where} lists it with {length} bytes",
                     hint=_HINT,
                 )
             )
         elif have < length:
             out.append(
                 LostDataError(
-                    path, have,
+                    path,
+                    have,
                     f"page {page} is {have} bytes; {where} lists {length} bytes written",
                     hint=_HINT,
                 )

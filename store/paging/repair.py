@@ -204,4 +204,3 @@ def accept_lost_pages(config: StoreConfig, address: str) -> str:
             where = backend.rewrite_manifest(locator, lengths)
         listed = ", ".join(f"{p} ({n} bytes)" for p, n in sorted(lengths.items())) or "none"
         return f"{where}: the manifest now lists the pages present: {listed}"
-
