@@ -125,7 +125,7 @@ def build(config: StoreConfig, messages: int) -> dict[str, Any]:
         for _ in range(messages):
             sm.send(Message(QUEUE, BODY), sync=False)
         sm.flush()
-        paged = sm._pager.remaining(QUEUE, sm._queues[QUEUE].info.id)
+        paged = sm._pager.remaining(QUEUE, sm._state.queues[QUEUE].info.id)
     return {"build_seconds": time.perf_counter() - started, "paged": paged}
 
 

@@ -18,6 +18,9 @@ Modules, one concern each:
 
 - :mod:`~store.messaging.values` — Message, Delivery, Xid, AddressInfo, QueueInfo;
 - :mod:`~store.messaging.manager` — the StorageManager (live operations);
+- :mod:`~store.messaging.state` — the ManagerState the manager owns (its in-memory state and
+  the operations the manager, the load and transactions share); the TransactionWork;
+- :mod:`~store.messaging.stored` — StoredMessage, a message the manager holds;
 - :mod:`~store.messaging.transactions` — Transaction (local and XA);
 - :mod:`~store.messaging.loader` and :mod:`~store.messaging.recovery` — ``load()``: replay,
   rebuild, sweep; the Recovery it returns;

@@ -2,9 +2,10 @@
 applied to a fresh manager, with the sweep of what nothing refers to.
 
 Kept apart from :mod:`store.messaging.manager` to keep that module about the live operations;
-it is the manager's friend and fills its private state directly.
+it fills the manager's :class:`~store.messaging.state.ManagerState` through that state's
+attributes and methods.
 
-Thread-safety: called by ``StorageManager.load`` with the manager's lock held.
+Thread-safety: called by ``StorageManager.load`` with the state's lock held.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from store.messaging import recovery
-from store.messaging.manager import StoredMessage
 from store.messaging.message_records import PagedMessage
 from store.messaging.queues import QueueEntry
 from store.messaging.records import ADD_LARGE_MESSAGE
@@ -32,12 +31,11 @@ from store.messaging.recovery import (
     replay_bindings,
     replay_messages,
 )
-from store.messaging.transactions import PREPARED, Transaction, TransactionWork
+from store.messaging.state import PREPARED, ManagerState, TransactionWork
+from store.messaging.stored import StoredMessage
+from store.messaging.transactions import Transaction
 from store.messaging.values import Xid
 from store.speedups import SPEEDUPS
-
-if TYPE_CHECKING:
-    from store.messaging.manager import StorageManager
 
 __all__ = ["load_into"]
 
@@ -48,8 +46,8 @@ COMPILED_KEEP: Callable[..., None] | None = getattr(SPEEDUPS, "keep_run", None)
 log = logging.getLogger(__name__)
 
 
-def load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
-    """Load both journals of ``sm``'s store into ``sm``; returns the Recovery. Raises
+def load_into(st: ManagerState, progress: Progress | None) -> Recovery:
+    """Load both journals of ``st``'s store into ``st``; returns the Recovery. Raises
     CorruptionError for a record that does not decode, and what the journals raise.
 
     The cyclic garbage collector is paused meanwhile, as in the journals' own loads: a load
@@ -59,7 +57,7 @@ def load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load_into(sm, progress)
+        return _load_into(st, progress)
     finally:
         if gc_was_enabled:
             _to_oldest()
@@ -83,47 +81,47 @@ def _to_oldest() -> None:
         gc.unfreeze()
 
 
-def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
+def _load_into(st: ManagerState, progress: Progress | None) -> Recovery:
     started = time.monotonic()
-    store = sm._store
+    store = st.store
     log.info("messaging load: started")
     bindings = replay_bindings(store.bindings.load(), progress, started=started)
     messages = replay_messages(store.messages.load(), progress, started=started)
     cleaned: defaultdict[str, int] = defaultdict(int)
 
-    sweep = not sm.read_only
-    stale_counters = sm._ids.recover(
+    sweep = not st.read_only
+    stale_counters = st.ids.recover(
         bindings.counters, max(bindings.highest_id, messages.highest_id), sweep=sweep
     )
     if stale_counters:
         cleaned["id_counters"] = stale_counters
-    sm._addresses = dict(bindings.addresses)
+    st.addresses.update(bindings.addresses)  # empty until now
     for info in bindings.queues.values():
-        if info.address not in sm._addresses:
+        if info.address not in st.addresses:
             log.warning("queue %r is bound to a missing address %r", info.name, info.address)
-        sm._add_queue(info)
+        st.add_queue(info)
 
-    _messages(sm, messages, cleaned, progress, started)
-    _duplicate_ids(sm, messages, cleaned, sweep)
+    _messages(st, messages, cleaned, progress, started)
+    _duplicate_ids(st, messages, cleaned, sweep)
     held = [ack for state in messages.prepared for _, ack in state.cursor_acks]
     pending = {tx.tx_id for tx in messages.prepared if tx.page_tx_record is not None}
-    paged, paging_cleaned = sm._pager.load(
+    paged, paging_cleaned = st.pager.load(
         messages.cursor_acks, messages.completes, held, messages.page_txs, pending, sweep=sweep
     )
     for key, count in paging_cleaned.items():
         cleaned[key] += count
     prepared: dict[Xid, Transaction] = {}
     for state in messages.prepared:
-        prepared[state.xid] = _prepared(sm, state)
-    swept = _large_bodies(sm, messages) if sweep else 0
+        prepared[state.xid] = _prepared(st, state)
+    swept = _large_bodies(st, messages) if sweep else 0
     if swept:
         cleaned["large_bodies"] = swept
 
     rec = Recovery(
-        addresses={name: info for name, (_, info) in sm._addresses.items()},
-        queues={q.info.name: q.info for q in sm._queues.values()},
+        addresses={name: info for name, (_, info) in st.addresses.items()},
+        queues={q.info.name: q.info for q in st.queues.values()},
         prepared=prepared,
-        messages=len(sm._messages) + paged,
+        messages=len(st.messages) + paged,
         cleaned=dict(cleaned),
     )
     log.info(
@@ -133,7 +131,7 @@ def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
         len(rec.addresses),
         len(rec.queues),
         rec.messages,
-        len(sm._messages),
+        len(st.messages),
         paged,
         len(rec.prepared),
         rec.cleaned,
@@ -142,7 +140,7 @@ def _load_into(sm: StorageManager, progress: Progress | None) -> Recovery:
 
 
 def _messages(
-    sm: StorageManager,
+    st: ManagerState,
     state: MessagesState,
     cleaned: defaultdict[str, int],
     progress: Progress | None,
@@ -152,10 +150,10 @@ def _messages(
     each in one go with its entries in the order the refs were written. Logs the queues'
     progress as the replay does (every ``_PROGRESS_EVERY`` entries and at the end, not once
     per queue: a store with thousands of queues would log thousands of lines)."""
-    delete = sm._store.messages.append_delete if not sm.read_only else None
-    queues_by_id = sm._queues_by_id
+    delete = st.journal.append_delete if not st.read_only else None
+    queues_by_id = st.queues_by_id
     existing = queues_by_id.keys()
-    kept = sm._messages
+    kept = st.messages
     memory: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])  # address: size, count
 
     def keep(mid: int, loaded: LoadedMessage) -> None:
@@ -169,7 +167,7 @@ def _messages(
         if len(live) == 1:  # held in two slots, under the queue's own id (one int for all)
             ((qid, entry),) = live.items()
             live = {queues_by_id[qid].info.id: entry}
-        kept[mid] = _stored(sm, loaded, live)
+        kept[mid] = _stored(st, loaded, live)
         held = memory[(loaded.header or loaded.message).address]  # type: ignore[union-attr]
         held[0] += loaded.size
         held[1] += 1
@@ -181,12 +179,12 @@ def _messages(
         for mid, loaded in state.messages.items():
             keep(mid, loaded)
     for address, (size, count) in memory.items():
-        sm._pager.hold_memory_total(address, size, count)
-    sm._order = state.orders  # sends are numbered after every loaded ref
-    now = sm._clock()
+        st.pager.hold_memory_total(address, size, count)
+    st.order = state.orders  # sends are numbered after every loaded ref
+    now = st.clock()
     owners = state.messages
     total = sum(len(entries) for entries in state.queue_entries.values())
-    done, every = 0, recovery._PROGRESS_EVERY
+    done, every = 0, recovery.progress_every()
     for qid, entries in state.queue_entries.items():
         before, done = done, done + len(entries)
         queue = queues_by_id.get(qid)
@@ -206,9 +204,7 @@ def _messages(
             progress("queues", done, total)
 
 
-def _stored(
-    sm: StorageManager, loaded: LoadedMessage, refs: dict[int, QueueEntry]
-) -> StoredMessage:
+def _stored(st: ManagerState, loaded: LoadedMessage, refs: dict[int, QueueEntry]) -> StoredMessage:
     """The manager's record of a loaded message; a large one reads its body from the store,
     an undecoded one keeps its encoded body."""
     m = loaded.message
@@ -218,12 +214,12 @@ def _stored(
         )
     if loaded.large_size is not None:
         assert m.message_id is not None
-        opener = functools.partial(sm._store.large_messages.open, m.message_id)
+        opener = functools.partial(st.large.open, m.message_id)
         m = dataclasses.replace(m, _opener=opener)
     return StoredMessage(m, refs, loaded.size, large_size=loaded.large_size)
 
 
-def _large_bodies(sm: StorageManager, state: MessagesState) -> int:
+def _large_bodies(st: ManagerState, state: MessagesState) -> int:
     """Delete the large bodies no message refers to; returns how many.
 
     The windows that leave such a body (each found by the kill -9 rounds of
@@ -241,35 +237,35 @@ def _large_bodies(sm: StorageManager, state: MessagesState) -> int:
       (98 bodies for 96 large messages), and what a deleted page's sweep then finds already
       gone is not an error (the manager's delete of an absent body logs at debug level).
     """
-    wanted = {mid for mid, s in sm._messages.items() if s.large_size is not None}
+    wanted = {mid for mid, s in st.messages.items() if s.large_size is not None}
     wanted |= {
         loaded.message_id
         for tx in state.prepared
         for loaded, _ in tx.sends
         if loaded.large_size is not None
     }
-    bodies = [mid for mid in sm._store.large_messages.ids() if mid not in wanted]
-    paged = sm._pager.large_ids
+    bodies = [mid for mid in st.large.ids() if mid not in wanted]
+    paged = st.pager.large_ids
     if any(mid in paged for mid in bodies):
-        wanted |= _deliverable_paged(sm, state)
+        wanted |= _deliverable_paged(st, state)
     orphans = [mid for mid in bodies if mid not in wanted]
-    sm._delete_bodies(orphans, flush=True)
+    st.delete_bodies(orphans, flush=True)
     return len(orphans)
 
 
-def _deliverable_paged(sm: StorageManager, state: MessagesState) -> set[int]:
+def _deliverable_paged(st: ManagerState, state: MessagesState) -> set[int]:
     """Ids of the large paged messages some queue may still receive (or a prepared
     transaction may still commit). Reads every page again, one at a time, without caching
     it; done only when a body that only a page names exists. Raises what the page stores
     raise."""
-    pager = sm._pager
+    pager = st.pager
     committed = state.page_txs.keys()
     pending = {tx.tx_id for tx in state.prepared if tx.page_tx_record is not None}
     keep: set[int] = set()
-    for address, paging in pager._addresses.items():
+    for address, paging in pager.address_states():
         if not paging.pages:
             continue  # no page store to open (opening one would create it)
-        store = sm._store.paging.store(address)
+        store = st.store.paging.store(address)
         for page_no, page in paging.pages.items():
             for index, raw in enumerate(store.read_page(page_no)):
                 p = PagedMessage.decode(raw)
@@ -281,7 +277,7 @@ def _deliverable_paged(sm: StorageManager, state: MessagesState) -> set[int]:
                 if p.tx_id and p.tx_id not in committed:
                     continue  # rolled back, or never committed
                 if any(
-                    pager._live_queue(q)
+                    st.queue_address(q) is not None
                     and q not in page.complete
                     and index not in page.acked.get(q, ())
                     for q in p.queue_ids
@@ -291,37 +287,37 @@ def _deliverable_paged(sm: StorageManager, state: MessagesState) -> set[int]:
 
 
 def _duplicate_ids(
-    sm: StorageManager, state: MessagesState, cleaned: defaultdict[str, int], sweep: bool
+    st: ManagerState, state: MessagesState, cleaned: defaultdict[str, int], sweep: bool
 ) -> None:
     by_address: dict[str, list[tuple[bytes, int]]] = defaultdict(list)
     for rid, record in state.dups:
         by_address[record.address].append((record.dup_id, rid))
     for address, entries in by_address.items():
-        for rid in sm._dup_cache(address).load(entries):
+        for rid in st.dup_cache(address).load(entries):
             if sweep:
-                sm._store.messages.append_delete(rid)
+                st.journal.append_delete(rid)
             cleaned["duplicate_ids"] += 1
 
 
-def _prepared(sm: StorageManager, state: PreparedState) -> Transaction:
+def _prepared(st: ManagerState, state: PreparedState) -> Transaction:
     work = TransactionWork(state.tx_id, state=PREPARED, xid=state.xid, wrote=True)
     for loaded, queue_ids in state.sends:
-        work.sends.append((_stored(sm, loaded, {}), queue_ids))
+        work.sends.append((_stored(st, loaded, {}), queue_ids))
     for mid, qid in state.acks:
-        queue = sm._queues_by_id.get(qid)
+        queue = st.queues_by_id.get(qid)
         if queue is not None and mid in queue:
             queue.hold(mid, delivered_only=False)
             work.acks.append((qid, mid))
-    work.paged_sends = sm._pager.pending_sends.pop(state.tx_id, [])
+    work.paged_sends = st.pager.pending_sends.pop(state.tx_id, [])
     work.page_tx_record = state.page_tx_record
     for rid, ack in state.cursor_acks:
-        address = sm._queue_address(ack.queue_id)
+        address = st.queue_address(ack.queue_id)
         if address is not None:
             work.held_pages.append((address, ack.queue_id, ack.position, rid))
     for address, dup, rid in state.dups:
-        sm._dup_cache(address).reserve(dup)
+        st.dup_cache(address).reserve(dup)
         work.dups.append((address, dup, rid))
-    if state.xid in sm._prepared:
+    if state.xid in st.prepared:
         log.warning("two prepared transactions have %r; the later one wins", state.xid)
-    sm._prepared[state.xid] = work
-    return Transaction(sm, work)
+    st.add_prepared(work)
+    return Transaction(st, work)

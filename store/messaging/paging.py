@@ -234,6 +234,11 @@ class Pager:
     def _live_queue(self, qid: int) -> bool:
         return self._queue_address(qid) is not None
 
+    def address_states(self) -> list[tuple[str, AddressPaging]]:
+        """Every address's paging state made so far, with its name (a copy of the list: the
+        caller may go on using the pager). Raises nothing."""
+        return list(self._addresses.items())
+
     def address(self, name: str) -> AddressPaging:
         """The paging state of ``name``, made from its address settings on first use.
         Raises ConfigError when its merged settings can never admit a message (a limit of 0

@@ -78,6 +78,7 @@ __all__ = [
     "PreparedState",
     "Progress",
     "Recovery",
+    "progress_every",
     "replay_bindings",
     "replay_messages",
 ]
@@ -100,6 +101,12 @@ _PAGE_TYPES = frozenset(
     }
 )
 T = TypeVar("T")
+
+
+def progress_every() -> int:
+    """Records between two progress lines of a phase (:data:`_PROGRESS_EVERY`, read when
+    called: tests lower it). Raises nothing."""
+    return _PROGRESS_EVERY
 
 
 @dataclass

@@ -17,72 +17,33 @@ it), but its operations are meant to come from one caller in order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
 
 from store.errors import StoreError
 from store.messaging import records as r
 from store.messaging.message_records import PagedMessage
 from store.messaging.page_records import PAGE_TRANSACTION, PageTransaction
 from store.messaging.paging import DROP, PAGE
+from store.messaging.state import (
+    ACTIVE,
+    COMMITTED,
+    PREPARED,
+    ROLLED_BACK,
+    ManagerState,
+    TransactionWork,
+)
+from store.messaging.stored import StoredMessage
 from store.messaging.values import Message, Xid, dup_bytes
-from store.paging.api import PagePosition
-
-if TYPE_CHECKING:
-    from store.messaging.manager import StorageManager, StoredMessage
 
 __all__ = ["ACTIVE", "COMMITTED", "PREPARED", "ROLLED_BACK", "Transaction", "TransactionWork"]
-
-ACTIVE: Final = "active"
-PREPARED: Final = "prepared"
-COMMITTED: Final = "committed"
-ROLLED_BACK: Final = "rolled back"
-
-
-@dataclass(eq=False)
-class TransactionWork:
-    """What a transaction did so far: the manager's bookkeeping, not a public API."""
-
-    tx_id: int
-    state: str = ACTIVE
-    xid: Xid | None = None
-    #: Messages sent, each with the ids of the queues it goes to.
-    sends: list[tuple[StoredMessage, list[int]]] = field(default_factory=list)
-    #: (queue id, message id) acknowledged.
-    acks: list[tuple[int, int]] = field(default_factory=list)
-    #: (address, dup id, record id or None when not persisted).
-    dups: list[tuple[str, bytes, int | None]] = field(default_factory=list)
-    #: (queue id, message id) -> (position, cursor-ack record id), for paged messages acked.
-    cursor_acks: dict[tuple[int, int], tuple[PagePosition, int]] = field(default_factory=dict)
-    #: Paged messages a recovered prepared transaction acked: (address, queue id, position,
-    #: cursor-ack record id); they are held by the pager, not by a queue in memory.
-    held_pages: list[tuple[str, int, PagePosition, int]] = field(default_factory=list)
-    #: Messages it paged: (address, position, paged record without its body: a few hundred
-    #: bytes each); visible at commit.
-    paged_sends: list[tuple[str, PagePosition, PagedMessage]] = field(default_factory=list)
-    #: Its PAGE_TRANSACTION record id, once written (at prepare or commit).
-    page_tx_record: int | None = None
-    #: Addresses it paged to: its later durable sends there are paged too (in send order).
-    paged_addresses: set[str] = field(default_factory=set)
-    #: What its in-memory sends count against each address's limit since ``tx.send``:
-    #: address -> [bytes, messages]. Uncounted at commit (the queues count them from then) and
-    #: at rollback. A prepared transaction recovered at load counts nothing until its commit.
-    memory: dict[str, list[int]] = field(default_factory=dict)
-    #: True once a record of this transaction is in the journal.
-    wrote: bool = False
-
-    def holds(self) -> bool:
-        """True when it holds memory only its own commit or rollback frees: in-memory sends
-        (any address) or acknowledged messages. Raises nothing."""
-        return bool(self.memory or self.acks)
 
 
 class Transaction:
     """A transaction of a :class:`~store.messaging.manager.StorageManager` (see the module
     docstring). Obtain one with ``sm.begin()`` or from ``Recovery.prepared``."""
 
-    def __init__(self, manager: StorageManager, work: TransactionWork) -> None:
-        self._manager = manager
+    def __init__(self, state: ManagerState, work: TransactionWork) -> None:
+        """The transaction doing ``work`` on the manager whose state is ``state``."""
+        self._sm = state  # the manager's state (not ``state``, the transaction's own)
         self._work = work
 
     @property
@@ -142,11 +103,11 @@ class Transaction:
     def __repr__(self) -> str:
         return f"Transaction(tx_id={self.tx_id}, state={self.state!r}, xid={self.xid!r})"
 
-    # The operations, with the manager's lock held; they use the manager's private helpers
-    # (this class is its friend, as the loader is).
+    # The operations, with the manager's lock held; they work through the manager's state
+    # (store.messaging.state), as the manager's own operations do.
 
     def _check_state(self, *allowed: str) -> None:
-        self._manager._check_ready()
+        self._sm.check_ready()
         if self._work.state not in allowed:
             raise StoreError(f"transaction {self._work.tx_id} is {self._work.state}")
 
@@ -156,28 +117,28 @@ class Transaction:
         queues: Sequence[str] | None,
         dup_id: bytes | str | None,
     ) -> int | None:
-        sm = self._manager
+        st = self._sm
         dup = dup_bytes(dup_id)
-        with sm._lock:
+        with st.lock:
             self._check_state(ACTIVE)
-        stored = sm._prepare_message(message)  # the body streams without the lock
+        stored = st.prepare_message(message)  # the body streams without the lock
         stored_it = False
         try:
-            with sm._lock:
+            with st.lock:
                 mid = self._send_locked(stored, queues, dup)
                 stored_it = mid is not None
                 return mid
         finally:
             if not stored_it:
-                sm._discard(stored, message)
+                st.discard(stored, message)
 
     def _send_locked(
         self, stored: StoredMessage, queues: Sequence[str] | None, dup: bytes | None
     ) -> int | None:
-        sm, message, work = self._manager, stored.message, self._work
+        st, message, work = self._sm, stored.message, self._work
         address = message.address
         self._check_state(ACTIVE)
-        targets, decision = sm._admit(
+        targets, decision = st.admit(
             message, queues, dup, transactional=True, wait=not work.holds()
         )
         self._check_state(ACTIVE)  # a BLOCKed send may have waited
@@ -185,12 +146,12 @@ class Transaction:
             return None
         if decision != PAGE and message.durable and address in work.paged_addresses:
             decision = PAGE  # never ahead of its own paged sends: they commit in send order
-        mid, journal, tx = stored.message_id, sm._store.messages, work.tx_id
+        mid, journal, tx = stored.message_id, st.journal, work.tx_id
         qids = [q.info.id for q in targets]
         kind, record = stored.take_record()
         if decision == PAGE:
             paged = PagedMessage(mid, tx, kind, record, tuple(qids))
-            position = sm._pager.page(address, paged, sync=False)
+            position = st.pager.page(address, paged, sync=False)
             # Kept without its record (commit and rollback need the queues and the position
             # only), so a long transaction to a paging address holds no bodies.
             work.paged_sends.append(
@@ -203,16 +164,16 @@ class Transaction:
                 journal.append_update_tx(tx, mid, r.ADD_REF, r.queue_id_body(q.info.id))
             work.wrote = True
         if dup is not None:
-            rid = sm._dup_record_id(message)
+            rid = st.dup_record_id(message)
             if rid is not None:
                 body = r.DuplicateIdRecord(message.address, dup).encode()
                 journal.append_add_tx(tx, rid, r.DUPLICATE_ID, body)
-            sm._dup_cache(message.address).reserve(dup)
+            st.dup_cache(message.address).reserve(dup)
             work.dups.append((message.address, dup, rid))
         if decision != PAGE:
             work.sends.append((stored, qids))
             # Counted now, not at commit: what open transactions hold weighs on the limit.
-            sm._pager.hold_memory(address, stored.size, 1)
+            st.pager.hold_memory(address, stored.size, 1)
             held = work.memory.setdefault(address, [0, 0])
             held[0] += stored.size
             held[1] += 1
@@ -221,124 +182,121 @@ class Transaction:
     def _release_memory(self) -> None:
         """Lock held, at commit or rollback: uncount what its in-memory sends counted against
         their addresses' limits, and wake BLOCKed senders if that made room."""
-        sm, work = self._manager, self._work
+        st, work = self._sm, self._work
         if not work.memory:
             return
         for address, (size, count) in work.memory.items():
-            sm._pager.hold_memory_total(address, -size, -count)
+            st.pager.hold_memory_total(address, -size, -count)
         work.memory = {}
-        if sm._blocked:
-            sm._space.notify_all()
+        st.notify_space()
 
     def _write_page_tx(self) -> None:
         """Lock held, before PREPARE or COMMIT: the paged records are made durable, then the
         PAGE_TRANSACTION record that makes them visible joins the transaction."""
-        work, sm = self._work, self._manager
+        work, st = self._work, self._sm
         if not work.paged_sends or work.page_tx_record is not None:
             return
         for address in {a for a, _, _ in work.paged_sends}:
-            sm._store.paging.store(address).flush()
-        rid = sm._ids.next_id()
+            st.store.paging.store(address).flush()
+        rid = st.ids.next_id()
         body = PageTransaction(work.tx_id, len(work.paged_sends)).encode()
-        sm._store.messages.append_add_tx(work.tx_id, rid, PAGE_TRANSACTION, body)
+        st.journal.append_add_tx(work.tx_id, rid, PAGE_TRANSACTION, body)
         work.page_tx_record = rid
         work.wrote = True
 
     def _ack(self, queue: str, message_id: int) -> None:
-        sm = self._manager
-        with sm._lock:
+        st = self._sm
+        with st.lock:
             self._check_state(ACTIVE)
-            q = sm._queue(queue)
+            q = st.queue(queue)
             q.hold(message_id)
-            stored = sm._messages[message_id]
+            stored = st.messages[message_id]
             if stored.position is not None:
-                rid = sm._pager.cursor_ack_tx(self._work.tx_id, q.info.id, stored.position)
+                rid = st.pager.cursor_ack_tx(self._work.tx_id, q.info.id, stored.position)
                 self._work.cursor_acks[q.info.id, message_id] = (stored.position, rid)
                 self._work.wrote = True
             elif stored.message.durable:
                 body = r.queue_id_body(q.info.id)
-                sm._store.messages.append_update_tx(
-                    self._work.tx_id, message_id, r.ACKNOWLEDGE_REF, body
-                )
+                st.journal.append_update_tx(self._work.tx_id, message_id, r.ACKNOWLEDGE_REF, body)
                 self._work.wrote = True
             self._work.acks.append((q.info.id, message_id))
 
     def _prepare(self, xid: Xid) -> None:
-        sm = self._manager
+        st = self._sm
         if not isinstance(xid, Xid):
             raise ValueError(f"prepare takes an Xid, not {xid!r}")
-        with sm._lock:
+        with st.lock:
             self._check_state(ACTIVE)
-            if xid in sm._prepared:
+            if xid in st.prepared:
                 raise StoreError(f"another transaction is prepared with {xid!r}")
             self._write_page_tx()
-            sm._store.messages.append_prepare(self._work.tx_id, r.encode_xid(xid), sync=False)
+            st.journal.append_prepare(self._work.tx_id, r.encode_xid(xid), sync=False)
             self._work.wrote = True
             self._work.xid = xid
             self._work.state = PREPARED
-            sm._prepared[xid] = self._work
-        sm._flush_messages(sm._sync_tx)
+            st.add_prepared(self._work)
+        st.flush_messages(st.sync_tx)
 
     def _commit(self) -> None:
-        sm = self._manager
-        with sm._lock:
+        st = self._sm
+        with st.lock:
             self._check_state(ACTIVE, PREPARED)
             self._write_page_tx()
             wrote = self._work.wrote
             if wrote:
-                sm._store.messages.append_commit(self._work.tx_id, sync=False)
+                st.journal.append_commit(self._work.tx_id, sync=False)
             self._finish(COMMITTED)
             if self._work.page_tx_record is not None:
-                sm._pager.commit_paged(
+                st.pager.commit_paged(
                     self._work.tx_id, self._work.page_tx_record, self._work.paged_sends
                 )
             for address, dup, rid in self._work.dups:
-                sm._dup_cache(address).release(dup)
-                sm._add_dup(address, dup, rid)
+                st.dup_cache(address).release(dup)
+                st.add_dup(address, dup, rid)
             self._release_memory()  # the queues count them from here
             for stored, queue_ids in self._work.sends:
-                sm._enqueue(stored, queue_ids)
+                st.enqueue(stored, queue_ids)
             for qid, mid in self._work.acks:
-                queue = sm._queues_by_id.get(qid)
+                queue = st.queues_by_id.get(qid)
                 if queue is not None and mid in queue:
                     queue.remove_held(mid)
                     if (qid, mid) in self._work.cursor_acks:
                         position, rid = self._work.cursor_acks[qid, mid]
-                        sm._pager.acked(queue.info.address, qid, position, rid)
-                    sm._drop_ref(mid, qid, write_ack=False)
+                        st.pager.acked(queue.info.address, qid, position, rid)
+                    st.drop_ref(mid, qid, write_ack=False)
             for address, qid, position, rid in self._work.held_pages:
-                if sm._queue_address(qid) is not None:
-                    sm._pager.acked(address, qid, position, rid)
-        sm._flush_messages(wrote and sm._sync_tx)
-        sm._reap()
+                if st.queue_address(qid) is not None:
+                    st.pager.acked(address, qid, position, rid)
+        st.flush_messages(wrote and st.sync_tx)
+        st.reap()
 
     def _rollback(self) -> None:
-        sm = self._manager
-        with sm._lock:
+        st = self._sm
+        with st.lock:
             self._check_state(ACTIVE, PREPARED)
             wrote = self._work.wrote
             if wrote:
-                sm._store.messages.append_rollback(self._work.tx_id, sync=False)
+                st.journal.append_rollback(self._work.tx_id, sync=False)
             self._finish(ROLLED_BACK)
             for address, dup, _ in self._work.dups:
-                sm._dup_cache(address).release(dup)
-            sm._pager.rollback_paged(self._work.paged_sends)
+                st.dup_cache(address).release(dup)
+            st.pager.rollback_paged(self._work.paged_sends)
             self._release_memory()
-            now = sm._clock()
+            now = st.clock()
             # Each goes to the head: in reverse, so they come back in the order acknowledged.
             for qid, mid in reversed(self._work.acks):
-                queue = sm._queues_by_id.get(qid)
+                queue = st.queues_by_id.get(qid)
                 if queue is not None and mid in queue:
                     entry = queue.unhold(mid, now)
-                    sm._write_delivery_count(mid, qid, entry.delivery_count)
+                    st.write_delivery_count(mid, qid, entry.delivery_count)
             for address, qid, position, _ in self._work.held_pages:
-                if sm._queue_address(qid) is not None:
-                    sm._pager.unhold(address, qid, position)
-            sm._doomed.extend(s.message_id for s, _ in self._work.sends if s.large_size is not None)
-        sm._flush_messages(wrote and sm._sync_tx)
-        sm._reap()
+                if st.queue_address(qid) is not None:
+                    st.pager.unhold(address, qid, position)
+            st.doom_bodies([s.message_id for s, _ in self._work.sends if s.large_size is not None])
+        st.flush_messages(wrote and st.sync_tx)
+        st.reap()
 
     def _finish(self, state: str) -> None:
         if self._work.xid is not None:
-            self._manager._prepared.pop(self._work.xid, None)
+            self._sm.remove_prepared(self._work.xid)
         self._work.state = state

@@ -50,7 +50,7 @@ def _fill(config: StoreConfig) -> None:
         queue = sm.create_queue("deep", address="deep")
         journal, ref = sm._store.messages, r.queue_id_body(queue.id)
         for n in range(N):
-            mid = sm._ids.next_id()
+            mid = sm._state.ids.next_id()
             record = encode_message(Message("deep", BODY, timestamp=n + 1, message_id=mid), BODY)
             journal.append_add(mid, r.ADD_MESSAGE_PROTOCOL, record)
             journal.append_update(mid, r.ADD_REF, ref)

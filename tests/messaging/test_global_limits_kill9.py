@@ -100,7 +100,7 @@ def _check(
         found: list[int] = []
         while batch := sm.receive(QUEUE, max_messages=500):
             found += [int(d.message.properties["seq"]) for d in batch]  # type: ignore[arg-type]
-        paged = sm._pager.remaining(QUEUE, sm._queues[QUEUE].info.id) > 0 or any(
+        paged = sm._pager.remaining(QUEUE, sm._state.queues[QUEUE].info.id) > 0 or any(
             sm._store.paging.store(a).pages() for a in sm._store.paging.addresses()
         )
     bad = [(a, b) for a, b in itertools.pairwise(found) if a >= b]

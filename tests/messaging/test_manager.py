@@ -413,17 +413,17 @@ def test_a_sent_message_is_encoded_once_and_held_in_one_form(
     """The record a send encodes to size the message is the one it writes (not encoded a
     second time), and it is not kept once written: an in-memory message holds its Message
     only, durable or not, transactional or not."""
-    from store.messaging import manager
+    from store.messaging import stored
 
     sm = h.setup("q1")
     encoded: list[int] = []
-    real = manager.encode_message
+    real = stored.encode_message
 
     def counting(m: Message, body: bytes) -> bytes:
         encoded.append(1)
         return real(m, body)
 
-    monkeypatch.setattr(manager, "encode_message", counting)
+    monkeypatch.setattr(stored, "encode_message", counting)
     m = Message("orders", b"body", durable=durable)
     if transactional:
         tx = sm.begin()
@@ -432,7 +432,7 @@ def test_a_sent_message_is_encoded_once_and_held_in_one_form(
     else:
         mid = sm.send(m)
     assert mid is not None and len(encoded) == 1
-    held = sm._messages[mid]
+    held = sm._state.messages[mid]
     assert held._record is None and held._encoded is None
     assert held.size > 0
     assert bodies(drain(sm, "q1")) == [b"body"]

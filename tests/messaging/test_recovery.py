@@ -169,7 +169,7 @@ def test_a_loads_objects_go_to_the_collectors_oldest_generation(h: Harness) -> N
     gc.enable()
     try:
         sm = h.restart()
-        stored = list(sm._messages.values())
+        stored = list(sm._state.messages.values())
         assert len(stored) == 200
         oldest = {id(o) for o in gc.get_objects(generation=2)}
         assert all(id(s) in oldest for s in stored)

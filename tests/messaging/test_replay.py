@@ -187,7 +187,7 @@ def _loaded(root: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
             rec = sm.load()
             stored = {
                 mid: (s.record(), s.size, s.large_size, {q: _entry(e) for q, e in s.refs.items()})
-                for mid, s in sm._messages.items()
+                for mid, s in sm._state.messages.items()
             }
             by_queue = {
                 q.info.name: (
@@ -195,15 +195,15 @@ def _loaded(root: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
                     sorted(q._ready),
                     sorted(q._scheduled),
                     all(s.refs[q.info.id] is e for mid, e in q._entries.items()
-                        for s in [sm._messages[mid]]),
+                        for s in [sm._state.messages[mid]]),
                 )
-                for q in sm._queues.values()
+                for q in sm._state.queues.values()
             }
             memory = [
                 (held.memory_bytes, held.memory_messages)
                 for held in map(sm._pager.address, ADDRESSES)
             ]
-            return rec.messages, rec.cleaned, stored, by_queue, memory, next(sm._order)
+            return rec.messages, rec.cleaned, stored, by_queue, memory, next(sm._state.order)
 
 
 @settings(max_examples=40, deadline=None)

@@ -61,12 +61,12 @@ def test_messaging_perf_on_the_file_store_measures_crashes_and_verifies(tmp_path
 def test_the_paged_address_pages_and_large_messages_reach_the_large_store(tmp_path, monkeypatch):
     """The workload exercises paging and large messages (spied on where the manager does
     them: pages and large bodies are gone again once everything is acknowledged)."""
-    import store.messaging.manager as manager
+    import store.messaging.state as state
     from store.messaging.paging import Pager
 
     paged: list[str] = []
     large: list[int] = []
-    page, store_body = Pager.page, manager.store_body
+    page, store_body = Pager.page, state.store_body
 
     def spy_page(self, address, *args, **kwargs):  # type: ignore[no-untyped-def]
         paged.append(address)
@@ -79,7 +79,7 @@ def test_the_paged_address_pages_and_large_messages_reach_the_large_store(tmp_pa
         return inline, size
 
     monkeypatch.setattr(Pager, "page", spy_page)
-    monkeypatch.setattr(manager, "store_body", spy_body)
+    monkeypatch.setattr(state, "store_body", spy_body)
     options = MessagingPerfOptions(seconds=1.0, consumers=1, large_ratio=0.2, crash=False)
 
     result = run_messaging_perf(file_config(tmp_path), options)

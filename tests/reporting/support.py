@@ -66,8 +66,8 @@ def depths_of(sm: StorageManager) -> dict[str, tuple[int, int]]:
     """queue -> (depth, stored bytes of its messages) as the manager holds them."""
     out = {}
     for info in sm.queues():
-        queue = sm._queues[info.name]
-        size = sum(sm._messages[mid].size for mid in queue.message_ids())
+        queue = sm._state.queues[info.name]
+        size = sum(sm._state.messages[mid].size for mid in queue.message_ids())
         out[info.name] = (sm.depth(info.name), size)
     return out
 
