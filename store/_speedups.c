@@ -1319,6 +1319,8 @@ static PyObject *add_entries_run(PyObject *self, PyObject *const *args, Py_ssize
  * the payload, payload, 0x7D), the payloads as bytes objects, up to the first record that is
  * not valid; offset is where that record starts (len(data) when every record is valid). The
  * Python code decides what an invalid record means (a torn tail or a CorruptionError).
+ * scan_bounds(data) -> (bounds, offset) is the same loop for scan_records: each payload as a
+ * pair of native int64 (offset, length) in the bytes object bounds, no bytes object each.
  *
  * paged_runs(records, version) -> (runs, large) or None: store.messaging.page_scan's
  * python_paged_runs for a list of PAGED_MESSAGE payloads all in the plain layout PagedMessage.
@@ -1327,7 +1329,8 @@ static PyObject *add_entries_run(PyObject *self, PyObject *const *args, Py_ssize
  * after): runs of consecutive records with the same transaction and queue ids, as
  * (start, count, tx_id, queue_ids) tuples, and the message ids of the type 30 records. None
  * when any record is not in that layout: the Python code then decodes the page and names
- * the fault. */
+ * the fault. paged_runs_in(data, bounds, version) does the same for the records scan_bounds
+ * located in a page's bytes (store.paging.format.PageRecords). */
 static PyObject *scan_page(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 1) {
@@ -1398,68 +1401,192 @@ static int close_run(PyObject *runs, Py_ssize_t start, Py_ssize_t count, int64_t
     return rc;
 }
 
+/* The runs being built by paged_runs / paged_runs_in. */
+typedef struct {
+    PyObject *runs, *large;
+    long version;
+    Py_ssize_t start;
+    int64_t tx;
+    const unsigned char *ids;
+    int32_t count; /* -1: no run yet */
+} Runs;
+
+/* Account record i (d, n bytes) in r: 0, 1 when it is not in the plain layout, -1 with an
+   exception set. */
+static int runs_add(Runs *r, const unsigned char *d, Py_ssize_t n, Py_ssize_t i) {
+    if (n < 22 || d[0] != r->version || (d[17] != 30 && d[17] != 45))
+        return 1;
+    uint64_t end = 22 + (uint64_t)be32(d + 18);
+    if (end + 4 > (uint64_t)n)
+        return 1;
+    int32_t count = (int32_t)be32(d + end);
+    if (count < 0 || (uint64_t)n != end + 4 + 8 * (uint64_t)count)
+        return 1;
+    int64_t tx_id = be64(d + 9);
+    const unsigned char *ids = d + end + 4;
+    if (d[17] == 30) {
+        PyObject *mid = PyLong_FromLongLong(be64(d + 1));
+        if (mid == NULL || PyList_Append(r->large, mid) < 0) {
+            Py_XDECREF(mid);
+            return -1;
+        }
+        Py_DECREF(mid);
+    }
+    if (r->count >= 0 && tx_id == r->tx && count == r->count &&
+        memcmp(ids, r->ids, 8 * (size_t)count) == 0)
+        return 0;
+    if (r->count >= 0 && close_run(r->runs, r->start, i - r->start, r->tx, r->ids, r->count) < 0)
+        return -1;
+    r->start = i;
+    r->tx = tx_id;
+    r->ids = ids;
+    r->count = count;
+    return 0;
+}
+
+/* (runs, large) once every record was added (total of them); NULL with an exception set. */
+static PyObject *runs_result(Runs *r, Py_ssize_t total) {
+    if (r->count >= 0 && close_run(r->runs, r->start, total - r->start, r->tx, r->ids, r->count) < 0)
+        return NULL;
+    return Py_BuildValue("(OO)", r->runs, r->large);
+}
+
+static int runs_init(Runs *r, PyObject *version) {
+    memset(r, 0, sizeof(*r));
+    r->count = -1;
+    r->version = PyLong_AsLong(version);
+    if (r->version == -1 && PyErr_Occurred())
+        return -1;
+    r->runs = PyList_New(0);
+    r->large = PyList_New(0);
+    return r->runs == NULL || r->large == NULL ? -1 : 0;
+}
+
 static PyObject *paged_runs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 2 || !PyList_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "paged_runs(records: list, version) takes 2 arguments");
         return NULL;
     }
-    long version = PyLong_AsLong(args[1]);
-    if (version == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *records = args[0];
-    PyObject *runs = PyList_New(0), *large = PyList_New(0);
-    if (runs == NULL || large == NULL)
-        goto fail;
-    Py_ssize_t total = PyList_GET_SIZE(records), start = 0;
-    int64_t run_tx = 0;
-    const unsigned char *run_ids = NULL;
-    int32_t run_count = -1;
+    Runs r;
+    PyObject *result = NULL;
+    if (runs_init(&r, args[1]) < 0)
+        goto done;
+    Py_ssize_t total = PyList_GET_SIZE(args[0]);
     for (Py_ssize_t i = 0; i < total; i++) {
-        PyObject *item = PyList_GET_ITEM(records, i);
-        if (!PyBytes_Check(item))
-            goto plain_python;
-        const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(item);
-        Py_ssize_t n = PyBytes_GET_SIZE(item);
-        if (n < 22 || d[0] != version || (d[17] != 30 && d[17] != 45))
-            goto plain_python;
-        uint64_t end = 22 + (uint64_t)be32(d + 18);
-        if (end + 4 > (uint64_t)n)
-            goto plain_python;
-        int32_t count = (int32_t)be32(d + end);
-        if (count < 0 || (uint64_t)n != end + 4 + 8 * (uint64_t)count)
-            goto plain_python;
-        int64_t tx_id = be64(d + 9);
-        const unsigned char *ids = d + end + 4;
-        if (d[17] == 30) {
-            PyObject *mid = PyLong_FromLongLong(be64(d + 1));
-            if (mid == NULL || PyList_Append(large, mid) < 0) {
-                Py_XDECREF(mid);
-                goto fail;
-            }
-            Py_DECREF(mid);
+        PyObject *item = PyList_GET_ITEM(args[0], i);
+        int rc = PyBytes_Check(item)
+                     ? runs_add(&r, (const unsigned char *)PyBytes_AS_STRING(item),
+                                PyBytes_GET_SIZE(item), i)
+                     : 1;
+        if (rc < 0)
+            goto done;
+        if (rc > 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
         }
-        if (run_count >= 0 && tx_id == run_tx && count == run_count &&
-            memcmp(ids, run_ids, 8 * (size_t)count) == 0)
-            continue;
-        if (run_count >= 0 && close_run(runs, start, i - start, run_tx, run_ids, run_count) < 0)
-            goto fail;
-        start = i;
-        run_tx = tx_id;
-        run_ids = ids;
-        run_count = count;
     }
-    if (run_count >= 0 && close_run(runs, start, total - start, run_tx, run_ids, run_count) < 0)
-        goto fail;
-    return Py_BuildValue("(NN)", runs, large);
-plain_python:
-    Py_DECREF(runs);
-    Py_DECREF(large);
-    Py_RETURN_NONE;
-fail:
-    Py_XDECREF(runs);
-    Py_XDECREF(large);
-    return NULL;
+    result = runs_result(&r, total);
+done:
+    Py_XDECREF(r.runs);
+    Py_XDECREF(r.large);
+    return result;
+}
+
+/* paged_runs_in(data, bounds, version): paged_runs over the records of a page's bytes whose
+   payloads scan_bounds located (bounds: native int64 pairs of payload offset and length). */
+static PyObject *paged_runs_in(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "paged_runs_in(data, bounds, version) takes 3 arguments");
+        return NULL;
+    }
+    Py_buffer data, bounds;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &bounds, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    Runs r;
+    PyObject *result = NULL;
+    if (runs_init(&r, args[2]) < 0)
+        goto done;
+    Py_ssize_t total = bounds.len / 16;
+    const int64_t *b = (const int64_t *)bounds.buf;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        int64_t at = b[2 * i], n = b[2 * i + 1];
+        if (at < 0 || n < 0 || at + n > data.len) {
+            PyErr_SetString(PyExc_ValueError, "paged_runs_in: bounds outside the data");
+            goto done;
+        }
+        int rc = runs_add(&r, (const unsigned char *)data.buf + at, (Py_ssize_t)n, i);
+        if (rc < 0)
+            goto done;
+        if (rc > 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    result = runs_result(&r, total);
+done:
+    Py_XDECREF(r.runs);
+    Py_XDECREF(r.large);
+    PyBuffer_Release(&bounds);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+/* scan_bounds(data) -> (bounds, offset): scan_page's loop, each valid record's payload as a
+   pair of native int64 (offset, length) in the bytes object bounds instead of a bytes object
+   of its own. */
+static PyObject *scan_bounds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "scan_bounds(data) takes 1 argument");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len, offset = 0, used = 0, cap = 64;
+    int64_t *out = PyMem_Malloc((size_t)cap * 2 * sizeof(int64_t));
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    while (offset < n) {
+        if (n - offset < 10 || d[offset] != 0x7B)
+            break;
+        uint32_t length = be32(d + offset + 1);
+        if ((uint64_t)length > (uint64_t)(n - offset - 10))
+            break;
+        const unsigned char *payload = d + offset + 9;
+        uLong crc = fast_crc(fast_crc(0, d + offset + 1, 4), payload, (Py_ssize_t)length);
+        if ((uint32_t)crc != be32(d + offset + 5) || payload[length] != 0x7D)
+            break;
+        if (used == cap) {
+            cap *= 2;
+            int64_t *grown = PyMem_Realloc(out, (size_t)cap * 2 * sizeof(int64_t));
+            if (grown == NULL) {
+                PyMem_Free(out);
+                PyBuffer_Release(&view);
+                return PyErr_NoMemory();
+            }
+            out = grown;
+        }
+        out[2 * used] = offset + 9;
+        out[2 * used + 1] = length;
+        used++;
+        offset += 10 + (Py_ssize_t)length;
+    }
+    PyBuffer_Release(&view);
+    PyObject *bounds = PyBytes_FromStringAndSize((const char *)out, used * 2 * (Py_ssize_t)sizeof(int64_t));
+    PyMem_Free(out);
+    if (bounds == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", bounds, offset);
 }
 
 static PyMethodDef methods[] = {
@@ -1497,6 +1624,12 @@ static PyMethodDef methods[] = {
     {"scan_page", (PyCFunction)(void (*)(void))scan_page, METH_FASTCALL,
      "scan_page(data) -> (records, offset): a page's valid records up to the first invalid "
      "one, as store.paging.format.scan_page."},
+    {"scan_bounds", (PyCFunction)(void (*)(void))scan_bounds, METH_FASTCALL,
+     "scan_bounds(data) -> (bounds, offset): scan_page's records as (offset, length) pairs of "
+     "native int64 in bounds."},
+    {"paged_runs_in", (PyCFunction)(void (*)(void))paged_runs_in, METH_FASTCALL,
+     "paged_runs_in(data, bounds, version) -> (runs, large) or None: paged_runs over the "
+     "records scan_bounds located."},
     {"paged_runs", (PyCFunction)(void (*)(void))paged_runs, METH_FASTCALL,
      "paged_runs(records, version) -> (runs, large) or None: runs of paged messages, as "
      "store.messaging.page_scan.python_paged_runs."},

@@ -14,7 +14,9 @@ and the ids of the page's large messages, in page order. The load then accounts 
 time (counts multiplied), never building a :class:`PagedMessage` per record.
 
 Where the compiled module is built (:data:`~store.speedups.SPEEDUPS`), its ``paged_runs``
-does this in C for pages whose records are all in the plain layout
+(a list of records) and ``paged_runs_in`` (a :class:`~store.paging.format.PageRecords`, the
+page's bytes and where each record is: what ``PageStore.read_pages`` gives, with no bytes
+object per record) do this in C for pages whose records are all in the plain layout
 (:meth:`PagedMessage.decode`'s two-struct path); for any other page it answers None and
 :func:`python_paged_runs` (the reference and the fallback) decodes each record, so a bad
 record raises the same ValueError either way. tests/messaging/test_page_scan.py compares the
@@ -30,11 +32,13 @@ from typing import TypeAlias
 
 from store.messaging.codec import VERSION
 from store.messaging.message_records import PagedMessage
+from store.paging.format import PageRecords
 from store.speedups import SPEEDUPS
 
 __all__ = ["PagedRun", "paged_runs", "python_paged_runs"]
 
 _COMPILED_RUNS = getattr(SPEEDUPS, "paged_runs", None)
+_COMPILED_RUNS_IN = getattr(SPEEDUPS, "paged_runs_in", None)
 
 #: (start, count, tx_id, queue_ids): ``count`` consecutive records from index ``start`` with
 #: the same transaction id and queue ids.
@@ -45,10 +49,13 @@ def paged_runs(records: Sequence[bytes]) -> tuple[list[PagedRun], list[int]]:
     """The runs of a page's records (module docstring) and the message ids of its large
     messages (type 30), in page order. Raises ValueError for a record that is not a paged
     message, as :meth:`PagedMessage.decode` does."""
-    if _COMPILED_RUNS is not None and type(records) is list:
-        got: tuple[list[PagedRun], list[int]] | None = _COMPILED_RUNS(records, VERSION)
-        if got is not None:
-            return got
+    got: tuple[list[PagedRun], list[int]] | None = None
+    if _COMPILED_RUNS_IN is not None and isinstance(records, PageRecords):
+        got = _COMPILED_RUNS_IN(records.data, records.bounds, VERSION)
+    elif _COMPILED_RUNS is not None and type(records) is list:
+        got = _COMPILED_RUNS(records, VERSION)
+    if got is not None:
+        return got
     return python_paged_runs(records)
 
 

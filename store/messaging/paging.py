@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -675,7 +675,7 @@ class Pager:
         page: PageState,
         page_no: int,
         run: PagedRun,
-        records: list[bytes],
+        records: Sequence[bytes],
         page_txs: dict[int, int],
         pending_txs: set[int],
     ) -> _LoadedRun:

@@ -93,11 +93,13 @@ class PageStore(abc.ABC):
         """The page's records, in order. Raises UnknownRecordError for a page that is not
         there, CorruptionError for a damaged record before the torn tail (rule 3)."""
 
-    def read_pages(self, pages: Sequence[int]) -> Iterator[tuple[int, list[bytes]]]:
-        """``(page, read_page(page))`` for each of ``pages``, in that order (what a load that
-        reads every page calls). A back-end may read several pages per round trip (the
-        database store does); this default reads one at a time. Raises as ``read_page``, for
-        the first page that fails (the pages before it were yielded)."""
+    def read_pages(self, pages: Sequence[int]) -> Iterator[tuple[int, Sequence[bytes]]]:
+        """``(page, records)`` for each of ``pages``, in that order, the records equal to
+        ``read_page(page)``'s (what a load that reads every page calls). A back-end may read
+        several pages per round trip (the database store does) and give a sequence that holds
+        the page's bytes rather than a bytes object per record (both back-ends of
+        :mod:`store.paging.base` do); this default reads one page at a time. Raises as
+        ``read_page``, for the first page that fails (the pages before it were yielded)."""
         for page in pages:
             yield page, self.read_page(page)
 

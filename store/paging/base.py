@@ -42,7 +42,12 @@ from store.errors import (
 )
 from store.paging.api import PagePosition, PageStore, PagingManager
 from store.paging.flusher import Flusher, WriteBatch
-from store.paging.format import MAX_RECORD_SIZE, encode_record, scan_page
+from store.paging.format import (
+    MAX_RECORD_SIZE,
+    encode_record,
+    scan_page,
+    scan_records,
+)
 from store.paging.manifest import Manifest
 from store.paging.memory import PageRoller, check_address
 
@@ -248,7 +253,9 @@ class _Store(PageStore):
             flusher.wait(seq)
         return self._manager.read(self, page, torn_tail=torn)
 
-    def read_pages(self, pages: Sequence[int]) -> Iterator[tuple[int, list[bytes]]]:
+    def read_pages(self, pages: Sequence[int]) -> Iterator[tuple[int, Sequence[bytes]]]:
+        """As :meth:`PageStore.read_pages`, each page's records as a :class:`PageRecords`
+        (no bytes object per record until one is asked for)."""
         flusher = self._manager.flusher
         with flusher.lock:
             self._check_locked()
@@ -447,13 +454,20 @@ class GroupCommitPagingManager(PagingManager):
         """The records of ``store``'s ``page``. Raises UnknownRecordError when it is not there,
         CorruptionError for a damaged record (naming the page)."""
         data = self.backend.read_bytes(store.locator, page)
-        return self.records(store, page, data, torn_tail=torn_tail)
+        return list(self.records(store, page, data, torn_tail=torn_tail, scan=scan_page))
 
     def records(
-        self, store: _Store, page: int, data: bytes | None, *, torn_tail: bool
-    ) -> list[bytes]:
-        """The records of ``store``'s ``page`` read as ``data`` (None: not there). Raises as
-        :meth:`read`."""
+        self,
+        store: _Store,
+        page: int,
+        data: bytes | None,
+        *,
+        torn_tail: bool,
+        scan: Callable[..., tuple[Sequence[bytes], int]] = scan_records,
+    ) -> Sequence[bytes]:
+        """The records of ``store``'s ``page`` read as ``data`` (None: not there), by
+        ``scan`` (:func:`scan_records`: a :class:`PageRecords`; or :func:`scan_page`: a
+        list). Raises as :meth:`read`."""
         lost = self._lost(store, page, None if data is None else len(data))
         if lost is not None:
             raise lost
@@ -461,7 +475,7 @@ class GroupCommitPagingManager(PagingManager):
             raise UnknownRecordError(f"address {store.address!r} has no page {page}")
         path, label = self.backend.page_path(store.locator, page)
         try:
-            return scan_page(data, path=path, torn_tail=torn_tail and self.backend.torn_tails)[0]
+            return scan(data, path=path, torn_tail=torn_tail and self.backend.torn_tails)[0]
         except CorruptionError as exc:
             if not label:
                 raise

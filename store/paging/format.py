@@ -33,7 +33,9 @@ Thread-safety: pure functions.
 from __future__ import annotations
 
 import struct
-from typing import Final
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Final, overload
 
 from store.errors import CorruptionError
 from store.speedups import SPEEDUPS, crc32
@@ -41,6 +43,7 @@ from store.speedups import SPEEDUPS, crc32
 __all__ = [
     "FRAMING",
     "MAX_RECORD_SIZE",
+    "PageRecords",
     "RECORD_END",
     "RECORD_START",
     "decode_page",
@@ -49,6 +52,7 @@ __all__ = [
     "page_file_name",
     "page_number_of",
     "scan_page",
+    "scan_records",
 ]
 
 RECORD_START: Final = 0x7B
@@ -60,6 +64,7 @@ MAX_RECORD_SIZE: Final = 2**32 - 1 - FRAMING
 _PAGE_SUFFIX: Final = ".page"
 #: The compiled loop over a page's valid records (``store/_speedups.c``), or None.
 _COMPILED_SCAN = getattr(SPEEDUPS, "scan_page", None)
+_COMPILED_BOUNDS = getattr(SPEEDUPS, "scan_bounds", None)
 
 
 def encoded_size(payload_size: int) -> int:
@@ -124,24 +129,100 @@ def scan_page(
     a torn tail back to before appending after it). Raises CorruptionError as decode_page.
 
     Where the compiled module is built, its ``scan_page`` takes the valid records up to the
-    first invalid one (every page a load reads goes through here); what that record means is
-    decided below, by the same code as without it."""
+    first invalid one; what that record means is decided by the same code as without it."""
     view = memoryview(data).cast("B")
     records: list[bytes] = []
     offset = 0
     if _COMPILED_SCAN is not None:
         records, offset = _COMPILED_SCAN(view)
+
+    def add(start: int, length: int) -> None:
+        records.append(bytes(view[start : start + length]))
+
+    return records, _scan_rest(view, offset, add, path=path, torn_tail=torn_tail)
+
+
+def scan_records(
+    data: bytes | bytearray | memoryview, *, path: str, torn_tail: bool
+) -> tuple[PageRecords, int]:
+    """As :func:`scan_page`, the records as a :class:`PageRecords` over the page's bytes
+    instead of a bytes object each (what a load reads every page with). Raises as
+    scan_page."""
+    raw = data if type(data) is bytes else bytes(data)
+    pairs = array("q")
+    offset = 0
+    if _COMPILED_BOUNDS is not None:
+        bounds, offset = _COMPILED_BOUNDS(raw)
+        pairs.frombytes(bounds)
+
+    def add(start: int, length: int) -> None:
+        pairs.extend((start, length))
+
+    end = _scan_rest(memoryview(raw), offset, add, path=path, torn_tail=torn_tail)
+    return PageRecords(raw, pairs.tobytes()), end
+
+
+def _scan_rest(
+    view: memoryview, offset: int, add: Callable[[int, int], None], *, path: str, torn_tail: bool
+) -> int:
+    """The records from ``offset`` on, each valid one handed to ``add(payload offset,
+    length)``, up to the end or a torn tail; returns where the valid records end. Raises
+    CorruptionError for damage that is not a torn tail (module docstring)."""
     while offset < len(view):
         problem = _problem(view, offset)
         if problem is None:
             length = int.from_bytes(view[offset + 1 : offset + 5], "big")
-            records.append(bytes(view[offset + _HEAD.size : offset + _HEAD.size + length]))
+            add(offset + _HEAD.size, length)
             offset += FRAMING + length
             continue
         if torn_tail and not _valid_record_after(view, offset):
             break
         raise CorruptionError(path, offset, f"damaged page record: {problem}")
-    return records, offset
+    return offset
+
+
+class PageRecords(Sequence[bytes]):
+    """A page's records without a bytes object each: ``data``, the page's bytes, and
+    ``bounds``, each record's payload as a pair of native int64 (offset in ``data``, length),
+    as :func:`scan_records` found them. Indexing gives a payload as bytes (a copy); equal to
+    any sequence of the same payloads (a list from ``read_page``). Immutable; thread-safe."""
+
+    __slots__ = ("_pairs", "bounds", "data")
+
+    def __init__(self, data: bytes, bounds: bytes) -> None:
+        self.data = data
+        self.bounds = bounds
+        self._pairs = memoryview(bounds).cast("q")
+
+    def __len__(self) -> int:
+        return len(self._pairs) // 2
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        count = len(self)
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError("page record index out of range")
+        start = self._pairs[2 * index]
+        return self.data[start : start + self._pairs[2 * index + 1]]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PageRecords({list(self)!r})"
 
 
 def page_file_name(page: int) -> str:

@@ -116,3 +116,75 @@ def test_a_compiled_scan_stops_at_the_first_invalid_record() -> None:
     with pytest.raises(CorruptionError) as caught:
         page_format.scan_page(bytes(data), path="p", torn_tail=True)
     assert caught.value.offset == 11 and "checksum" in caught.value.reason
+
+
+def _records_of(payloads: list[bytes]) -> page_format.PageRecords:
+    records, end = page_format.scan_records(_page(payloads), path="p", torn_tail=False)
+    assert end == len(_page(payloads))
+    return records
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages=st.lists(_paged, max_size=25), bad=st.booleans())
+def test_runs_over_a_pages_bytes_equal_runs_over_its_records(
+    messages: list[PagedMessage], bad: bool
+) -> None:
+    """paged_runs of a PageRecords (compiled: paged_runs_in over the page's bytes) gives what
+    the Python reference gives for the same records, and refuses what it refuses."""
+    payloads = [m.encode() for m in messages]
+    if bad and payloads:
+        payloads[-1] = payloads[-1][:-1]
+    records = _records_of(payloads)
+    assert records == payloads and len(records) == len(payloads)
+    try:
+        expected: object = page_scan.python_paged_runs(payloads)
+    except ValueError:
+        expected = ValueError
+    try:
+        got: object = page_scan.paged_runs(records)
+    except ValueError:
+        got = ValueError
+    assert got == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    payloads=st.lists(st.binary(max_size=60), max_size=12),
+    flip=st.one_of(st.none(), st.integers(0, 2000)),
+    cut=st.integers(0, 40),
+    torn_tail=st.booleans(),
+)
+def test_scan_records_finds_what_scan_page_finds(
+    payloads: list[bytes], flip: int | None, cut: int, torn_tail: bool
+) -> None:
+    """The same records and end, or the same CorruptionError, compiled or not."""
+    data = bytearray(_page(payloads))
+    if flip is not None and data:
+        data[flip % len(data)] ^= 0x41
+    data = data[: max(0, len(data) - cut)]
+
+    def outcome(scan: object, compiled: bool) -> object:
+        with pytest.MonkeyPatch.context() as m:
+            if not compiled:
+                m.setattr(page_format, "_COMPILED_SCAN", None)
+                m.setattr(page_format, "_COMPILED_BOUNDS", None)
+            try:
+                records, end = scan(bytes(data), path="p", torn_tail=torn_tail)  # type: ignore[operator]
+                return list(records), end
+            except CorruptionError as exc:
+                return (exc.path, exc.offset, exc.reason)
+
+    reference = outcome(page_format.scan_page, False)
+    assert outcome(page_format.scan_records, False) == reference
+    assert outcome(page_format.scan_records, True) == reference
+
+
+def test_page_records_index_like_a_list() -> None:
+    payloads = [b"a", b"", b"ccc"]
+    records = _records_of(payloads)
+    assert [records[i] for i in range(3)] == payloads
+    assert records[-1] == b"ccc" and records[1:] == [b"", b"ccc"]
+    assert records == payloads and records != [b"a"] and records != "a"
+    with pytest.raises(IndexError):
+        records[3]
+    assert _records_of([]) == [] and len(_records_of([])) == 0
