@@ -170,17 +170,18 @@ def write_toml(path: Path, mapping: dict[str, Any]) -> Path:
 
 
 class BrokerProcess:
-    """``store broker --config PATH --port 0 EXTRA…`` in a subprocess of this interpreter.
-    With ``wait`` the constructor returns once it listens (``port``); otherwise call
-    :meth:`wait_listening` (a backup of an HA pair listens only once live)."""
+    """``store broker --config PATH --port PORT EXTRA…`` in a subprocess of this interpreter
+    (``port`` 0: any free port). With ``wait`` the constructor returns once it listens
+    (``port``); otherwise call :meth:`wait_listening` (a backup of an HA pair listens only
+    once live)."""
 
-    def __init__(self, config_path: Path, *extra: str, wait: bool = True) -> None:
+    def __init__(self, config_path: Path, *extra: str, wait: bool = True, port: int = 0) -> None:
         from tests.support.cli import ROOT
 
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "store.cli.main", "-q", "broker", "--config",
-             str(config_path), "--port", "0", *extra],
+             str(config_path), "--port", str(port), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": path},
         )  # fmt: skip
@@ -227,3 +228,119 @@ class BrokerProcess:
         """SIGTERM; returns the exit status."""
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(WAIT)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports free at the time of the call (bound, then released)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class FailoverClient(Recorder):
+    """A stomp.py connection given several loopback ports (tried in that order, as stomp.py
+    does), that reconnects whenever it loses its connection and subscribes again on each
+    CONNECTED (``subscribe``: destination, client-individual acks, id ``s``).
+
+    stomp.py 9 does not reconnect by itself: its receiver thread ends and calls
+    ``on_disconnected``. A reconnecting thread here then waits for that thread (and the
+    heart-beat thread) to end, calls ``connect`` again (stomp.py walks the port list until one
+    accepts) and gives a connection that sends no CONNECTED in ``connect_timeout`` seconds up
+    (a SIGSTOPped broker still completes TCP handshakes), so the next attempt starts over.
+    ``ports`` lists the port of each CONNECTED, in order (``attempt_errors`` the attempts
+    that failed before sending CONNECT); the constructor returns after the first
+    (AssertionError after 30 s).
+
+    Thread-safety: stomp.py's threads and the reconnecting thread update the record under
+    ``cond``; the test's thread reads it (the :class:`Recorder` waits) and sends.
+    """
+
+    def __init__(
+        self,
+        ports: list[int],
+        *,
+        subscribe: str | None = None,
+        heartbeats: tuple[int, int] = (0, 0),
+        connect_timeout: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.conn = stomp.Connection11(
+            [("127.0.0.1", p) for p in ports], heartbeats=heartbeats,
+            heart_beat_receive_scale=2.5, auto_content_length=True,
+            reconnect_sleep_initial=0.1, reconnect_sleep_increase=0.5,
+            reconnect_sleep_max=0.5, reconnect_attempts_max=200,
+        )  # fmt: skip
+        self.conn.set_listener("rec", self)
+        self.destination = subscribe
+        self.connect_timeout = connect_timeout
+        self.ports: list[int] = []
+        self.attempt_errors: list[Exception] = []
+        self._closing = False
+        self._lost = threading.Event()
+        self._lost.set()  # the first connection is made as any other
+        threading.Thread(target=self._reconnect, name="failover", daemon=True).start()
+        self.wait_connections(1)
+
+    def on_connected(self, frame: Any) -> None:
+        with self.cond:
+            self.ports.append(self.conn.transport.current_host_and_port[1])
+            self.cond.notify_all()
+        if self.destination:
+            self.conn.subscribe(self.destination, id="s", ack="client-individual")
+
+    def on_disconnected(self) -> None:
+        super().on_disconnected()
+        if not self._closing:
+            self._lost.set()
+
+    def wait_connections(self, n: int, timeout: float = 30.0) -> list[int]:
+        """The ports of the first ``n`` connections; AssertionError when fewer came in
+        ``timeout`` seconds."""
+        with self.cond:
+            ok = self.cond.wait_for(lambda: len(self.ports) >= n, timeout)
+            assert ok, f"{len(self.ports)} of {n} connections in {timeout} s: {self.ports}"
+            return list(self.ports[:n])
+
+    def close(self) -> None:
+        """DISCONNECT (with a receipt, waited for) when connected; no reconnection after."""
+        self._closing = True
+        self._lost.set()
+        if self.conn.is_connected():
+            bye(self.conn, self)
+        else:
+            self.conn.transport.disconnect_socket()
+
+    def abandon(self) -> None:
+        """Stop reconnecting and drop the connection without a DISCONNECT (clean-up)."""
+        self._closing = True
+        self._lost.set()
+        self.conn.transport.disconnect_socket()
+
+    def _reconnect(self) -> None:
+        transport = self.conn.transport
+        while True:
+            self._lost.wait()
+            if self._closing:
+                return
+            for thread in (transport.io_thread, self.conn.heartbeat_thread):
+                if thread is not None:  # stomp.py's threads use the transport's socket
+                    thread.join(WAIT)
+            self._lost.clear()  # after the join: the old connection's own notice too
+            try:
+                self.conn.connect(wait=False)
+            except (stomp.exception.StompException, OSError) as exc:
+                # no port accepted, or the connection was reset before the CONNECT frame
+                # went out (a port of a dying broker accepts, then resets)
+                self.attempt_errors.append(exc)
+                transport.disconnect_socket()
+                self._lost.set()
+                continue
+            with self.cond:
+                if self.cond.wait_for(self.conn.is_connected, self.connect_timeout):
+                    continue
+            transport.disconnect_socket()  # notifies on_disconnected: one more attempt
