@@ -67,12 +67,16 @@ from typing import Any
 from bench.activemq import missing, version
 from bench.activemq_deep import DESTINATION, restart_figures
 from bench.broker_deep import first_message
+from bench.deep_drain import Expected, body, drain, steady
 from store import StoreConfig, open_store
-from store.messaging import Message, StorageManager
+from store.messaging import Delivery, Message, StorageManager
 
 #: The queue, named as the STOMP destination our broker and ActiveMQ serve it under.
 QUEUE = DESTINATION
+#: ActiveMQ's messages (ours are numbered: ``bench.deep_drain.body``, also 100 bytes).
 BODY = b"x" * 100
+#: Seconds of each steady send+receive+ack phase of ``--drain``.
+STEADY_SECONDS = 3.0
 #: ActiveMQ 5.17 (KahaDB / JDBC on PostgreSQL) with 1,000,000 waiting, from issue 27.
 ACTIVEMQ_ISSUE_27 = {"file": (2.13, 140), "postgresql": (4.18, 148)}
 #: The ActiveMQ store each of our back-ends is compared with.
@@ -122,20 +126,26 @@ def build(config: StoreConfig, messages: int) -> dict[str, Any]:
         sm.load()
         sm.create_address(QUEUE)
         sm.create_queue(QUEUE, address=QUEUE)
-        for _ in range(messages):
-            sm.send(Message(QUEUE, BODY), sync=False)
+        for index in range(messages):
+            sm.send(Message(QUEUE, body(index)), sync=False)
         sm.flush()
         paged = sm._pager.remaining(QUEUE, sm._state.queues[QUEUE].info.id)
     return {"build_seconds": time.perf_counter() - started, "paged": paged}
 
 
 def measure(
-    config: StoreConfig, messages: int, *, traced: bool, launched: float | None = None
+    config: StoreConfig,
+    messages: int,
+    *,
+    traced: bool,
+    launched: float | None = None,
+    drain: bool = False,
 ) -> dict[str, Any]:
     """Open, load and receive the first message, in this (fresh) process. Returns the
     figures (see the module docstring), with ``launch_to_first_seconds`` when ``launched``
-    (the ``time.time()`` at which the parent started this process) is given. Raises
-    AssertionError when the store does not hold ``messages`` messages."""
+    (the ``time.time()`` at which the parent started this process) is given, and with
+    ``drain`` the figures of :func:`_drain_figures`. Raises AssertionError when the store
+    does not hold ``messages`` messages, or the drain finds one out of order or missing."""
     if traced:
         tracemalloc.start()
     before_rss = _rss_mb()
@@ -150,12 +160,14 @@ def measure(
         (first,) = sm.receive(QUEUE, 1)
         first_at = time.perf_counter()
         first_wall = time.time()
-        assert first.message.body == BODY
+        assert first.message.body == body(0)
         assert rec.messages == messages, (rec.messages, messages)
         assert sm.depth(QUEUE) == messages
+        drained = _drain_figures(sm, first, messages) if drain else {}
     finally:
         sm.close()
     return {
+        **drained,
         "load_seconds": loaded - started,
         "first_message_seconds": first_at - started,
         "peak_rss_mb": _maxrss_mb(),
@@ -166,10 +178,27 @@ def measure(
     }
 
 
-def _run_child(args: argparse.Namespace, traced: bool) -> dict[str, Any]:
+def _drain_figures(sm: StorageManager, first: Delivery, messages: int) -> dict[str, Any]:
+    """After the first message: ack it, then send+receive+ack at this depth
+    (``bench.deep_drain.steady``), drain everything in order, and the same steady cycles at
+    depth 0. Returns ``steady_deep``, ``drained``, ``drain_rate``, ``steady_empty``."""
+    expected = Expected(1, messages)
+    bodies = iter(expected)
+    assert first.message.message_id is not None
+    sm.ack(QUEUE, first.message.message_id, sync=False)
+    deep, sent = steady(sm, QUEUE, STEADY_SECONDS, bodies, 0)
+    drained, rate = drain(sm, QUEUE, bodies)
+    assert (expected.next_index, expected.tail) == (messages, sent), "drain incomplete"
+    empty, _ = steady(sm, QUEUE, STEADY_SECONDS, iter(expected), sent)
+    return {"steady_deep": deep, "drained": drained, "drain_rate": rate, "steady_empty": empty}
+
+
+def _run_child(args: argparse.Namespace, traced: bool, drain: bool = False) -> dict[str, Any]:
     command = [sys.executable, "-m", "bench.deep_queues", "measure", *_common(args)]
     if traced:
         command.append("--traced")
+    if drain:
+        command.append("--drain")
     command += ["--launched", repr(time.time())]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -208,6 +237,12 @@ def main() -> None:
     parser.add_argument("--launched", type=float, help="measure: time.time() at launch")
     parser.add_argument("--no-activemq", action="store_true", help="all: skip ActiveMQ")
     parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="after the first message: steady send+receive+ack at this depth, drain all in"
+        " order, the same at depth 0 (bench.deep_drain)",
+    )
+    parser.add_argument(
         "--no-broker", action="store_true", help="all: skip our STOMP broker's start-up"
     )
     parser.add_argument("--keep", action="store_true", help="all: keep the store afterwards")
@@ -215,7 +250,15 @@ def main() -> None:
     config = _config(args)
     if args.command == "measure":
         print(
-            json.dumps(measure(config, args.messages, traced=args.traced, launched=args.launched))
+            json.dumps(
+                measure(
+                    config,
+                    args.messages,
+                    traced=args.traced,
+                    launched=args.launched,
+                    drain=args.drain,
+                )
+            )
         )
         return
     _drop(args, config)
@@ -231,10 +274,21 @@ def main() -> None:
         timed = _run_child(args, traced=False)
         traced = _run_child(args, traced=True)
         broker = None if args.no_broker else first_message(_mapping(args), QUEUE)
+        drained = _run_child(args, traced=False, drain=True) if args.drain else None
     finally:
         if not args.keep:
             _drop(args, config)
     _report(args, built, timed, traced, broker)
+    if drained is not None:
+        print(
+            f"  drain after the restart: {drained['drained']:,} messages in order, each once,"
+            f" {drained['drain_rate']:,.0f} msg/s (receive + ack, acks flushed at the end)"
+        )
+        deep, empty = drained["steady_deep"], drained["steady_empty"]
+        print(
+            f"  send + receive + ack cycles: {deep:,.0f}/s with {args.messages:,} waiting,"
+            f" {empty:,.0f}/s at depth 0: {deep / empty:.2f}x"
+        )
 
 
 def _report(
