@@ -18,6 +18,7 @@ the list of exported names.
 
 import typing
 
+from store import _lazy
 from store.config import DatabaseStoreConfig, RetentionConfig, StoreConfig, load_config
 from store.config.addresses import AddressSettings
 from store.errors import (
@@ -107,17 +108,4 @@ __all__ = [
 _LAZY = {"NodeManager": "store.ha.api", "StorageManager": "store.messaging.manager"}
 
 
-def __getattr__(name: str) -> typing.Any:
-    """Imports a lazily exported name (:data:`_LAZY`) on first access and keeps it."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'store' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY, globals())

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import typing
 
+from store import _lazy
+
 if typing.TYPE_CHECKING:
     from store.data.checking import (
         StoreRepairResult,
@@ -65,18 +67,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> typing.Any:
-    """Imports a lazily exported name (:data:`_LAZY`) on first access and keeps it. Raises
-    AttributeError for any other name."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY, globals())

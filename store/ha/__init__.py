@@ -35,9 +35,9 @@ Thread-safety: see each class; :func:`open_node_manager` may be called from any 
 
 from __future__ import annotations
 
-import typing
 from typing import TYPE_CHECKING
 
+from store import _lazy
 from store.ha.api import ACTIVE, FAILING_BACK, NOT_STARTED, PAUSED, Lease, NodeManager
 
 if TYPE_CHECKING:
@@ -87,18 +87,4 @@ def open_node_manager(config: StoreConfig) -> NodeManager:
     return FileNodeManager(config)
 
 
-def __getattr__(name: str) -> typing.Any:
-    """Imports a lazily exported name (:data:`_LAZY`) on first access and keeps it. Raises
-    AttributeError for any other name."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY, globals())
