@@ -188,8 +188,8 @@ def _round(path: Path, seed: int, n: int) -> None:
           f"{len(after)} after restart")
 
 
-@pytest.mark.slow  # 5-10 s a round: two broker start-ups
-@pytest.mark.parametrize(("backend_name", "rounds"), [("file-nio", 3), ("postgresql", 2)])
+@pytest.mark.slow  # 4-6 s a round: two broker start-ups; issue 29 asks for 10 and 5 rounds
+@pytest.mark.parametrize(("backend_name", "rounds"), [("file-nio", 10), ("postgresql", 5)])
 def test_kill9_while_sending_and_acknowledging_loses_nothing_receipted(
     tmp_path: Path, backend_name: str, rounds: int
 ) -> None:
