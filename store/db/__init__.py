@@ -4,9 +4,9 @@
 Open it through :func:`store.open_store` with a ``database-store`` configuration, which calls
 :func:`store.opening.database.open_database_store`: that assembles the store (large messages
 and page stores too) on the journals this package's entry point, :func:`open_database_journals`,
-opens. This package imports none of the packages above it at module level
-(docs/architecture.md#layers); only :func:`refuse_live_lease` reads the HA lease table, through
-``store.ha.lease``, when it is called::
+opens. This package imports none of the packages above it (docs/architecture.md#layers): the
+HA lease table (``store.db.lease``, its SQL in ``store.db.lease_sql``) lives here, below the
+node managers of ``store.ha`` that take and renew it, and :func:`refuse_live_lease` reads it::
 
     journals = open_database_journals(config)      # locks the store, checks (or creates) its schema
     loaded = journals.messages.load()
@@ -47,6 +47,7 @@ from store.db.dialects import journal_sql_for
 from store.db.engine import create_store_engine, dispose_store_engine, read_only_sessions
 from store.db.jdbc_dialect import register_dialects
 from store.db.journal import DatabaseJournal, JournalOptions
+from store.db.lease import PRIMARY_ROW, LeaseTable
 from store.db.lock import StoreLock, acquire_store_lock
 from store.db.migrate import ensure_schema
 from store.db.schema import StoreSchema, TableNames
@@ -212,8 +213,6 @@ def refuse_live_lease(
     lease on this store (docs/ha.md): a plain open must not write under a live primary, and
     the offline tools (``store data``) must not read or repair under one either. ``hint``
     says what the caller may do instead. Returns None when no node holds it."""
-    from store.ha.lease import PRIMARY_ROW, LeaseTable
-
     table = LeaseTable(
         engine,
         schema.node_manager,

@@ -21,8 +21,8 @@ releases the live lock, so the backup goes live on its next try without anyone r
 failed process.
 
 Modules: :mod:`~store.ha.api` (the contract, states, :class:`Lease`), :mod:`~store.ha.database`
-(leases in ``node-manager-store-table-name``, and the write fence), :mod:`~store.ha.lease` (the
-conditional ``UPDATE`` s), :mod:`~store.ha.sql` (per-database statements),
+(leases in ``node-manager-store-table-name``, and the write fence), :mod:`~store.db.lease` (the
+conditional ``UPDATE`` s), :mod:`~store.db.lease_sql` (per-database statements),
 :mod:`~store.ha.files` (``server.lock`` and lock files in ``node-manager-lock-directory``),
 :mod:`~store.ha.watch` (a file store's failed writes reported to its node manager),
 :mod:`~store.ha.status` (what ``store ha status`` shows), :mod:`~store.ha.run` (what ``store ha

@@ -21,8 +21,8 @@ Validated at start (:func:`validate`): renew period < expiration, and ``jdbc-net
 keys.
 
 **The fence** (:meth:`DatabaseNodeManager.fence`): inside each batch's transaction, before its
-statements, one ``SELECT`` of the live-lock row (:class:`store.ha.sql.FenceSQL`) checks that it
-still holds this node's holder id and generation and that it has not expired by the database
+statements, one ``SELECT`` of the live-lock row (:class:`store.db.lease_sql.FenceSQL`) checks
+that it still holds this node's holder id and generation and that it has not expired by the database
 clock; on PostgreSQL and MariaDB the same ``SELECT`` with a share lock runs again as the last
 statement before the commit (``before_commit``), so that a takeover and a commit cannot
 interleave. Otherwise it marks the lock lost (the callbacks then run on the node
@@ -66,12 +66,12 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from store.db.engine import create_store_engine, dispose_store_engine
+from store.db.lease import BACKUP_ROW, PRIMARY_ROW, Acquired, LeaseRow, LeaseTable, token
+from store.db.lease_sql import FenceSQL, session_setup
 from store.db.migrate import ensure_schema
 from store.db.schema import StoreSchema, TableNames
 from store.errors import ConfigError, LockLostError, StoreError, StoreUnavailableError
 from store.ha.api import STATE_LETTERS, Lease, NodeManager, state_of_letter
-from store.ha.lease import BACKUP_ROW, PRIMARY_ROW, Acquired, LeaseRow, LeaseTable, token
-from store.ha.sql import FenceSQL, session_setup
 
 if TYPE_CHECKING:
     from store.config import DatabaseStoreConfig, StoreConfig

@@ -332,7 +332,7 @@ def test_recover_on_a_database_store_is_a_clear_configuration_error(tmp_path: Pa
 
 
 def test_a_store_an_ha_live_node_holds_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    from store.ha.lease import PRIMARY_ROW, LeaseTable
+    from store.db.lease import PRIMARY_ROW, LeaseTable
 
     s = DbStore("postgresql", tmp_path)
     try:

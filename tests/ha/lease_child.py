@@ -17,8 +17,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from store import StoreConfig
+from store.db.lease import PRIMARY_ROW, Acquired, LeaseTable
 from store.ha.database import DatabaseNodeManager
-from store.ha.lease import PRIMARY_ROW, Acquired, LeaseTable
 
 
 def acquire(table: LeaseTable, holder: str, pause: float) -> Acquired:

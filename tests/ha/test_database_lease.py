@@ -18,10 +18,10 @@ import pytest
 import sqlalchemy as sa
 
 from store import StoreConfig
+from store.db.lease import PRIMARY_ROW
 from store.errors import ConfigError
 from store.ha import open_node_manager
 from store.ha.database import DatabaseNodeManager
-from store.ha.lease import PRIMARY_ROW
 from tests.ha.conftest import EXPIRATION_MS, ha_mapping
 from tests.ha.lease_child import acquire, release
 from tests.support.backends import unique_prefix
@@ -494,7 +494,7 @@ def test_a_clock_difference_beyond_the_allowed_one_is_logged(
             tmp_path, unique_prefix(), "sqlite", **{"jdbc-allowed-time-diff": allowed}
         )
         nm = _nm(StoreConfig.from_mapping(mapping))
-        with caplog.at_level("WARNING", logger="store.ha.lease"):
+        with caplog.at_level("WARNING", logger="store.db.lease"):
             for _ in range(20):
                 nm.table.read(PRIMARY_ROW)
                 time.sleep(0.001)

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from store import Store, StoreConfig, open_store
+from store.db.lease import PRIMARY_ROW
 from store.db.migrate import drop_schema
 from store.errors import LockLostError, StoreLockedError
 from store.ha import open_node_manager
 from store.ha.database import DatabaseNodeManager, LeaseFence
-from store.ha.lease import PRIMARY_ROW
 from store.opening.database import open_database_store
 from tests.ha.conftest import HA_DATABASES, ha_mapping
 from tests.support.backends import unique_prefix

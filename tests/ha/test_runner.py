@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from store import StoreConfig, open_store
+from store.db.lease import PRIMARY_ROW
 from store.db.migrate import drop_schema
 from store.errors import ConfigError, LockLostError, StoreLockedError
 from store.ha import Lease, NodeRunner, NodeRunResult, open_node_manager
 from store.ha.database import DatabaseNodeManager
-from store.ha.lease import PRIMARY_ROW
 from store.ha.run import SMOKE_QUEUE
 from store.messaging import StorageManager
 from tests.ha.conftest import ha_mapping

@@ -3,7 +3,7 @@
 
 Rows (Artemis's layout): 0 state (``state``), 1 primary ("live") lock, 2 backup lock, 3 node
 id (``node_id``). A lock row's ``holder_expiration_time`` is epoch ms by the database clock
-(:mod:`store.ha.sql`); its ``holder_id`` carries the **generation** with the holder:
+(:mod:`store.db.lease_sql`); its ``holder_id`` carries the **generation** with the holder:
 
 ==================  =====================================================================
 ``holder_id``       meaning
@@ -53,8 +53,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from store.db.dialects import SQLITE_WRITE_LOCK_OPTION
+from store.db.lease_sql import Clock, clock_for
 from store.db.schema import NODE_MANAGER_ROWS
-from store.ha.sql import Clock, clock_for
 
 __all__ = ["PRIMARY_ROW", "BACKUP_ROW", "Acquired", "LeaseRow", "LeaseTable", "token"]
 
