@@ -1331,6 +1331,20 @@ static PyObject *add_entries_run(PyObject *self, PyObject *const *args, Py_ssize
  * when any record is not in that layout: the Python code then decodes the page and names
  * the fault. paged_runs_in(data, bounds, version) does the same for the records scan_bounds
  * located in a page's bytes (store.paging.format.PageRecords). */
+/* Whether a valid page record starts at offset of d (n bytes): framing, length and CRC-32
+   (store.paging.format); its payload length in *length when it is. */
+static int page_record_valid(const unsigned char *d, Py_ssize_t n, Py_ssize_t offset,
+                             uint32_t *length) {
+    if (n - offset < 10 || d[offset] != 0x7B)
+        return 0;
+    *length = be32(d + offset + 1);
+    if ((uint64_t)*length > (uint64_t)(n - offset - 10))
+        return 0;
+    const unsigned char *payload = d + offset + 9;
+    uLong crc = fast_crc(fast_crc(0, d + offset + 1, 4), payload, (Py_ssize_t)*length);
+    return (uint32_t)crc == be32(d + offset + 5) && payload[*length] == 0x7D;
+}
+
 static PyObject *scan_page(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 1) {
@@ -1347,16 +1361,9 @@ static PyObject *scan_page(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyBuffer_Release(&view);
         return NULL;
     }
-    while (offset < n) {
-        if (n - offset < 10 || d[offset] != 0x7B)
-            break;
-        uint32_t length = be32(d + offset + 1);
-        if ((uint64_t)length > (uint64_t)(n - offset - 10))
-            break;
+    uint32_t length;
+    while (offset < n && page_record_valid(d, n, offset, &length)) {
         const unsigned char *payload = d + offset + 9;
-        uLong crc = fast_crc(fast_crc(0, d + offset + 1, 4), payload, (Py_ssize_t)length);
-        if ((uint32_t)crc != be32(d + offset + 5) || payload[length] != 0x7D)
-            break;
         PyObject *record = PyBytes_FromStringAndSize((const char *)payload, (Py_ssize_t)length);
         if (record == NULL || PyList_Append(records, record) < 0) {
             Py_XDECREF(record);
@@ -1556,16 +1563,8 @@ static PyObject *scan_bounds(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    while (offset < n) {
-        if (n - offset < 10 || d[offset] != 0x7B)
-            break;
-        uint32_t length = be32(d + offset + 1);
-        if ((uint64_t)length > (uint64_t)(n - offset - 10))
-            break;
-        const unsigned char *payload = d + offset + 9;
-        uLong crc = fast_crc(fast_crc(0, d + offset + 1, 4), payload, (Py_ssize_t)length);
-        if ((uint32_t)crc != be32(d + offset + 5) || payload[length] != 0x7D)
-            break;
+    uint32_t length;
+    while (offset < n && page_record_valid(d, n, offset, &length)) {
         if (used == cap) {
             cap *= 2;
             int64_t *grown = PyMem_Realloc(out, (size_t)cap * 2 * sizeof(int64_t));

@@ -3,9 +3,6 @@ the directory row, one table per address, removal, leftovers of a crash, page si
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 import sqlalchemy as sa
 
@@ -14,20 +11,6 @@ from store.paging.database import ADDRESS_ROW, decode_directory, encode_director
 from store.paging.format import page_file_name
 from store.paging.manifest import MANIFEST_NAME
 from tests.paging.contract import PagingFactory
-from tests.support.backends import StoreFactory, unique_prefix
-from tests.support.db_backends import db_backend
-
-
-@pytest.fixture
-def paging(db_name: str, tmp_path: Path) -> Iterator[PagingFactory]:
-    """Paging managers on a fresh store of ``db_name`` (tables dropped at teardown)."""
-    spec = db_backend(db_name)
-    factory = PagingFactory(StoreFactory(spec, tmp_path, unique_prefix()))
-    try:
-        yield factory
-    finally:
-        factory.teardown()
-        spec.cleanup(factory.config)
 
 
 def test_directory_encoding_round_trips() -> None:

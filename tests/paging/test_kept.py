@@ -8,7 +8,6 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,6 @@ from store.paging.files import ADDRESS_FILE, FilePagingManager
 from store.paging.format import page_file_name
 from store.paging.manifest import MANIFEST_NAME, Manifest, decode_manifest, encode_manifest
 from tests.paging.contract import PagingFactory
-from tests.support.backends import StoreFactory, unique_prefix
-from tests.support.db_backends import db_backend
 
 PAGE = 90  # records of 20 bytes are 30 encoded: three per page
 
@@ -237,15 +234,6 @@ def test_deleting_pages_keeps_the_manifest_true(folder) -> None:
 # -- the database store -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def paging(db_name: str, tmp_path: Path) -> Iterator[PagingFactory]:
-    spec = db_backend(db_name)
-    factory = PagingFactory(StoreFactory(spec, tmp_path, unique_prefix()))
-    try:
-        yield factory
-    finally:
-        factory.teardown()
-        spec.cleanup(factory.config)
 
 
 def _filled(paging: PagingFactory) -> sa.Table:

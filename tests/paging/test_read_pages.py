@@ -4,9 +4,6 @@ several pages per query and still raises a page's error at that page's turn."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 import sqlalchemy as sa
 
@@ -15,8 +12,7 @@ from store.paging import database
 from store.paging.api import PageStore
 from store.paging.format import page_file_name
 from tests.paging.contract import PagingFactory
-from tests.support.backends import BackendSpec, StoreFactory, unique_prefix
-from tests.support.db_backends import db_backend
+from tests.support.backends import BackendSpec
 
 PAGE = 300  # bytes: a record of 40 bytes is 50 framed, so six to a page
 
@@ -42,18 +38,6 @@ def test_read_pages_gives_each_page_as_read_page_does(
     assert list(ps.read_pages(ps.pages())) == expected
     with pytest.raises(UnknownRecordError):
         list(ps.read_pages([pages[0], max(pages) + 5]))
-
-
-@pytest.fixture
-def paging(db_name: str, tmp_path: Path) -> Iterator[PagingFactory]:
-    """Paging managers on a fresh store of ``db_name`` (tables dropped at teardown)."""
-    spec = db_backend(db_name)
-    factory = PagingFactory(StoreFactory(spec, tmp_path, unique_prefix()))
-    try:
-        yield factory
-    finally:
-        factory.teardown()
-        spec.cleanup(factory.config)
 
 
 def test_the_database_reads_several_pages_per_query_in_order(
