@@ -81,3 +81,22 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
         yield factory
     finally:
         factory.teardown()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the files holding a test marked ``slow`` first, then the others by their number of
+    tests (most first), each file's tests in their own order.
+
+    Under ``--dist loadfile`` a file goes to one worker whole, in this order when xdist's own
+    reordering is off (``scripts/test`` passes ``--no-loadscope-reorder``). xdist's default
+    order (most tests first) put the slow files, which hold few tests each (a Spark report, a
+    cluster, a browser: a minute or two apiece), last, where the one still running was the
+    run's tail while the other worker idled."""
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def key(tests: list[pytest.Item]) -> tuple[bool, int]:
+        return (not any(t.get_closest_marker("slow") for t in tests), -len(tests))
+
+    items[:] = [item for tests in sorted(by_file.values(), key=key) for item in tests]

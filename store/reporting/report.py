@@ -282,6 +282,16 @@ def _records(spark: SparkSession, source: ReportSource) -> tuple[DataFrame | Non
     return records, sources.file_pages(spark, paging)
 
 
+def _settled(live: DataFrame) -> DataFrame:
+    """The replayed ``live`` entries cached in partitions sized to their data: shuffled on
+    (journal, id), which adaptive execution coalesces to as few partitions as the rows need
+    (one for a small store; up to ``spark.sql.shuffle.partitions`` for a large one). Without
+    it the cache keeps the partitions of the sources (every JDBC range read and file, plus
+    the replay's own shuffles), and each of a report's dozens of jobs scans all of them: for a
+    small store most of the report's time was that per-task overhead."""
+    return live.repartition("journal", "id").cache()
+
+
 def _write(frame: DataFrame, out: str, name: str) -> int:
     frame = frame.cache()
     frame.coalesce(1).write.mode("overwrite").parquet(os.path.join(out, name))
@@ -387,7 +397,7 @@ def _report(
 
         records = records.cache()
         pages = pages.cache()
-        live = jobs.replay(records).cache()
+        live = _settled(jobs.replay(records))
         found += damage.row_damage(
             records, live, pages, tables=_tables(source), folders=_folders(source)
         )
@@ -398,7 +408,7 @@ def _report(
                 F.col("error").isNull() & F.col("kind").between(10, 19)
             ).cache()
             pages = pages.filter(F.col("error").isNull()).cache()
-            live = jobs.replay(records).cache()
+            live = _settled(jobs.replay(records))
         steps += [
             ("queue_depths", lambda: jobs.queue_depths(live, pages)),
             ("record_types", lambda: jobs.record_types(live)),

@@ -6,7 +6,8 @@
   ``libmariadb-java``, ``libxerial-sqlite-jdbc-java``), found by name pattern so a Debian
   upgrade of a driver needs no change here, and handed to Spark as ``spark.jars``;
 - the reports' data is small next to what Spark is tuned for: few shuffle partitions, adaptive
-  execution on, logging at WARN;
+  execution on, sizing shuffle outputs (cached ones too) by their data rather than splitting
+  them to the default parallelism, logging at WARN;
 - in local mode, Python workers run this interpreter with the folder holding this ``store``
   package first on their ``PYTHONPATH`` (``spark.executorEnv.PYTHONPATH``), so a checkout that
   is not installed still decodes with its own codecs;
@@ -177,6 +178,12 @@ def build_session(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.sql.adaptive.enabled", "true")
+        # Shuffle outputs sized by their data (64 MB each), not split to the default
+        # parallelism, cached ones too (a report caches the replayed entries and scans them
+        # in every job): a small store's stages are then one task each, not one per
+        # partition of every source.
+        .config("spark.sql.adaptive.coalescePartitions.parallelismFirst", "false")
+        .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")

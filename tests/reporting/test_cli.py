@@ -43,6 +43,7 @@ def _toml(path: Path, mapping: dict[str, Any]) -> Path:
     return path
 
 
+@pytest.mark.slow  # a `store report` process (a JVM, Spark) per back-end
 @pytest.mark.parametrize("which", ["postgresql", "sqlite"])
 def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> None:
     """The file store's end-to-end report is tests/reporting/test_cluster.py's (the same

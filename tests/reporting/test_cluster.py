@@ -90,6 +90,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     proc.wait()
 
 
+@pytest.mark.slow  # a standalone master and worker, a `store report` process
 def test_report_runs_on_a_standalone_cluster_whose_python_lacks_this_package(
     cluster: str, tmp_path: Path
 ) -> None:

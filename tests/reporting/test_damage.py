@@ -75,6 +75,7 @@ def test_report_of_a_journal_with_a_flipped_byte_is_verify_s_error_exit_5(
     assert not out.exists()  # nothing written, not even the folder
 
 
+@pytest.mark.slow  # a `store report` process (a JVM, Spark)
 def test_salvage_reports_what_is_readable_and_says_so(tmp_path: Path) -> None:
     config, refused = _flipped_journal(tmp_path)
     out = tmp_path / "report"

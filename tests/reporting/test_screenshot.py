@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from PIL import Image, ImageChops, ImageStat
 
 from store import StoreConfig, open_store
@@ -101,6 +102,7 @@ def _report(spark: Any, tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow  # a report and two headless Chromium runs
 def test_the_page_shows_loaded_charts_and_the_datasets_totals(spark: Any, tmp_path: Path) -> None:
     out = _report(spark, tmp_path)
     page = (out / "index.html").read_text()
