@@ -9,7 +9,10 @@ fresh broker and store):
   producer keeps up to ``--window`` SENDs awaiting their RECEIPT (coilmq: 1, since its frame
   reader drops a connection that pipelines, issue 29);
 - ``consume``: every message the sends stored, taken by 1 and 16 ``client-individual``
-  consumers that ACK each one (no receipts): messages over the time to the last ACK.
+  consumers that ACK each one (no receipts): messages over the time to the last ACK;
+- ``send+consume 16+16``: issue 29's figure as it states it, 16 producers (as ``send``) and
+  16 ``client-individual`` consumers acking every message, all at once on one queue, for
+  ``--seconds``: acks per second.
 
 The ``ours/ActiveMQ`` column divides each figure of ``ours-file`` by ``activemq-kahadb``'s and
 of ``ours-postgresql`` by ``activemq-jdbc``'s, when both ran (issue 29's targets: at least 2x
@@ -26,8 +29,7 @@ package (or java, or Debian's PostgreSQL JDBC jar for ``activemq-jdbc``) its tar
 Caveats: our broker and coilmq run in the clients' process (one GIL for all: their figures are
 low bounds) while ActiveMQ has a process of its own; each ActiveMQ run is a fresh JVM, so its
 figures include JIT warm-up; coilmq's dbm store syncs every 100 operations, not per SEND (it
-is not durable per RECEIPT as ours and ActiveMQ are). Issue 29's "send+consume 16+16" is
-measured here as two phases, sends then consumes, not concurrently.
+is not durable per RECEIPT as ours and ActiveMQ are).
 
 Not here yet (issue 29): coilmq's SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own).
 Start-up of a broker holding 1,000,000 messages is ``bench.deep_queues``'s (beside ActiveMQ).
@@ -65,6 +67,9 @@ def broker(target: str, base: Path) -> Iterator[int]:
     """A broker of ``target`` on a fresh store under ``base``; yields its port."""
     if target.startswith("activemq"):
         with activemq(target.removeprefix("activemq-"), base / "activemq") as port:
+            yield port
+    elif target.startswith("ours") and PROCESS:
+        with _broker_process(target, base) as port:
             yield port
     elif target.startswith("ours"):
         from store import StoreConfig
@@ -117,6 +122,72 @@ def broker(target: str, base: Path) -> Iterator[int]:
             server.shutdown()
             thread.join()
             server.server_close()
+
+
+#: ``--process``: our broker runs as ``store broker`` in a process of its own, as ActiveMQ
+#: does, instead of in the clients' process (where it shares their GIL).
+PROCESS = False
+
+
+@contextlib.contextmanager
+def _broker_process(target: str, base: Path) -> Iterator[int]:
+    """``store broker`` on a fresh store of ``target`` in a child process; yields its port."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from bench.activemq import _answers, _free_port
+
+    if target == "ours-file":
+        mapping: dict[str, Any] = {
+            "journal-directory": str(base / "journal"),
+            "bindings-directory": str(base / "bindings"),
+            "large-messages-directory": str(base / "large"),
+            "paging-directory": str(base / "paging"),
+        }
+    else:
+        from tests.support.backends import unique_prefix
+        from tests.support.db_backends import new_store_mapping
+
+        mapping = new_store_mapping(base, unique_prefix(), "postgresql")
+    lines = [f"{k} = {json.dumps(v)}" for k, v in mapping.items() if not isinstance(v, dict)]
+    for key, table in mapping.items():
+        if isinstance(table, dict):
+            lines += [f"[{key}]", *(f"{k} = {json.dumps(v)}" for k, v in table.items())]
+    config_path = base / "store.toml"
+    config_path.write_text("\n".join(lines) + "\n")
+    if target == "ours-postgresql":
+        from store import StoreConfig
+        from store.db.migrate import upgrade
+
+        upgrade(StoreConfig.from_mapping(mapping))
+    port = _free_port()
+    cli = "import sys; from store.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    child = subprocess.Popen(
+        [sys.executable, "-c", cli, "-q", "broker", "--config", str(config_path),
+         "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(port):
+            if child.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"store broker did not start (exit {child.poll()})")
+            time.sleep(0.05)
+        yield port
+    finally:
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.wait(60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        if target == "ours-postgresql":
+            from store import StoreConfig
+            from store.db.migrate import drop_schema
+
+            drop_schema(StoreConfig.from_mapping(mapping))
 
 
 class _Client(stomp.ConnectionListener):  # type: ignore[misc]
@@ -209,6 +280,56 @@ def consume_rate(port: int, consumers: int, total: int) -> float:
     return done / elapsed
 
 
+def send_consume_rate(
+    port: int, pairs: int, size: int, seconds: float, window: int,
+    headers: dict[str, str] | None = None,
+) -> float:
+    """Messages per second through the broker with ``pairs`` producers (receipted SENDs, up to
+    ``window`` awaiting their RECEIPT each) and ``pairs`` ``client-individual`` consumers
+    acking every message, all at once on one queue: acks over ``seconds``."""
+    body = "x" * size
+    extra = dict(headers or {})
+    producers = [_Client(port) for _ in range(pairs)]
+    consumers = [_Client(port) for _ in range(pairs)]
+    stop = threading.Event()
+    sent = [0] * pairs
+    acked = [0] * pairs
+
+    def produce(i: int) -> None:
+        c = producers[i]
+        while not stop.is_set():
+            with c.cond:
+                c.cond.wait_for(lambda: sent[i] - c.receipts < window, 1.0)
+            c.conn.send("/queue/bench", body, headers={**extra, "receipt": f"{i}-{sent[i]}"})
+            sent[i] += 1
+
+    def consume(i: int) -> None:
+        c = consumers[i]
+        c.conn.subscribe("/queue/bench", id="s", ack="client-individual")
+        while not stop.is_set():
+            with c.cond:
+                c.cond.wait_for(lambda: len(c.messages) > acked[i], 0.2)
+                todo = c.messages[acked[i]:]
+            for m in todo:
+                c.conn.ack(m.headers["message-id"], "s")
+                acked[i] += 1
+
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(pairs)]
+    threads += [threading.Thread(target=consume, args=(i,)) for i in range(pairs)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    done = sum(acked)
+    elapsed = time.perf_counter() - start
+    stop.set()
+    for t in threads:
+        t.join()
+    for c in producers + consumers:
+        c.conn.disconnect()
+    return done / elapsed
+
+
 def measure(target: str, args: argparse.Namespace) -> dict[str, list[float]]:
     """Every figure of ``target``: its name ("send 16p 100 B") to the rates of its runs."""
     window = 1 if target.startswith("coilmq") else args.window
@@ -216,6 +337,14 @@ def measure(target: str, args: argparse.Namespace) -> dict[str, list[float]]:
     # ours and coilmq store every message whatever its headers.
     headers = {"persistent": "true"} if target.startswith("activemq") else {}
     figures: dict[str, list[float]] = {}
+    if "send-consume" in args.figures:
+        for size in (100, 1024):
+            mixed = figures.setdefault(f"send+consume 16+16 {size} B", [])
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory() as tmp, broker(target, Path(tmp)) as port:
+                    mixed.append(send_consume_rate(port, 16, size, args.seconds, window, headers))
+    if "send" not in args.figures:
+        return figures
     for producers in (1, 16):
         for size in (100, 1024):
             sends = figures.setdefault(f"send {producers}p {size} B", [])
@@ -234,7 +363,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--window", type=int, default=100)
+    parser.add_argument(
+        "--figures", nargs="+", choices=("send", "send-consume"), default=["send", "send-consume"],
+        help="send: the send then consume phases; send-consume: 16 producers and 16 consumers"
+        " at once",
+    )
+    parser.add_argument(
+        "--process", action="store_true",
+        help="run our broker as `store broker` in a process of its own (as ActiveMQ runs)",
+    )  # fmt: skip
     args = parser.parse_args()
+    global PROCESS
+    PROCESS = args.process
     results: dict[str, dict[str, list[float]] | str] = {}
     for target in args.target:
         absent = missing(target.removeprefix("activemq-")) if target in PEERS.values() else None
