@@ -454,7 +454,9 @@ class GroupCommitPagingManager(PagingManager):
         """The records of ``store``'s ``page``. Raises UnknownRecordError when it is not there,
         CorruptionError for a damaged record (naming the page)."""
         data = self.backend.read_bytes(store.locator, page)
-        return list(self.records(store, page, data, torn_tail=torn_tail, scan=scan_page))
+        records = self.records(store, page, data, torn_tail=torn_tail, scan=scan_page)
+        assert isinstance(records, list)  # scan_page's: no copy on the depaging path
+        return records
 
     def records(
         self,
