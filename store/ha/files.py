@@ -44,7 +44,10 @@ long it is stopped, and the backup waits until it continues or dies — so two n
 live at once, at the price of no failover from a frozen node (Artemis's file lock behaves the
 same; the database pair's lease expires instead, and its fence stops the woken node).
 
-Thread-safety: as :class:`~store.ha.api.NodeManager`.
+Thread-safety: as :class:`~store.ha.api.NodeManager`. The state lock is an OFD lock, which
+belongs to the open file and so does not exclude this node's own threads; a thread lock
+(``_server_guard``) does, so the lock monitor never takes the node's own write of ACTIVE for
+another node's.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import logging
 import os
 import socket
 import struct
+import threading
 import uuid
 from typing import TYPE_CHECKING
 
@@ -161,6 +165,11 @@ class FileNodeManager(NodeManager):
         self.holder = f"pid {os.getpid()} on {socket.gethostname()} ({uuid.uuid4().hex[:12]})"
         self._generation = 0
         self._server_mtime = 0
+        # An OFD lock belongs to the open file, so it does not exclude this node's own
+        # threads: the lock monitor would otherwise read the node's own state write (its
+        # mtime newer than the one recorded, byte 0 ACTIVE) as another node's and give up
+        # the lock it had just taken. Every use of server.lock's mtime goes under this lock.
+        self._server_guard = threading.RLock()
         self._primary_identity: tuple[int, int] | None = None
         self._fds: list[int] = []
         try:
@@ -211,23 +220,26 @@ class FileNodeManager(NodeManager):
     @property
     def state(self) -> str:
         try:
-            _lock(self._server, wait=True)
-            try:
-                return state_of_letter(os.pread(self._server, 1, 0).decode("ascii", "replace"))
-            finally:
-                _unlock(self._server)
+            with self._server_guard:
+                _lock(self._server, wait=True)
+                try:
+                    letter = os.pread(self._server, 1, 0).decode("ascii", "replace")
+                finally:
+                    _unlock(self._server)
+            return state_of_letter(letter)
         except OSError as exc:
             raise self._io("reading the state", exc) from exc
 
     def _set_state(self, state: str) -> None:
         try:
-            _lock(self._server, wait=True)
-            try:
-                os.pwrite(self._server, STATE_LETTERS[state].encode(), 0)
-                os.fsync(self._server)
-                self._server_mtime = os.fstat(self._server).st_mtime_ns
-            finally:
-                _unlock(self._server)
+            with self._server_guard:
+                _lock(self._server, wait=True)
+                try:
+                    os.pwrite(self._server, STATE_LETTERS[state].encode(), 0)
+                    os.fsync(self._server)
+                    self._server_mtime = os.fstat(self._server).st_mtime_ns
+                finally:
+                    _unlock(self._server)
         except OSError as exc:
             raise self._io(f"writing state {state}", exc) from exc
 
@@ -281,10 +293,11 @@ class FileNodeManager(NodeManager):
             raise self._io("releasing the backup lock", exc) from exc
 
     def _went_live(self) -> None:
-        try:
-            self._server_mtime = os.stat(self._path(SERVER_LOCK)).st_mtime_ns
-        except OSError:
-            self._server_mtime = 0
+        with self._server_guard:
+            try:
+                self._server_mtime = os.stat(self._path(SERVER_LOCK)).st_mtime_ns
+            except OSError:
+                self._server_mtime = 0
         super()._went_live()
 
     def _tick(self) -> None:
@@ -303,11 +316,13 @@ class FileNodeManager(NodeManager):
             return f"{PRIMARY_LOCK} cannot be read: {exc}"
         if (st.st_dev, st.st_ino) != self._primary_identity:
             return f"{PRIMARY_LOCK} was replaced by another file"
-        try:
-            server = os.stat(self._path(SERVER_LOCK))
-        except OSError as exc:
-            return f"{SERVER_LOCK} cannot be read: {exc}"
-        if server.st_mtime_ns > self._server_mtime:
+        with self._server_guard:  # this node's own state write is not another node's
+            try:
+                server = os.stat(self._path(SERVER_LOCK))
+            except OSError as exc:
+                return f"{SERVER_LOCK} cannot be read: {exc}"
+            if server.st_mtime_ns <= self._server_mtime:
+                return None
             try:
                 state = self.state
             except StoreIOError as exc:

@@ -155,6 +155,41 @@ def test_the_monitor_reports_a_deleted_or_replaced_lock_file_once(
         nm.close()
 
 
+def test_the_monitor_never_takes_the_node_s_own_state_write_for_another_node_s(
+    file_config: StoreConfig,
+) -> None:
+    """The split-brain check (server.lock rewritten while ACTIVE) looks at server.lock's
+    mtime. The node's own state write, on another thread of the same process, is not another
+    node's: an OFD lock does not exclude threads sharing the open file, so without the
+    node's own guard the lock monitor, running between a new live node's write of ACTIVE and
+    its record of the new mtime, gave up the lock it had just taken (a CI failure of the
+    kill -9 test below: "server.lock was rewritten by another node while ACTIVE"). Here one
+    thread writes the state over and over while the monitor's check runs 3,000 times; before
+    the fix nearly every check reported a loss."""
+    nm = open_node_manager(file_config)
+    stop = threading.Event()
+    problems: list[str] = []
+    try:
+        nm.start_primary(timeout=5)
+
+        def write_state() -> None:
+            while not stop.is_set():
+                nm._set_state("ACTIVE")  # what going live writes
+
+        writer = threading.Thread(target=write_state, daemon=True)
+        writer.start()
+        for _ in range(3000):
+            problem = nm._monitor_problem()  # type: ignore[attr-defined]  # the tick's check
+            if problem is not None:
+                problems.append(problem)
+        stop.set()
+        writer.join(10)
+        assert problems == [] and nm.is_live and nm.state == "ACTIVE"
+    finally:
+        stop.set()
+        nm.close()
+
+
 def test_a_backup_waits_while_paused_and_takes_over_after_close(file_config: StoreConfig) -> None:
     """HA-5 on files: PAUSED keeps the backup waiting; a closed (crashed) ACTIVE primary is
     taken over."""
