@@ -48,6 +48,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -78,6 +79,8 @@ if TYPE_CHECKING:
     from store.store import Store
 
 __all__ = ["StorageManager", "StoredMessage"]
+
+log = logging.getLogger(__name__)
 
 
 class StorageManager:
@@ -140,9 +143,18 @@ class StorageManager:
                 return
             try:
                 if st.loaded and not self.read_only:
+                    self._write_page_summaries()
                     st.ids.close()
             finally:
                 self._store.close()
+
+    def _write_page_summaries(self) -> None:
+        """The page summaries of a clean close (:mod:`store.messaging.page_summary`). One that
+        cannot be written is logged and skipped: it only spares the next open some reading."""
+        try:
+            self._state.pager.write_summaries()
+        except StoreError as exc:
+            log.warning("page summaries not written (the next open reads every page): %s", exc)
 
     def __enter__(self) -> StorageManager:
         return self

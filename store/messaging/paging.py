@@ -25,7 +25,10 @@ transaction adds PAGE_CURSOR_COMPLETE (42) and deletes that page's cursor acks o
 When every queue the page routes to has completed it, the page is deleted, then its 42 records.
 
 **Load.** Every page of every address is read once (the counters are rebuilt, as Artemis's
-``rebuildCounters``), a run of records with the same transaction and queues at a time
+``rebuildCounters``), except the pages the page summary of the last clean close covers
+(:mod:`store.messaging.page_summary`: what a load needs of each page, written by
+:meth:`Pager.write_summaries` at close, deleted at open, checked against the pages' lengths),
+a run of records with the same transaction and queues at a time
 (:mod:`store.messaging.page_scan`, compiled where the C part is built: a deep queue is almost
 all paged, and this is what its restart costs), the pages of an address through
 ``PageStore.read_pages`` (several per query on a database); cursor records of pages or queues
@@ -98,6 +101,7 @@ from store.messaging.page_records import (
     PageComplete,
 )
 from store.messaging.page_scan import PagedRun, paged_runs
+from store.messaging.page_summary import PageSummary, decode_summary, encode_summary
 from store.paging.api import PagePosition, PageStore, PagingManager
 
 if TYPE_CHECKING:
@@ -132,6 +136,12 @@ class PageState:
     #: transaction not decided yet (the page is kept while any does).
     tx_ids: set[int] = field(default_factory=set)
     pending: int = 0
+    #: The page's records as runs (``page_scan``: what a load needs of them) and the ids of
+    #: its large messages, kept as records are read or appended for the page summary a clean
+    #: close writes (``page_summary``); None when not known whole (then the next load reads
+    #: the page).
+    runs: list[PagedRun] | None = field(default_factory=list)
+    large: list[int] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -147,6 +157,10 @@ class Cursor:
 _NO_CURSOR: Final = Cursor()  # read-only stand-in for a queue without a cursor
 
 
+#: A page with more runs than this is left out of the page summary (read at the next load):
+#: what the pager holds per page stays small whatever the senders interleave.
+_MAX_RUNS: Final = 1024
+
 #: A run of a page's records as the load accounted it: (start, count, the live queues its
 #: records count for).
 _LoadedRun = tuple[int, int, tuple[int, ...]]
@@ -157,6 +171,32 @@ def _within(indexes: set[int], start: int, end: int) -> int:
     if len(indexes) <= end - start:
         return sum(1 for i in indexes if start <= i < end)
     return sum(1 for i in range(start, end) if i in indexes)
+
+
+def _note_run(page: PageState, index: int, paged: PagedMessage) -> None:
+    """Add the record ``paged`` appended at ``index`` to ``page``'s runs (O(1)); the runs
+    become None (not known) when the page has more than :data:`_MAX_RUNS` or the record does
+    not follow the last one known."""
+    runs = page.runs
+    if runs is None:
+        return
+    if paged.record_type == 30:
+        page.large.append(paged.message_id)
+    if runs:
+        start, count, tx_id, queue_ids = runs[-1]
+        if start + count != index:
+            page.runs = None
+            return
+        if tx_id == paged.tx_id and queue_ids == paged.queue_ids:
+            runs[-1] = (start, count + 1, tx_id, queue_ids)
+            return
+    elif index:
+        page.runs = None
+        return
+    if len(runs) >= _MAX_RUNS:
+        page.runs = None
+        return
+    runs.append((index, 1, paged.tx_id, paged.queue_ids))
 
 
 def _keep(record_id: int) -> None:
@@ -339,6 +379,7 @@ class Pager:
         position = self._store(address).append(paged.encode(), sync=sync)
         page = state.pages.setdefault(position.page, PageState())
         page.size = max(page.size, position.index + 1)
+        _note_run(page, position.index, paged)
         if paged.tx_id:  # invisible until its transaction commits
             page.tx_ids.add(paged.tx_id)
             page.pending += 1
@@ -623,13 +664,15 @@ class Pager:
         for address in self._paging.addresses():
             state = self.address(address)
             store = self._store(address)
-            for page_no, records in store.read_pages(store.pages()):
-                runs, large[address, page_no] = paged_runs(records)
-                page = state.pages[page_no] = PageState(size=len(records))
+            for page_no, size, runs, large_ids, records in self._page_runs(store, sweep=sweep):
+                known = runs if len(runs) <= _MAX_RUNS else None
+                page = state.pages[page_no] = PageState(size=size, runs=known, large=large_ids)
+                large[address, page_no] = large_ids
                 routes[address, page_no] = [
                     self._load_run(address, page, page_no, run, records, page_txs, pending_txs)
                     for run in runs
                 ]
+            state.pages = dict(sorted(state.pages.items()))
             state.last_page = store.current_page
         self._visible_txs = {
             tx: rid
@@ -675,17 +718,20 @@ class Pager:
         page: PageState,
         page_no: int,
         run: PagedRun,
-        records: Sequence[bytes],
+        records: Sequence[bytes] | None,
         page_txs: dict[int, int],
         pending_txs: set[int],
     ) -> _LoadedRun:
-        """Account one run of records found at load (module ``page_scan``); returns it with
-        the live queues its records count for (none for a transaction not committed)."""
+        """Account one run of records found at load (module ``page_scan``; ``records``: the
+        page's, None when its summary was read instead); returns it with the live queues its
+        records count for (none for a transaction not committed)."""
         start, count, tx_id, queue_ids = run
         if tx_id:
             page.tx_ids.add(tx_id)
             if tx_id in pending_txs:
                 page.pending += count
+                if records is None:  # a summary leaves such pages out; read it all the same
+                    records = self._store(address).read_page(page_no)
                 sends = self.pending_sends.setdefault(tx_id, [])
                 for index in range(start, start + count):
                     paged = PagedMessage.decode(records[index])
@@ -698,6 +744,76 @@ class Pager:
         for qid in live:
             page.routed[qid] += count
         return start, count, live
+
+    def _page_runs(
+        self, store: PageStore, *, sweep: bool
+    ) -> Iterator[tuple[int, int, list[PagedRun], list[int], Sequence[bytes] | None]]:
+        """(page, records, runs, large message ids, the records or None) of every page of
+        ``store``: from the page summary where it can be trusted, else read (``sweep``: as
+        :meth:`load`). Raises what the page store raises."""
+        pages = store.pages()
+        summary = self._summary(store.address, store, pages, sweep=sweep)
+        for page_no in pages:
+            if page_no in summary:
+                known = summary[page_no]
+                yield page_no, known.records, list(known.runs), list(known.large), None
+        for page_no, records in store.read_pages([p for p in pages if p not in summary]):
+            runs, large_ids = paged_runs(records)
+            yield page_no, len(records), runs, large_ids, records
+
+    def _summary(
+        self, address: str, store: PageStore, pages: list[int], *, sweep: bool
+    ) -> dict[int, PageSummary]:
+        """The pages of the address's page summary that can be trusted (module
+        ``page_summary``): {} when it has none, or when it is damaged or stale (logged). An
+        open for writing (``sweep``) deletes it first, so a crash from here on leaves none."""
+        data = store.read_summary()
+        if data is None:
+            return {}
+        if sweep:
+            store.write_summary(None)
+        where = f"the page summary of address {address!r}"
+        try:
+            summary = decode_summary(data)
+        except ValueError as exc:
+            log.warning("%s is ignored, every page is read: %s", where, exc)
+            return {}
+        lengths = store.page_lengths()
+        present = set(pages)
+        for page_no, known in summary.items():
+            have = lengths.get(page_no) if page_no in present else None
+            if have != known.length:
+                log.warning(
+                    "%s is stale (page %d is %s, it lists %d bytes); every page is read",
+                    where,
+                    page_no,
+                    "gone" if have is None else f"{have} bytes",
+                    known.length,
+                )
+                return {}
+        return summary
+
+    def write_summaries(self) -> None:
+        """Write every address's page summary (module ``page_summary``): what a clean close
+        does, so the next load need not read the pages it covers. A page not known whole
+        (``PageState.runs`` None) or holding records of an undecided transaction is left out.
+        Raises what the page stores raise (StoreIOError / StoreUnavailableError)."""
+        present = set(self._paging.addresses())
+        for address, state in self._addresses.items():
+            if address not in present or not state.pages:
+                continue
+            store = self._store(address)
+            lengths = store.page_lengths()
+            known = {
+                page_no: PageSummary(lengths[page_no], page.size, tuple(runs), tuple(page.large))
+                for page_no, page in state.pages.items()
+                if (runs := page.runs) is not None
+                and not page.pending
+                and page_no in lengths
+                and sum(run[1] for run in runs) == page.size
+            }
+            if known:
+                store.write_summary(encode_summary(known))
 
     def _page_of(self, qid: int, page_no: int) -> PageState | None:
         address = self._queue_address(qid)

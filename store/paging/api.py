@@ -107,6 +107,23 @@ class PageStore(abc.ABC):
     def delete_page(self, page: int) -> None:
         """Remove the page and its storage. Raises UnknownRecordError for a page not there."""
 
+    def page_lengths(self) -> dict[int, int]:
+        """Every page's length in bytes as stored, once what was appended so far is durable
+        (what a page summary is checked against). This default, for a store that keeps no
+        summary, answers {}. Raises as ``append``."""
+        return {}
+
+    def read_summary(self) -> bytes | None:
+        """The page summary last written by :meth:`write_summary` (an opaque blob its owner
+        encodes and checks: :mod:`store.messaging.page_summary`), None when there is none.
+        This default keeps none. Raises as ``read_page``."""
+        return None
+
+    def write_summary(self, data: bytes | None) -> None:
+        """Replace the page summary with ``data`` (None: delete it), durably. This default
+        keeps none and does nothing. Raises as ``append``."""
+        del data
+
     @property
     @abc.abstractmethod
     def current_page(self) -> int:

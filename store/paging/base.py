@@ -31,6 +31,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from store.errors import (
     CorruptionError,
@@ -51,7 +52,12 @@ from store.paging.format import (
 from store.paging.manifest import Manifest
 from store.paging.memory import PageRoller, check_address
 
-__all__ = ["GroupCommitPagingManager", "PageBackend", "Survey"]
+__all__ = ["SUMMARY_NAME", "GroupCommitPagingManager", "PageBackend", "Survey"]
+
+#: The page summary's file name in a page folder, and its row's ``filename`` in a page table:
+#: what a clean close knows of each page, so the next open need not read it
+#: (:mod:`store.messaging.page_summary`).
+SUMMARY_NAME: Final = "summary.bin"
 
 _log = logging.getLogger(__name__)
 
@@ -178,6 +184,20 @@ class PageBackend(abc.ABC):
         """Remove the whole page store. Raises as ``discover``."""
 
     @abc.abstractmethod
+    def page_lengths(self, locator: Hashable) -> dict[int, int]:
+        """Every page's length in bytes as stored now. Raises as ``discover``."""
+
+    @abc.abstractmethod
+    def read_summary(self, locator: Hashable) -> bytes | None:
+        """The store's page summary (:data:`SUMMARY_NAME`), None when it has none. Raises as
+        ``discover``."""
+
+    @abc.abstractmethod
+    def write_summary(self, locator: Hashable, data: bytes | None) -> None:
+        """Replace the store's page summary with ``data`` (None: delete it), durably.
+        Raises as ``discover``."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Release what the back-end holds (open files). Raises nothing."""
 
@@ -290,6 +310,23 @@ class _Store(PageStore):
             self._manager.backend.delete_page(self.locator, page)
             with flusher.lock:
                 self._pages.discard(page)
+
+    def page_lengths(self) -> dict[int, int]:
+        self.flush()
+        return self._manager.backend.page_lengths(self.locator)
+
+    def read_summary(self) -> bytes | None:
+        with self._manager.flusher.lock:
+            self._check_locked()
+        return self._manager.backend.read_summary(self.locator)
+
+    def write_summary(self, data: bytes | None) -> None:
+        self._manager.refuse_write(f"writing the page summary of address {self.address!r}")
+        flusher = self._manager.flusher
+        with flusher.io_lock:
+            with flusher.lock:
+                self._check_locked()
+            self._manager.backend.write_summary(self.locator, data)
 
     @property
     def current_page(self) -> int:

@@ -16,7 +16,9 @@ Crash order:
 - removing a store: one transaction rewrites the directory without it and renames its
   ``address.txt`` row to ``removed.txt`` (a tombstone), then its table is dropped;
 - every write of page rows and every page delete updates the manifest row in the same
-  transaction, so the manifest always states every page's exact length.
+  transaction, so the manifest always states every page's exact length;
+- a clean close writes the page summary row ``summary.bin``
+  (:mod:`store.messaging.page_summary`); an open for writing deletes it.
 
 **What open may delete** (the rule, for this back-end): only what the store can prove is its
 own unfinished work: a table of the prefix that the directory does not list and that holds a
@@ -59,7 +61,7 @@ from store.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from store.paging.base import GroupCommitPagingManager, PageBackend, Survey
+from store.paging.base import SUMMARY_NAME, GroupCommitPagingManager, PageBackend, Survey
 from store.paging.flusher import WriteBatch
 from store.paging.format import page_file_name, page_number_of
 from store.paging.manifest import (
@@ -467,7 +469,7 @@ class DatabasePageBackend(PageBackend):
         lengths: dict[int, int] = {}
         for row_id, name, length in rows:
             page = page_number_of(name or "")
-            if page is None and name in (ADDRESS_ROW, MANIFEST_NAME):
+            if page is None and name in (ADDRESS_ROW, MANIFEST_NAME, SUMMARY_NAME):
                 continue
             if page is None:
                 raise CorruptionError(
@@ -585,6 +587,23 @@ class DatabasePageBackend(PageBackend):
             self._suffixes.discard(found.suffix)
             with self._write() as conn:
                 t.drop(conn)
+
+    def page_lengths(self, locator: Hashable) -> dict[int, int]:
+        found = _table(locator)
+        return dict(found.lengths if found.lengths is not None else self._page_lengths(found))
+
+    def read_summary(self, locator: Hashable) -> bytes | None:
+        t = _table(locator).table
+        with self._errors("reading the page summary", t.name), self.engine.connect() as conn:
+            row = conn.execute(sa.select(t.c.data).where(t.c.filename == SUMMARY_NAME)).first()
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def write_summary(self, locator: Hashable, data: bytes | None) -> None:
+        t = _table(locator).table
+        with self._errors("writing the page summary", t.name), self._write() as conn:
+            conn.execute(t.delete().where(t.c.filename == SUMMARY_NAME))
+            if data is not None:
+                conn.execute(t.insert().values(filename=SUMMARY_NAME, extension="bin", data=data))
 
     # -- the operator's repairs (store.paging.repair) -----------------------------------------
 

@@ -5,6 +5,9 @@ Layout::
     <paging-directory>/
         <time-based UUID>/          one folder per address, named str(uuid.uuid1())
             address.txt             the address, UTF-8, followed by one newline
+            pages.txt               the page manifest (store.paging.manifest)
+            summary.bin             what the last clean close knew of each page
+                                    (store.messaging.page_summary; deleted at open)
             000000001.page          pages: records as store.paging.format lays them out
             000000002.page
 
@@ -55,7 +58,7 @@ from collections.abc import Callable, Hashable
 
 from store.errors import CorruptionError, StoreIOError
 from store.fs import FileHandle, FileSystem, OsFileSystem
-from store.paging.base import GroupCommitPagingManager, PageBackend, Survey
+from store.paging.base import SUMMARY_NAME, GroupCommitPagingManager, PageBackend, Survey
 from store.paging.flusher import WriteBatch
 from store.paging.format import page_file_name, page_number_of
 from store.paging.manifest import (
@@ -389,6 +392,20 @@ class FilePageBackend(PageBackend):
                 f"cannot remove page store folder {path}: {exc.strerror or exc}", path=path
             ) from exc
         self.fs.fsync_dir(self.directory)
+
+    def page_lengths(self, locator: Hashable) -> dict[int, int]:
+        return self._page_sizes(_folder(locator))
+
+    def read_summary(self, locator: Hashable) -> bytes | None:
+        return self._read_file(os.path.join(_folder(locator).path, SUMMARY_NAME))
+
+    def write_summary(self, locator: Hashable, data: bytes | None) -> None:
+        folder = _folder(locator)
+        if data is not None:
+            self._replace(folder.path, SUMMARY_NAME, data)
+        elif self.fs.exists(path := os.path.join(folder.path, SUMMARY_NAME)):
+            self.fs.remove(path)
+            self.fs.fsync_dir(folder.path)
 
     def close(self) -> None:
         for folder in self._folders:

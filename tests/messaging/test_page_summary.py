@@ -1,0 +1,236 @@
+"""The page summary (store.messaging.page_summary, issue 27) on every back-end: a clean close
+writes what the load needs of each page, the next load reads no page it covers and delivers
+exactly what a load reading every page delivers; an open for writing deletes it (a crash then
+leaves none); a stale, truncated or corrupted summary is detected, logged and ignored (every
+page is read)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from store.messaging import Xid
+from store.messaging.page_summary import decode_summary, encode_summary
+from store.paging.base import _Store
+from store.store import Store
+from tests.messaging.support import Harness, bodies, drain, msg
+from tests.support.backends import StoreFactory
+
+X1 = Xid(7, b"summary", b"")
+BODIES = [b"s%03d" % i + b"." * 150 for i in range(60)]
+
+
+@pytest.fixture
+def h(messaging_factory: StoreFactory) -> Harness:
+    h = Harness(messaging_factory)
+    h.factory.config = h.factory.config.replace(
+        address_settings={
+            "orders": {
+                "max_size_messages": 2,
+                "address_full_policy": "PAGE",
+                "page_size_bytes": 2048,
+            }
+        }
+    )
+    return h
+
+
+@pytest.fixture
+def pages_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every page number a load reads whole (``PageStore.read_pages``), spied on the real
+    page store (nothing is replaced: the reads still happen)."""
+    seen: list[int] = []
+    real = _Store.read_pages
+
+    def spy(self: _Store, pages: Sequence[int]) -> Iterator[tuple[int, Sequence[bytes]]]:
+        seen.extend(pages)
+        return real(self, pages)
+
+    monkeypatch.setattr(_Store, "read_pages", spy)
+    return seen
+
+
+def _fill(h: Harness) -> list[bytes]:
+    """Two queues on "orders", 60 sends (2 in memory, the rest paged over several pages),
+    a committed transaction's paged sends, the first 5 received and acknowledged on q1.
+    Returns what q1 must still deliver, in order (q2 gets every body)."""
+    sm = h.setup("q1", "q2")
+    for body in BODIES[:40]:
+        assert sm.send(msg(body)) is not None
+    tx = sm.begin()
+    for body in BODIES[40:50]:
+        tx.send(msg(body))
+    tx.commit()
+    for body in BODIES[50:]:
+        assert sm.send(msg(body)) is not None
+    for d in sm.receive("q1", 5):
+        assert d.message.message_id is not None
+        sm.ack("q1", d.message.message_id)
+    return BODIES[5:]
+
+
+def _raw(h: Harness) -> Store:
+    """The store opened without a storage manager (nothing loaded or deleted)."""
+    if h.sm is not None:
+        h.sm.close()
+        h.sm = None
+    store = h.factory.open()
+    assert isinstance(store, Store)
+    return store
+
+
+def _summary(h: Harness) -> bytes | None:
+    store = _raw(h)
+    try:
+        return store.paging.store("orders").read_summary()
+    finally:
+        h.factory.close()
+
+
+def _put_summary(h: Harness, data: bytes | None) -> None:
+    store = _raw(h)
+    try:
+        store.paging.store("orders").write_summary(data)
+    finally:
+        h.factory.close()
+
+
+def _check_delivers(h: Harness, q1: Sequence[bytes]) -> None:
+    sm = h.open()
+    assert sm.depth("q1") == len(q1) and sm.depth("q2") == len(BODIES)
+    assert bodies(drain(sm, "q1")) == list(q1)
+    assert bodies(drain(sm, "q2")) == BODIES
+
+
+def test_a_clean_close_writes_a_summary_the_next_load_reads_no_page_it_covers(
+    h: Harness, pages_read: list[int]
+) -> None:
+    q1 = _fill(h)
+    data = _summary(h)
+    assert data is not None
+    store = _raw(h)
+    present = store.paging.store("orders").pages()
+    h.factory.close()
+    assert len(present) > 3 and sorted(decode_summary(data)) == present
+    pages_read.clear()
+    sm = h.open()
+    assert pages_read == []  # nothing read whole: the summary covered every page
+    assert h.factory.store.paging.store("orders").read_summary() is None  # deleted at open
+    assert sm.depth("q1") == len(q1) and sm.depth("q2") == len(BODIES)
+    assert bodies(drain(sm, "q1")) == q1
+    assert bodies(drain(sm, "q2")) == BODIES
+    sm = h.restart()
+    assert sm.depth("q1") == sm.depth("q2") == 0
+
+
+def test_a_crash_after_open_leaves_no_summary_and_the_load_reads_every_page(
+    h: Harness, pages_read: list[int]
+) -> None:
+    q1 = _fill(h)
+    h.restart()  # loads from the summary, which open deleted
+    assert h.factory.store.paging.store("orders").read_summary() is None
+    pages_read.clear()
+    h.crash_restart()
+    assert pages_read != []
+    h.sm = None
+    h.factory.close()
+    _check_delivers(h, q1)
+
+
+def test_pages_appended_after_a_load_from_the_summary_are_summarised_at_the_next_close(
+    h: Harness, pages_read: list[int]
+) -> None:
+    q1 = _fill(h)
+    sm = h.restart()
+    more = [b"late%02d" % i + b"." * 150 for i in range(30)]
+    for body in more:
+        assert sm.send(msg(body)) is not None
+    sm.close()
+    h.sm = None
+    pages_read.clear()
+    sm = h.open()
+    assert pages_read == []
+    assert bodies(drain(sm, "q1")) == [*q1, *more]
+    assert bodies(drain(sm, "q2")) == [*BODIES, *more]
+
+
+def _stale(h: Harness) -> list[bytes]:
+    """A summary from an earlier clean close put back after more was paged: it lists the
+    page then being written at its length then."""
+    q1 = _fill(h)
+    old = _summary(h)
+    sm = h.open()
+    more = [b"more%02d" % i + b"." * 150 for i in range(3)]
+    for body in more:
+        assert sm.send(msg(body)) is not None
+    sm.close()
+    h.sm = None
+    _put_summary(h, old)
+    BODIES.extend(more)
+    return [*q1, *more]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["stale", "truncated", "corrupted", "not a summary"],
+)
+def test_a_damaged_or_stale_summary_is_logged_and_ignored_every_page_is_read(
+    h: Harness, pages_read: list[int], caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    saved = list(BODIES)
+    try:
+        if damage == "stale":
+            q1 = _stale(h)
+        else:
+            q1 = _fill(h)
+            data = _summary(h)
+            assert data is not None
+            mid = len(data) // 2
+            bad = {
+                "truncated": data[:-9],
+                "corrupted": data[:mid] + bytes([data[mid] ^ 0x10]) + data[mid + 1 :],
+                "not a summary": b"pages 1\n",
+            }[damage]
+            _put_summary(h, bad)
+        pages_read.clear()
+        with caplog.at_level(logging.WARNING, logger="store.messaging.paging"):
+            _check_delivers(h, q1)
+        assert pages_read != []
+        said = " ".join(r.getMessage() for r in caplog.records)
+        assert "the page summary of address 'orders'" in said
+        assert ("is stale" if damage == "stale" else "is ignored") in said
+    finally:
+        BODIES[:] = saved
+
+
+def test_a_page_holding_a_prepared_transaction_s_sends_is_left_out_and_read(
+    h: Harness, pages_read: list[int]
+) -> None:
+    sm = h.setup("q1", "q2")
+    for body in BODIES[:10]:
+        assert sm.send(msg(body)) is not None
+    tx = sm.begin()
+    for body in BODIES[10:14]:
+        tx.send(msg(body))
+    tx.prepare(X1)
+    sm = h.restart()
+    assert pages_read != []  # the pages holding the prepared sends were read
+    assert h.rec is not None and list(h.rec.prepared) == [X1]
+    h.rec.prepared[X1].commit()
+    assert bodies(drain(sm, "q1")) == BODIES[:14]
+
+
+def test_the_summary_round_trips_and_refuses_runs_that_do_not_cover_the_page() -> None:
+    from store.messaging.page_summary import PageSummary
+
+    pages: dict[int, Any] = {
+        3: PageSummary(4096, 5, ((0, 3, 0, (1, 2)), (3, 2, 9, (2,))), (77,)),
+        4: PageSummary(10, 0, (), ()),
+    }
+    assert decode_summary(encode_summary(pages)) == pages
+    gap = {5: PageSummary(100, 4, ((0, 3, 0, (1,)),), ())}
+    with pytest.raises(ValueError, match="do not cover"):
+        decode_summary(encode_summary(gap))
