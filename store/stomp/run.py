@@ -2,8 +2,9 @@
 
 :func:`run_broker` opens the store the configuration describes, loads it (``progress``),
 binds the port, reports the address (``on_listening``), serves until ``stop`` is set, then
-shuts down: no new connection, every connection's thread ends (within half a second), and the
-store is closed cleanly (the id generator's position recorded).
+shuts down (:mod:`store.stomp.server`'s order): no new connection, every connection ends and
+its thread is waited for (a few seconds at most), then the store is closed cleanly (the id
+generator's position recorded).
 
 With ``ha-policy`` in the configuration (``StoreConfig.ha_role``, or ``role``), the broker is
 one node of a shared-store HA pair (docs/ha.md): a backup waits for the live lock before it

@@ -17,15 +17,33 @@ manager, on an opened store.
 :class:`StompBroker` holds the server and its store; :func:`open_broker` opens the store,
 loads it (``progress`` during the load) and binds the port.
 
+Shutdown, in this order (:meth:`StompBroker.shutdown`, then :meth:`StompBroker.close`):
+
+1. the shutdown flag is set and the accept loop stops: a connection accepted after that is
+   closed at once;
+2. the listening socket closes, and every open connection's socket is shut for reading (a
+   waiting ``recv`` returns at once). A connection's thread handles no frame after the flag is
+   set: it makes the SENDs it has stored durable and sends their RECEIPTs (:meth:`settle`),
+   sends an ERROR frame ("the broker is shutting down"), puts its subscriptions'
+   unacknowledged messages back, and closes its socket;
+3. the broker waits for those threads, at most ``SHUTDOWN_WAIT`` seconds (a warning names
+   the ones still running);
+4. then it closes the store, which makes durable what was stored and acknowledged.
+
+So no connection meets a closed store, and a frame that comes after shutdown began gets an
+ERROR frame or a closed socket, never a RECEIPT.
+
 Thread-safety: a handler belongs to its connection's thread, except :meth:`send_frame`,
-which any thread may call. :meth:`StompBroker.shutdown` is called from a thread other than
-the one in :meth:`StompBroker.serve_forever`.
+which any thread may call. :meth:`StompBroker.shutdown` and :meth:`StompBroker.close` are
+called from a thread other than the one in :meth:`StompBroker.serve_forever`.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from itertools import chain
@@ -55,6 +73,8 @@ log = logging.getLogger(__name__)
 STREAM_CHUNK = 256 * 1024
 #: How often a connection's thread looks up from a quiet socket to see a shutdown (seconds).
 POLL_SECONDS = 0.5
+#: How long closing the broker waits for its connections' threads to end (seconds).
+SHUTDOWN_WAIT = 5.0
 
 
 class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
@@ -90,6 +110,8 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         try:
             for frame in chain([first], frames):
                 engine.process_frame(frame)
+            if self.server.shutdown_requested.is_set():
+                self._say_goodbye()
         except ProtocolError as exc:
             self._refuse(exc)
         except AuthError:
@@ -102,6 +124,14 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
             finally:
                 engine.unbind()
 
+    def _say_goodbye(self) -> None:
+        """At shutdown: the RECEIPTs of what was stored, then an ERROR frame."""
+        try:
+            self.settle()
+            self.send_frame(ErrorFrame("the broker is shutting down"))
+        except OSError:
+            pass  # the client went first
+
     def _refuse(self, exc: Exception) -> None:
         log.debug("connection refused: %s", exc)
         try:
@@ -112,8 +142,12 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
     def iter_frames(self) -> Iterator[Frame]:
         """The frames the client sends, until it closes or the server shuts down. Raises
         FrameError (a ProtocolError) for bytes that are not a frame."""
-        while not self.server.shutdown_requested.is_set():
-            yield from self.buffer
+        stopping = self.server.shutdown_requested
+        while not stopping.is_set():
+            for frame in self.buffer:
+                if stopping.is_set():
+                    return  # not handled: the frame came after shutdown began
+                yield frame
             self.settle()  # nothing more to read now: receipts before waiting
             try:
                 data = self.request.recv(65536)
@@ -170,15 +204,59 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
 
 
 class _Server(ThreadedStompServer):  # type: ignore[misc]
+    """coilmq's threaded server that knows its connections' threads and ends them before it
+    closes the store (the module docstring's shutdown order). socketserver's own list keeps
+    no daemon thread, so its ``server_close`` waits for none."""
+
     daemon_threads = True
     max_frame_size = DEFAULT_MAX_FRAME_SIZE
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._lock = threading.Lock()  # the shutdown flag's check and the connections
+        self._connections: dict[threading.Thread, socket.socket] = {}
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: socket.socket, client_address: Any) -> None:
+        with self._lock:
+            if self.shutdown_requested.is_set():
+                self.shutdown_request(request)
+                return
+            thread = threading.Thread(
+                target=self.process_request_thread,
+                args=(request, client_address),
+                name=f"stomp-connection-{client_address[0]}:{client_address[1]}",
+                daemon=True,
+            )
+            self._connections[thread] = request
+            thread.start()
+
+    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._connections.pop(threading.current_thread(), None)
+
     def server_close(self) -> None:
-        # Connections first (each ends within POLL_SECONDS of the shutdown flag), then the
-        # listening socket and the store: no connection writes to a closed store.
-        self.shutdown_requested.set()
-        self._threads.join()
-        super().server_close()
+        with self._lock:
+            self.shutdown_requested.set()
+            connections = dict(self._connections)
+        self.socket.close()
+        for request in connections.values():
+            try:
+                request.shutdown(socket.SHUT_RD)  # its thread's recv returns now
+            except OSError:
+                pass  # already closed
+        deadline = time.monotonic() + SHUTDOWN_WAIT
+        for thread in connections:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        left = [thread.name for thread in connections if thread.is_alive()]
+        if left:
+            log.warning(
+                "%d connection(s) still running after %s s; closing the store: %s",
+                len(left), SHUTDOWN_WAIT, ", ".join(left),
+            )  # fmt: skip
+        super().server_close()  # the store (and the listening socket again: a no-op)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # socketserver prints the traceback to stderr; a library logs it.
@@ -209,6 +287,7 @@ class StompBroker:
             topic_manager=TopicManager(),
         )
         self.server.max_frame_size = max_frame_size
+        self._serving = threading.Event()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -217,14 +296,23 @@ class StompBroker:
 
     def serve_forever(self) -> None:
         """Accept connections until :meth:`shutdown`. Returns then."""
-        self.server.serve_forever(poll_interval=POLL_SECONDS)
+        self._serving.set()
+        try:
+            self.server.serve_forever(poll_interval=POLL_SECONDS)
+        finally:
+            self._serving.clear()
 
     def shutdown(self) -> None:
-        """Stop :meth:`serve_forever` (from another thread) and every connection's loop."""
+        """Stop :meth:`serve_forever` (from another thread) and every connection's loop;
+        returns once the accept loop stopped."""
         self.server.shutdown()
 
     def close(self) -> None:
-        """Close the listening socket and the store (after :meth:`shutdown`). Idempotent."""
+        """Shut down (when :meth:`serve_forever` still runs), end every connection (at most
+        ``SHUTDOWN_WAIT`` seconds), then close the store; see the module docstring.
+        Idempotent."""
+        if self._serving.is_set():
+            self.shutdown()
         self.server.server_close()
 
     def __enter__(self) -> StompBroker:
