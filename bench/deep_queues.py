@@ -6,6 +6,9 @@ nothing the build left behind counts:
 
 - ``first message``: seconds from ``open_store`` through ``load()`` to the first message
   received (the restart a broker's consumers wait for), and ``load()`` alone;
+- the same after a clean stop (the default: the load reads the page summary of the last
+  clean close, :mod:`store.messaging.page_summary`) and **after a crash** (the summaries
+  deleted first, as a crash leaves them: every page is read);
 - ``peak RSS``: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` of that process at the end
   (imports included: a bare interpreter with the package imported is about 30 MB here,
   ``baseline RSS``);
@@ -140,12 +143,17 @@ def measure(
     traced: bool,
     launched: float | None = None,
     drain: bool = False,
+    after_crash: bool = False,
 ) -> dict[str, Any]:
     """Open, load and receive the first message, in this (fresh) process. Returns the
     figures (see the module docstring), with ``launch_to_first_seconds`` when ``launched``
     (the ``time.time()`` at which the parent started this process) is given, and with
     ``drain`` the figures of :func:`_drain_figures`. Raises AssertionError when the store
-    does not hold ``messages`` messages, or the drain finds one out of order or missing."""
+    does not hold ``messages`` messages, or the drain finds one out of order or missing.
+    ``after_crash``: the page summaries are deleted first (not timed), as a crash leaves the
+    store: the load reads every page."""
+    if after_crash:
+        _forget_page_summaries(config)
     if traced:
         tracemalloc.start()
     before_rss = _rss_mb()
@@ -178,6 +186,15 @@ def measure(
     }
 
 
+def _forget_page_summaries(config: StoreConfig) -> None:
+    store = open_store(config)
+    try:
+        for address in store.paging.addresses():
+            store.paging.store(address).write_summary(None)
+    finally:
+        store.close()
+
+
 def _drain_figures(sm: StorageManager, first: Delivery, messages: int) -> dict[str, Any]:
     """After the first message: ack it, then send+receive+ack at this depth
     (``bench.deep_drain.steady``), drain everything in order, and the same steady cycles at
@@ -193,8 +210,12 @@ def _drain_figures(sm: StorageManager, first: Delivery, messages: int) -> dict[s
     return {"steady_deep": deep, "drained": drained, "drain_rate": rate, "steady_empty": empty}
 
 
-def _run_child(args: argparse.Namespace, traced: bool, drain: bool = False) -> dict[str, Any]:
+def _run_child(
+    args: argparse.Namespace, traced: bool, drain: bool = False, after_crash: bool = False
+) -> dict[str, Any]:
     command = [sys.executable, "-m", "bench.deep_queues", "measure", *_common(args)]
+    if after_crash:
+        command.append("--after-crash")
     if traced:
         command.append("--traced")
     if drain:
@@ -235,6 +256,9 @@ def main() -> None:
     parser.add_argument("--global-max-messages", type=int)
     parser.add_argument("--traced", action="store_true", help="measure: with tracemalloc")
     parser.add_argument("--launched", type=float, help="measure: time.time() at launch")
+    parser.add_argument(
+        "--after-crash", action="store_true", help="measure: delete the page summaries first"
+    )
     parser.add_argument("--no-activemq", action="store_true", help="all: skip ActiveMQ")
     parser.add_argument(
         "--drain",
@@ -257,6 +281,7 @@ def main() -> None:
                     traced=args.traced,
                     launched=args.launched,
                     drain=args.drain,
+                    after_crash=args.after_crash,
                 )
             )
         )
@@ -272,6 +297,7 @@ def main() -> None:
         return
     try:
         timed = _run_child(args, traced=False)
+        crashed = _run_child(args, traced=False, after_crash=True)
         traced = _run_child(args, traced=True)
         broker = None if args.no_broker else first_message(_mapping(args), QUEUE)
         drained = _run_child(args, traced=False, drain=True) if args.drain else None
@@ -279,6 +305,10 @@ def main() -> None:
         if not args.keep:
             _drop(args, config)
     _report(args, built, timed, traced, broker)
+    print(
+        f"  after a crash (no page summary: every page read): open -> first message"
+        f" {crashed['first_message_seconds']:.2f} s, peak RSS {crashed['peak_rss_mb']:,.0f} MB"
+    )
     if drained is not None:
         print(
             f"  drain after the restart: {drained['drained']:,} messages in order, each once,"
