@@ -247,6 +247,7 @@ class Pager:
         self._next_id = next_id
         self._queue_address = queue_address
         self._addresses: dict[str, AddressPaging] = {}
+        self._stores: dict[str, PageStore] = {}
         #: What every address holds in memory together (record bytes, messages), against the
         #: global limits (module docstring); -1: no limit.
         self._total_bytes = 0
@@ -293,7 +294,12 @@ class Pager:
         return state
 
     def _store(self, address: str) -> PageStore:
-        return self._paging.store(address)
+        """The address's page store, kept once made (the storage manager never removes one:
+        a send pages without the paging manager's lookup)."""
+        store = self._stores.get(address)
+        if store is None:
+            store = self._stores[address] = self._paging.store(address)
+        return store
 
     # -- sends ------------------------------------------------------------------------------
 
@@ -484,7 +490,12 @@ class Pager:
     def _scan(
         self, state: AddressPaging, start: PagePosition
     ) -> Iterator[tuple[PagePosition, PagedMessage]]:
-        for page in sorted(p for p in state.pages if p >= start.page):
+        # ``state.pages`` is in ascending order (sorted at load; a page is added only past
+        # every other, as the roller numbers them), and the pages below a queue's cursor are
+        # usually deleted: no sort, and no walk over a deep queue's pages, per receive.
+        for page in state.pages:
+            if page < start.page:
+                continue
             first = start.index if page == start.page else 0
             records = self._records(state, page)
             for index in range(first, len(records)):

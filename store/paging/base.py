@@ -227,12 +227,13 @@ class _Store(PageStore):
             raise JournalClosedError(f"the page store of address {self.address!r} was removed")
 
     def append(self, record: bytes | bytearray | memoryview, *, sync: bool = False) -> PagePosition:
-        data = bytes(record)
+        data = record if type(record) is bytes else bytes(record)
         if len(data) > MAX_RECORD_SIZE:
             raise RecordTooLargeError(
                 f"a page record holds at most {MAX_RECORD_SIZE} bytes, not {len(data)}"
             )
-        self._manager.refuse_write(f"append to the page store of address {self.address!r}")
+        if self._manager.read_only:
+            self._manager.refuse_write(f"append to the page store of address {self.address!r}")
         encoded = encode_record(data)
         flusher = self._manager.flusher
         with flusher.lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -201,6 +202,53 @@ def test_the_packed_message_encoding_is_the_field_by_field_one(m: Message) -> No
     write_message, the field-by-field reference (which messages with properties take)."""
     assert isinstance(m.body, bytes)
     assert mr.encode_message(m, m.body) == mr.write_message(m, m.body)
+
+
+@given(m=_messages(2), message_id=I64)
+def test_the_packed_message_decoding_is_the_field_by_field_one(m: Message, message_id: int) -> None:
+    """decode_message unpacks a record without properties in one go: a message equal to
+    read_message's, the field-by-field reference (which records with properties take)."""
+    assert isinstance(m.body, bytes)
+    data = mr.encode_message(m, m.body)
+    packed, reference = mr.decode_message(data, message_id), mr.read_message(data, message_id)
+    assert packed.same_as(reference) and packed.message_id == reference.message_id == message_id
+    assert packed.properties == reference.properties and packed.body == reference.body
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d[:-1],  # the body cut short
+        lambda d: d + b"x",  # a byte after the body
+        lambda d: d[:5] + b"\xff" + d[6:],  # the address not UTF-8
+        lambda d: b"\x07" + d[1:],  # an unknown version
+        lambda d: d[:6] + b"\x0a" + d[7:],  # priority 10
+        lambda d: d[:7] + b"\x02" + d[8:],  # durable flag 2
+    ],
+    ids=["short", "long", "utf-8", "version", "priority", "durable"],
+)
+def test_a_bad_record_fails_the_packed_decoding_as_the_field_by_field_one(damage: Any) -> None:
+    data = damage(mr.encode_message(Message("a", b"body"), b"body"))
+    with pytest.raises(ValueError) as reference:
+        mr.read_message(data, 1)
+    with pytest.raises(ValueError) as packed:
+        mr.decode_message(data, 1)
+    assert str(packed.value) == str(reference.value)
+
+
+@given(
+    message_id=I64,
+    tx_id=I64,
+    kind=st.sampled_from([30, 45]),
+    record=st.binary(max_size=64),
+    queue_ids=st.lists(I64, max_size=5).map(tuple),
+)
+def test_the_packed_paged_message_encoding_is_the_field_by_field_one(
+    message_id: int, tx_id: int, kind: int, record: bytes, queue_ids: tuple[int, ...]
+) -> None:
+    paged = mr.PagedMessage(message_id, tx_id, kind, record, queue_ids)
+    assert paged.encode() == paged.write_fields()
+    assert mr.PagedMessage.decode(paged.encode()) == paged
 
 
 def test_a_packed_message_that_does_not_fit_is_refused_naming_the_field() -> None:
