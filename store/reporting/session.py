@@ -78,6 +78,12 @@ _SQLITE_JARS: Final = (
     "xerial-sqlite-jdbc.jar",
     "sqlite-jdbc.jar",
 )
+# libderby-java installs ``derby.jar`` as the file and ``derby-<ver>.jar`` as the link (the
+# other way round from the others), beside ``derbyLocale_*``, ``derbynet*`` jars the patterns
+# do not match. Only the embedded driver: the network client is another package
+# (libderbyclient-java), which the set-up does not install (see jdbc_driver_for).
+_DERBY_JARS: Final = ("derby-[0-9]*.jar", "derby.jar")
+_H2_JARS: Final = ("h2-[0-9]*.jar", "h2.jar")
 
 JDBC_DRIVERS: Final = (
     JdbcDriver(
@@ -86,6 +92,8 @@ JDBC_DRIVERS: Final = (
     JdbcDriver("jdbc:mariadb:", "org.mariadb.jdbc.Driver", _MARIADB_JARS, "libmariadb-java"),
     JdbcDriver("jdbc:mysql:", "org.mariadb.jdbc.Driver", _MARIADB_JARS, "libmariadb-java"),
     JdbcDriver("jdbc:sqlite:", "org.sqlite.JDBC", _SQLITE_JARS, "libxerial-sqlite-jdbc-java"),
+    JdbcDriver("jdbc:derby:", "org.apache.derby.jdbc.EmbeddedDriver", _DERBY_JARS, "libderby-java"),
+    JdbcDriver("jdbc:h2:", "org.h2.Driver", _H2_JARS, "libh2-java"),
 )
 
 
