@@ -361,7 +361,12 @@ def run_report(
 
     Returns the :class:`ReportSummary`. Raises ConfigError when the source names nothing to
     read, CorruptionError for damaged data (without ``salvage``), ReportError when a JDBC
-    driver is missing, and what the sources raise (StoreIOError) or Spark raises.
+    driver is missing or an embedded Derby / H2 database is to be read on a cluster,
+    StoreLockedError when another process (a store of this one included) has that embedded
+    database open, StoreUnavailableError when it does not exist
+    (:mod:`store.reporting.sources`), and what the sources raise (StoreIOError) or Spark
+    raises. An embedded Derby database is shut down in Spark's JVM when the report ends, even
+    when it fails.
     """
     if source.config is None and source.journal is None and source.history is None:
         raise ConfigError("a report needs a store: --config, --jdbc-url, --journal or --history")

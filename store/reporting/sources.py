@@ -16,7 +16,27 @@
   :func:`store.reporting.decode.paged_records`).
 
 The SQL text Spark sends is compiled by SQLAlchemy from the schema module's ``Table`` (names
-validated and quoted there, docs/conventions.md#14), never formatted here.
+validated and quoted there, docs/conventions.md#14), never formatted here; for Derby and H2
+with the store's own dialects (:mod:`store.db.jdbc_dialect`), the ones that created the
+tables. Both fold unquoted names to upper case, so the columns Spark reads come back as ``ID``,
+``RECORD``, …: the frames are renamed to lower case before decoding.
+
+Embedded Derby and H2 (issue 28): the database is opened by the JVM that reads it, and a
+report's reads run in Spark's JVM, a process of its own, never in the store's JVM (JPype's,
+inside the Python process of a JDBC store). Each engine refuses a database another process
+has open, so:
+
+- a report reads an embedded database only while no store or broker has it open, this
+  Python process's own store included (:func:`jdbc_error` turns the refusal into a
+  StoreLockedError; a database that does not exist is a StoreUnavailableError: a report never
+  creates one, ``create=true`` is dropped from a Derby URL and ``IFEXISTS=TRUE`` added to an
+  H2 one). The store lets go at close: its last engine shuts an embedded Derby database down
+  (:func:`store.db.engine.dispose_store_engine`), and H2 closes one with its last connection;
+- after the report, :func:`release_embedded` shuts the Derby database down in Spark's JVM
+  (Derby keeps it booted, and locked, until then), so the store opens it again, in this
+  process too; H2 needs nothing;
+- only in local mode: a cluster's executors would open the folder on their own hosts
+  (:func:`store.reporting.report.run_report` refuses another master).
 
 Thread-safety: functions called from the driver's one thread.
 """
