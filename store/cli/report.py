@@ -14,7 +14,9 @@ Spark starts: a folder that does not exist is exit 2, a database that cannot be 
 does not exist) exit 4. No Java or no JDBC driver jar is a ``ReportError``: one line, exit 6.
 Damaged data (what ``store data verify`` calls an error, or a live record that does not decode)
 is exit 5 with the error's one line, before a report is written; ``--salvage`` reports what is
-readable instead, and its first summary line (and the page's header) says so.
+readable instead, and its first summary line (and the page's header) says so. An embedded
+Derby or H2 database that a store or broker has open is exit 3 (the report's JVM cannot open
+it), one that does not exist exit 4 (docs/reporting.md#embedded).
 
 Thread-safety: a command runs once per process; nothing is shared.
 """

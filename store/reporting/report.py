@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from store.config import DatabaseStoreConfig, StoreConfig, db_dialect_of
-from store.errors import ConfigError, CorruptionError, StoreError, StoreUnavailableError
+from store.errors import (
+    ConfigError,
+    CorruptionError,
+    ReportError,
+    StoreError,
+    StoreUnavailableError,
+)
 from store.reporting import damage, jobs, schemas, snapshot, sources
 from store.reporting.page import Totals, write_charts, write_index
 
@@ -355,7 +361,12 @@ def run_report(
 
     Returns the :class:`ReportSummary`. Raises ConfigError when the source names nothing to
     read, CorruptionError for damaged data (without ``salvage``), ReportError when a JDBC
-    driver is missing, and what the sources raise (StoreIOError) or Spark raises.
+    driver is missing or an embedded Derby / H2 database is to be read on a cluster,
+    StoreLockedError when another process (a store of this one included) has that embedded
+    database open, StoreUnavailableError when it does not exist
+    (:mod:`store.reporting.sources`), and what the sources raise (StoreIOError) or Spark
+    raises. An embedded Derby database is shut down in Spark's JVM when the report ends, even
+    when it fails.
     """
     if source.config is None and source.journal is None and source.history is None:
         raise ConfigError("a report needs a store: --config, --jdbc-url, --journal or --history")
@@ -364,15 +375,34 @@ def run_report(
     if found and not salvage:
         raise found[0]
     db = source.config.database_store if source.config is not None else None
-    with snapshot.exported_snapshot(db) as cut:
-        # the cut's time: taken once the snapshot (if any) is, before any table is read
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        read = dataclasses.replace(source.jdbc, snapshot=cut)
-        return _report(
-            spark, dataclasses.replace(source, jdbc=read), out, now_ms=now_ms, window=window,
-            progress=progress, salvage=salvage, found=found, started=started,
-            cut=snapshot.cut_note(db, cut),
-        )  # fmt: skip
+    embedded = None if db is None else sources.embedded_database(db.jdbc_connection_url)
+    if embedded is not None and not (spark.sparkContext.master or "").startswith("local"):
+        raise ReportError(
+            f"the embedded database {embedded} is read in local mode only (--master local[*]): "
+            "a cluster's executors would open it on their own hosts"
+        )
+    try:
+        with snapshot.exported_snapshot(db) as cut:
+            # the cut's time: taken once the snapshot (if any) is, before any table is read
+            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+            read = dataclasses.replace(source.jdbc, snapshot=cut)
+            return _report(
+                spark, dataclasses.replace(source, jdbc=read), out, now_ms=now_ms,
+                window=window, progress=progress, salvage=salvage, found=found,
+                started=started, cut=snapshot.cut_note(db, cut),
+            )  # fmt: skip
+    except StoreError:
+        raise
+    except Exception as exc:  # Py4J and PySpark errors have no common class
+        if db is None:
+            raise
+        error = sources.jdbc_error(db, exc)
+        if error is exc:
+            raise
+        raise error from exc
+    finally:
+        if db is not None and embedded is not None:
+            sources.release_embedded(spark, db)
 
 
 def _report(

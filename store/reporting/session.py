@@ -3,8 +3,16 @@
 - master ``local[*]`` by default; ``spark://host:7077`` runs on a cluster (the
   ``docker-compose.yml`` master and worker);
 - the JDBC drivers are Debian's jars under ``/usr/share/java`` (``libpostgresql-jdbc-java``,
-  ``libmariadb-java``, ``libxerial-sqlite-jdbc-java``), found by name pattern so a Debian
-  upgrade of a driver needs no change here, and handed to Spark as ``spark.jars``;
+  ``libmariadb-java``, ``libxerial-sqlite-jdbc-java``, ``libderby-java``, ``libh2-java``),
+  found by name pattern so a Debian upgrade of a driver needs no change here, and handed to
+  Spark as ``spark.jars``. The databases a report reads are those: PostgreSQL, MariaDB/MySQL,
+  SQLite, embedded Derby (``jdbc:derby:<folder>``: not a Derby network server, whose client
+  driver is another package, ``libderbyclient-java``, that the set-up does not install) and H2
+  (embedded or ``jdbc:h2:tcp:``); any other JDBC URL is a ReportError. PySpark's own jars
+  include Derby (10.16, for its Hive metastore), which comes first on the class path: it is the
+  copy that reads a Derby store (a soft upgrade: the store's Derby 10.14 still opens the
+  database after it). An embedded database is opened by Spark's JVM, not the store's: see
+  :mod:`store.reporting.sources`;
 - the reports' data is small next to what Spark is tuned for: few shuffle partitions, adaptive
   execution on, sizing shuffle outputs (cached ones too) by their data rather than splitting
   them to the default parallelism, logging at WARN;
@@ -78,6 +86,12 @@ _SQLITE_JARS: Final = (
     "xerial-sqlite-jdbc.jar",
     "sqlite-jdbc.jar",
 )
+# libderby-java installs ``derby.jar`` as the file and ``derby-<ver>.jar`` as the link (the
+# other way round from the others), beside ``derbyLocale_*``, ``derbynet*`` jars the patterns
+# do not match. Only the embedded driver: the network client is another package
+# (libderbyclient-java), which the set-up does not install (see jdbc_driver_for).
+_DERBY_JARS: Final = ("derby-[0-9]*.jar", "derby.jar")
+_H2_JARS: Final = ("h2-[0-9]*.jar", "h2.jar")
 
 JDBC_DRIVERS: Final = (
     JdbcDriver(
@@ -86,6 +100,8 @@ JDBC_DRIVERS: Final = (
     JdbcDriver("jdbc:mariadb:", "org.mariadb.jdbc.Driver", _MARIADB_JARS, "libmariadb-java"),
     JdbcDriver("jdbc:mysql:", "org.mariadb.jdbc.Driver", _MARIADB_JARS, "libmariadb-java"),
     JdbcDriver("jdbc:sqlite:", "org.sqlite.JDBC", _SQLITE_JARS, "libxerial-sqlite-jdbc-java"),
+    JdbcDriver("jdbc:derby:", "org.apache.derby.jdbc.EmbeddedDriver", _DERBY_JARS, "libderby-java"),
+    JdbcDriver("jdbc:h2:", "org.h2.Driver", _H2_JARS, "libh2-java"),
 )
 
 
@@ -116,6 +132,11 @@ def jdbc_driver_for(url: str, directory: str = JAR_DIRECTORY) -> tuple[JdbcDrive
     """The driver serving the JDBC ``url`` and its jar. Raises ReportError when the URL's
     database is not one a report reads or its driver's jar is not installed (naming the
     names looked for and the Debian package)."""
+    if url.lower().startswith("jdbc:derby://"):
+        raise ReportError(
+            "a report reads embedded Derby (jdbc:derby:<folder>), not a Derby network server: "
+            "its client driver (libderbyclient-java) is not one a report uses"
+        )
     for driver in JDBC_DRIVERS:
         if url.lower().startswith(driver.scheme):
             jar = find_jdbc_jars(directory).get(driver.class_name)
@@ -207,9 +228,27 @@ def build_session(
     except Exception as exc:  # Py4J / JVM start-up failures have no common class
         raise ReportError(f"Spark did not start: {type(exc).__name__}: {exc}") from exc
     session.sparkContext.setLogLevel("WARN")
+    if local:
+        _derby_log_away(session)
     if not local:
         session.sparkContext.addPyFile(_package_zip())
     return session
+
+
+def _derby_log_away(session: SparkSession) -> None:
+    """Embedded Derby writes ``derby.log`` into the working folder unless told otherwise: in
+    Spark's JVM (where a report of a Derby store boots it) it goes to the temporary folder, as
+    in the store's own JVM (:mod:`store.db.jvm`), unless that property is set already. Read
+    when Derby's engine boots, at the first Derby read. Raises nothing."""
+    import tempfile
+
+    try:
+        system = session.sparkContext._jvm.java.lang.System  # type: ignore[union-attr]
+        if system.getProperty("derby.stream.error.file") is None:
+            log = os.path.join(tempfile.gettempdir(), f"store-report-derby-{os.getuid()}.log")
+            system.setProperty("derby.stream.error.file", log)
+    except Exception:  # Py4J errors have no common class; a derby.log is no failure
+        pass
 
 
 def _package_zip() -> str:

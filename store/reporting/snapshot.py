@@ -13,7 +13,12 @@ partitions and not others: a moved message counted twice or not at all.
 - **MariaDB / MySQL** has no way to share a snapshot between connections (``START TRANSACTION
   WITH CONSISTENT SNAPSHOT`` is per connection), **SQLite** none between processes: their
   reports are cut per table at the largest ``seq`` and read per partition, and the report says
-  so (:func:`cut_note`) on its page and in its summary line.
+  so (:func:`cut_note`) on its page and in its summary line;
+- **embedded Derby** needs no snapshot: the report's JVM (Spark's) boots the database at its
+  first read and shuts it down after the last (:func:`store.reporting.sources
+  .release_embedded`), and no other process can open it meanwhile, so nothing writes during
+  the report (:data:`EMBEDDED_DERBY`). **H2** (embedded or over TCP) shares no snapshot, and an
+  embedded H2 database is closed between reads: its report is cut per table, like MariaDB's.
 
 Thread-safety: :func:`exported_snapshot` is a context manager for the driver's one thread.
 """
@@ -26,10 +31,15 @@ from contextlib import contextmanager
 
 from store.config import DatabaseStoreConfig, db_dialect_of
 
-__all__ = ["ONE_INSTANT", "cut_note", "exported_snapshot"]
+__all__ = ["EMBEDDED_DERBY", "ONE_INSTANT", "cut_note", "exported_snapshot"]
 
 #: What a report says of a PostgreSQL cut.
 ONE_INSTANT = "one instant of the database (a PostgreSQL snapshot shared by every read)"
+#: What a report says of an embedded Derby database's cut.
+EMBEDDED_DERBY = (
+    "one instant of the database (embedded Derby, booted by the report alone from its first "
+    "read to its last: nothing else can write to it meanwhile)"
+)
 
 
 def cut_note(db: DatabaseStoreConfig | None, snapshot: str | None) -> str | None:
@@ -40,9 +50,12 @@ def cut_note(db: DatabaseStoreConfig | None, snapshot: str | None) -> str | None
     if snapshot is not None:
         return ONE_INSTANT
     dialect = db_dialect_of(db.jdbc_connection_url)
+    if dialect == "derby" and not db.jdbc_connection_url.lower().startswith("jdbc:derby://"):
+        return EMBEDDED_DERBY
     why = {
         "mysql": "MariaDB/MySQL cannot share a snapshot between connections",
         "sqlite": "SQLite cannot share a snapshot between connections",
+        "h2": "H2 cannot share a snapshot between connections",
         "postgresql": "the PostgreSQL snapshot could not be exported (no psycopg here)",
     }.get(dialect, "this database cannot share a snapshot between connections")
     return (

@@ -16,13 +16,34 @@
   :func:`store.reporting.decode.paged_records`).
 
 The SQL text Spark sends is compiled by SQLAlchemy from the schema module's ``Table`` (names
-validated and quoted there, docs/conventions.md#14), never formatted here.
+validated and quoted there, docs/conventions.md#14), never formatted here; for Derby and H2
+with the store's own dialects (:mod:`store.db.jdbc_dialect`), the ones that created the
+tables. Both fold unquoted names to upper case, so the columns Spark reads come back as ``ID``,
+``RECORD``, …: the frames are renamed to lower case before decoding.
+
+Embedded Derby and H2 (issue 28): the database is opened by the JVM that reads it, and a
+report's reads run in Spark's JVM, a process of its own, never in the store's JVM (JPype's,
+inside the Python process of a JDBC store). Each engine refuses a database another process
+has open, so:
+
+- a report reads an embedded database only while no store or broker has it open, this
+  Python process's own store included (:func:`jdbc_error` turns the refusal into a
+  StoreLockedError; a database that does not exist is a StoreUnavailableError: a report never
+  creates one, ``create=true`` is dropped from a Derby URL and ``IFEXISTS=TRUE`` added to an
+  H2 one). The store lets go at close: its last engine shuts an embedded Derby database down
+  (:func:`store.db.engine.dispose_store_engine`), and H2 closes one with its last connection;
+- after the report, :func:`release_embedded` shuts the Derby database down in Spark's JVM
+  (Derby keeps it booted, and locked, until then), so the store opens it again, in this
+  process too; H2 needs nothing;
+- only in local mode: a cluster's executors would open the folder on their own hosts
+  (:func:`store.reporting.report.run_report` refuses another master).
 
 Thread-safety: functions called from the driver's one thread.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -35,7 +56,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from store.config import DatabaseStoreConfig, identifier_max_length
 from store.db.schema import StoreSchema, TableNames, journal_table
-from store.errors import CorruptionError
+from store.errors import CorruptionError, StoreLockedError, StoreUnavailableError
 from store.file.retention import history_files
 from store.file.segments import SegmentNaming
 from store.file.survey import HEADER_BAD, list_directory, loaded_files
@@ -57,6 +78,9 @@ if TYPE_CHECKING:
 __all__ = [
     "JOURNAL_PREFIXES",
     "JdbcRead",
+    "embedded_database",
+    "jdbc_error",
+    "release_embedded",
     "file_journal",
     "file_pages",
     "table_pages",
@@ -67,6 +91,7 @@ __all__ = [
 
 #: File-name prefix of each journal's files (``store.file.options``).
 JOURNAL_PREFIXES: Final = {"bindings": "bindings", "messages": "data"}
+_log = logging.getLogger(__name__)
 _COLUMNS: Final = ("id", "recordtype", "txid", "userrecordtype", "record", "seq")
 _ADDRESS_FILE: Final = "address.txt"
 
@@ -99,6 +124,12 @@ def _dialect(url: str) -> sa.engine.Dialect:
         return postgresql.dialect()  # type: ignore[no-untyped-call]
     if low.startswith(("jdbc:mysql:", "jdbc:mariadb:")):
         return mysql.dialect()  # type: ignore[no-untyped-call]
+    if low.startswith(("jdbc:derby:", "jdbc:h2:")):
+        # The store's own dialects (its tables were created with them): upper-case folding
+        # of unquoted names, the same quoting, OFFSET/FETCH for LIMIT.
+        from store.db.jdbc_dialect import DerbyDialect, H2Dialect
+
+        return DerbyDialect() if low.startswith("jdbc:derby:") else H2Dialect()
     return sqlite.dialect()  # type: ignore[no-untyped-call]
 
 
@@ -113,15 +144,131 @@ def _table(config: DatabaseStoreConfig, journal: str) -> sa.Table:
     return journal_table(sa.MetaData(), name, identifier_max_length(config.dialect))
 
 
+_DERBY_CREATE: Final = re.compile(r";\s*create\s*=\s*true\s*(?=;|$)", re.IGNORECASE)
+_H2_IFEXISTS: Final = re.compile(r";\s*ifexists\s*=", re.IGNORECASE)
+
+
 def _spark_url(url: str) -> str:
-    """``url`` as Spark should see it: a MariaDB URL with the ``jdbc:mysql:`` scheme (and
-    ``permitMysqlScheme``, which Connector/J 3 requires), so Spark applies its MySQL dialect
-    (backtick quoting); under ``jdbc:mariadb:`` it would quote the partition column with
-    double quotes, a string literal to MariaDB, and silently read the wrong rows."""
-    if not url.lower().startswith("jdbc:mariadb:"):
+    """``url`` as Spark should see it.
+
+    - a MariaDB URL with the ``jdbc:mysql:`` scheme (and ``permitMysqlScheme``, which
+      Connector/J 3 requires), so Spark applies its MySQL dialect (backtick quoting); under
+      ``jdbc:mariadb:`` it would quote the partition column with double quotes, a string
+      literal to MariaDB, and silently read the wrong rows;
+    - Derby without ``create=true`` and H2 with ``IFEXISTS=TRUE``: a report never creates a
+      database (one that is not there is an error, :func:`jdbc_error`).
+    """
+    low = url.lower()
+    if low.startswith("jdbc:derby:"):
+        return _DERBY_CREATE.sub("", url)
+    if low.startswith("jdbc:h2:"):
+        return url if _H2_IFEXISTS.search(url) else f"{url};IFEXISTS=TRUE"
+    if not low.startswith("jdbc:mariadb:"):
         return url
     rest = url[len("jdbc:mariadb:") :]
     return f"jdbc:mysql:{rest}{'&' if '?' in rest else '?'}permitMysqlScheme"
+
+
+def embedded_database(url: str) -> str | None:
+    """The database of an embedded Derby or H2 URL (``jdbc:derby:<name>``, ``jdbc:h2:<path>``,
+    without their attributes), or None for a server URL (``jdbc:derby://``,
+    ``jdbc:h2:tcp:``/``ssl:``) and every other database. An embedded database is opened by
+    the JVM that reads it: Spark's, for a report. Raises nothing."""
+    low = url.lower()
+    if low.startswith("jdbc:derby:") and not low.startswith("jdbc:derby://"):
+        return url[len("jdbc:derby:") :].split(";", 1)[0]
+    if low.startswith("jdbc:h2:") and not low.startswith(("jdbc:h2:tcp:", "jdbc:h2:ssl:")):
+        return url[len("jdbc:h2:") :].split(";", 1)[0]
+    return None
+
+
+#: SQLStates of "another process has this embedded database open" (Derby, H2) and of "there
+#: is no such database" (Derby without ``create=true``, H2 with ``IFEXISTS=TRUE``).
+_IN_USE: Final = frozenset({"XSDB6", "90020"})
+_MISSING: Final = frozenset({"XJ004", "90146"})
+
+
+def _call(java: Any, method: str) -> Any:
+    """``java.method()`` on a Py4J object, or None when the class has no such method."""
+    try:
+        return getattr(java, method)()
+    except Exception:  # Py4JError: no such method (or the gateway is gone)
+        return None
+
+
+def _java_sqlstates(exc: BaseException) -> set[str]:
+    """The SQLStates of the Java exceptions behind a Py4J / PySpark error (causes and
+    ``getNextException`` chains), else the states its text names."""
+    found: set[str] = set()
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    todo: list[Any] = [java]
+    for _ in range(50):
+        if not todo:
+            break
+        throwable = todo.pop()
+        if throwable is None:
+            continue
+        # A Py4J object answers every attribute; a method the class lacks fails when called.
+        state = _call(throwable, "getSQLState")
+        if state is not None:
+            found.add(str(state))
+            todo.append(_call(throwable, "getNextException"))
+        todo.append(_call(throwable, "getCause"))
+    if not found:
+        text = str(exc)
+        found = {s for s in _IN_USE | _MISSING if s in text}
+    return found
+
+
+def jdbc_error(config: DatabaseStoreConfig, exc: BaseException) -> BaseException:
+    """The store error a failed JDBC read of an embedded database means, else ``exc``:
+    StoreLockedError when another process (a broker, a store left open, even this process's
+    own JDBC store: its JVM is not Spark's) has the database open, StoreUnavailableError when
+    the database does not exist. Raises nothing."""
+    url = config.jdbc_connection_url
+    database = embedded_database(url)
+    if database is None:
+        return exc
+    states = _java_sqlstates(exc)
+    if states & _IN_USE:
+        return StoreLockedError(
+            f"the embedded database {database} is open in another process: a report reads an "
+            "embedded Derby or H2 database only while no store or broker has it open (close "
+            "the store first, also one open in this process)",
+            hint="stop the broker, or serve the database over the network (an H2 TCP server)",
+        )
+    if states & _MISSING:
+        return StoreUnavailableError(f"the embedded database {database} does not exist")
+    return exc
+
+
+def release_embedded(spark: SparkSession, config: DatabaseStoreConfig) -> None:
+    """Shut down the embedded Derby database of ``config`` in Spark's driver JVM, where a
+    report in local mode booted it: Derby keeps a database booted, and locked against every
+    other process, until the JVM that booted it shuts it down or exits; the store (its own
+    JVM, JayDeBeApi's) can open it again afterwards, in this process too. Embedded H2
+    closes a database with its last connection: nothing to do. Raises nothing (a failure is
+    logged)."""
+    url = config.jdbc_connection_url
+    database = embedded_database(url)
+    if database is None or not url.lower().startswith("jdbc:derby:"):
+        return
+    driver, _jar = jdbc_driver_for(url)
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        # The driver instance Spark's JDBC source registered (an internal Spark object, but the
+        # only handle on the Derby engine that booted the database: Spark's own Derby jar, for
+        # its Hive metastore, comes first on the class path, before Debian's).
+        registry = jvm.org.apache.spark.sql.execution.datasources.jdbc.DriverRegistry
+        registry.register(driver.class_name)
+        registry.get(driver.class_name).connect(
+            f"jdbc:derby:{database};shutdown=true", jvm.java.util.Properties()
+        )
+    except Exception as exc:  # Derby reports a clean shutdown as an SQLException, 08006
+        states = _java_sqlstates(exc)
+        if "08006" not in states and "XJ004" not in states:  # shut down, or never booted
+            _log.warning("shutting down the embedded Derby database %s failed: %s", database, exc)
 
 
 _SNAPSHOT_ID: Final = re.compile(r"[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+")
@@ -192,7 +339,7 @@ def table_journal(
         .option("fetchsize", str(read.fetchsize))
         .load()
     )
-    return frame.mapInArrow(decode_table_batches(journal), schemas.RECORDS)
+    return _lower_case(frame).mapInArrow(decode_table_batches(journal), schemas.RECORDS)
 
 
 def _binary_files(spark: SparkSession, paths: list[str], journal: str) -> DataFrame:
@@ -269,6 +416,12 @@ def file_pages(spark: SparkSession, directory: str) -> DataFrame:
     return files.mapInArrow(_page_rows(addresses), schemas.PAGED_MESSAGES)
 
 
+def _lower_case(frame: DataFrame) -> DataFrame:
+    """``frame`` with its columns named in lower case, as the decoders look them up: Derby
+    and H2 fold the unquoted column names of the compiled SELECT to upper case."""
+    return frame.toDF(*(c.lower() for c in frame.columns))
+
+
 def _rows_of(
     spark: SparkSession, config: DatabaseStoreConfig, statement: Any, read: JdbcRead | None
 ) -> list[Any]:
@@ -330,14 +483,12 @@ def table_pages(
             continue
         address = bytes(named[0][0] or b"").decode("utf-8", errors="replace")
         pages = sa.select(t.c.id, t.c.filename, t.c.data).where(t.c.filename != ADDRESS_ROW)
-        rows = (
+        rows = _lower_case(
             spark.read.format("jdbc")
             .options(**_jdbc_options(config, read))
             .option("dbtable", f"({_sql(pages, config.jdbc_connection_url)}) AS pages")
             .load()
-            # every row of one page in one task: its rows are joined there
-            .repartition(1)
-        )
+        ).repartition(1)  # every row of one page in one task: its rows are joined there
         frame = frame.unionByName(
             rows.mapInArrow(_page_table_rows(address), schemas.PAGED_MESSAGES)
         )

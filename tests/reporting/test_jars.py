@@ -22,16 +22,27 @@ DEBIAN_12: dict[str, tuple[str, ...]] = {
     "libxerial-sqlite-jdbc-java": (
         "xerial-sqlite-jdbc.jar", "sqlite-jdbc.jar", "xerial-sqlite-jdbc-3.40.1.0.jar",
     ),
+    # derby.jar is the file and derby-10.14.2.0.jar the link; the locale and network-server
+    # jars beside them are not the embedded driver.
+    "libderby-java": (
+        "derby.jar", "derby-10.14.2.0.jar", "derbyLocale_de_DE-10.14.2.0.jar",
+        "derbyLocale_de_DE.jar", "derbynet.jar", "derbynet-10.14.2.0.jar",
+    ),
+    "libh2-java": ("h2.jar", "h2-2.1.214.jar"),
 }  # fmt: skip
 VERSIONED = {
     "libpostgresql-jdbc-java": "postgresql-42.5.5.jar",
     "libmariadb-java": "mariadb-java-client-2.7.6.jar",
     "libxerial-sqlite-jdbc-java": "xerial-sqlite-jdbc-3.40.1.0.jar",
+    "libderby-java": "derby-10.14.2.0.jar",
+    "libh2-java": "h2-2.1.214.jar",
 }
 URLS = {
     "libpostgresql-jdbc-java": "jdbc:postgresql://h/db",
     "libmariadb-java": "jdbc:mariadb://h/db",
     "libxerial-sqlite-jdbc-java": "jdbc:sqlite:/tmp/x.db",
+    "libderby-java": "jdbc:derby:/tmp/derby;create=true",
+    "libh2-java": "jdbc:h2:/tmp/h2db",
 }
 
 
@@ -89,3 +100,13 @@ def test_a_missing_jar_names_the_package_and_the_names_looked_for(tmp_path: Path
         jdbc_driver_for("jdbc:sqlite:/tmp/x.db", str(tmp_path))
     assert "libxerial-sqlite-jdbc-java" in str(missing.value)
     assert "xerial-sqlite-jdbc-[0-9]*.jar" in str(missing.value)
+
+
+def test_a_derby_network_server_is_refused_by_name(tmp_path: Path) -> None:
+    """The embedded driver cannot serve jdbc:derby://, and the client driver's package
+    (libderbyclient-java) is not one a report uses: one line saying so, not Spark's "no
+    suitable driver"."""
+    for name in DEBIAN_12["libderby-java"]:
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(ReportError, match="not a Derby network server"):
+        jdbc_driver_for("jdbc:derby://db:1527/store", str(tmp_path))
