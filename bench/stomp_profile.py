@@ -10,7 +10,9 @@ read the shares, not the rates.
 
 Needs yappi, which the project does not depend on: ``pip install yappi`` into the venv.
 
-Run: ``PYTHONPATH=. python -m bench.stomp_profile [--seconds 5]``.
+``--send-consume``: the two at once instead (``bench.stomp``'s send+consume figure).
+
+Run: ``PYTHONPATH=. python -m bench.stomp_profile [--seconds 5] [--send-consume]``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import threading
 from pathlib import Path
 
 from bench.activemq import _free_port
-from bench.stomp import consume_rate, send_rate
+from bench.stomp import consume_rate, send_consume_rate, send_rate
 
 
 def serve(root: Path, port: int) -> None:
@@ -75,6 +77,11 @@ def serve(root: Path, port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--send-consume",
+        action="store_true",
+        help="16 producers and 16 consumers at once (bench.stomp's send-consume figure)",
+    )
     parser.add_argument("--serve", nargs=2, metavar=("ROOT", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -90,12 +97,17 @@ def main() -> None:
         assert child.stdout is not None
         if child.stdout.readline().strip() != "listening":
             raise SystemExit("the broker did not start")
-        sent, total = send_rate(port, 16, 100, args.seconds, 100, {})
-        acked = consume_rate(port, 16, total)
+        if args.send_consume:
+            rate = send_consume_rate(port, 16, 100, args.seconds, 100, {})
+            said = f"{rate:,.0f} messages/s sent and acknowledged, 16 + 16 at once"
+        else:
+            sent, total = send_rate(port, 16, 100, args.seconds, 100, {})
+            acked = consume_rate(port, 16, total)
+            said = f"{sent:,.0f} sends/s, {acked:,.0f} acks/s, {total:,} messages"
         child.send_signal(signal.SIGTERM)
         report = child.stdout.read()
         child.wait(60)
-    print(f"under the profiler: {sent:,.0f} sends/s, {acked:,.0f} acks/s, {total:,} messages")
+    print(f"under the profiler: {said}")
     print(report)
 
 

@@ -266,27 +266,35 @@ def encode_message(message: Message, body: bytes) -> bytes:
     """The ADD_MESSAGE_PROTOCOL (45) body of ``message`` with ``body`` inline. Raises
     ValueError when a field does not fit its slot.
 
-    A message without properties (what a send writes most) is packed in one go; anything
+    A message without properties, or whose properties are all strings (what a send writes
+    most: a STOMP frame's headers are string properties), is packed in one go; anything
     else, and anything that does not fit, goes field by field through
     :func:`write_message`, which names the field. Both give the same bytes (tested)."""
     if (
-        not message.properties  # so no property_types either
-        and type(body) is bytes
+        type(body) is bytes
+        and not message.property_types
         and message.user_id is None
         and message.message_type == DEFAULT_MESSAGE_TYPE
     ):
         try:
             address = message.address.encode("utf-8")
+            properties = message.properties
             fixed = _FIXED.pack(
                 message.priority,
                 1 if message.durable else 0,
                 message.timestamp,
                 message.expiration,
                 message.scheduled_delivery,
-                0,
+                len(properties),
             )
-            head = _HEAD.pack(VERSION, len(address))
-            return b"".join((head, address, fixed, _U32.pack(len(body)), body))
+            parts = [_HEAD.pack(VERSION, len(address)), address, fixed]
+            for name, value in properties.items():
+                if type(value) is not str:
+                    return write_message(message, body)
+                key, text = name.encode("utf-8"), value.encode("utf-8")
+                parts += (_U32.pack(len(key)), key, _STR_TAG, _U32.pack(len(text)), text)
+            parts += (_U32.pack(len(body)), body)
+            return b"".join(parts)
         except (UnicodeEncodeError, struct.error):
             pass
     return write_message(message, body)
@@ -320,9 +328,23 @@ def _unpack_plain(data: bytes, message_id: int) -> Message | None:
         at = _HEAD.size + length
         priority, durable, timestamp, expiration, scheduled, count = _FIXED.unpack_from(data, at)
         at += _FIXED.size
+        if version != VERSION or durable > 1 or count < 0:
+            return None
+        properties: dict[str, PropertyValue] = {}
+        for _ in range(count):  # string properties only: any other goes field by field
+            (size,) = _U32.unpack_from(data, at)
+            end = at + _U32.size + size
+            if data[end : end + 1] != _STR_TAG:
+                return None
+            (value_size,) = _U32.unpack_from(data, end + 1)
+            name = bytes(data[at + _U32.size : end]).decode("utf-8")
+            at = end + 1 + _U32.size + value_size
+            if at > len(data) or name in properties:
+                return None
+            properties[name] = bytes(data[end + 1 + _U32.size : at]).decode("utf-8")
         (size,) = _U32.unpack_from(data, at)
         at += _U32.size
-        if version != VERSION or count or durable > 1 or at + size != len(data):
+        if at + size != len(data):
             return None
         address = bytes(data[_HEAD.size : _HEAD.size + length]).decode("utf-8")
         return Message(
@@ -334,6 +356,7 @@ def _unpack_plain(data: bytes, message_id: int) -> Message | None:
             timestamp=timestamp,
             expiration=expiration,
             scheduled_delivery=scheduled,
+            properties=properties,
         )
     except (struct.error, UnicodeDecodeError, ValueError):
         return None
@@ -364,6 +387,7 @@ class MessageHeader(NamedTuple):
 COMPILED_PEEK: Callable[..., Any] | None = getattr(SPEEDUPS, "peek_message", None)
 
 _U32 = struct.Struct(">I")
+_STR_TAG = bytes([_STR])
 #: version u8, address length u32
 _HEAD = struct.Struct(">BI")
 #: priority u8, durable u8, timestamp, expiration, scheduled_delivery i64, property count i32

@@ -215,6 +215,24 @@ def test_the_packed_message_decoding_is_the_field_by_field_one(m: Message, messa
     assert packed.properties == reference.properties and packed.body == reference.body
 
 
+@given(
+    m=_messages(0),
+    headers=st.dictionaries(TEXT.filter(bool), TEXT, max_size=8),
+    message_id=I64,
+)
+def test_string_properties_pack_and_unpack_as_field_by_field(
+    m: Message, headers: dict[str, str], message_id: int
+) -> None:
+    """A STOMP frame's headers are string properties: both packed paths take them, and
+    give the bytes and the message of the field-by-field ones."""
+    m = Message(m.address, m.body, properties=dict(headers), priority=m.priority)
+    assert isinstance(m.body, bytes)
+    data = mr.encode_message(m, m.body)
+    assert data == mr.write_message(m, m.body)
+    packed, reference = mr.decode_message(data, message_id), mr.read_message(data, message_id)
+    assert packed.same_as(reference) and packed.properties == reference.properties == headers
+
+
 @pytest.mark.parametrize(
     "damage",
     [
