@@ -98,6 +98,9 @@ def check_properties(properties: Mapping[str, object]) -> dict[str, PropertyValu
     """
     checked: dict[str, PropertyValue] = {}
     for key, value in properties.items():
+        if type(value) is str and type(key) is str and key:  # most are (STOMP headers)
+            checked[key] = value
+            continue
         if not isinstance(key, str) or not key:
             raise ValueError(f"property names are non-empty strings, not {key!r}")
         if isinstance(value, int) and not isinstance(value, bool):
