@@ -96,6 +96,10 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         self._by_destination: dict[str, list[_Subscription]] = {}
         self._turn = itertools.count()
         self._txs: dict[tuple[Any, str], _Transaction] = {}
+        #: A SEND's ``message-id`` when it has none: this broker's random prefix and a
+        #: counter (unique as a uuid4 per frame is, without reading urandom per frame).
+        self._id_prefix = uuid.uuid4().hex
+        self._ids = itertools.count(1)
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -186,7 +190,8 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         # producer's transaction and did not ask for its receipt.
         frame.headers.pop("transaction", None)
         frame.headers.pop("receipt", None)
-        frame.headers.setdefault("message-id", str(uuid.uuid4()))
+        if "message-id" not in frame.headers:
+            frame.headers["message-id"] = f"{self._id_prefix}-{next(self._ids)}"
         if transaction is None:
             self.store.put(destination, frame, sync=False)
         else:
