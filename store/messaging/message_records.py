@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from store.messaging.codec import VERSION, Reader, Writer
+from store.messaging.packed import FIXED, HEAD, STRING_TAG, U32, pack_message, unpack_message
 from store.messaging.values import (
     DEFAULT_MESSAGE_TYPE,
     MESSAGE_TYPES,
@@ -90,6 +91,7 @@ __all__ = [
 ]
 
 _NONE, _FALSE, _TRUE, _INT, _FLOAT, _STR, _BYTES = range(7)
+assert _STR == STRING_TAG  # the packed path writes and reads this tag
 # version 2: the exact Java types of Artemis's properties
 _BYTE, _SHORT, _INTEGER, _FLOAT32, _SIMPLE_STRING, _TYPED_NULL = range(7, 13)
 #: The message records' layout with Artemis's headers (the module docstring).
@@ -267,37 +269,12 @@ def encode_message(message: Message, body: bytes) -> bytes:
     ValueError when a field does not fit its slot.
 
     A message without properties, or whose properties are all strings (what a send writes
-    most: a STOMP frame's headers are string properties), is packed in one go; anything
-    else, and anything that does not fit, goes field by field through
-    :func:`write_message`, which names the field. Both give the same bytes (tested)."""
-    if (
-        type(body) is bytes
-        and not message.property_types
-        and message.user_id is None
-        and message.message_type == DEFAULT_MESSAGE_TYPE
-    ):
-        try:
-            address = message.address.encode("utf-8")
-            properties = message.properties
-            fixed = _FIXED.pack(
-                message.priority,
-                1 if message.durable else 0,
-                message.timestamp,
-                message.expiration,
-                message.scheduled_delivery,
-                len(properties),
-            )
-            parts = [_HEAD.pack(VERSION, len(address)), address, fixed]
-            for name, value in properties.items():
-                if type(value) is not str:
-                    return write_message(message, body)
-                key, text = name.encode("utf-8"), value.encode("utf-8")
-                parts += (_U32.pack(len(key)), key, _STR_TAG, _U32.pack(len(text)), text)
-            parts += (_U32.pack(len(body)), body)
-            return b"".join(parts)
-        except (UnicodeEncodeError, struct.error):
-            pass
-    return write_message(message, body)
+    most: a STOMP frame's headers are string properties), is packed in one go
+    (:mod:`store.messaging.packed`); anything else, and anything that does not fit, goes
+    field by field through :func:`write_message`, which names the field. Both give the same
+    bytes (tested)."""
+    packed = pack_message(message, body)
+    return packed if packed is not None else write_message(message, body)
 
 
 def write_message(message: Message, body: bytes) -> bytes:
@@ -312,54 +289,13 @@ def decode_message(data: bytes, message_id: int) -> Message:
     """The message of an ADD_MESSAGE_PROTOCOL (45) record whose id is ``message_id``. Raises
     ValueError for a bad body.
 
-    A record of :func:`encode_message`'s packed layout (no properties: what a send writes
-    most, and what a deep queue reads back per delivery) is unpacked in three struct calls;
-    anything else, and anything wrong, goes field by field through :func:`read_message`,
-    which names what is wrong. Both give equal messages (tested)."""
-    packed = _unpack_plain(data, message_id)
+    A record of :func:`encode_message`'s packed layout (no properties or string ones: what
+    a send writes most, and what a deep queue reads back per delivery) is unpacked in a few
+    struct calls (:mod:`store.messaging.packed`); anything else, and anything wrong, goes
+    field by field through :func:`read_message`, which names what is wrong. Both give equal
+    messages (tested)."""
+    packed = unpack_message(data, message_id)
     return packed if packed is not None else read_message(data, message_id)
-
-
-def _unpack_plain(data: bytes, message_id: int) -> Message | None:
-    """:func:`decode_message` of a record in the packed layout; None for any other record
-    (or a bad one: the field-by-field reader then says what is wrong)."""
-    try:
-        version, length = _HEAD.unpack_from(data)
-        at = _HEAD.size + length
-        priority, durable, timestamp, expiration, scheduled, count = _FIXED.unpack_from(data, at)
-        at += _FIXED.size
-        if version != VERSION or durable > 1 or count < 0:
-            return None
-        properties: dict[str, PropertyValue] = {}
-        for _ in range(count):  # string properties only: any other goes field by field
-            (size,) = _U32.unpack_from(data, at)
-            end = at + _U32.size + size
-            if data[end : end + 1] != _STR_TAG:
-                return None
-            (value_size,) = _U32.unpack_from(data, end + 1)
-            name = bytes(data[at + _U32.size : end]).decode("utf-8")
-            at = end + 1 + _U32.size + value_size
-            if at > len(data) or name in properties:
-                return None
-            properties[name] = bytes(data[end + 1 + _U32.size : at]).decode("utf-8")
-        (size,) = _U32.unpack_from(data, at)
-        at += _U32.size
-        if at + size != len(data):
-            return None
-        address = bytes(data[_HEAD.size : _HEAD.size + length]).decode("utf-8")
-        return Message(
-            address=address,
-            body=bytes(data[at:]),
-            message_id=message_id,
-            priority=priority,
-            durable=durable == 1,
-            timestamp=timestamp,
-            expiration=expiration,
-            scheduled_delivery=scheduled,
-            properties=properties,
-        )
-    except (struct.error, UnicodeDecodeError, ValueError):
-        return None
 
 
 def read_message(data: bytes, message_id: int) -> Message:
@@ -386,12 +322,7 @@ class MessageHeader(NamedTuple):
 #: The compiled :func:`peek_message` (``store/_speedups.c``), or None.
 COMPILED_PEEK: Callable[..., Any] | None = getattr(SPEEDUPS, "peek_message", None)
 
-_U32 = struct.Struct(">I")
-_STR_TAG = bytes([_STR])
-#: version u8, address length u32
-_HEAD = struct.Struct(">BI")
-#: priority u8, durable u8, timestamp, expiration, scheduled_delivery i64, property count i32
-_FIXED = struct.Struct(">BBqqqi")
+_U32, _HEAD, _FIXED = U32, HEAD, FIXED
 
 
 def peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHeader | None:
