@@ -7,6 +7,11 @@ charts and a static
 ``index.html`` showing the tables and the charts (:mod:`store.reporting.page`). It returns a
 :class:`ReportSummary` and never prints; progress goes to an optional callback.
 
+``large_messages/`` reads the large-message store too (:func:`_bodies`,
+:mod:`store.reporting.large`): each kept large message's stored size beside its claimed one,
+and the orphan bodies the next load sweeps; a missing or damaged body is shown there, not
+refused.
+
 Damaged data is refused, not reported (:mod:`store.reporting.damage`): the first error
 ``store data verify`` would give is raised before anything is written, unless ``salvage``
 asks for what is readable, which the page and the summary then say at the top.
