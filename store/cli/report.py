@@ -142,7 +142,8 @@ def run_report_command(args: argparse.Namespace) -> int:
     oldest = "none" if t.oldest_timestamp is None else f"timestamp {t.oldest_timestamp}"
     print(
         f"oldest message {oldest}; dead bytes {t.dead_bytes}; large bodies {t.large_bodies} "
-        f"({t.large_bytes} bytes); paged addresses {t.paged_addresses}"
+        f"({t.large_bytes} bytes, {t.large_missing} missing or damaged); orphan large bodies "
+        f"{t.orphan_bodies} ({t.orphan_bytes} bytes); paged addresses {t.paged_addresses}"
     )
     print("datasets: " + ", ".join(f"{n} ({rows})" for n, rows in summary.datasets.items()))
     return 0

@@ -33,6 +33,13 @@ live: committed), the queue has not completed its page (42) and has no live curs
 its position. :func:`queue_depths` counts them; the other per-message jobs read the journal
 only.
 
+Large messages (:func:`large_messages`, issue 28) follow the load's sweep of bodies
+(:func:`store.messaging.loader._large_bodies`): a body is kept while a message the load keeps
+names it (held by an existing queue, in the journal or paged, or sent in a prepared
+transaction); every other body of the large-message store is an orphan the load deletes. Each
+kept message's claimed body size (its record's) is set beside what the store really holds
+(LARGE_BODIES rows from :mod:`store.reporting.large`).
+
 Thread-safety: pure functions; Spark DataFrames are immutable.
 """
 
@@ -377,27 +384,95 @@ def dead_records(records: DataFrame, live: DataFrame) -> DataFrame:
     )
 
 
-def large_messages(live: DataFrame, paged: DataFrame) -> DataFrame:
-    """LARGE_MESSAGES of ``live`` and the PAGED_MESSAGES rows ``paged``: every large message
-    in the journal, and every paged one some queue still has to acknowledge, with its body
-    size and record bytes. Returns a lazy DataFrame."""
-    journal = (
-        _messages(live)
-        .filter(F.col("large"))
-        .select("message_id", "address", "body_size", "record_bytes")
+def _prepared(records: DataFrame) -> DataFrame:
+    """The transactional records (13-15) of the message journal's transactions that are
+    prepared and not ended (a whole prepare, no commit or rollback after): what a load keeps
+    for the transaction manager. Returns a lazy DataFrame of RECORDS' columns."""
+    window = (
+        Window.partitionBy("journal", "tx_id")
+        .orderBy("seq", "pos")
+        .rowsBetween(Window.currentRow, Window.unboundedFollowing)
     )
+    torn = F.coalesce(
+        F.col("tx_count").isNotNull() & (F.col("tx_count") != F.col("tx_seen")), F.lit(False)
+    )
+    kind = F.col("kind")
+    ends = F.when(kind.isin(COMMIT, ROLLBACK) | ((kind == PREPARE) & torn), F.lit(True))
+    prepares = F.when((kind == PREPARE) & ~torn, F.lit(True))
+    return (
+        records.filter(
+            (F.col("journal") == "messages") & kind.isin(*_TX_RECORDS, PREPARE, COMMIT, ROLLBACK)
+        )
+        .withColumn("_end", F.first(ends, ignorenulls=True).over(window))
+        .withColumn("_prepared", F.first(prepares, ignorenulls=True).over(window))
+        .filter(kind.isin(*_TX_RECORDS) & F.col("_end").isNull() & F.col("_prepared"))
+        .drop("_end", "_prepared")
+    )
+
+
+def _kept_large(records: DataFrame, live: DataFrame, paged: DataFrame) -> DataFrame:
+    """(message_id, address, body_size, record_bytes) of every large message a load keeps,
+    so keeps its body (:func:`store.messaging.loader._large_bodies`): held by an existing
+    queue, in the journal or paged, or sent in a prepared transaction (a large send, or a
+    paged one of its page transaction)."""
+    columns = ("message_id", "address", "body_size", "record_bytes")
+    held = _on_queues(live).filter(F.col("large")).select(*columns)
+    body = (F.col("bytes") - F.col("record_bytes")).alias("body_size")
     pages = (
         _paged_pending(live, paged)
         .filter(F.col("large"))
-        .select(
-            "message_id",
-            "address",
-            (F.col("bytes") - F.col("record_bytes")).alias("body_size"),
-            "record_bytes",
-        )
-        .dropDuplicates(["message_id"])
+        .select("message_id", "address", body, "record_bytes")
     )
-    return journal.unionByName(pages)
+    prepared = _prepared(records)
+    sends = prepared.filter(
+        (F.col("user_record_type") == r.ADD_LARGE_MESSAGE) & F.col("large")
+    ).select(
+        F.col("id").alias("message_id"), "address", "body_size", F.col("size").alias("record_bytes")
+    )
+    page_txs = prepared.filter(
+        (F.col("user_record_type") == p.PAGE_TRANSACTION) & F.col("page_tx_id").isNotNull()
+    ).select(F.col("page_tx_id").alias("tx_id"))
+    pending = (
+        paged.filter(F.col("error").isNull() & F.col("large"))
+        .join(page_txs, "tx_id", "left_semi")
+        .select("message_id", "address", body, "record_bytes")
+    )
+    return held.unionByName(pages).unionByName(sends).unionByName(pending)
+
+
+def large_messages(
+    records: DataFrame, live: DataFrame, paged: DataFrame, bodies: DataFrame
+) -> DataFrame:
+    """LARGE_MESSAGES of RECORDS ``records``, their replayed ``live`` entries, the
+    PAGED_MESSAGES rows ``paged`` and the LARGE_BODIES rows ``bodies`` (the large-message
+    store as it is): every large message the load keeps, the body size its record claims
+    beside what the store holds for it and a ``status`` (``ok``, ``size differs``,
+    ``missing``, ``damaged``), and every body no such message refers to (``orphan``: what
+    the store's load sweeps). Returns a lazy DataFrame."""
+    kept = (
+        _kept_large(records, live, paged)
+        .dropDuplicates(["message_id"])
+        .withColumn("_kept", F.lit(True))
+    )
+    found = bodies.withColumn("_found", F.lit(True))
+    both = kept.join(found, "message_id", "full")
+    status = (
+        F.when(F.col("_kept").isNull(), F.lit("orphan"))
+        .when(F.col("_found").isNull(), F.lit("missing"))
+        .when(~F.col("complete"), F.lit("damaged"))
+        .when(F.col("stored_bytes") != F.col("body_size"), F.lit("size differs"))
+        .otherwise(F.lit("ok"))
+    )
+    return both.select(
+        "message_id",
+        "address",
+        F.col("body_size").cast("long").alias("body_size"),
+        F.coalesce("stored_bytes", F.lit(0)).cast("long").alias("stored_bytes"),
+        F.coalesce("chunks", F.lit(0)).cast("long").alias("chunks"),
+        F.col("record_bytes").cast("long").alias("record_bytes"),
+        status.alias("status"),
+        "error",
+    )
 
 
 def page_stores(paged: DataFrame) -> DataFrame:

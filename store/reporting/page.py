@@ -5,7 +5,8 @@ CDN, no fonts): it opens from disk (``file://``) anywhere.
 What the page shows, top to bottom (the decisions, issue 28):
 
 - a **header**: the store, when the cut was taken (UTC), the totals (:class:`Totals`:
-  messages, bytes, queues, oldest message, dead bytes, large bodies, paged addresses) and any
+  messages, bytes, queues, oldest message, dead bytes, large bodies, orphan large bodies,
+  paged addresses) and any
   warning (a salvaged report says so here, first). Each total carries its exact value in
   ``data-value`` and shows it with thousands separators;
 - the **age histogram** (messages per queue by age bucket), then every other chart, each at
@@ -67,8 +68,11 @@ class Totals:
     """The header's totals, computed from whole datasets (not the rows a page shows).
 
     ``oldest_timestamp``: the oldest unacknowledged message's timestamp (ms since the epoch,
-    UTC; None: no message). ``large_bodies`` / ``large_bytes``: large messages some queue holds
-    and their body sizes. Immutable.
+    UTC; None: no message). ``large_bodies`` / ``large_bytes``: large messages the load keeps
+    (some queue holds them, or a prepared transaction sends them) and the bytes the
+    large-message store holds for them; ``large_missing``: those of them whose body is missing
+    or damaged; ``orphan_bodies`` / ``orphan_bytes``: bodies no such message refers to (what
+    a load sweeps) and their bytes. Immutable.
     """
 
     messages: int = 0
@@ -78,6 +82,9 @@ class Totals:
     dead_bytes: int = 0
     large_bodies: int = 0
     large_bytes: int = 0
+    large_missing: int = 0
+    orphan_bodies: int = 0
+    orphan_bytes: int = 0
     paged_addresses: int = 0
 
 
@@ -274,7 +281,11 @@ def _header(
         ),
         ("dead_bytes", "dead bytes", totals.dead_bytes, _bytes_text(totals.dead_bytes)),
         ("large_bodies", "large bodies", totals.large_bodies,
-         f"{format_number(totals.large_bodies)} ({_bytes_text(totals.large_bytes)})"),
+         f"{format_number(totals.large_bodies)} ({_bytes_text(totals.large_bytes)})"
+         + (f", {format_number(totals.large_missing)} missing or damaged"
+            if totals.large_missing else "")),
+        ("orphan_bodies", "orphan large bodies", totals.orphan_bodies,
+         f"{format_number(totals.orphan_bodies)} ({_bytes_text(totals.orphan_bytes)})"),
         ("paged_addresses", "paged addresses", totals.paged_addresses,
          format_number(totals.paged_addresses)),
     ]  # fmt: skip

@@ -7,6 +7,11 @@ charts and a static
 ``index.html`` showing the tables and the charts (:mod:`store.reporting.page`). It returns a
 :class:`ReportSummary` and never prints; progress goes to an optional callback.
 
+``large_messages/`` reads the large-message store too (:func:`_bodies`,
+:mod:`store.reporting.large`): each kept large message's stored size beside its claimed one,
+and the orphan bodies the next load sweeps; a missing or damaged body is shown there, not
+refused.
+
 Damaged data is refused, not reported (:mod:`store.reporting.damage`): the first error
 ``store data verify`` would give is raised before anything is written, unless ``salvage``
 asks for what is readable, which the page and the summary then say at the top.
@@ -288,6 +293,39 @@ def _records(spark: SparkSession, source: ReportSource) -> tuple[DataFrame | Non
     return records, sources.file_pages(spark, paging)
 
 
+def _bodies(spark: SparkSession, source: ReportSource) -> DataFrame:
+    """LARGE_BODIES of ``source``'s large-message store: a database's table, a file store's
+    folder, or for a journal folder the sibling ``largemessages`` folder (the default
+    layout); none for a history."""
+    config = source.config
+    if config is not None and config.database_store is not None:
+        return sources.table_large_bodies(spark, config.database_store, read=source.jdbc)
+    if config is not None:
+        return sources.file_large_bodies(spark, config.large_messages_directory)
+    if source.journal is not None:
+        parent = os.path.dirname(os.path.abspath(source.journal))
+        return sources.file_large_bodies(spark, os.path.join(parent, "largemessages"))
+    return spark.createDataFrame([], schemas.LARGE_BODIES)
+
+
+def _large_totals(frame: DataFrame | None) -> tuple[int, int, int, int, int]:
+    """(kept large messages, their stored bytes, missing or damaged ones, orphan bodies,
+    their stored bytes) of a LARGE_MESSAGES frame."""
+    if frame is None:
+        return 0, 0, 0, 0, 0
+    from pyspark.sql import functions as F
+
+    orphan = F.col("status") == "orphan"
+    bad = F.col("status").isin("missing", "damaged")
+    row = frame.agg(
+        F.sum(F.when(~orphan, 1)), F.sum(F.when(~orphan, F.col("stored_bytes"))),
+        F.sum(F.when(bad, 1)), F.sum(F.when(orphan, 1)),
+        F.sum(F.when(orphan, F.col("stored_bytes"))),
+    ).first()  # fmt: skip
+    values = [0] * 5 if row is None else [int(v or 0) for v in row]
+    return values[0], values[1], values[2], values[3], values[4]
+
+
 def _settled(live: DataFrame) -> DataFrame:
     """The replayed ``live`` entries cached in partitions sized to their data: shuffled on
     (journal, id), which adaptive execution coalesces to as few partitions as the rows need
@@ -311,7 +349,7 @@ _PAGE_ORDER: Final = {
     "record_types": "records",
     "dead_records": "dead_bytes",
     "page_stores": "bytes",
-    "large_messages": "body_size",
+    "large_messages": "stored_bytes",
 }
 _PAGE_ROWS: Final = 500
 
@@ -449,7 +487,10 @@ def _report(
             ),
             ("address_bytes", lambda: jobs.address_bytes(live, pages)),
             ("dead_records", lambda: jobs.dead_records(records, live)),
-            ("large_messages", lambda: jobs.large_messages(live, pages)),
+            (
+                "large_messages",
+                lambda: jobs.large_messages(records, live, pages, _bodies(spark, source)),
+            ),
             ("page_stores", lambda: jobs.page_stores(pages)),
         ]
     if source.history is not None:
@@ -478,7 +519,7 @@ def _report(
         warnings = (f"{SALVAGED} ({places} left out):", *warnings)
     depths = _totals(results.get("queue_depths"), "messages", "bytes")
     dead = _totals(results.get("dead_records"), "records", "live_records", "dead_bytes")
-    large = _totals(results.get("large_messages"), "body_size")
+    large = _large_totals(results.get("large_messages"))
     oldest = None
     if "message_ages" in results:
         from pyspark.sql import functions as F
@@ -491,8 +532,11 @@ def _report(
         queues=datasets.get("queue_depths", 0),
         oldest_timestamp=oldest,
         dead_bytes=dead[2],
-        large_bodies=datasets.get("large_messages", 0),
-        large_bytes=large[0],
+        large_bodies=large[0],
+        large_bytes=large[1],
+        large_missing=large[2],
+        orphan_bodies=large[3],
+        orphan_bytes=large[4],
         paged_addresses=datasets.get("page_stores", 0),
     )
     write_index(

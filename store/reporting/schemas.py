@@ -33,7 +33,8 @@ tx_seen             int      ... and as the file holds them since the id's last 
                              prepare or commit where they differ ends a torn transaction
 ==================  =======  ===============================================================
 
-:data:`PAGED_MESSAGES` is what the page sources produce: one row per paged message record.
+:data:`PAGED_MESSAGES` is what the page sources produce: one row per paged message record;
+:data:`LARGE_BODIES` what the large-message sources produce: one row per body.
 
 Thread-safety: immutable module constants.
 """
@@ -56,6 +57,8 @@ __all__ = [
     "ADDRESS_BYTES",
     "AUDIT",
     "DEAD_RECORDS",
+    "LARGE_BODIES",
+    "LARGE_BODY_ROWS",
     "LARGE_MESSAGES",
     "MESSAGE_AGES",
     "MESSAGE_AGE_HISTOGRAM",
@@ -145,13 +148,51 @@ DEAD_RECORDS: Final = _schema(
     ("dead_bytes", _L, False),
 )
 
-#: ``large_messages/``: every large message some queue still holds (in the journal or paged),
-#: its body size and record size.
+#: ``large_messages/`` (docs/reporting.md#large-messages): every large message the load keeps
+#: (some existing queue holds it, in the journal or paged, or a prepared transaction sends it)
+#: with the body size its record claims (``body_size``) beside what the large-message store
+#: holds for it (``stored_bytes``, ``chunks``: 0 when there is no body), and every body there
+#: that no such message refers to (an orphan: ``address``, ``body_size`` and ``record_bytes``
+#: null). ``status``: ``ok``, ``size differs`` (a complete body of another size),
+#: ``missing`` (no body), ``damaged`` (a body that does not read back, or an incomplete one),
+#: ``orphan`` (what the store's load sweeps); ``error``: why a body does not read back.
 LARGE_MESSAGES: Final = _schema(
     ("message_id", _L, False),
     ("address", _S, True),
-    ("body_size", _L, False),
-    ("record_bytes", _L, False),
+    ("body_size", _L, True),
+    ("stored_bytes", _L, False),
+    ("chunks", _L, False),
+    ("record_bytes", _L, True),
+    ("status", _S, False),
+    ("error", _S, True),
+)
+
+#: What the large-message sources give (:mod:`store.reporting.large`): one row per body in
+#: the large-message store, its size as its header or descriptor says (null: no valid one),
+#: the chunk payload bytes and whole chunks really there, whether it reads back
+#: (``complete``) and why not (``error``).
+LARGE_BODIES: Final = _schema(
+    ("message_id", _L, False),
+    ("size", _L, True),
+    ("stored_bytes", _L, False),
+    ("chunks", _L, False),
+    ("complete", _B, False),
+    ("error", _S, True),
+)
+
+#: One row of a large-message table decoded on its own, before a body's rows are put
+#: together (:data:`store.reporting.large.ARROW_BODY_ROWS` says what each column is).
+LARGE_BODY_ROWS: Final = _schema(
+    ("message_id", _L, True),
+    ("chunk", _L, True),
+    ("payload", _L, True),
+    ("crc_v1", _B, True),
+    ("crc_v2", _B, True),
+    ("chunk_size", _L, True),
+    ("body_size", _L, True),
+    ("chunk_count", _L, True),
+    ("version", _I, True),
+    ("error", _S, True),
 )
 
 #: What the page sources give: one row per paged message record, in its page at

@@ -13,7 +13,10 @@
 - :func:`history_journal`: the copies in a retention history folder, the same way;
 - :func:`file_pages` / :func:`table_pages`: the paged message records of a file store's paging
   folder or of a database store's page tables (:func:`store.paging.format.decode_page`, then
-  :func:`store.reporting.decode.paged_records`).
+  :func:`store.reporting.decode.paged_records`);
+- :func:`file_large_bodies` / :func:`table_large_bodies`: the bodies of the large-message
+  folder or table as :data:`~store.reporting.schemas.LARGE_BODIES` (:mod:`store.reporting
+  .large`: real sizes, damaged and incomplete bodies).
 
 The SQL text Spark sends is compiled by SQLAlchemy from the schema module's ``Table`` (names
 validated and quoted there, docs/conventions.md#14), never formatted here; for Derby and H2
@@ -63,7 +66,7 @@ from store.file.survey import HEADER_BAD, list_directory, loaded_files
 from store.fs import OsFileSystem
 from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
 from store.paging.format import decode_page, page_file_name, page_number_of
-from store.reporting import schemas
+from store.reporting import large, schemas
 from store.reporting.decode import (
     decode_file_batches,
     decode_table_batches,
@@ -82,7 +85,9 @@ __all__ = [
     "jdbc_error",
     "release_embedded",
     "file_journal",
+    "file_large_bodies",
     "file_pages",
+    "table_large_bodies",
     "table_pages",
     "history_journal",
     "table_bounds",
@@ -493,3 +498,51 @@ def table_pages(
             rows.mapInArrow(_page_table_rows(address), schemas.PAGED_MESSAGES)
         )
     return frame
+
+
+def file_large_bodies(spark: SparkSession, directory: str) -> DataFrame:
+    """Every body file (``<id>.msg``, ``<id>.tmp``) of the large-messages folder ``directory``
+    as LARGE_BODIES rows, each file decoded in one task (:func:`store.reporting.large
+    .file_body`). Returns a lazy DataFrame (empty when the folder does not exist). Raises
+    OSError when the folder cannot be listed."""
+    paths: list[str] = []
+    if os.path.isdir(directory):
+        folder = os.path.abspath(directory)
+        paths = [
+            os.path.join(folder, n)
+            for n in sorted(os.listdir(folder))
+            if n.endswith((".msg", ".tmp"))
+        ]
+    if not paths:
+        return spark.createDataFrame([], schemas.LARGE_BODIES)
+    files = spark.read.format("binaryFile").load(paths).select("path", "content")
+    return files.mapInArrow(large.decode_file_bodies, schemas.LARGE_BODIES)
+
+
+def table_large_bodies(
+    spark: SparkSession, config: DatabaseStoreConfig, *, read: JdbcRead | None = None
+) -> DataFrame:
+    """The bodies of a database store's large-message table as LARGE_BODIES rows: its rows
+    read in ``read.partitions`` range reads on ``id``, each decoded on its own, then put
+    together per body (:func:`store.reporting.large.bodies_of_rows`). Returns a lazy
+    DataFrame. Raises ReportError (no driver) and what Spark's JDBC read raises."""
+    read = read or JdbcRead()
+    t = StoreSchema(TableNames.from_config(config)).large_messages
+    url = config.jdbc_connection_url
+    found = _rows_of(spark, config, sa.select(sa.func.min(t.c.id), sa.func.max(t.c.id)), read)
+    if not found or found[0][1] is None:
+        return spark.createDataFrame([], schemas.LARGE_BODIES)
+    low, high = int(found[0][0]), int(found[0][1])
+    cut = sa.select(t.c.id, t.c.filename, t.c.extension, t.c.data).where(t.c.id <= high)
+    rows = _lower_case(
+        spark.read.format("jdbc")
+        .options(**_jdbc_options(config, read))
+        .option("dbtable", f"({_sql(cut, url)}) AS bodies")
+        .option("partitionColumn", "id")
+        .option("lowerBound", str(low))
+        .option("upperBound", str(high + 1))
+        .option("numPartitions", str(read.partitions))
+        .load()
+    )
+    decoded = rows.mapInArrow(large.table_body_rows(t.name), schemas.LARGE_BODY_ROWS)
+    return large.bodies_of_rows(decoded, t.name)

@@ -10,7 +10,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from store.reporting import jobs, schemas
-from store.reporting.report import ReportSource, _records
+from store.reporting.report import ReportSource, _bodies, _records
 from tests.reporting.support import (
     PAGED_QUEUES,
     QUEUES,
@@ -198,12 +198,17 @@ def test_depths_count_paged_and_large_messages_as_the_storage_manager(
             for r in jobs.queue_depths(live, pages).collect()
         }
         types = {r["name"]: r["records"] for r in jobs.record_types(live).collect()}
-        large = sorted(jobs.large_messages(live, pages).collect(), key=lambda r: r["message_id"])
+        bodies = _bodies(spark, ReportSource(config=config))
+        large_frame = jobs.large_messages(records, live, pages, bodies)
+        assert _types(large_frame.schema) == _types(schemas.LARGE_MESSAGES)
+        large = sorted(large_frame.collect(), key=lambda r: r["message_id"])
+        with open_store(config) as s:
+            sizes = {mid: s.large_messages.size(mid) for mid in s.large_messages.ids()}
         stores = jobs.page_stores(pages).collect()
         ages = {r["queue"]: r for r in jobs.message_ages(live, pages, now_ms=10**6).collect()}
         by_address = {r["address"]: r for r in jobs.address_bytes(live, pages).collect()}
         sm = StorageManager(open_store(config))
-        sm.load()
+        swept = sm.load().cleaned.get("large_bodies", 0)
         try:
             held = {q: sm.receive(q, max_messages=100_000) for q in PAGED_QUEUES}
             expected = {
@@ -244,7 +249,11 @@ def test_depths_count_paged_and_large_messages_as_the_storage_manager(
     ]
     paged_large = [r for r in large if r["address"] == "paged"]
     assert paged_large and {r["body_size"] for r in paged_large} == {3000}
-    assert all(r["record_bytes"] > 0 for r in large)
+    kept = [r for r in large if r["status"] != "orphan"]
+    assert all(r["record_bytes"] > 0 and r["status"] == "ok" for r in kept)
+    # every body is a row, with the store's own size; orphans are what the next load swept
+    assert {r["message_id"]: r["stored_bytes"] for r in large} == sizes
+    assert len(large) - len(kept) == swept
     assert [r["address"] for r in stores] == ["paged"]
     assert stores[0]["pages"] == len(pages_left)
     assert stores[0]["bytes"] == page_bytes
