@@ -529,10 +529,17 @@ def table_large_bodies(
     read = read or JdbcRead()
     t = StoreSchema(TableNames.from_config(config)).large_messages
     url = config.jdbc_connection_url
-    found = _rows_of(spark, config, sa.select(sa.func.min(t.c.id), sa.func.max(t.c.id)), read)
-    if not found or found[0][1] is None:
+    # Counted, and no NULL column: SQLite's driver gives a NULL min() no type, and Spark then
+    # fails reading it ("column -1 out of bounds").
+    bounds = sa.select(
+        sa.func.count(),
+        sa.func.coalesce(sa.func.min(t.c.id), 0),
+        sa.func.coalesce(sa.func.max(t.c.id), 0),
+    )
+    found = _rows_of(spark, config, bounds, read)
+    if not found or not found[0][0]:
         return spark.createDataFrame([], schemas.LARGE_BODIES)
-    low, high = int(found[0][0]), int(found[0][1])
+    low, high = int(found[0][1]), int(found[0][2])
     cut = sa.select(t.c.id, t.c.filename, t.c.extension, t.c.data).where(t.c.id <= high)
     rows = _lower_case(
         spark.read.format("jdbc")
