@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from store.messaging import Xid
+from store.messaging import StorageManager, Xid
 from store.messaging.page_summary import decode_summary, encode_summary
 from store.paging.base import _Store
 from store.store import Store
@@ -144,12 +144,7 @@ def test_pages_appended_after_a_load_from_the_summary_are_summarised_at_the_next
     h: Harness, pages_read: list[int]
 ) -> None:
     q1 = _fill(h)
-    sm = h.restart()
-    more = [b"late%02d" % i + b"." * 150 for i in range(30)]
-    for body in more:
-        assert sm.send(msg(body)) is not None
-    sm.close()
-    h.sm = None
+    more = _send_and_close(h, h.restart(), b"late", 30)
     pages_read.clear()
     sm = h.open()
     assert pages_read == []
@@ -157,17 +152,23 @@ def test_pages_appended_after_a_load_from_the_summary_are_summarised_at_the_next
     assert bodies(drain(sm, "q2")) == [*BODIES, *more]
 
 
+def _send_and_close(h: Harness, sm: StorageManager, tag: bytes, n: int) -> list[bytes]:
+    """Send ``n`` bodies starting with ``tag`` to "orders", then close ``sm`` cleanly (a
+    page summary is written); returns the bodies."""
+    more = [tag + b"%02d" % i + b"." * 150 for i in range(n)]
+    for body in more:
+        assert sm.send(msg(body)) is not None
+    sm.close()
+    h.sm = None
+    return more
+
+
 def _stale(h: Harness) -> list[bytes]:
     """A summary from an earlier clean close put back after more was paged: it lists the
     page then being written at its length then."""
     q1 = _fill(h)
     old = _summary(h)
-    sm = h.open()
-    more = [b"more%02d" % i + b"." * 150 for i in range(3)]
-    for body in more:
-        assert sm.send(msg(body)) is not None
-    sm.close()
-    h.sm = None
+    more = _send_and_close(h, h.open(), b"more", 3)
     _put_summary(h, old)
     BODIES.extend(more)
     return [*q1, *more]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store import open_store
+from store import StoreConfig, open_store
 from store.journal.api import UPDATE, UPDATE_TX
 from store.messaging import Message, StorageManager, Xid
 from tests.support.backends import StoreFactory
@@ -106,6 +106,24 @@ def spark_live_rows(live: Any) -> Any:
 #: Queues of :func:`fill_paging` and what they hold.
 PAGED_QUEUES = ("paged.a", "paged.b", "big.q")
 LARGE_LIMIT = 1024
+
+
+def paging_store_config(tmp_path: Path, which: str) -> StoreConfig:
+    """A new store of ``which`` (``"file-nio"`` or a database back-end's name) with
+    :func:`paging_mapping`'s settings, its schema made on a database (the caller drops it:
+    ``store.db.migrate.drop_schema``)."""
+    from store.db.migrate import upgrade
+    from tests.support.backends import file_config_mapping, unique_prefix
+    from tests.support.db_backends import new_store_mapping
+
+    if which == "file-nio":
+        mapping = file_config_mapping(tmp_path, "NIO")
+    else:
+        mapping = new_store_mapping(tmp_path, unique_prefix(), which)
+    config = StoreConfig.from_mapping(paging_mapping(mapping))
+    if config.database_store is not None:
+        upgrade(config)
+    return config
 
 
 def paging_mapping(mapping: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from tests.reporting.support import (
     fill_paging,
     filled_store,
     paging_mapping,
+    paging_store_config,
     python_live,
     spark_live_rows,
     stored_bytes,
@@ -170,19 +171,11 @@ def test_depths_count_paged_and_large_messages_as_the_storage_manager(
     prepared page transactions) and large messages, all sent through the storage manager:
     queue_depths equals sm.depth and the stored bytes of what the queues give back; the
     large-message and page-store jobs match the stores."""
-    from store import StoreConfig, open_store
-    from store.db.migrate import drop_schema, upgrade
+    from store import open_store
+    from store.db.migrate import drop_schema
     from store.messaging import StorageManager
-    from tests.support.backends import file_config_mapping, unique_prefix
-    from tests.support.db_backends import new_store_mapping
 
-    if which == "file-nio":
-        mapping = file_config_mapping(tmp_path, "NIO")
-    else:
-        mapping = new_store_mapping(tmp_path, unique_prefix(), which)
-    config = StoreConfig.from_mapping(paging_mapping(mapping))
-    if config.database_store is not None:
-        upgrade(config)
+    config = paging_store_config(tmp_path, which)
     try:
         sm = StorageManager(open_store(config))
         sm.load()

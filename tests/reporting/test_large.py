@@ -14,7 +14,7 @@ import pytest
 from store import StoreConfig, open_store
 from store.messaging import Message, StorageManager
 from store.reporting.report import ReportSource, run_report
-from tests.reporting.support import paging_mapping
+from tests.reporting.support import paging_store_config
 
 #: A body written through the large-message store's API, no message naming it.
 ORPHAN_ID = 9_000_000_001
@@ -54,17 +54,9 @@ def test_large_messages_show_stored_sizes_missing_damaged_and_orphan_bodies(
 ) -> None:
     import pyarrow.parquet as pq
 
-    from store.db.migrate import drop_schema, upgrade
-    from tests.support.backends import file_config_mapping, unique_prefix
-    from tests.support.db_backends import new_store_mapping
+    from store.db.migrate import drop_schema
 
-    if which == "file-nio":
-        mapping = file_config_mapping(tmp_path, "NIO")
-    else:
-        mapping = new_store_mapping(tmp_path, unique_prefix(), which)
-    config = StoreConfig.from_mapping(paging_mapping(mapping))
-    if config.database_store is not None:
-        upgrade(config)
+    config = paging_store_config(tmp_path, which)
     try:
         sm = StorageManager(open_store(config))
         sm.load()
