@@ -16,7 +16,6 @@ from tests.reporting.support import (
     QUEUES,
     fill_paging,
     filled_store,
-    paging_mapping,
     paging_store_config,
     python_live,
     spark_live_rows,
@@ -88,17 +87,19 @@ def counts_total(counts: Counter[tuple[str, int]], journal: str) -> int:
     return sum(n for (j, _u), n in counts.items() if j == journal)
 
 
-def test_message_ages_and_address_bytes(spark: Any, tmp_path: Any) -> None:
+@pytest.mark.parametrize("which", ["file-nio", "mariadb"])
+def test_message_ages_and_address_bytes(spark: Any, tmp_path: Any, which: str) -> None:
     from tests.support.backends import backend_by_name, unique_prefix
 
-    factory = StoreFactory(backend_by_name("file-nio"), tmp_path, unique_prefix())
+    factory = StoreFactory(backend_by_name(which), tmp_path, unique_prefix())
     try:
         expected = filled_store(factory, messages=12)
         records, pages = _read(spark, factory)
         live = jobs.replay(records).cache()
+        ages = {r["queue"]: r for r in jobs.message_ages(live, pages, now_ms=61_000).collect()}
+        by_address = {r["address"]: r for r in jobs.address_bytes(live, pages).collect()}
     finally:
-        factory.teardown()
-    ages = {r["queue"]: r for r in jobs.message_ages(live, pages, now_ms=61_000).collect()}
+        factory.teardown()  # the reads are lazy: collected before the tables go
     assert ages["empty"]["messages"] == 0 and ages["empty"]["oldest_timestamp"] is None
     assert ages["orders.us"]["oldest_timestamp"] == 1_000  # message 0 went to orders.us
     assert ages["orders.us"]["oldest_age_seconds"] == 60
@@ -106,7 +107,6 @@ def test_message_ages_and_address_bytes(spark: Any, tmp_path: Any) -> None:
     assert {q: r["messages"] for q, r in ages.items()} == {
         q: m for q, (m, _b) in expected.depths.items()
     }
-    by_address = {r["address"]: r for r in jobs.address_bytes(live, pages).collect()}
     assert by_address["audit"]["bytes"] == expected.depths["audit.all"][1]
     orders = expected.depths["orders.eu"][1] + expected.depths["orders.us"][1]
     assert by_address["orders"]["bytes"] == orders
@@ -163,7 +163,7 @@ def test_replay_drops_transactions_torn_in_their_file_as_the_load_does(
     assert sorted(r["id"] for r in live.select("id").collect()) == expected
 
 
-@pytest.mark.parametrize("which", ["file-nio", "postgresql"])
+@pytest.mark.parametrize("which", ["file-nio", "postgresql", "mariadb"])
 def test_depths_count_paged_and_large_messages_as_the_storage_manager(
     spark: Any, tmp_path: Any, which: str
 ) -> None:
@@ -265,20 +265,30 @@ def _stored_page_bytes(sm: Any) -> int:
     return total
 
 
+@pytest.mark.parametrize("which", ["file-nio", "mariadb"])
 def test_message_age_histogram_matches_what_the_loaded_storage_manager_delivers(
-    spark: Any, tmp_path: Any
+    spark: Any, tmp_path: Any, which: str
 ) -> None:
     """Messages aged into every bucket (and on a bucket's edge), some acknowledged, some paged,
     a queue left empty: the histogram per queue equals the ages of what ``receive`` gives
     after ``load()``, bucketed in Python."""
-    from store import StoreConfig, open_store
-    from store.messaging import Message, StorageManager
-    from tests.support.backends import file_config_mapping
+    from store.db.migrate import drop_schema
 
     now = 1_800_000_000_000
     ages = [0, 5_000, 59_999, 60_000, 600_000, 3_599_999, 3_600_000, 7_200_000, 86_399_999,
             86_400_000, 10 * 86_400_000, -30_000]  # fmt: skip
-    config = StoreConfig.from_mapping(paging_mapping(file_config_mapping(tmp_path, "NIO")))
+    config = paging_store_config(tmp_path, which)
+    try:
+        _check_age_histogram(spark, config, ages, now)
+    finally:
+        if config.database_store is not None:
+            drop_schema(config)
+
+
+def _check_age_histogram(spark: Any, config: Any, ages: list[int], now: int) -> None:
+    from store import open_store
+    from store.messaging import Message, StorageManager
+
     sm = StorageManager(open_store(config))
     sm.load()
     sm.create_address("paged", routing_types=("ANYCAST",))
