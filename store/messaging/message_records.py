@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from store.messaging.codec import VERSION, Reader, Writer
-from store.messaging.packed import FIXED, HEAD, STRING_TAG, U32, pack_message, unpack_message
+from store.messaging.packed import FIXED, HEAD, U32, pack_message, unpack_message
 from store.messaging.values import (
     DEFAULT_MESSAGE_TYPE,
     MESSAGE_TYPES,
@@ -91,7 +91,6 @@ __all__ = [
 ]
 
 _NONE, _FALSE, _TRUE, _INT, _FLOAT, _STR, _BYTES = range(7)
-assert _STR == STRING_TAG  # the packed path writes and reads this tag
 # version 2: the exact Java types of Artemis's properties
 _BYTE, _SHORT, _INTEGER, _FLOAT32, _SIMPLE_STRING, _TYPED_NULL = range(7, 13)
 #: The message records' layout with Artemis's headers (the module docstring).
@@ -322,8 +321,6 @@ class MessageHeader(NamedTuple):
 #: The compiled :func:`peek_message` (``store/_speedups.c``), or None.
 COMPILED_PEEK: Callable[..., Any] | None = getattr(SPEEDUPS, "peek_message", None)
 
-_U32, _HEAD, _FIXED = U32, HEAD, FIXED
-
 
 def peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHeader | None:
     """The header of an ADD_MESSAGE_PROTOCOL (45) body that has no properties, once checked
@@ -348,8 +345,8 @@ def python_peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHead
     n = len(data)
     if n < 5 or data[0] != VERSION:
         return None
-    end = 5 + _U32.unpack_from(data, 1)[0]
-    if end + _FIXED.size + 4 > n:
+    end = 5 + U32.unpack_from(data, 1)[0]
+    if end + FIXED.size + 4 > n:
         return None
     raw_address = data[5:end]
     address = addresses.get(raw_address)
@@ -361,8 +358,8 @@ def python_peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHead
         if not address:
             return None
         addresses[raw_address] = address
-    priority, durable, timestamp, expiration, scheduled, count = _FIXED.unpack_from(data, end)
-    body_at = end + _FIXED.size
+    priority, durable, timestamp, expiration, scheduled, count = FIXED.unpack_from(data, end)
+    body_at = end + FIXED.size
     if (
         priority > 9
         or durable > 1
@@ -370,7 +367,7 @@ def python_peek_message(data: bytes, addresses: dict[bytes, str]) -> MessageHead
         or timestamp < 0
         or expiration < 0
         or scheduled < 0
-        or body_at + 4 + _U32.unpack_from(data, body_at)[0] != n
+        or body_at + 4 + U32.unpack_from(data, body_at)[0] != n
     ):
         return None
     return MessageHeader(address, priority, durable == 1, scheduled)
@@ -398,34 +395,30 @@ def decode_large_message(data: bytes, message_id: int) -> tuple[Message, int]:
     return _message(header, b"", what, message_id), size
 
 
-_SUMMARY_HEAD = struct.Struct(">BI")  # version, address length
-_SUMMARY_FIXED = struct.Struct(">BBqqqi")  # priority, durable, 3 times, property count
-_SUMMARY_U32 = struct.Struct(">I")
-_SUMMARY_I64 = struct.Struct(">q")
+#: A large message record's body size, after the fixed part (``packed.FIXED``).
+_I64 = struct.Struct(">q")
 
 
 def _fast_summary(data: bytes, record_type: int) -> tuple[str, int, int, int] | None:
     """:func:`message_summary` of a record without properties whose fields are all valid, in
     one struct unpack; None for any other record (the full decode then reads it)."""
     try:
-        version, length = _SUMMARY_HEAD.unpack_from(data, 0)
-        start = _SUMMARY_HEAD.size + length
-        priority, durable, timestamp, expiration, scheduled, count = _SUMMARY_FIXED.unpack_from(
-            data, start
-        )
-        end = start + _SUMMARY_FIXED.size
+        version, length = HEAD.unpack_from(data, 0)
+        start = HEAD.size + length
+        priority, durable, timestamp, expiration, scheduled, count = FIXED.unpack_from(data, start)
+        end = start + FIXED.size
         if (
             version == VERSION and length and count == 0 and priority <= 9 and durable <= 1
             and timestamp >= 0 and expiration >= 0 and scheduled >= 0
         ):  # fmt: skip
-            address = data[_SUMMARY_HEAD.size : start].decode("utf-8")
+            address = data[HEAD.size : start].decode("utf-8")
             if record_type == 45:
-                (size,) = _SUMMARY_U32.unpack_from(data, end)
-                if end + _SUMMARY_U32.size + size == len(data):
+                (size,) = U32.unpack_from(data, end)
+                if end + U32.size + size == len(data):
                     return address, timestamp, priority, size
             elif record_type == 30:
-                (size,) = _SUMMARY_I64.unpack_from(data, end)
-                if end + _SUMMARY_I64.size == len(data) and size >= 0:
+                (size,) = _I64.unpack_from(data, end)
+                if end + _I64.size == len(data) and size >= 0:
                     return address, timestamp, priority, size
     except (struct.error, UnicodeDecodeError):
         return None  # the full decode names the problem

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from store.messaging import message_records as mr
+from store.messaging import packed
 from store.messaging import records as r
 from store.messaging.codec import Writer
 from store.messaging.values import MESSAGE_TYPES, PROPERTY_TYPES, Message, Xid, implied_type
@@ -213,6 +214,12 @@ def test_the_packed_message_decoding_is_the_field_by_field_one(m: Message, messa
     packed, reference = mr.decode_message(data, message_id), mr.read_message(data, message_id)
     assert packed.same_as(reference) and packed.message_id == reference.message_id == message_id
     assert packed.properties == reference.properties and packed.body == reference.body
+
+
+def test_the_packed_path_s_string_tag_is_the_codec_s() -> None:
+    """packed.py writes and reads string properties by their tag alone: it must be the one
+    message_records gives a string (else every STOMP header would decode as another type)."""
+    assert packed.STRING_TAG == mr._STR
 
 
 @given(
