@@ -6,6 +6,7 @@ page is read)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -13,7 +14,9 @@ from typing import Any
 import pytest
 
 from store.messaging import StorageManager, Xid
+from store.messaging.message_records import PagedMessage
 from store.messaging.page_summary import decode_summary, encode_summary
+from store.paging.api import PageStore
 from store.paging.base import _Store
 from store.store import Store
 from tests.messaging.support import Harness, bodies, drain, msg
@@ -72,30 +75,29 @@ def _fill(h: Harness) -> list[bytes]:
     return BODIES[5:]
 
 
-def _raw(h: Harness) -> Store:
-    """The store opened without a storage manager (nothing loaded or deleted)."""
+@contextlib.contextmanager
+def _raw_pages(h: Harness) -> Iterator[PageStore]:
+    """The page store of "orders", of the store opened without a storage manager (nothing
+    loaded or deleted); closed after."""
     if h.sm is not None:
         h.sm.close()
         h.sm = None
     store = h.factory.open()
     assert isinstance(store, Store)
-    return store
+    try:
+        yield store.paging.store("orders")
+    finally:
+        h.factory.close()
 
 
 def _summary(h: Harness) -> bytes | None:
-    store = _raw(h)
-    try:
-        return store.paging.store("orders").read_summary()
-    finally:
-        h.factory.close()
+    with _raw_pages(h) as pages:
+        return pages.read_summary()
 
 
 def _put_summary(h: Harness, data: bytes | None) -> None:
-    store = _raw(h)
-    try:
-        store.paging.store("orders").write_summary(data)
-    finally:
-        h.factory.close()
+    with _raw_pages(h) as pages:
+        pages.write_summary(data)
 
 
 def _check_delivers(h: Harness, q1: Sequence[bytes]) -> None:
@@ -111,9 +113,8 @@ def test_a_clean_close_writes_a_summary_the_next_load_reads_no_page_it_covers(
     q1 = _fill(h)
     data = _summary(h)
     assert data is not None
-    store = _raw(h)
-    present = store.paging.store("orders").pages()
-    h.factory.close()
+    with _raw_pages(h) as pages:
+        present = pages.pages()
     assert len(present) > 3 and sorted(decode_summary(data)) == present
     pages_read.clear()
     sm = h.open()
@@ -211,17 +212,34 @@ def test_a_page_holding_a_prepared_transaction_s_sends_is_left_out_and_read(
     h: Harness, pages_read: list[int]
 ) -> None:
     sm = h.setup("q1", "q2")
-    for body in BODIES[:10]:
+    for body in BODIES[:30]:
         assert sm.send(msg(body)) is not None
     tx = sm.begin()
-    for body in BODIES[10:14]:
+    for body in BODIES[30:34]:
         tx.send(msg(body))
     tx.prepare(X1)
-    sm = h.restart()
-    assert pages_read != []  # the pages holding the prepared sends were read
+    every_page, prepared_pages = _pages_with_a_transaction(h)
+    pages_read.clear()
+    sm = h.open()
+    # exactly the pages holding the prepared sends were read; the summary covered the others
+    assert prepared_pages and set(prepared_pages) < set(every_page)
+    assert sorted(set(pages_read)) == prepared_pages
     assert h.rec is not None and list(h.rec.prepared) == [X1]
     h.rec.prepared[X1].commit()
-    assert bodies(drain(sm, "q1")) == BODIES[:14]
+    assert bodies(drain(sm, "q1")) == BODIES[:34]
+
+
+def _pages_with_a_transaction(h: Harness) -> tuple[list[int], list[int]]:
+    """(every page of "orders", the pages holding a record of a paging transaction), read
+    from the raw store."""
+    with _raw_pages(h) as pages:
+        every = sorted(pages.pages())
+        with_tx = [
+            page
+            for page, records in pages.read_pages(every)
+            if any(PagedMessage.decode(bytes(record)).tx_id for record in records)
+        ]
+    return every, sorted(with_tx)
 
 
 def test_the_summary_round_trips_and_refuses_runs_that_do_not_cover_the_page() -> None:
