@@ -44,7 +44,8 @@ Thread-safety: immutable values and pure functions.
 from __future__ import annotations
 
 import struct
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import ClassVar, Final, TypeAlias
 
 from store.paging.api import PagePosition
@@ -84,11 +85,14 @@ class _Codec:
 
     record_type: ClassVar[int]
     layout: ClassVar[struct.Struct]
+    __slots__: ClassVar[tuple[str, ...]] = ()  # a slots dataclass's: its fields, in order
 
     def encode(self) -> bytes:
         """The record's body. Raises ValueError when a field does not fit its width."""
         try:
-            return self.layout.pack(VERSION, *astuple(self))  # type: ignore[call-overload]
+            # the fields in order (a slots dataclass's ``__slots__``), without astuple's deep
+            # copy: a paged message's ack encodes one of these per receive
+            return self.layout.pack(VERSION, *attrgetter(*self.__slots__)(self))
         except struct.error as exc:
             raise ValueError(f"{type(self).__name__} {self!r} does not fit: {exc}") from exc
 
