@@ -137,6 +137,15 @@ class CursorAck(_Codec):
         """The ack of ``position`` by ``queue_id``. Raises nothing."""
         return cls(queue_id, position.page, position.index)
 
+    @classmethod
+    def body_of(cls, queue_id: int, position: PagePosition) -> bytes:
+        """``CursorAck.at(queue_id, position).encode()`` without the object (a paged message's
+        every ack writes one). Raises ValueError when a field does not fit its width."""
+        try:
+            return cls.layout.pack(VERSION, queue_id, position.page, position.index)
+        except struct.error:
+            return cls.at(queue_id, position).encode()  # raises, naming the record
+
 
 @dataclass(frozen=True, slots=True)
 class PageCounterValue(_Codec):

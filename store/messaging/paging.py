@@ -463,22 +463,60 @@ class Pager:
         out: list[tuple[PagePosition, PagedMessage]] = []
         if cursor is None or cursor.remaining == 0:
             return out
-        for position, paged in self._scan(state, cursor.position):
-            cursor.position = PagePosition(position.page, position.index + 1)
-            if qid not in paged.queue_ids or not self._visible(paged):
-                continue
-            if position in cursor.held or position in cursor.in_memory:
-                continue
-            page = state.pages[position.page]
-            if qid in page.complete or position.index in page.acked[qid]:
-                continue
-            out.append((position, paged))
-            cursor.in_memory.add(position)
-            cursor.remaining -= 1
-            if len(out) == n or cursor.remaining == 0:
-                break
-        self._evict(state)
+        start = cursor.position
+        try:
+            self._depage_into(state, cursor, qid, n, out)
+        finally:
+            if cursor.position.page != start.page:
+                self._evict(state)
         return out
+
+    def _depage_into(
+        self,
+        state: AddressPaging,
+        cursor: Cursor,
+        qid: int,
+        n: int,
+        out: list[tuple[PagePosition, PagedMessage]],
+    ) -> None:
+        """:meth:`depage`'s walk from the cursor, one page's records at a time (every receive
+        of a deep queue comes here: no position object per record passed over). The cursor
+        is moved past every record looked at, also when a page read raises."""
+        visible, held, in_memory = self._visible_txs, cursor.held, cursor.in_memory
+        start = cursor.position
+        # ``state.pages`` is in ascending order (sorted at load; a page is added only past
+        # every other, as the roller numbers them), and the pages below a queue's cursor are
+        # usually deleted: no sort, and no walk over a deep queue's pages, per receive.
+        for page_no in state.pages:
+            if page_no < start.page:
+                continue
+            records = self._records(state, page_no)
+            page = state.pages[page_no]
+            acked = () if qid in page.complete else page.acked.get(qid, ())
+            skip_all = qid in page.complete
+            index = start.index if page_no == start.page else 0
+            end = len(records)
+            try:
+                while index < end:
+                    paged = records[index]
+                    index += 1
+                    if (
+                        skip_all
+                        or qid not in paged.queue_ids
+                        or (paged.tx_id and paged.tx_id not in visible)
+                        or index - 1 in acked
+                    ):
+                        continue
+                    position = PagePosition(page_no, index - 1)
+                    if position in held or position in in_memory:
+                        continue
+                    out.append((position, paged))
+                    in_memory.add(position)
+                    cursor.remaining -= 1
+                    if len(out) == n or cursor.remaining == 0:
+                        return
+            finally:
+                cursor.position = PagePosition(page_no, index)
 
     def _records(self, state: AddressPaging, page: int) -> list[PagedMessage]:
         cached = state.cache.get(page)
@@ -486,20 +524,6 @@ class Pager:
             raw = self._store(state.address).read_page(page)
             cached = state.cache[page] = [PagedMessage.decode(b) for b in raw]
         return cached
-
-    def _scan(
-        self, state: AddressPaging, start: PagePosition
-    ) -> Iterator[tuple[PagePosition, PagedMessage]]:
-        # ``state.pages`` is in ascending order (sorted at load; a page is added only past
-        # every other, as the roller numbers them), and the pages below a queue's cursor are
-        # usually deleted: no sort, and no walk over a deep queue's pages, per receive.
-        for page in state.pages:
-            if page < start.page:
-                continue
-            first = start.index if page == start.page else 0
-            records = self._records(state, page)
-            for index in range(first, len(records)):
-                yield PagePosition(page, index), records[index]
 
     def _evict(self, state: AddressPaging) -> None:
         lowest = min((c.position.page for c in state.cursors.values()), default=0)
@@ -552,13 +576,13 @@ class Pager:
         """Queue ``qid`` acknowledged the paged message at ``position``: a cursor-ack record,
         then the page's completion and deletion when due. Raises what the journal raises."""
         rid = self._next_id()
-        self._journal.append_add(rid, ACKNOWLEDGE_CURSOR, CursorAck.at(qid, position).encode())
+        self._journal.append_add(rid, ACKNOWLEDGE_CURSOR, CursorAck.body_of(qid, position))
         self.acked(address, qid, position, rid)
 
     def cursor_ack_tx(self, tx_id: int, qid: int, position: PagePosition) -> int:
         """Write the cursor ack of a transaction; returns its record id (for ``acked``)."""
         rid = self._next_id()
-        body = CursorAck.at(qid, position).encode()
+        body = CursorAck.body_of(qid, position)
         self._journal.append_add_tx(tx_id, rid, ACKNOWLEDGE_CURSOR, body)
         return rid
 

@@ -77,11 +77,15 @@ def test_every_record_round_trips(
         assert decode_page_record(record.record_type, record.encode()) == record
     update = PageTransactionUpdate(queue, count)
     assert decode_page_record(35, update.encode(), update=True) == update
+    ack = CursorAck(queue, page, index)
+    assert CursorAck.body_of(queue, PagePosition(page, index)) == ack.encode()
 
 
 def test_a_field_too_wide_for_its_slot_is_refused_when_encoding() -> None:
     with pytest.raises(ValueError, match="CursorAck"):
         CursorAck(1, 1, 2**31).encode()
+    with pytest.raises(ValueError, match="CursorAck"):
+        CursorAck.body_of(1, PagePosition(1, 2**31))
 
 
 @pytest.mark.parametrize(
