@@ -197,17 +197,33 @@ def _forget_page_summaries(config: StoreConfig) -> None:
 
 def _drain_figures(sm: StorageManager, first: Delivery, messages: int) -> dict[str, Any]:
     """After the first message: ack it, then send+receive+ack at this depth
-    (``bench.deep_drain.steady``), drain everything in order, and the same steady cycles at
-    depth 0. Returns ``steady_deep``, ``drained``, ``drain_rate``, ``steady_empty``."""
+    (``bench.deep_drain.steady``) while receives take what the load kept in memory; then,
+    once those are taken, the same cycles while every receive reads a page (the steady
+    state of a queue that stays deep); drain everything in order, and the same cycles at
+    depth 0. Returns ``steady_deep``, ``steady_paged`` (None when nothing was paged),
+    ``drained``, ``drain_rate``, ``steady_empty``."""
     expected = Expected(1, messages)
     bodies = iter(expected)
     assert first.message.message_id is not None
     sm.ack(QUEUE, first.message.message_id, sync=False)
     deep, sent = steady(sm, QUEUE, STEADY_SECONDS, bodies, 0)
+    qid = sm._state.queues[QUEUE].info.id
+
+    def in_memory() -> int:
+        return sm.depth(QUEUE) - sm._pager.remaining(QUEUE, qid)
+
+    paged: float | None = None
+    if sm._pager.remaining(QUEUE, qid):
+        drain(sm, QUEUE, bodies, in_memory)
+        paged, more = steady(sm, QUEUE, STEADY_SECONDS, bodies, sent)
+        sent += more
     drained, rate = drain(sm, QUEUE, bodies)
     assert (expected.next_index, expected.tail) == (messages, sent), "drain incomplete"
     empty, _ = steady(sm, QUEUE, STEADY_SECONDS, iter(expected), sent)
-    return {"steady_deep": deep, "drained": drained, "drain_rate": rate, "steady_empty": empty}
+    return {
+        "steady_deep": deep, "steady_paged": paged, "drained": drained, "drain_rate": rate,
+        "steady_empty": empty,
+    }  # fmt: skip
 
 
 def _run_child(
@@ -319,6 +335,11 @@ def main() -> None:
             f"  send + receive + ack cycles: {deep:,.0f}/s with {args.messages:,} waiting,"
             f" {empty:,.0f}/s at depth 0: {deep / empty:.2f}x"
         )
+        if (paged := drained["steady_paged"]) is not None:
+            print(
+                f"  the same once every receive reads a page (what the load kept in memory"
+                f" taken): {paged:,.0f}/s: {paged / empty:.2f}x of depth 0"
+            )
 
 
 def _report(
