@@ -487,27 +487,31 @@ class PagedMessage:
         return w.body()
 
     @classmethod
-    def decode(cls, data: bytes) -> PagedMessage:
-        """The paged message of a page record. Raises ValueError for a bad record.
+    def decode(cls, data: bytes, start: int = 0, stop: int | None = None) -> PagedMessage:
+        """The paged message of a page record: ``data``, or ``data[start:stop]`` (a record
+        read in place from a whole page's bytes, without a copy of it). Raises ValueError
+        for a bad record.
 
         A load reads every paged message once (issue 27: with the global limit, most of a
         deep queue is paged), so a well-formed record is unpacked in two struct calls; any
         other goes through the field-by-field reader, which names what is wrong."""
+        if stop is None:
+            stop = len(data)
         try:
-            version, mid, tx_id, kind, length = _PAGED_HEAD.unpack_from(data)
-            end = _PAGED_HEAD.size + length
+            version, mid, tx_id, kind, length = _PAGED_HEAD.unpack_from(data, start)
+            end = start + _PAGED_HEAD.size + length
             (count,) = _PAGED_COUNT.unpack_from(data, end)
         except struct.error:
-            return cls._decode_fields(data)
+            return cls._decode_fields(bytes(data[start:stop]))
         if (
             version == VERSION
             and kind in (30, 45)
             and count >= 0
-            and len(data) == end + 4 + 8 * count
+            and stop == end + 4 + 8 * count  # so every read above was within the record
         ):
             queue_ids = struct.unpack_from(f">{count}q", data, end + 4)
-            return cls(mid, tx_id, kind, bytes(data[_PAGED_HEAD.size : end]), queue_ids)
-        return cls._decode_fields(data)
+            return cls(mid, tx_id, kind, bytes(data[start + _PAGED_HEAD.size : end]), queue_ids)
+        return cls._decode_fields(bytes(data[start:stop]))
 
     @classmethod
     def _decode_fields(cls, data: bytes) -> PagedMessage:

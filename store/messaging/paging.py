@@ -94,6 +94,7 @@ from typing import TYPE_CHECKING, Final
 from store.errors import AddressFullError
 from store.journal.api import Journal
 from store.messaging.message_records import PagedMessage
+from store.messaging.page_cache import PageCache
 from store.messaging.page_records import (
     ACKNOWLEDGE_CURSOR,
     PAGE_CURSOR_COMPLETE,
@@ -216,7 +217,7 @@ class AddressPaging:
     pages: dict[int, PageState] = field(default_factory=dict)
     cursors: dict[int, Cursor] = field(default_factory=dict)
     live: int = 0  # paged refs not yet acknowledged (depaged and held ones included)
-    cache: dict[int, list[PagedMessage]] = field(default_factory=dict)
+    cache: dict[int, PageCache] = field(default_factory=dict)
     last_page: int = 0
 
     def full(self) -> bool:
@@ -518,11 +519,11 @@ class Pager:
             finally:
                 cursor.position = PagePosition(page_no, index)
 
-    def _records(self, state: AddressPaging, page: int) -> list[PagedMessage]:
+    def _records(self, state: AddressPaging, page: int) -> PageCache:
         cached = state.cache.get(page)
         if cached is None or len(cached) < state.pages[page].size:
-            raw = self._store(state.address).read_page(page)
-            cached = state.cache[page] = [PagedMessage.decode(b) for b in raw]
+            ((_, raw),) = self._store(state.address).read_pages([page])
+            cached = state.cache[page] = PageCache(raw)
         return cached
 
     def _evict(self, state: AddressPaging) -> None:
@@ -636,9 +637,15 @@ class Pager:
         page.complete[qid] = rid
 
     def _delete_page(self, state: AddressPaging, page_no: int) -> None:
-        records = self._records(state, page_no)
-        self._doomed.extend(p.message_id for p in records if p.record_type == 30)
-        page = state.pages.pop(page_no)
+        page = state.pages[page_no]
+        if page.runs is not None:  # known whole (``_note_run``): its large ids too
+            self._doomed.extend(page.large)
+        else:
+            records = self._records(state, page_no)
+            self._doomed.extend(
+                records[i].message_id for i in range(len(records)) if records[i].record_type == 30
+            )
+        del state.pages[page_no]
         state.cache.pop(page_no, None)
         self._store(state.address).delete_page(page_no)
         # After the page: a crash in between leaves records of a missing page, swept at load.

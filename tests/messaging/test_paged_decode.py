@@ -3,6 +3,8 @@ gives what the field-by-field reader gives, and refuses what it refuses."""
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 
 from store.messaging.message_records import PagedMessage
@@ -34,3 +36,46 @@ def test_the_unpacked_decode_equals_the_field_by_field_one(paged: PagedMessage):
 def test_a_bad_record_is_refused_with_the_readers_message(data: bytes, match: str):
     with pytest.raises(ValueError, match=match):
         PagedMessage.decode(data)
+
+
+@pytest.mark.parametrize("paged", CASES, ids=["one queue", "large, no queue", "three queues"])
+def test_a_record_decoded_in_place_in_a_page_s_bytes_equals_its_copy_s(paged: PagedMessage):
+    """A page cache decodes a record where it lies in the page's bytes (start, stop)."""
+    before, after = CASES[2].encode(), CASES[0].encode()
+    data = before + paged.encode() + after
+    start, stop = len(before), len(data) - len(after)
+    assert PagedMessage.decode(data, start, stop) == paged
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (CASES[2].encode()[:-1], "ends in queue_id"),
+        (CASES[0].encode() + b"\x00", "trailing|left|bytes"),
+        (b"\x09" + CASES[0].encode()[1:], "version"),
+        (CASES[0].encode()[:10], "ends in"),
+    ],
+    ids=["truncated", "trailing byte", "bad version", "short head"],
+)
+def test_a_bad_record_in_place_is_refused_and_never_read_past_its_end(data: bytes, match: str):
+    """Its neighbour's bytes (a whole record after it) never make a bad record decode."""
+    page = data + CASES[1].encode()
+    with pytest.raises(ValueError, match=match):
+        PagedMessage.decode(page, 0, len(data))
+
+
+def test_a_page_cache_decodes_a_record_when_asked_and_keeps_appended_ones() -> None:
+    from store.messaging.page_cache import PageCache
+    from store.paging.format import PageRecords
+
+    encoded = [c.encode() for c in CASES]
+    data = b"".join(encoded)
+    offsets = [sum(len(e) for e in encoded[:i]) for i in range(len(encoded))]
+    pairs = [v for o, e in zip(offsets, encoded, strict=True) for v in (o, len(e))]
+    bounds = array("q", pairs).tobytes()  # native int64 pairs, as scan_bounds gives them
+    for raw in (PageRecords(data, bounds), encoded):
+        cache = PageCache(raw)
+        assert len(cache) == 3 and cache[2] == CASES[2] and cache[0] == CASES[0]
+        extra = PagedMessage(99, 0, 45, b"r", (1,))
+        cache.append(extra)
+        assert len(cache) == 4 and cache[3] is extra and cache[1] == CASES[1]

@@ -1,0 +1,58 @@
+"""What the pager keeps of a page a queue's cursor is reading (:class:`PageCache`).
+
+A page is read whole when a cursor first reaches it (one read of the page store: the page's
+bytes and where each record lies, no bytes object per record), but its records are decoded
+into :class:`~store.messaging.message_records.PagedMessage` one at a time, when a cursor asks
+for them: a receive of a deep queue decodes the one record it delivers, not the 50,000 of a
+10 MiB page at once (issue 27: the cost of an operation must not depend on the depth; a page
+decoded whole made every page boundary a pause and held every record twice). Records
+appended to the page after it was read are kept as the send made them.
+
+A record that does not decode raises ValueError when it is asked for, as the whole page's
+decode did when it was read.
+
+Thread-safety: none; the pager's (the storage manager's lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from store.messaging.message_records import PagedMessage
+from store.paging.format import PageRecords
+
+__all__ = ["PageCache"]
+
+
+class PageCache:
+    """The records of one page: ``raw`` as the page store read them, decoded on first use."""
+
+    __slots__ = ("_data", "_decoded", "_pairs", "_raw")
+
+    def __init__(self, raw: Sequence[bytes]) -> None:
+        self._raw = raw
+        self._decoded: list[PagedMessage | None] = [None] * len(raw)
+        # A PageRecords is decoded in place: (offset, length) pairs into the page's bytes.
+        self._data = raw.data if isinstance(raw, PageRecords) else b""
+        self._pairs = memoryview(raw.bounds).cast("q") if isinstance(raw, PageRecords) else None
+
+    def __len__(self) -> int:
+        return len(self._decoded)
+
+    def __getitem__(self, index: int) -> PagedMessage:
+        """The record at ``index`` (0-based, not negative). Raises IndexError past the end,
+        ValueError for a record that does not decode."""
+        paged = self._decoded[index]
+        if paged is None:
+            pairs = self._pairs
+            if pairs is None or index >= len(pairs) // 2:
+                paged = PagedMessage.decode(bytes(self._raw[index]))
+            else:
+                start = pairs[2 * index]
+                paged = PagedMessage.decode(self._data, start, start + pairs[2 * index + 1])
+            self._decoded[index] = paged
+        return paged
+
+    def append(self, paged: PagedMessage) -> None:
+        """``paged`` was appended to the page after it was read. Returns None."""
+        self._decoded.append(paged)
