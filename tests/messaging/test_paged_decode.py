@@ -22,17 +22,17 @@ def test_the_unpacked_decode_equals_the_field_by_field_one(paged: PagedMessage):
     assert PagedMessage.decode(data) == PagedMessage._decode_fields(data) == paged
 
 
-@pytest.mark.parametrize(
-    ("data", "match"),
-    [
-        (CASES[2].encode()[:-1], "ends in queue_id"),
-        (CASES[0].encode() + b"\x00", "trailing|left|bytes"),
-        (b"\x09" + CASES[0].encode()[1:], "version"),
-        (CASES[0].encode()[:10], "ends in"),
-        (b"", "empty"),
-    ],
-    ids=["truncated", "trailing byte", "bad version", "short head", "empty"],
-)
+#: Bad records and what the reader's error says of each.
+BAD = {
+    "truncated": (CASES[2].encode()[:-1], "ends in queue_id"),
+    "trailing byte": (CASES[0].encode() + b"\x00", "trailing|left|bytes"),
+    "bad version": (b"\x09" + CASES[0].encode()[1:], "version"),
+    "short head": (CASES[0].encode()[:10], "ends in"),
+    "empty": (b"", "empty"),
+}
+
+
+@pytest.mark.parametrize(("data", "match"), list(BAD.values()), ids=list(BAD))
 def test_a_bad_record_is_refused_with_the_readers_message(data: bytes, match: str):
     with pytest.raises(ValueError, match=match):
         PagedMessage.decode(data)
@@ -47,16 +47,7 @@ def test_a_record_decoded_in_place_in_a_page_s_bytes_equals_its_copy_s(paged: Pa
     assert PagedMessage.decode(data, start, stop) == paged
 
 
-@pytest.mark.parametrize(
-    ("data", "match"),
-    [
-        (CASES[2].encode()[:-1], "ends in queue_id"),
-        (CASES[0].encode() + b"\x00", "trailing|left|bytes"),
-        (b"\x09" + CASES[0].encode()[1:], "version"),
-        (CASES[0].encode()[:10], "ends in"),
-    ],
-    ids=["truncated", "trailing byte", "bad version", "short head"],
-)
+@pytest.mark.parametrize(("data", "match"), list(BAD.values()), ids=list(BAD))
 def test_a_bad_record_in_place_is_refused_and_never_read_past_its_end(data: bytes, match: str):
     """Its neighbour's bytes (a whole record after it) never make a bad record decode."""
     page = data + CASES[1].encode()
