@@ -332,19 +332,37 @@ def table_journal(
     low, high = bounds
     t = _table(config, journal)
     cut = sa.select(*(t.c[n] for n in _COLUMNS)).where(t.c.seq <= high)
+    frame = _range_read(spark, config, read, cut, "seq", (low, high))
+    return frame.mapInArrow(decode_table_batches(journal), schemas.RECORDS)
+
+
+def _range_read(
+    spark: SparkSession,
+    config: DatabaseStoreConfig,
+    read: JdbcRead,
+    select: sa.Select[Any],
+    column: str,
+    bounds: tuple[int, int],
+    fetchsize: int | None = None,
+) -> DataFrame:
+    """``select``'s rows read in ``read.partitions`` range reads on ``column`` over
+    ``bounds`` (its smallest and largest value), ``fetchsize`` rows a round trip (default
+    ``read.fetchsize``), columns lower-cased. Returns a lazy DataFrame. Raises what Spark's
+    JDBC read raises."""
+    low, high = bounds
     frame = (
         spark.read.format("jdbc")
         .options(**_jdbc_options(config, read))
         # Spark wants a table expression: the compiled SELECT in parentheses, aliased.
-        .option("dbtable", f"({_sql(cut, config.jdbc_connection_url)}) AS cut")
-        .option("partitionColumn", "seq")
+        .option("dbtable", f"({_sql(select, config.jdbc_connection_url)}) AS cut")
+        .option("partitionColumn", column)
         .option("lowerBound", str(low))
         .option("upperBound", str(high + 1))
         .option("numPartitions", str(read.partitions))
-        .option("fetchsize", str(read.fetchsize))
+        .option("fetchsize", str(fetchsize or read.fetchsize))
         .load()
     )
-    return _lower_case(frame).mapInArrow(decode_table_batches(journal), schemas.RECORDS)
+    return _lower_case(frame)
 
 
 def _binary_files(spark: SparkSession, paths: list[str], journal: str) -> DataFrame:
@@ -519,6 +537,11 @@ def file_large_bodies(spark: SparkSession, directory: str) -> DataFrame:
     return files.mapInArrow(large.decode_file_bodies, schemas.LARGE_BODIES)
 
 
+#: Rows of the large-message table per round trip: each is a chunk of up to 1 MiB
+#: (``store.large.chunks.CHUNK_SIZE``), so a journal read's 10,000 would hold gigabytes.
+_BODY_ROWS_PER_FETCH: Final = 16
+
+
 def table_large_bodies(
     spark: SparkSession, config: DatabaseStoreConfig, *, read: JdbcRead | None = None
 ) -> DataFrame:
@@ -528,7 +551,6 @@ def table_large_bodies(
     DataFrame. Raises ReportError (no driver) and what Spark's JDBC read raises."""
     read = read or JdbcRead()
     t = StoreSchema(TableNames.from_config(config)).large_messages
-    url = config.jdbc_connection_url
     # Counted, and no NULL column: SQLite's driver gives a NULL min() no type, and Spark then
     # fails reading it ("column -1 out of bounds").
     bounds = sa.select(
@@ -541,15 +563,6 @@ def table_large_bodies(
         return spark.createDataFrame([], schemas.LARGE_BODIES)
     low, high = int(found[0][1]), int(found[0][2])
     cut = sa.select(t.c.id, t.c.filename, t.c.extension, t.c.data).where(t.c.id <= high)
-    rows = _lower_case(
-        spark.read.format("jdbc")
-        .options(**_jdbc_options(config, read))
-        .option("dbtable", f"({_sql(cut, url)}) AS bodies")
-        .option("partitionColumn", "id")
-        .option("lowerBound", str(low))
-        .option("upperBound", str(high + 1))
-        .option("numPartitions", str(read.partitions))
-        .load()
-    )
+    rows = _range_read(spark, config, read, cut, "id", (low, high), _BODY_ROWS_PER_FETCH)
     decoded = rows.mapInArrow(large.table_body_rows(t.name), schemas.LARGE_BODY_ROWS)
     return large.bodies_of_rows(decoded, t.name)
