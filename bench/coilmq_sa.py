@@ -37,8 +37,8 @@ What coilmq's SQLAlchemy store does, read from its code (``coilmq/store/sa/__ini
   frame lives only in coilmq's memory until its ACK (lost if the broker dies; INSERTed again
   if its client disconnects).
 - A SEND that finds a subscriber with no unacked frame goes straight to it and is never
-  stored (coilmq's ``QueueManager.send``; its dbm store alike), which the ``send+consume``
-  figure, with consumers waiting, meets often.
+  stored (coilmq's ``QueueManager.send``; its dbm store alike). In ``bench.stomp``'s
+  ``send+consume 16+16`` no frame at all was inserted (bench/RESULTS.md).
 - coilmq's queue manager holds one process-wide lock around every store call, so SENDs from
   16 producers commit one after the other: there is no group commit across connections.
 """
@@ -46,6 +46,7 @@ What coilmq's SQLAlchemy store does, read from its code (``coilmq/store/sa/__ini
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -58,6 +59,8 @@ from pathlib import Path
 from bench.activemq import _answers, _free_port
 
 __all__ = ["REQUIREMENTS", "coilmq_sa", "prepare", "venv_path"]
+
+_log = logging.getLogger(__name__)
 
 #: What the virtualenv gets: coilmq as ``bench.stomp``'s other coilmq target, the last
 #: SQLAlchemy its store works with, and a PostgreSQL driver for SQLAlchemy 1.x.
@@ -157,6 +160,16 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+def _report_errors(log_path: Path) -> None:
+    """Log a warning when the broker's log holds tracebacks (coilmq drops a connection whose
+    frames arrive pipelined, ``BodyNotTerminated``; the temporary folder with the log goes
+    away after the run, so this is where a run's figures can be told to have lost clients)."""
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    if (count := text.count("Traceback")) > 0:
+        last = [line for line in text.splitlines() if line.strip(" -")][-1]
+        _log.warning("coilmq (SQLAlchemy) logged %d traceback(s), the last: %s", count, last)
+
+
 @contextlib.contextmanager
 def coilmq_sa(base: Path, venv: Path) -> Iterator[int]:
     """Run coilmq on its SQLAlchemy store on a fresh PostgreSQL database, its log in
@@ -188,6 +201,7 @@ def coilmq_sa(base: Path, venv: Path) -> Iterator[int]:
             yield port
         finally:
             _stop(process)
+            _report_errors(log_path)
     finally:
         # FORCE: a broker killed by SIGKILL may leave sessions the server has not ended yet.
         _admin("DROP DATABASE IF EXISTS {} WITH (FORCE)", database)
