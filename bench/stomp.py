@@ -1,6 +1,7 @@
 """STOMP over loopback: our broker (``store.stomp`` on the file store and PostgreSQL) beside
-coilmq with its own dbm store and Apache ActiveMQ 5 over its STOMP connector (KahaDB, and its
-JDBC adapter on the same PostgreSQL), with real stomp.py clients.
+coilmq 1.1.0 with its own dbm store and its SQLAlchemy store on the same PostgreSQL, and Apache
+ActiveMQ 5 over its STOMP connector (KahaDB, and its JDBC adapter on the same PostgreSQL),
+with real stomp.py clients.
 
 Figures (messages per second, median of ``--repeat`` runs of ``--seconds`` each, every run on a
 fresh broker and store):
@@ -26,16 +27,33 @@ its tables dropped afterwards), stopped with SIGTERM (SIGKILL after 30 s). Its S
 package (or java, or Debian's PostgreSQL JDBC jar for ``activemq-jdbc``) its targets print
 "not installed here" and the others run.
 
-Caveats: our broker and coilmq run in the clients' process (one GIL for all: their figures are
-low bounds) while ActiveMQ has a process of its own; each ActiveMQ run is a fresh JVM, so its
-figures include JIT warm-up; coilmq's dbm store syncs every 100 operations, not per SEND (it
-is not durable per RECEIPT as ours and ActiveMQ are).
+coilmq's SQLAlchemy store (``bench/coilmq_sa.py``, target ``coilmq-sqlalchemy``) needs
+SQLAlchemy 1.x, so it runs in a virtualenv of its own, made once with ``python3.11 -m venv``
+and pip (``--coilmq-sa-venv``, default ``$STORE_BENCH_COILMQ_SA_VENV`` or
+``~/.cache/store-bench/coilmq-sa-venv``), as a child process on a fresh PostgreSQL database
+per run (dropped afterwards). When the virtualenv cannot be made the target prints why ("not
+installed here") and the others run. That module's docstring says what its store does per
+operation: one INSERT and COMMIT per SEND (durable per RECEIPT), and a dequeue that reads
+every waiting frame of the queue (its cost grows with depth).
 
-Not here yet (issue 29): coilmq's SQLAlchemy store (SQLAlchemy 1.x, a virtualenv of its own).
+Caveats: our broker (without ``--process``) and coilmq on dbm run in the clients' process
+(one GIL for all: their figures are low bounds) while ActiveMQ and coilmq on SQLAlchemy have a
+process of their own; each ActiveMQ run is a fresh JVM, so its figures include JIT warm-up;
+coilmq's dbm store syncs every 100 operations, not per SEND (it is not durable per RECEIPT as
+ours, coilmq's SQLAlchemy store and ActiveMQ are); both coilmq stores are used one call at a
+time (coilmq's queue manager holds one lock around each), and coilmq hands a SEND that finds
+an idle subscriber straight to it without storing it: in ``send+consume 16+16`` (16 consumers
+and 16 producers with one SEND in flight each) coilmq's SQLAlchemy store inserted no frame at
+all (counted in PostgreSQL's statistics, bench/RESULTS.md), so coilmq's figure there measures
+its frame path, not a store. coilmq's frame reader also drops a consumer whose ACKs arrive
+pipelined (``BodyNotTerminated``); ``coilmq-sqlalchemy`` logs a warning when its broker's log
+holds tracebacks, and the other consumers take the dropped one's messages.
+
 Start-up of a broker holding 1,000,000 messages is ``bench.deep_queues``'s (beside ActiveMQ).
 
 Run from the repository root: ``python -m bench.stomp [--target ours-file ours-postgresql
-coilmq-dbm activemq-kahadb activemq-jdbc] [--seconds 3] [--repeat 3]``. Benchmarks report,
+coilmq-dbm coilmq-sqlalchemy activemq-kahadb activemq-jdbc] [--seconds 3] [--repeat 3]
+[--process] [--coilmq-sa-venv PATH]``. Benchmarks report,
 they never assert.
 """
 
@@ -55,9 +73,13 @@ import stomp
 from rich.console import Console
 from rich.table import Table
 
+from bench import coilmq_sa
 from bench.activemq import activemq, missing
 
-TARGETS = ("ours-file", "ours-postgresql", "coilmq-dbm", "activemq-kahadb", "activemq-jdbc")
+TARGETS = (
+    "ours-file", "ours-postgresql", "coilmq-dbm", "coilmq-sqlalchemy", "activemq-kahadb",
+    "activemq-jdbc",
+)  # fmt: skip
 #: The ActiveMQ target each of ours is compared with (the "ours/ActiveMQ" column).
 PEERS = {"ours-file": "activemq-kahadb", "ours-postgresql": "activemq-jdbc"}
 
@@ -67,6 +89,9 @@ def broker(target: str, base: Path) -> Iterator[int]:
     """A broker of ``target`` on a fresh store under ``base``; yields its port."""
     if target.startswith("activemq"):
         with activemq(target.removeprefix("activemq-"), base / "activemq") as port:
+            yield port
+    elif target == "coilmq-sqlalchemy":
+        with coilmq_sa.coilmq_sa(base, COILMQ_SA_VENV) as port:
             yield port
     elif target.startswith("ours") and PROCESS:
         with _broker_process(target, base) as port:
@@ -127,6 +152,8 @@ def broker(target: str, base: Path) -> Iterator[int]:
 #: ``--process``: our broker runs as ``store broker`` in a process of its own, as ActiveMQ
 #: does, instead of in the clients' process (where it shares their GIL).
 PROCESS = False
+#: ``--coilmq-sa-venv``: the virtualenv ``coilmq-sqlalchemy`` runs in (``bench.coilmq_sa``).
+COILMQ_SA_VENV = coilmq_sa.venv_path()
 
 
 @contextlib.contextmanager
@@ -372,12 +399,20 @@ def main() -> None:
         "--process", action="store_true",
         help="run our broker as `store broker` in a process of its own (as ActiveMQ runs)",
     )  # fmt: skip
+    parser.add_argument(
+        "--coilmq-sa-venv", type=Path, default=None,
+        help="virtualenv for coilmq-sqlalchemy, made there if absent (default: "
+        f"${coilmq_sa.VENV_ENV} or {coilmq_sa.DEFAULT_VENV})",
+    )  # fmt: skip
     args = parser.parse_args()
-    global PROCESS
+    global PROCESS, COILMQ_SA_VENV
     PROCESS = args.process
+    COILMQ_SA_VENV = coilmq_sa.venv_path(args.coilmq_sa_venv)
     results: dict[str, dict[str, list[float]] | str] = {}
     for target in args.target:
         absent = missing(target.removeprefix("activemq-")) if target in PEERS.values() else None
+        if target == "coilmq-sqlalchemy":
+            absent = coilmq_sa.prepare(COILMQ_SA_VENV)
         results[target] = absent or measure(target, args)
     table = Table(title="STOMP over loopback (messages/s, median; all runs)")
     for column in ("target", "figure", "median", "runs", "ours/ActiveMQ"):
