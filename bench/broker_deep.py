@@ -16,7 +16,6 @@ Thread-safety: one call at a time per process.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -26,23 +25,11 @@ from pathlib import Path
 
 from bench import activemq
 from bench.activemq_deep import _Stomp, _vm_hwm_mb
+from tests.ha.nodes import write_toml
 
-_CLI = "import sys; from store.cli.main import main; sys.exit(main(sys.argv[1:]))"
+CLI = "import sys; from store.cli.main import main; sys.exit(main(sys.argv[1:]))"
 #: How long the broker may take to answer before the figure is given up (seconds).
 START_SECONDS = 600.0
-
-
-def _toml(mapping: dict[str, object]) -> str:
-    """The configuration mapping as TOML (flat keys, one level of tables)."""
-    lines: list[str] = []
-    tables: list[str] = []
-    for key, value in mapping.items():
-        if isinstance(value, dict):
-            tables.append(f"[{key}]")
-            tables.extend(f"{k} = {json.dumps(v)}" for k, v in value.items())
-        else:
-            lines.append(f"{key} = {json.dumps(value)}")
-    return "\n".join([*lines, *tables]) + "\n"
 
 
 def first_message(mapping: dict[str, object], destination: str) -> dict[str, float]:
@@ -51,10 +38,9 @@ def first_message(mapping: dict[str, object], destination: str) -> dict[str, flo
     (both from the launch) and ``peak_rss_mb``. Raises RuntimeError when the broker exits or
     answers with something else."""
     with tempfile.TemporaryDirectory(prefix="broker-deep-") as tmp:
-        config = Path(tmp) / "store.toml"
-        config.write_text(_toml(mapping))
+        config = write_toml(mapping, Path(tmp) / "store.toml")
         port = activemq._free_port()
-        command = [sys.executable, "-c", _CLI, "broker", "--config", str(config)]
+        command = [sys.executable, "-c", CLI, "broker", "--config", str(config)]
         launched = time.perf_counter()
         process = subprocess.Popen(
             [*command, "--port", str(port)],

@@ -159,12 +159,13 @@ COILMQ_SA_VENV = coilmq_sa.venv_path()
 @contextlib.contextmanager
 def _broker_process(target: str, base: Path) -> Iterator[int]:
     """``store broker`` on a fresh store of ``target`` in a child process; yields its port."""
-    import json
     import signal
     import subprocess
     import sys
 
     from bench.activemq import _answers, _free_port
+    from bench.broker_deep import CLI
+    from tests.ha.nodes import write_toml
 
     if target == "ours-file":
         mapping: dict[str, Any] = {
@@ -178,21 +179,15 @@ def _broker_process(target: str, base: Path) -> Iterator[int]:
         from tests.support.db_backends import new_store_mapping
 
         mapping = new_store_mapping(base, unique_prefix(), "postgresql")
-    lines = [f"{k} = {json.dumps(v)}" for k, v in mapping.items() if not isinstance(v, dict)]
-    for key, table in mapping.items():
-        if isinstance(table, dict):
-            lines += [f"[{key}]", *(f"{k} = {json.dumps(v)}" for k, v in table.items())]
-    config_path = base / "store.toml"
-    config_path.write_text("\n".join(lines) + "\n")
+    config_path = write_toml(mapping, base / "store.toml")
     if target == "ours-postgresql":
         from store import StoreConfig
         from store.db.migrate import upgrade
 
         upgrade(StoreConfig.from_mapping(mapping))
     port = _free_port()
-    cli = "import sys; from store.cli.main import main; sys.exit(main(sys.argv[1:]))"
     child = subprocess.Popen(
-        [sys.executable, "-c", cli, "-q", "broker", "--config", str(config_path),
+        [sys.executable, "-c", CLI, "-q", "broker", "--config", str(config_path),
          "--port", str(port)],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
@@ -274,6 +269,19 @@ def send_rate(
     return done / elapsed, sum(sent)
 
 
+def _ack_each(c: _Client, acked: list[int], i: int, stop: threading.Event) -> None:
+    """Consumer ``i``: subscribe ``client-individual`` and ACK every message as it comes,
+    counting in ``acked[i]``, until ``stop``."""
+    c.conn.subscribe("/queue/bench", id="s", ack="client-individual")
+    while not stop.is_set():
+        with c.cond:
+            c.cond.wait_for(lambda: len(c.messages) > acked[i], 0.2)
+            todo = c.messages[acked[i] :]
+        for m in todo:
+            c.conn.ack(m.headers["message-id"], "s")
+            acked[i] += 1
+
+
 #: The longest a consume phase runs: a broker that has not had every stored message ACKed by
 #: then is measured on what was ACKed (coilmq's dbm store on a Python without ``dbm.gnu`` or
 #: ``dbm.ndbm``, as this machine's: ``dbm.dumb`` rewrites its whole index file on every
@@ -289,18 +297,10 @@ def consume_rate(port: int, consumers: int, total: int) -> float:
     acked = [0] * consumers
     stop = threading.Event()
 
-    def consume(i: int) -> None:
-        c = clients[i]
-        c.conn.subscribe("/queue/bench", id="s", ack="client-individual")
-        while not stop.is_set():
-            with c.cond:
-                c.cond.wait_for(lambda: len(c.messages) > acked[i], 0.2)
-                todo = c.messages[acked[i]:]
-            for m in todo:
-                c.conn.ack(m.headers["message-id"], "s")
-                acked[i] += 1
-
-    threads = [threading.Thread(target=consume, args=(i,)) for i in range(consumers)]
+    threads = [
+        threading.Thread(target=_ack_each, args=(clients[i], acked, i, stop))
+        for i in range(consumers)
+    ]
     start = time.perf_counter()
     for t in threads:
         t.start()
@@ -339,19 +339,11 @@ def send_consume_rate(
             c.conn.send("/queue/bench", body, headers={**extra, "receipt": f"{i}-{sent[i]}"})
             sent[i] += 1
 
-    def consume(i: int) -> None:
-        c = consumers[i]
-        c.conn.subscribe("/queue/bench", id="s", ack="client-individual")
-        while not stop.is_set():
-            with c.cond:
-                c.cond.wait_for(lambda: len(c.messages) > acked[i], 0.2)
-                todo = c.messages[acked[i]:]
-            for m in todo:
-                c.conn.ack(m.headers["message-id"], "s")
-                acked[i] += 1
-
     threads = [threading.Thread(target=produce, args=(i,)) for i in range(pairs)]
-    threads += [threading.Thread(target=consume, args=(i,)) for i in range(pairs)]
+    threads += [
+        threading.Thread(target=_ack_each, args=(consumers[i], acked, i, stop))
+        for i in range(pairs)
+    ]
     start = time.perf_counter()
     for t in threads:
         t.start()
