@@ -149,12 +149,13 @@ def _command(base: Path, conf: Path, data: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (ActiveMQ's shutdown hook closes the store), SIGKILL after STOP_SECONDS."""
+def stop_process(process: subprocess.Popen[bytes], seconds: float = STOP_SECONDS) -> None:
+    """SIGTERM (ActiveMQ's shutdown hook closes its store; coilmq's script its server and
+    store), SIGKILL after ``seconds``."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(STOP_SECONDS)
+            process.wait(seconds)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -222,7 +223,7 @@ def wait_answers(setup: Setup, process: subprocess.Popen[bytes]) -> None:
 
 def stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM (ActiveMQ's shutdown hook closes the store), SIGKILL after STOP_SECONDS."""
-    _stop(process)
+    stop_process(process)
 
 
 def remove(setup: Setup) -> None:
@@ -248,6 +249,6 @@ def activemq(store: str, base: Path) -> Iterator[int]:
             wait_answers(setup, process)
             yield setup.port
         finally:
-            _stop(process)
+            stop_process(process)
     finally:
         remove(setup)

@@ -50,13 +50,12 @@ import logging
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.activemq import _answers, _free_port
+from bench.activemq import _answers, _free_port, stop_process
 
 __all__ = ["REQUIREMENTS", "coilmq_sa", "prepare", "venv_path"]
 
@@ -149,17 +148,6 @@ def _admin(statement: str, database: str) -> None:
         conn.execute(query)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (the script closes coilmq's server and store), SIGKILL after STOP_SECONDS."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def _report_errors(log_path: Path) -> None:
     """Log a warning when the broker's log holds tracebacks (coilmq drops a connection whose
     frames arrive pipelined, ``BodyNotTerminated``; the temporary folder with the log goes
@@ -200,7 +188,7 @@ def coilmq_sa(base: Path, venv: Path) -> Iterator[int]:
                 time.sleep(0.05)
             yield port
         finally:
-            _stop(process)
+            stop_process(process, STOP_SECONDS)
             _report_errors(log_path)
     finally:
         # FORCE: a broker killed by SIGKILL may leave sessions the server has not ended yet.
