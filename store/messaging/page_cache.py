@@ -45,7 +45,7 @@ class PageCache:
         paged = self._decoded[index]
         if paged is None:
             pairs = self._pairs
-            if pairs is None or index >= len(pairs) // 2:
+            if pairs is None or index >= len(self._raw):  # not read: appended since
                 paged = PagedMessage.decode(bytes(self._raw[index]))
             else:
                 start = pairs[2 * index]

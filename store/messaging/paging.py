@@ -491,10 +491,12 @@ class Pager:
         for page_no in state.pages:
             if page_no < start.page:
                 continue
-            records = self._records(state, page_no)
             page = state.pages[page_no]
-            acked = () if qid in page.complete else page.acked.get(qid, ())
-            skip_all = qid in page.complete
+            if qid in page.complete:  # nothing left on it for this queue: not read
+                cursor.position = PagePosition(page_no, page.size)
+                continue
+            records = self._records(state, page_no)
+            acked = page.acked.get(qid, ())
             index = start.index if page_no == start.page else 0
             end = len(records)
             try:
@@ -502,8 +504,7 @@ class Pager:
                     paged = records[index]
                     index += 1
                     if (
-                        skip_all
-                        or qid not in paged.queue_ids
+                        qid not in paged.queue_ids
                         or (paged.tx_id and paged.tx_id not in visible)
                         or index - 1 in acked
                     ):

@@ -70,3 +70,8 @@ def test_a_page_cache_decodes_a_record_when_asked_and_keeps_appended_ones() -> N
         extra = PagedMessage(99, 0, 45, b"r", (1,))
         cache.append(extra)
         assert len(cache) == 4 and cache[3] is extra and cache[1] == CASES[1]
+    # decoded when asked for: a bad record fails only the one asking for it
+    bad = PageCache([encoded[0], b"\x09" + encoded[1][1:], encoded[2]])
+    assert bad[0] == CASES[0] and bad[2] == CASES[2]
+    with pytest.raises(ValueError, match="version"):
+        bad[1]
