@@ -1,0 +1,127 @@
+"""Consumers first (issue 29; ``store.stomp.queue_manager``'s docstring): while an ACK is
+being handled a SEND waits before it is stored, until the ACK is done or
+``CONSUMERS_FIRST_WAIT`` has passed, so producers never stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from coilmq.util.frames import ACK, SEND, Frame  # type: ignore[import-untyped]
+
+from store.config import StoreConfig
+from store.stomp import queue_manager
+from store.stomp.queue_manager import DurableQueueManager
+from store.stomp.queue_store import open_queue_store
+
+DESTINATION = "/queue/first"
+
+
+class _Connection:
+    """What the queue manager writes MESSAGE frames to."""
+
+    def __init__(self) -> None:
+        self.frames: list[Frame] = []
+
+    def send_frame(self, frame: Frame) -> None:
+        self.frames.append(frame)
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> Iterator[DurableQueueManager]:
+    config = StoreConfig.from_mapping(
+        {name: str(tmp_path / name) for name in (
+            "journal-directory", "bindings-directory", "large-messages-directory",
+            "paging-directory",
+        )}
+    )  # fmt: skip
+    qm = DurableQueueManager(open_queue_store(config))
+    try:
+        yield qm
+    finally:
+        qm.close()
+
+
+def _send(qm: DurableQueueManager, body: str) -> None:
+    qm.store_frame(Frame(SEND, headers={"destination": DESTINATION}, body=body))
+
+
+def _held_ack(
+    qm: DurableQueueManager, monkeypatch: pytest.MonkeyPatch
+) -> tuple[threading.Event, threading.Thread]:
+    """A consumer's ACK of the one message sent, held inside the store's ack until the
+    returned event is set; the thread running it."""
+    consumer = _Connection()
+    qm.subscribe(consumer, DESTINATION, id="s", ack="client-individual")
+    qm.send(Frame(SEND, headers={"destination": DESTINATION}, body="first"))
+    (delivered,) = consumer.frames
+    entered, release = threading.Event(), threading.Event()
+    store_ack = qm.store.ack
+
+    def held(*args: Any, **kwargs: Any) -> None:
+        entered.set()
+        release.wait(30)
+        store_ack(*args, **kwargs)
+
+    monkeypatch.setattr(qm.store, "ack", held)
+    frame = Frame(ACK, headers={"message-id": delivered.headers["message-id"], "subscription": "s"})
+    acker = threading.Thread(target=qm.ack, args=(consumer, frame))
+    acker.start()
+    assert entered.wait(10)
+    return release, acker
+
+
+def test_a_send_waits_for_an_ack_in_progress(
+    manager: DurableQueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_manager, "CONSUMERS_FIRST_WAIT", 30.0)
+    release, acker = _held_ack(manager, monkeypatch)
+    stored = threading.Event()
+
+    def produce() -> None:
+        _send(manager, "second")
+        stored.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        assert not stored.wait(0.3)  # still waiting for the ACK
+        assert manager.store.size(DESTINATION) == 0  # and nothing stored meanwhile
+    finally:
+        release.set()
+    assert stored.wait(10)  # the ACK done, the SEND goes on at once
+    producer.join(10)
+    acker.join(10)
+    manager.store.flush()
+    assert manager.store.size(DESTINATION) == 1
+    taken = manager.store.take(DESTINATION)
+    assert taken is not None and taken.frame.body == "second"
+
+
+def test_a_send_waits_no_longer_than_the_bound(
+    manager: DurableQueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_manager, "CONSUMERS_FIRST_WAIT", 0.05)
+    release, acker = _held_ack(manager, monkeypatch)
+    try:
+        for n in range(3):  # each SEND waits its bound, then is stored: producers never stop
+            _send(manager, f"while acking {n}")
+        assert acker.is_alive()  # the ACK is still being handled
+        assert manager.store.size(DESTINATION) == 3
+    finally:
+        release.set()
+        acker.join(10)
+
+
+def test_a_send_without_an_ack_in_progress_does_not_wait(
+    manager: DurableQueueManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue_manager, "CONSUMERS_FIRST_WAIT", 30.0)
+    start = time.monotonic()
+    _send(manager, "alone")
+    assert time.monotonic() - start < 10  # far below the bound it would have waited
+    assert manager.store.size(DESTINATION) == 1
