@@ -39,9 +39,9 @@ The broker's connection threads share one interpreter lock and the storage manag
 and neither is fair: the thread that holds the interpreter takes a lock again before a
 thread woken for it can run. Without this, 16 producers pipelining SENDs kept both, and 16
 consumers' ACKs each waited for a turn: in ``bench.stomp``'s send+consume 16+16 the broker
-stored 12,000-17,000 messages a second and acknowledged 1,000-4,000, so the queue grew
+stored 11,600-17,300 messages a second and acknowledged 960-4,550, so the queue grew
 without bound and a delivery waited seconds behind it. With consumers first a queue whose
-consumers keep up stays short (stored and acknowledged about 6,500 a second each, same run),
+consumers keep up stays short (stored and acknowledged 5,200-6,900 a second each),
 and a queue with a backlog drains while its producers slow down (a SEND waits at most 10 ms,
 so producers never stop, and nothing waits when no consumer acknowledges).
 

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from coilmq.util.frames import ACK, SEND, Frame  # type: ignore[import-untyped]
 
-from store.config import StoreConfig
-from store.stomp import queue_manager
+from store.stomp import StompQueueStore, queue_manager
 from store.stomp.queue_manager import DurableQueueManager
-from store.stomp.queue_store import open_queue_store
 
 DESTINATION = "/queue/first"
 
@@ -32,18 +28,9 @@ class _Connection:
 
 
 @pytest.fixture
-def manager(tmp_path: Path) -> Iterator[DurableQueueManager]:
-    config = StoreConfig.from_mapping(
-        {name: str(tmp_path / name) for name in (
-            "journal-directory", "bindings-directory", "large-messages-directory",
-            "paging-directory",
-        )}
-    )  # fmt: skip
-    qm = DurableQueueManager(open_queue_store(config))
-    try:
-        yield qm
-    finally:
-        qm.close()
+def manager(queue_store: StompQueueStore) -> DurableQueueManager:
+    """The durable queue manager on ``queue_store`` (which the fixture closes)."""
+    return DurableQueueManager(queue_store)
 
 
 def _send(qm: DurableQueueManager, body: str) -> None:
