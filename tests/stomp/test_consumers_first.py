@@ -1,5 +1,5 @@
-"""Consumers first (issue 29; ``store.stomp.queue_manager``'s docstring): while an ACK is
-being handled a SEND waits before it is stored, until the ACK is done or
+"""Consumers first (issue 29; ``store.stomp.queue_manager``'s docstring): while an ACK or a
+NACK is being handled a SEND waits before it is stored, until it is done or
 ``CONSUMERS_FIRST_WAIT`` has passed, so producers never stop."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from coilmq.util.frames import ACK, SEND, Frame  # type: ignore[import-untyped]
+from coilmq.util.frames import ACK, NACK, SEND, Frame  # type: ignore[import-untyped]
 
 from store.stomp import StompQueueStore, queue_manager
 from store.stomp.queue_manager import DurableQueueManager
@@ -37,36 +37,43 @@ def _send(qm: DurableQueueManager, body: str) -> None:
     qm.store_frame(Frame(SEND, headers={"destination": DESTINATION}, body=body))
 
 
+#: An acknowledgement frame, the queue manager's method handling it, and the store's method
+#: that method calls (held in the tests).
+_ACKNOWLEDGEMENTS = {ACK: ("ack", "ack"), NACK: ("nack", "cancel")}
+
+
 def _held_ack(
-    qm: DurableQueueManager, monkeypatch: pytest.MonkeyPatch
+    qm: DurableQueueManager, monkeypatch: pytest.MonkeyPatch, command: str = ACK
 ) -> tuple[threading.Event, threading.Thread]:
-    """A consumer's ACK of the one message sent, held inside the store's ack until the
-    returned event is set; the thread running it."""
+    """A consumer's ACK (or NACK) of the one message sent, held inside the store's ack (or
+    cancel) until the returned event is set; the thread running it."""
+    handler, store_method = _ACKNOWLEDGEMENTS[command]
     consumer = _Connection()
     qm.subscribe(consumer, DESTINATION, id="s", ack="client-individual")
     qm.send(Frame(SEND, headers={"destination": DESTINATION}, body="first"))
     (delivered,) = consumer.frames
     entered, release = threading.Event(), threading.Event()
-    store_ack = qm.store.ack
+    original = getattr(qm.store, store_method)
 
     def held(*args: Any, **kwargs: Any) -> None:
         entered.set()
         release.wait(30)
-        store_ack(*args, **kwargs)
+        original(*args, **kwargs)
 
-    monkeypatch.setattr(qm.store, "ack", held)
-    frame = Frame(ACK, headers={"message-id": delivered.headers["message-id"], "subscription": "s"})
-    acker = threading.Thread(target=qm.ack, args=(consumer, frame))
+    monkeypatch.setattr(qm.store, store_method, held)
+    headers = {"message-id": delivered.headers["message-id"], "subscription": "s"}
+    acker = threading.Thread(target=getattr(qm, handler), args=(consumer, Frame(command, headers)))
     acker.start()
     assert entered.wait(10)
     return release, acker
 
 
-def test_a_send_waits_for_an_ack_in_progress(
-    manager: DurableQueueManager, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("command", [ACK, NACK])
+def test_a_send_waits_for_an_acknowledgement_in_progress(
+    manager: DurableQueueManager, monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
     monkeypatch.setattr(queue_manager, "CONSUMERS_FIRST_WAIT", 30.0)
-    release, acker = _held_ack(manager, monkeypatch)
+    release, acker = _held_ack(manager, monkeypatch, command)
     stored = threading.Event()
 
     def produce() -> None:
@@ -84,6 +91,7 @@ def test_a_send_waits_for_an_ack_in_progress(
     producer.join(10)
     acker.join(10)
     manager.store.flush()
+    # (a NACKed message is delivered again at once, to the same consumer: not waiting)
     assert manager.store.size(DESTINATION) == 1
     taken = manager.store.take(DESTINATION)
     assert taken is not None and taken.frame.body == "second"
@@ -95,8 +103,10 @@ def test_a_send_waits_no_longer_than_the_bound(
     monkeypatch.setattr(queue_manager, "CONSUMERS_FIRST_WAIT", 0.05)
     release, acker = _held_ack(manager, monkeypatch)
     try:
+        started = time.monotonic()
         for n in range(3):  # each SEND waits its bound, then is stored: producers never stop
             _send(manager, f"while acking {n}")
+        assert time.monotonic() - started >= 3 * 0.05  # each did wait (for the ACK) first
         assert acker.is_alive()  # the ACK is still being handled
         assert manager.store.size(DESTINATION) == 3
     finally:
