@@ -175,11 +175,8 @@ final class MessageCodec {
     }
 
     /** values._is_float32: NaN, or a value a 32-bit float holds exactly (a finite value that
-     *  rounds to infinity overflows in Python's struct.pack: not one). */
+     *  rounds to infinity, an overflow in Python's struct.pack, compares unequal here). */
     static boolean isFloat32(double v) {
-        if (Double.isNaN(v)) return true;
-        float f = (float) v;
-        if (Float.isInfinite(f) && !Double.isInfinite(v)) return false;
-        return (double) f == v;
+        return Double.isNaN(v) || (double) (float) v == v;
     }
 }

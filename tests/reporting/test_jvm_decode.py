@@ -1,0 +1,286 @@
+"""The JVM decoder (``store/reporting/jvm/*.java``) against the Python decode it replaces, in
+a real Spark local session: every record of the table corpus (``jvm_corpus``) through
+``TableRecordUdf`` equals :func:`store.reporting.decode.decode_body` column by column, with
+an error on exactly the rows Python refuses (the sentinel carrying the record's bytes), and
+every journal file written by the store through ``FileRecordsUdf`` equals
+:func:`store.reporting.decode.file_records`."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store.reporting.decode import ARROW_RECORDS, decode_body, file_records
+from tests.reporting.jvm_corpus import table_rows
+
+_SOURCES = Path(__file__).resolve().parents[2] / "store" / "reporting" / "jvm"
+_DECODED = ("address", "name", "queue_id", "timestamp", "priority", "body_size", "large",
+            "error", "page", "page_index", "page_tx_id")  # fmt: skip
+_DECODED_TYPE = (
+    "struct<address:string,name:string,queue_id:bigint,timestamp:bigint,priority:int,"
+    "body_size:bigint,large:boolean,error:string,page:bigint,page_index:int,page_tx_id:bigint>"
+)
+_FILE_COLUMNS = ("seq", "pos", "kind", "id", "tx_id", "user_record_type", "size", *_DECODED,
+                 "tx_count", "tx_seen")  # fmt: skip
+_FILE_TYPE = (
+    "array<struct<seq:bigint,pos:bigint,kind:int,id:bigint,tx_id:bigint,user_record_type:int,"
+    "size:bigint," + _DECODED_TYPE[len("struct<") : -1] + ",tx_count:int,tx_seen:int>>"
+)
+SENTINEL = "\x00jvm:"
+
+
+def build_jar(out: Path) -> Path:
+    """Compile every ``store/reporting/jvm/*.java`` against PySpark's jars into ``out``/
+    store-jvm.jar; returns its path. Raises CalledProcessError when javac fails."""
+    import pyspark
+
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
+    classes = out / "classes"
+    sources = sorted(str(p) for p in _SOURCES.glob("*.java"))
+    subprocess.run(["javac", "-cp", jars, "-d", str(classes), *sources], check=True)
+    jar = out / "store-jvm.jar"
+    with zipfile.ZipFile(jar, "w") as z:
+        for path in sorted(classes.rglob("*.class")):
+            z.write(path, str(path.relative_to(classes)))
+    return jar
+
+
+@pytest.fixture(scope="session")
+def jvm_spark(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The reports' session with the decoder's jar added (``ADD JAR``) and its UDFs
+    registered as ``jvm_table_record`` and ``jvm_file_records``."""
+    jar = build_jar(tmp_path_factory.mktemp("jvm"))
+    spark.sql(f"ADD JAR '{jar}'")
+    spark.udf.registerJavaFunction(
+        "jvm_table_record", "store.reporting.jvm.TableRecordUdf", _DECODED_TYPE
+    )
+    spark.udf.registerJavaFunction(
+        "jvm_file_records", "store.reporting.jvm.FileRecordsUdf", _FILE_TYPE
+    )
+    yield spark
+
+
+def _table_frame(spark: Any, rows: list[Any]) -> Any:
+    from pyspark.sql.types import (
+        BinaryType,
+        LongType,
+        ShortType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    schema = StructType(
+        [
+            StructField("journal", StringType()),
+            StructField("recordtype", ShortType()),
+            StructField("userrecordtype", ShortType()),
+            StructField("id", LongType()),
+            StructField("record", BinaryType()),
+        ]
+    )
+    return spark.createDataFrame(rows, schema)
+
+
+def jvm_table(spark: Any, rows: list[Any]) -> list[dict[str, Any]]:
+    """The UDF's struct of each row, in row order, as dicts."""
+    out = (
+        _table_frame(spark, rows)
+        .selectExpr("jvm_table_record(journal, recordtype, userrecordtype, id, record) AS d")
+        .collect()
+    )
+    return [row["d"].asDict() for row in out]
+
+
+def _mismatches(rows: list[Any], got: list[dict[str, Any]]) -> list[str]:
+    """What differs between the UDF's rows and decode_body's, one line per row."""
+    bad = []
+    for row, jvm in zip(rows, got, strict=True):
+        journal, kind, urt, rid, record = row
+        python = decode_body(journal, kind, urt, rid, record or b"")
+        want = {c: python.get(c) for c in _DECODED}
+        have = dict(jvm)
+        if (want["error"] is None) != (have["error"] is None):
+            bad.append(f"{row!r}: python {python!r}, jvm {have!r}")
+            continue
+        if have["error"] is not None:
+            text = have["error"]
+            if not text.startswith(SENTINEL) or base64.b64decode(text[len(SENTINEL) :]) != (
+                record or b""
+            ):
+                bad.append(f"{row!r}: sentinel {text!r}")
+            want["error"] = have["error"] = "error"
+        if want != have:
+            bad.append(f"{row!r}: python {want!r}, jvm {have!r}")
+    return bad
+
+
+def test_table_udf_equals_decode_body_on_every_record_and_damage(jvm_spark: Any) -> None:
+    rows = table_rows()
+    got = jvm_table(jvm_spark, rows)
+    assert len(got) == len(rows) > 10_000
+    bad = _mismatches(rows, got)
+    assert not bad, f"{len(bad)} rows differ, first: " + "\n".join(bad[:10])
+    errors = sum(1 for d in got if d["error"] is not None)
+    decoded = sum(1 for d in got if d["error"] is None and any(v is not None for v in d.values()))
+    assert errors > 3000 and decoded > 1000  # both sides of every check were exercised
+
+
+def _journal_files(config: Any) -> list[tuple[str, str, bytes]]:
+    """(journal, path, content) of every journal file of a file store's ``config``."""
+    out = []
+    for journal, directory in (
+        ("messages", config.journal_directory),
+        ("bindings", config.bindings_directory),
+    ):
+        for path in sorted(Path(directory).iterdir()):
+            if path.is_file():
+                out.append((journal, str(path), path.read_bytes()))
+    return out
+
+
+def _stores(tmp_path: Path) -> list[tuple[str, str, bytes]]:
+    """Journal files of three stores: fill() (sends, acks, a cancel, a committed, a
+    rolled-back and an XA-prepared transaction, a deleted queue), fill_paging() (cursor acks,
+    page completions, page transactions, large messages) and many plain appends (several
+    files, so file-list markers)."""
+    from store import StoreConfig, open_store
+    from store.messaging import StorageManager
+    from tests.reporting.support import fill, fill_paging, paging_store_config
+    from tests.support.backends import file_config_mapping
+
+    files = []
+    config = StoreConfig.from_mapping(file_config_mapping(tmp_path / "a", "NIO"))
+    sm = StorageManager(open_store(config))
+    sm.load()
+    fill(sm, messages=40)
+    sm.close()
+    files += _journal_files(config)
+    config = paging_store_config(tmp_path / "b", "file-nio")
+    sm = StorageManager(open_store(config))
+    sm.load()
+    fill_paging(sm)
+    sm.close()
+    files += _journal_files(config)
+    config = StoreConfig.from_mapping(file_config_mapping(tmp_path / "c", "NIO"))
+    with open_store(config) as s:
+        s.bindings.load()
+        s.messages.load()
+        for i in range(1, 600):
+            s.messages.append_add(i, 45, encode_plain(i))
+            if i % 7 == 0:
+                s.messages.append_update(i, 32, b"\x01" + bytes(8))
+        s.messages.flush()
+    files += _journal_files(config)
+    return files
+
+
+def encode_plain(i: int) -> bytes:
+    """A message record of 200-odd bytes."""
+    from store.messaging import Message
+    from store.messaging.message_records import encode_message
+
+    return encode_message(
+        Message(address=f"q{i % 5}", body=b"m" * (i % 230), timestamp=i), b"m" * (i % 230)
+    )
+
+
+def _damaged_files(files: list[tuple[str, str, bytes]]) -> list[tuple[str, str, bytes]]:
+    """Copies of the files with a torn tail (zeroed, cut), a flipped byte in a record, and
+    headers of zeros."""
+    out = []
+    for journal, path, data in files:
+        batch = file_records(journal, path, data)
+        if batch is None or batch.num_rows < 3:
+            continue
+        pos = batch.column("pos").to_pylist()
+        last, middle = pos[-1], pos[len(pos) // 2]
+        out.append((journal, path + "#zeroed", data[: last + 10] + bytes(len(data) - last - 10)))
+        out.append((journal, path + "#cut", data[: last + 30]))
+        out.append((journal, path + "#cut-head", data[: last + 3]))
+        flipped = bytearray(data)
+        flipped[middle + 55] ^= 0x40
+        out.append((journal, path + "#flipped", bytes(flipped)))
+    out.append(("messages", "zeros", bytes(8192)))
+    out.append(("messages", "short", b"SJNL"))
+    out.append(("messages", "empty", b""))
+    return out
+
+
+def jvm_files(spark: Any, files: list[tuple[str, str, bytes]]) -> list[list[dict[str, Any]]]:
+    """The UDF's rows of each file, in file order."""
+    frame = spark.createDataFrame(files, "journal string, path string, content binary")
+    got = frame.selectExpr("jvm_file_records(journal, path, content) AS r").collect()
+    return [[row.asDict() for row in r["r"]] for r in got]
+
+
+def python_files(files: list[tuple[str, str, bytes]]) -> list[list[dict[str, Any]]]:
+    """file_records' rows of each file, without the journal column."""
+    out = []
+    for journal, path, data in files:
+        batch = file_records(journal, path, data)
+        rows = [] if batch is None else batch.to_pylist()
+        out.append([{c: row[c] for c in _FILE_COLUMNS} for row in rows])
+    return out
+
+
+def test_file_udf_equals_file_records_on_store_files_and_torn_ones(
+    jvm_spark: Any, tmp_path: Path
+) -> None:
+    from store.file.format import decode_header
+    from store.file.reader import Cursor, marker_of, scan
+
+    assert [f.name for f in ARROW_RECORDS][1:] == list(_FILE_COLUMNS)
+    files = _stores(tmp_path)
+    files += _damaged_files(files)
+    want = python_files(files)
+    got = jvm_files(jvm_spark, files)
+    for (journal, path, _), w, g in zip(files, want, got, strict=True):
+        assert g == w, f"{journal} {path}"
+    rows = [row for rows in want for row in rows]
+    assert len(rows) > 1000
+    assert any(row["tx_count"] is not None and row["tx_seen"] == row["tx_count"] for row in rows)
+    assert any(row["page_tx_id"] is not None for row in rows)
+    assert any(row["page_index"] is not None for row in rows)
+    assert any(row["error"] is None and row["address"] is not None for row in rows)
+    markers = 0
+    for _, path, data in files[: len(files)]:
+        header = decode_header(data[:32], path)
+        if header is not None:
+            raws = scan(data, header.file_id, Cursor())
+            markers += sum(1 for raw in raws if marker_of(data, raw) is not None)
+    assert markers > 0  # the markers were left out on both sides
+
+
+@pytest.mark.parametrize("damage", ["magic", "checksum", "version"])
+def test_file_udf_names_the_file_of_a_damaged_header(jvm_spark: Any, damage: str) -> None:
+    import struct
+    import zlib
+
+    from store.errors import CorruptionError
+    from store.file.format import encode_header
+
+    header = bytearray(encode_header(5, 0))
+    if damage == "magic":
+        header[0:4] = b"SJNX"
+    elif damage == "checksum":
+        header[28] ^= 1
+    else:
+        header[4:6] = struct.pack("<H", 2)
+        header[28:32] = struct.pack("<I", zlib.crc32(bytes(header[:28])))
+    path = f"/journal/damaged-{damage}.sjnl"
+    data = bytes(header) + bytes(1024)
+    with pytest.raises(CorruptionError):
+        file_records("messages", path, data)
+    with pytest.raises(Exception) as caught:
+        jvm_files(jvm_spark, [("messages", path, data)])
+    text = str(caught.value)
+    assert path in text and {"magic": "not a journal file", "checksum": "checksum",
+                             "version": "version 2"}[damage] in text  # fmt: skip
