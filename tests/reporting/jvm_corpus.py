@@ -242,3 +242,69 @@ def table_rows(seed: int = 28, fuzz: int = 3000) -> list[Row]:
             add("bindings", kind, urt, None)
             add("messages", kind, urt, b"")
     return rows
+
+
+def _synthetic_records() -> list[tuple[int, int, int, int, int, int, bytes]]:
+    from store.file import format as fmt
+    from store.journal.api import PREPARE, ROLLBACK
+
+    marker = fmt.encode_marker(
+        fmt.Marker(fmt.MARKER_FILES, files=(fmt.MarkerEntry(1, 1, 2), fmt.MarkerEntry(2, 3, 9)))
+    )
+    ref = r.RefRecord(7).encode()
+    m = MESSAGES[0]
+    assert isinstance(m.body, bytes)
+    return [
+        (EVENT, fmt.FLAG_MARKER, 0, 0, 0, 0, marker),
+        (EVENT, fmt.FLAG_MARKER, 0, 0, 0, 0, b"not a marker body at all"),
+        (EVENT, fmt.FLAG_MARKER, 0, 0, 0, 0, marker + b"\x00"),
+        (EVENT, fmt.FLAG_MARKER, 0, 0, 0, 0, marker[:4] + b"\x03" + marker[5:]),
+        (EVENT, fmt.FLAG_MARKER, 0, 0, 0, 0, marker[:8] + b"\x05" + marker[9:]),
+        (EVENT, 0, 0, 0, 0, 0, marker),
+        (ADD_TX, 0, 1, 5, 45, 0, encode_message(m, m.body)),
+        (UPDATE_TX, 0, 1, 5, 32, 0, ref),
+        (PREPARE, 0, 0, 5, 0, 3, b"xid"),  # torn: 2 records, not 3
+        (UPDATE_TX, 0, 1, 5, 33, 0, ref),
+        (COMMIT, 0, 0, 5, 0, 1, b""),
+        (ADD_TX, 0, 2, 6, 45, 0, b"\x01bad"),
+        (ROLLBACK, 0, 0, 6, 0, 0, b""),
+        (COMMIT, 0, 0, 6, 0, 0, b""),
+        (DELETE_TX, 0, 2, 8, 0, 0, b""),
+        (PREPARE, 0, 0, 8, 0, 1, b"xid"),
+        (COMMIT, 0, 0, 8, 0, 1, b""),
+        (UPDATE, 0, 1, 0, 39, 0, CursorAck(1, 2, 3).encode()),
+        (ADD, 0, 9, 0, 30, 0, encode_large_message(m, 5)),
+    ]
+
+
+def synthetic_files() -> list[tuple[str, str, bytes]]:
+    """Journal files written record by record with :mod:`store.file.format`'s encoders
+    (journal, path, content): file-list markers and marker-flagged events that are not
+    markers, transactions whose prepare is torn, rolled back or deleted, zero padding (a
+    length of zero; 1-3 zeros before a boundary, alone and followed by more zeros), a first
+    record missing its predecessors (FLOOR), and a record out of sequence."""
+    from store.file import format as fmt
+
+    out = []
+    for variant in ("plain", "padded", "floor", "gap", "gap-zeros", "double-pad", "sequence"):
+        data = bytearray(fmt.encode_header(7, 0))
+        lsn = 0
+        for n, (kind, flags, rid, tx_id, urt, tx_count, body) in enumerate(_synthetic_records()):
+            if variant == "padded" and n in (3, 9):
+                data += bytes(-len(data) % fmt.PAD_UNIT)
+            if variant == "double-pad" and n == 3:
+                data += bytes(-len(data) % fmt.PAD_UNIT + 100)
+            if variant.startswith("gap") and n == 6:
+                lsn += 1  # a filler event ending 2 bytes before a boundary, then 2 zeros
+                filler = (-len(data) - 2 - fmt.OVERHEAD) % fmt.PAD_UNIT
+                data += fmt.encode_record(EVENT, file_id=7, lsn=lsn, durable_lsn=0,
+                                          body=bytes(filler))  # fmt: skip
+                data += bytes(-len(data) % fmt.PAD_UNIT + 512 * (variant == "gap-zeros"))
+            lsn += 1 + (5 if variant == "sequence" and n == 12 else 0)
+            data += fmt.encode_record(
+                kind, file_id=7, lsn=lsn + (10 if variant == "floor" else 0), durable_lsn=0,
+                id=rid, tx_id=tx_id, user_type=urt, tx_count=tx_count, body=body,
+                flags=flags | (fmt.FLAG_FLOOR if lsn == 1 else 0),
+            )  # fmt: skip
+        out.append(("messages", f"synthetic-{variant}", bytes(data) + bytes(700)))
+    return out
