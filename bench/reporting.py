@@ -16,9 +16,11 @@ The message journal is filled with ADD_MESSAGE_PROTOCOL records (a 64-byte body 
 codec's real encoding) through the journals' own appends, in steps up to each size; at each
 size every figure is measured once (Spark's first read of a size is also its warm-up for
 nothing: the session is warmed on a tiny read before the first size). A Spark figure is the
-time of ``count`` and ``sum(size)`` over the decoded frame: the decode runs in full
-(``mapInArrow`` is opaque to the optimiser). The loader figure is ``open_store`` + the
-message journal's ``load()``.
+time of ``count``, ``sum(size)`` and the sum of a hash of every column of the decoded
+frame: the decode runs in full (``mapInArrow`` is opaque to the optimiser; a JVM decode
+whose columns nothing read would not run at all). Each Spark figure is measured with both
+decoders where the JVM one is built (``store.reporting.jvm``): "jvm" and "python". The
+loader figure is ``open_store`` + the message journal's ``load()``.
 
 Benchmarks print figures; they never assert. PostgreSQL tables get a unique prefix and are
 dropped at the end.
@@ -27,10 +29,12 @@ dropped at the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +78,10 @@ def _spark_figure(frame: Any) -> tuple[int, float, float]:
 
     result: list[Any] = []
     busy = _busy_seconds()
-    seconds = _timed(lambda: result.append(frame.agg(F.count("*"), F.sum("size")).first()))
+    # Every column goes into the figure: a JVM decode's columns no aggregate reads would be
+    # pruned, its UDF not called at all.
+    every = F.sum(F.hash(*frame.columns).cast("long"))
+    seconds = _timed(lambda: result.append(frame.agg(F.count("*"), F.sum("size"), every).first()))
     return int(result[0][0]), seconds, (_busy_seconds() - busy) / seconds
 
 
@@ -128,6 +135,19 @@ def _plain_files(spark: Any, directory: str) -> Any:
     return spark.read.format("binaryFile").load(paths).select("content")
 
 
+@contextlib.contextmanager
+def _decoding(spark: Any, decoder: str) -> Iterator[None]:
+    """Frames built inside decode with ``decoder`` ("jvm" or "python")."""
+    from store.reporting import jvm
+
+    used = spark.conf.get(jvm.DECODER_CONF)
+    spark.conf.set(jvm.DECODER_CONF, decoder)
+    try:
+        yield
+    finally:
+        spark.conf.set(jvm.DECODER_CONF, used)
+
+
 def _len_after(load: Any, count: list[int]) -> tuple[int, float]:
     seconds = _timed(load)
     return count[0], seconds
@@ -142,16 +162,20 @@ def main() -> None:
     sizes = [int(n) for n in args.rows.split(",")]
     partitions = [int(n) for n in args.partitions.split(",")]
 
-    from store.reporting import sources
+    from store.reporting import jvm, sources
     from store.reporting.session import build_session
 
     spark = build_session(master=args.master)
+    decoders = ["jvm", "python"] if jvm.uses_jvm(spark) else ["python"]
     record = encode_message(Message(address="bench", body=b""), bytes(64))
     tmp = Path(tempfile.mkdtemp(prefix="bench-reporting-"))
     pg = StoreConfig.from_mapping(new_store_mapping(tmp, f"b{uuid.uuid4().hex[:8]}_", "postgresql"))
     fs = StoreConfig.from_mapping(file_config_mapping(tmp, "NIO") | {"journal-file-size": 10 << 20})
     upgrade(pg)
-    print(f"record: {len(record)} bytes; master {args.master}; partitions {partitions}")
+    print(
+        f"record: {len(record)} bytes; master {args.master}; partitions {partitions};"
+        f" decoders {decoders}"
+    )
     print("| rows | source | seconds | rows/s | cores busy | rows/s per busy core |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     try:
@@ -169,25 +193,34 @@ def main() -> None:
             figures: list[tuple[str, int, float, str]] = []
             for n in partitions:
                 read = sources.JdbcRead(partitions=n, fetchsize=10_000)
-                frame = sources.table_journal(spark, pg.database_store, "messages", read=read)
-                rows, seconds, cores = _spark_figure(frame)
-                name = f"JDBC read + decode, {n} partition(s)"
-                figures.append((name, rows, seconds, f"{cores:.2f}"))
                 plain_rows, plain, plain_cores = _plain_figure(
                     _plain_jdbc(spark, pg.database_store, read), "record"
                 )
-                assert plain_rows == rows, (plain_rows, rows)
-                name = f"plain JDBC read, {n} partition(s) (decode: {seconds / plain:.2f}x)"
-                figures.append((name, rows, plain, f"{plain_cores:.2f}"))
-            rows, seconds, cores = _spark_figure(
-                sources.file_journal(spark, fs.journal_directory, "messages")
-            )
-            figures.append(("file journal decode (Spark)", rows, seconds, f"{cores:.2f}"))
+                figures.append(
+                    (f"plain JDBC read, {n} partition(s)", plain_rows, plain, f"{plain_cores:.2f}")
+                )
+                for decoder in decoders:
+                    with _decoding(spark, decoder):
+                        frame = sources.table_journal(
+                            spark, pg.database_store, "messages", read=read
+                        )
+                    rows, seconds, cores = _spark_figure(frame)
+                    assert plain_rows == rows, (plain_rows, rows)
+                    name = (
+                        f"JDBC read + {decoder} decode, {n} partition(s)"
+                        f" ({seconds / plain:.2f}x the plain read)"
+                    )
+                    figures.append((name, rows, seconds, f"{cores:.2f}"))
             _, plain, plain_cores = _plain_figure(
                 _plain_files(spark, fs.journal_directory), "content"
             )
-            name = f"plain binaryFile read (decode: {seconds / plain:.2f}x)"
-            figures.append((name, rows, plain, f"{plain_cores:.2f}"))
+            figures.append(("plain binaryFile read", rows, plain, f"{plain_cores:.2f}"))
+            for decoder in decoders:
+                with _decoding(spark, decoder):
+                    frame = sources.file_journal(spark, fs.journal_directory, "messages")
+                rows, seconds, cores = _spark_figure(frame)
+                name = f"file journal, {decoder} decode ({seconds / plain:.2f}x the plain read)"
+                figures.append((name, rows, seconds, f"{cores:.2f}"))
             for name, config in (("PostgreSQL", pg), ("file", fs)):
                 rows, seconds = _len_after(lambda c=config: _load(c, out), out := [])
                 figures.append((f"Python loader replay, {name}", rows, seconds, "-"))

@@ -34,6 +34,7 @@ from store.config import StoreConfig
 from store.errors import CorruptionError
 from store.file.segments import SegmentNaming
 from store.file.survey import scan_journal
+from store.reporting.decode import exact_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -109,9 +110,13 @@ def row_damage(
             CorruptionError(path, offset, f"row has record type {row['kind']}, not one of 10..19")
         )
     undecodable = live.filter(F.col("error").isNotNull()).orderBy("journal", "seq", "pos")
-    for row in undecodable.select("journal", "seq", "pos", "error").limit(MAX_FINDINGS).collect():
+    shown = undecodable.select("journal", "seq", "pos", "kind", "user_record_type", "id", "error")
+    for row in shown.limit(MAX_FINDINGS).collect():
         path, offset = place(row["journal"], row["seq"], row["pos"])
-        found.append(CorruptionError(path, offset, row["error"] + _LOAD_REFUSES))
+        reason = exact_error(
+            row["journal"], row["kind"], row["user_record_type"], row["id"], row["error"]
+        )
+        found.append(CorruptionError(path, offset, reason + _LOAD_REFUSES))
     bad_pages = paged.filter(F.col("error").isNotNull()).orderBy("address", "page", "page_index")
     for row in bad_pages.select("address", "page", "error").limit(MAX_FINDINGS).collect():
         where = f"paged messages of address {row['address']!r}, page"

@@ -16,6 +16,7 @@ Thread-safety: pure functions.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Protocol
 
@@ -53,9 +54,11 @@ from store.paging.format import encoded_size
 __all__ = [
     "ARROW_PAGED",
     "ARROW_RECORDS",
+    "JVM_ERROR",
     "decode_body",
     "decode_file_batches",
     "decode_table_batches",
+    "exact_error",
     "file_records",
     "page_error",
     "paged_records",
@@ -179,6 +182,28 @@ def decode_body(journal: str, kind: int, urt: int, rid: int, data: bytes) -> dic
         return _messages_body(kind, urt, rid, data)
     except (ValueError, AttributeError) as exc:
         return {"error": f"record {rid} (type {urt}): {exc}"}
+
+
+#: How the JVM decoder (:mod:`store.reporting.jvm`) starts the ``error`` of a body that does
+#: not decode; the body follows, base64-encoded (:func:`exact_error`).
+JVM_ERROR: Final = "\x00jvm:"
+
+
+def exact_error(journal: str, kind: int, urt: int, rid: int, error: str) -> str:
+    """``error`` of a RECORDS row in the Python decode's words: an error from the JVM decoder
+    (:data:`JVM_ERROR` + the body) is decoded again here, so whichever decoder read a damaged
+    record, a report names it as ``store data verify`` does; any other is returned as is.
+    Raises nothing."""
+    if not error.startswith(JVM_ERROR):
+        return error
+    try:
+        body = base64.b64decode(error[len(JVM_ERROR) :], validate=True)
+    except ValueError:
+        return f"record {rid} (type {urt}): undecodable (the JVM decoder's error is damaged)"
+    again = decode_body(journal, kind, urt, rid, body).get("error")
+    # Never None while the two decoders agree (tests/reporting/test_jvm_decode.py); if they
+    # ever do not, the record is still reported, in words that say which one refused it.
+    return again or f"record {rid} (type {urt}): the JVM decoder refused it, Python's did not"
 
 
 def _decoded_columns(

@@ -179,19 +179,28 @@ def build_session(
     app_name: str = "store report",
     shuffle_partitions: int = 4,
     jar_directory: str = JAR_DIRECTORY,
+    decoder: str | None = None,
 ) -> SparkSession:
     """Start (or return the running) SparkSession for reports.
 
     ``master``: ``local[*]`` (default) or a cluster URL; ``shuffle_partitions``: partitions of
     every shuffle (default 4: report data is small; raise it for stores of tens of millions
-    of records). Returns the session. Raises ReportError when PySpark or Java is missing.
+    of records); ``decoder``: where records are decoded, "auto", "jvm" or "python" (None:
+    ``STORE_REPORT_DECODER``, else "auto"; :mod:`store.reporting.jvm`). Returns the session.
+    Raises ReportError when PySpark or Java is missing, for an unknown ``decoder``, and for
+    "jvm" when the JVM decoder cannot be built.
     """
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:
         raise ReportError("PySpark is not installed: pip install 'store[spark]'") from exc
     require_java()
+    from store.reporting import jvm
+
+    decoder_jar = jvm.choose(decoder or os.environ.get("STORE_REPORT_DECODER") or "auto")
     jars = sorted(find_jdbc_jars(jar_directory).values())
+    if decoder_jar is not None:
+        jars.append(decoder_jar)
     python_path = _python_path()
     builder = (
         SparkSession.builder.master(master)
@@ -228,6 +237,7 @@ def build_session(
     except Exception as exc:  # Py4J / JVM start-up failures have no common class
         raise ReportError(f"Spark did not start: {type(exc).__name__}: {exc}") from exc
     session.sparkContext.setLogLevel("WARN")
+    jvm.register(session, decoder_jar)
     if local:
         _derby_log_away(session)
     if not local:

@@ -66,7 +66,7 @@ from store.file.survey import HEADER_BAD, list_directory, loaded_files
 from store.fs import OsFileSystem
 from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
 from store.paging.format import decode_page, page_file_name, page_number_of
-from store.reporting import large, schemas
+from store.reporting import jvm, large, schemas
 from store.reporting.decode import (
     decode_file_batches,
     decode_table_batches,
@@ -333,6 +333,8 @@ def table_journal(
     t = _table(config, journal)
     cut = sa.select(*(t.c[n] for n in _COLUMNS)).where(t.c.seq <= high)
     frame = _range_read(spark, config, read, cut, "seq", (low, high))
+    if jvm.uses_jvm(spark):
+        return jvm.table_rows(frame, journal)
     return frame.mapInArrow(decode_table_batches(journal), schemas.RECORDS)
 
 
@@ -371,6 +373,8 @@ def _binary_files(spark: SparkSession, paths: list[str], journal: str) -> DataFr
     files = spark.read.format("binaryFile").load(paths).select("path", "content")
     # One file per partition: a journal file is decoded by one task, files in parallel.
     files = files.repartition(min(len(paths), 64))
+    if jvm.uses_jvm(spark):
+        return jvm.file_rows(files, journal)
     return files.mapInArrow(decode_file_batches(journal), schemas.RECORDS)
 
 
