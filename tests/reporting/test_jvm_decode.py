@@ -8,63 +8,31 @@ every journal file written by the store through ``FileRecordsUdf`` equals
 from __future__ import annotations
 
 import base64
-import os
-import subprocess
-import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from store.reporting.decode import ARROW_RECORDS, decode_body, file_records
+from store.reporting import jvm
+from store.reporting.decode import (
+    ARROW_RECORDS,
+    JVM_ERROR,
+    decode_body,
+    exact_error,
+    file_records,
+)
 from tests.reporting.jvm_corpus import synthetic_files, table_rows
 
-_SOURCES = Path(__file__).resolve().parents[2] / "store" / "reporting" / "jvm"
-_DECODED = ("address", "name", "queue_id", "timestamp", "priority", "body_size", "large",
-            "error", "page", "page_index", "page_tx_id")  # fmt: skip
-_DECODED_TYPE = (
-    "struct<address:string,name:string,queue_id:bigint,timestamp:bigint,priority:int,"
-    "body_size:bigint,large:boolean,error:string,page:bigint,page_index:int,page_tx_id:bigint>"
-)
-_FILE_COLUMNS = ("seq", "pos", "kind", "id", "tx_id", "user_record_type", "size", *_DECODED,
-                 "tx_count", "tx_seen")  # fmt: skip
-_FILE_TYPE = (
-    "array<struct<seq:bigint,pos:bigint,kind:int,id:bigint,tx_id:bigint,user_record_type:int,"
-    "size:bigint," + _DECODED_TYPE[len("struct<") : -1] + ",tx_count:int,tx_seen:int>>"
-)
-SENTINEL = "\x00jvm:"
-
-
-def build_jar(out: Path) -> Path:
-    """Compile every ``store/reporting/jvm/*.java`` against PySpark's jars into ``out``/
-    store-jvm.jar; returns its path. Raises CalledProcessError when javac fails."""
-    import pyspark
-
-    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
-    classes = out / "classes"
-    sources = sorted(str(p) for p in _SOURCES.glob("*.java"))
-    subprocess.run(["javac", "-cp", jars, "-d", str(classes), *sources], check=True)
-    jar = out / "store-jvm.jar"
-    with zipfile.ZipFile(jar, "w") as z:
-        for path in sorted(classes.rglob("*.class")):
-            z.write(path, str(path.relative_to(classes)))
-    return jar
+_DECODED = jvm.DECODED
+_FILE_COLUMNS = tuple(f.name for f in ARROW_RECORDS)[1:]
 
 
 @pytest.fixture(scope="session")
-def jvm_spark(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The reports' session with the decoder's jar added (``ADD JAR``) and its UDFs
-    registered as ``jvm_table_record`` and ``jvm_file_records``."""
-    jar = build_jar(tmp_path_factory.mktemp("jvm"))
-    spark.sql(f"ADD JAR '{jar}'")
-    spark.udf.registerJavaFunction(
-        "jvm_table_record", "store.reporting.jvm.TableRecordUdf", _DECODED_TYPE
-    )
-    spark.udf.registerJavaFunction(
-        "jvm_file_records", "store.reporting.jvm.FileRecordsUdf", _FILE_TYPE
-    )
-    yield spark
+def jvm_spark(spark: Any) -> Any:
+    """The reports' session, which decodes in the JVM (store.reporting.jvm built the jar from
+    the sources and registered the UDFs); fails when it does not."""
+    assert jvm.uses_jvm(spark), "the JVM decoder was not built or did not register"
+    return spark
 
 
 def _table_frame(spark: Any, rows: list[Any]) -> Any:
@@ -93,7 +61,7 @@ def jvm_table(spark: Any, rows: list[Any]) -> list[dict[str, Any]]:
     """The UDF's struct of each row, in row order, as dicts."""
     out = (
         _table_frame(spark, rows)
-        .selectExpr("jvm_table_record(journal, recordtype, userrecordtype, id, record) AS d")
+        .selectExpr(f"{jvm.TABLE_UDF}(journal, recordtype, userrecordtype, id, record) AS d")
         .collect()
     )
     return [row["d"].asDict() for row in out]
@@ -102,20 +70,22 @@ def jvm_table(spark: Any, rows: list[Any]) -> list[dict[str, Any]]:
 def _mismatches(rows: list[Any], got: list[dict[str, Any]]) -> list[str]:
     """What differs between the UDF's rows and decode_body's, one line per row."""
     bad = []
-    for row, jvm in zip(rows, got, strict=True):
+    for row, decoded in zip(rows, got, strict=True):
         journal, kind, urt, rid, record = row
         python = decode_body(journal, kind, urt, rid, record or b"")
         want = {c: python.get(c) for c in _DECODED}
-        have = dict(jvm)
+        have = dict(decoded)
         if (want["error"] is None) != (have["error"] is None):
             bad.append(f"{row!r}: python {python!r}, jvm {have!r}")
             continue
         if have["error"] is not None:
             text = have["error"]
-            if not text.startswith(SENTINEL) or base64.b64decode(text[len(SENTINEL) :]) != (
+            if not text.startswith(JVM_ERROR) or base64.b64decode(text[len(JVM_ERROR) :]) != (
                 record or b""
             ):
                 bad.append(f"{row!r}: sentinel {text!r}")
+            elif exact_error(journal, kind, urt, rid, text) != want["error"]:
+                bad.append(f"{row!r}: exact_error differs from {want['error']!r}")
             want["error"] = have["error"] = "error"
         if want != have:
             bad.append(f"{row!r}: python {want!r}, jvm {have!r}")
@@ -217,7 +187,7 @@ def _damaged_files(files: list[tuple[str, str, bytes]]) -> list[tuple[str, str, 
 def jvm_files(spark: Any, files: list[tuple[str, str, bytes]]) -> list[list[dict[str, Any]]]:
     """The UDF's rows of each file, in file order."""
     frame = spark.createDataFrame(files, "journal string, path string, content binary")
-    got = frame.selectExpr("jvm_file_records(journal, path, content) AS r").collect()
+    got = frame.selectExpr(f"{jvm.FILE_UDF}(journal, path, content) AS r").collect()
     return [[row.asDict() for row in r["r"]] for r in got]
 
 
@@ -231,7 +201,7 @@ def python_files(files: list[tuple[str, str, bytes]]) -> list[list[dict[str, Any
     return out
 
 
-def _errors_named(rows: list[dict[str, Any]], data: bytes, *, jvm: bool) -> list[Any]:
+def _errors_named(rows: list[dict[str, Any]], data: bytes, *, from_jvm: bool) -> list[Any]:
     """``rows`` with each error replaced by "error" once checked: the JVM's is the sentinel of
     the record's body (read from ``data`` at its offset), Python's its own text."""
     out = []
@@ -240,7 +210,9 @@ def _errors_named(rows: list[dict[str, Any]], data: bytes, *, jvm: bool) -> list
         if row["error"] is not None:
             start = row["pos"] + 52
             body = base64.b64encode(data[start : start + row["size"]]).decode()
-            assert row["error"] == SENTINEL + body if jvm else row["error"].startswith("record ")
+            assert (
+                row["error"] == JVM_ERROR + body if from_jvm else row["error"].startswith("record ")
+            )
             row["error"] = "error"
         out.append(row)
     return out
@@ -258,7 +230,7 @@ def test_file_udf_equals_file_records_on_store_files_and_torn_ones(
     want = python_files(files)
     got = jvm_files(jvm_spark, files)
     for (_, path, data), w, g in zip(files, want, got, strict=True):
-        assert _errors_named(g, data, jvm=True) == _errors_named(w, data, jvm=False), path
+        assert _errors_named(g, data, from_jvm=True) == _errors_named(w, data, from_jvm=False), path
     rows = [row for rows in want for row in rows]
     assert len(rows) > 1000
     assert any(row["tx_count"] is not None and row["tx_seen"] == row["tx_count"] for row in rows)

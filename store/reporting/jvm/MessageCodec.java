@@ -87,15 +87,20 @@ final class MessageCodec {
         }
         int count = r.i32();
         BadRecord.check(count >= 0);
-        Map<String, Object> properties = new HashMap<>();
-        Map<String, String> types = new HashMap<>();
+        // Only version 2 needs the values by name (check_property_types judges the type read
+        // for a name against the value read last for it); version 1 only needs the names.
+        Map<String, Object> properties = artemis ? new HashMap<>() : null;
+        Map<String, String> types = artemis ? new HashMap<>() : null;
+        boolean emptyName = false;
         for (int i = 0; i < count; i++) {
             String name = r.text();
+            emptyName |= name.isEmpty();
             int tag = r.u8();
             if (artemis && tag >= 7 && tag <= 12) {
                 readTyped(r, name, tag, properties, types);
             } else {
-                properties.put(name, readProperty(r, tag));
+                Object value = readProperty(r, tag);
+                if (artemis) properties.put(name, value);
             }
         }
         long size = urt == INLINE ? r.raw() : r.i64();
@@ -104,8 +109,10 @@ final class MessageCodec {
         // Message.__post_init__
         BadRecord.check(!address.isEmpty());
         BadRecord.check(timestamp >= 0 && expiration >= 0 && scheduled >= 0);
-        BadRecord.check(!properties.containsKey(""));  // check_properties
-        if (!types.isEmpty() || userId != null || messageType != 0) checkTypes(properties, types);
+        BadRecord.check(!emptyName);  // check_properties
+        if (artemis && (!types.isEmpty() || userId != null || messageType != 0)) {
+            checkTypes(properties, types);
+        }
         return new Object[] {address, timestamp, priority, size};
     }
 
