@@ -156,10 +156,10 @@ def _duplicates(v2: object, end: object) -> list[bytes]:
     """Version 2 bodies naming one property twice: a typed value, then a plain one that
     replaces it (``check_property_types`` judges the type read first against the value read
     last)."""
-    typed = [(7, lambda w: w.i8(-3, "v")), (9, lambda w: w.i32(70_000, "v")),
-             (10, lambda w: w.f32(0.5, "v")), (11, lambda w: w.text("s", "v")),
-             (12, lambda w: w.u8(1, "v")), (12, lambda w: w.u8(5, "v")),
-             (12, lambda w: w.u8(9, "v"))]  # fmt: skip
+    typed = [(7, lambda w: w.i8(-3, "v")), (8, lambda w: w.i16(-300, "v")),
+             (9, lambda w: w.i32(70_000, "v")), (10, lambda w: w.f32(0.5, "v")),
+             (11, lambda w: w.text("s", "v"))]  # fmt: skip
+    typed += [(12, lambda w, i=index: w.u8(i, "v")) for index in range(10)]  # typed nulls
     plain = [(0, lambda w: w), (1, lambda w: w), (2, lambda w: w), (3, lambda w: w.i64(5, "v")),
              (3, lambda w: w.i64(1000, "v")), (3, lambda w: w.i64(2**40, "v")),
              (4, lambda w: w.f64(0.1, "v")), (4, lambda w: w.f64(0.25, "v")),

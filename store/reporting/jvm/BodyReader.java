@@ -74,6 +74,13 @@ final class BodyReader {
         return decode(take(n), (int) n);
     }
 
+    /** text() without the String: checks the UTF-8 and returns the byte length. */
+    long skipText() {
+        long n = Bytes.u32be(d, take(4));
+        BadRecord.check(Bytes.validUtf8(d, take(n), (int) n));
+        return n;
+    }
+
     /** i32 length (-1: null) + strict UTF-8. */
     String optionalText() {
         int n = i32();

@@ -93,15 +93,18 @@ final class MessageCodec {
         Map<String, String> types = artemis ? new HashMap<>() : null;
         boolean emptyName = false;
         for (int i = 0; i < count; i++) {
+            if (!artemis) {  // names and values checked, not kept
+                emptyName |= r.skipText() == 0;
+                int tag = r.u8();
+                if (tag == 5) r.skipText();
+                else readProperty(r, tag);
+                continue;
+            }
             String name = r.text();
             emptyName |= name.isEmpty();
             int tag = r.u8();
-            if (artemis && tag >= 7 && tag <= 12) {
-                readTyped(r, name, tag, properties, types);
-            } else {
-                Object value = readProperty(r, tag);
-                if (artemis) properties.put(name, value);
-            }
+            if (tag >= 7 && tag <= 12) readTyped(r, name, tag, properties, types);
+            else properties.put(name, readProperty(r, tag));
         }
         long size = urt == INLINE ? r.raw() : r.i64();
         r.done();
