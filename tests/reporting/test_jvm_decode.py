@@ -271,3 +271,58 @@ def test_file_udf_names_the_file_of_a_damaged_header(jvm_spark: Any, damage: str
     text = str(caught.value)
     assert path in text and {"magic": "not a journal file", "checksum": "checksum",
                              "version": "version 2"}[damage] in text  # fmt: skip
+
+
+def test_the_reports_jvm_reads_give_the_python_decodes_rows(jvm_spark: Any, tmp_path: Path) -> None:
+    """store.reporting.jvm's table_rows and file_rows (what a report reads through) give the
+    RECORDS rows of decode.table_batch and decode.file_records."""
+    import pyarrow as pa
+
+    from store.reporting.decode import table_batch
+
+    corpus = table_rows(fuzz=200)
+    for journal in ("messages", "bindings"):
+        rows = [
+            (rid, kind, 7, urt, record, rid) for j, kind, urt, rid, record in corpus if j == journal
+        ]
+        table = (
+            "id long, recordtype short, txid long, userrecordtype short, record binary, seq long"
+        )
+        frame = jvm_spark.createDataFrame(rows, table)
+        got = [row.asDict() for row in jvm.table_rows(frame, journal).orderBy("seq").collect()]
+        columns = list(zip(*rows, strict=True))
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(c, t)
+                for c, t in zip(
+                    columns,
+                    (pa.int64(), pa.int16(), pa.int64(), pa.int16(), pa.binary(), pa.int64()),
+                    strict=True,
+                )
+            ],
+            names=["id", "recordtype", "txid", "userrecordtype", "record", "seq"],
+        )
+        want = table_batch(journal, batch).to_pylist()
+        assert len(got) == len(want) > 500
+        for g, w in zip(got, want, strict=True):
+            if g["error"] is not None:
+                g["error"] = exact_error(
+                    journal, g["kind"], g["user_record_type"], g["id"], g["error"]
+                )
+            assert g == w
+    files = _stores(tmp_path)  # three stores: their files share ids, so rows sort whole
+    for journal in ("messages", "bindings"):
+        paths = [path for j, path, _ in files if j == journal]
+        frame = jvm_spark.read.format("binaryFile").load(paths)
+        got = [row.asDict() for row in jvm.file_rows(frame, journal).collect()]
+        for g in got:
+            if g["error"] is not None:
+                g["error"] = exact_error(
+                    journal, g["kind"], g["user_record_type"], g["id"], g["error"]
+                )
+        want = []
+        for j, path, data in files:
+            batch = file_records(j, path, data) if j == journal else None
+            want += [] if batch is None else batch.to_pylist()
+        assert len(got) == len(want) > (100 if journal == "messages" else 10)
+        assert sorted(got, key=repr) == sorted(want, key=repr)
