@@ -371,10 +371,12 @@ def _binary_files(spark: SparkSession, paths: list[str], journal: str) -> DataFr
     if not paths:
         return spark.createDataFrame([], schemas.RECORDS)
     files = spark.read.format("binaryFile").load(paths).select("path", "content")
-    # One file per partition: a journal file is decoded by one task, files in parallel.
-    files = files.repartition(min(len(paths), 64))
     if jvm.uses_jvm(spark):
+        # The scan's own partitions (a file is never split; files are packed up to about
+        # total / default parallelism): no shuffle of the files' bytes.
         return jvm.file_rows(files, journal)
+    # One file per partition: a journal file is decoded by one Python task, files in parallel.
+    files = files.repartition(min(len(paths), 64))
     return files.mapInArrow(decode_file_batches(journal), schemas.RECORDS)
 
 
