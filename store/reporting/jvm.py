@@ -2,7 +2,7 @@
 module (``store/reporting/jvm/*.java``, package ``store.reporting.jvm``) compiled once into a
 jar, handed to Spark with the JDBC drivers, and registered as two SQL functions:
 
-- :data:`TABLE_UDF` ``(journal, recordtype, userrecordtype, id, record)``: the decoded columns
+- :data:`TABLE_UDF` ``(journal, recordtype, userrecordtype, record)``: the decoded columns
   of one journal-table row (:data:`DECODED`), what :func:`store.reporting.decode.decode_body`
   gives;
 - :data:`FILE_UDF` ``(journal, path, content)``: every record of one journal file, what
@@ -10,9 +10,13 @@ jar, handed to Spark with the JDBC drivers, and registered as two SQL functions:
 
 Why: decoding in Python workers (``mapInArrow``) sends every row to a Python process and back,
 3-6x the time of Spark's plain read of the same rows; in the JVM the decode costs little more
-than the read (``bench/RESULTS.md``). The Python decode stays the reference: the Java one is
-tested against it row by row, on valid and damaged records alike, and it is what a report
-uses where the JVM decoder cannot be built.
+than the read (``bench/RESULTS.md``). The two functions are Catalyst expressions
+(``DecoderExpression``), not Java UDFs: a UDF's ``Row`` result is converted field by field
+into Spark's internal row, which cost about as much as the decode itself; the expressions
+build internal rows directly. They are registered in the session's function registry (an
+internal Spark API, compiled against the Spark in use: the jar is rebuilt when Spark changes).
+The Python decode stays the reference: the Java one is tested against it row by row, on valid
+and damaged records alike, and it is what a report uses where the JVM decoder cannot be built.
 
 The jar is built with ``javac`` (a JDK; Spark itself needs only a JRE) against the jars of the
 Spark in use, into a cache folder (``STORE_REPORT_JVM_CACHE``, else ``$XDG_CACHE_HOME/store``,
@@ -74,8 +78,6 @@ _log = logging.getLogger(__name__)
 SOURCES: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm")
 TABLE_UDF: Final = "store_decode_record"
 FILE_UDF: Final = "store_decode_file"
-_TABLE_CLASS: Final = "store.reporting.jvm.TableRecordUdf"
-_FILE_CLASS: Final = "store.reporting.jvm.FileRecordsUdf"
 #: The session conf naming the decoder in use.
 DECODER_CONF: Final = "spark.store.reporting.decoder"
 DECODERS: Final = ("auto", "jvm", "python")
@@ -195,16 +197,20 @@ def register(session: SparkSession, jar: str | None) -> str:
     """Register the decoder's two functions on ``session`` (started with ``jar`` among its
     ``spark.jars``) and set :data:`DECODER_CONF`. Returns the decoder in use ("jvm", or
     "python" when ``jar`` is None or the classes do not load, logged). Raises nothing."""
+    from pyspark.sql.types import ArrayType, StructType
+
     from store.reporting import schemas
 
     used = "python"
     if jar is not None:
         try:
-            session.udf.registerJavaFunction(TABLE_UDF, _TABLE_CLASS, _decoded_type())
-            from pyspark.sql.types import ArrayType, StructType
-
             files = StructType(schemas.RECORDS.fields[1:])  # every column but ``journal``
-            session.udf.registerJavaFunction(FILE_UDF, _FILE_CLASS, ArrayType(files, False))
+            jvm = session.sparkContext._jvm
+            assert jvm is not None
+            jvm.store.reporting.jvm.Functions.register(
+                session._jsparkSession, TABLE_UDF, _decoded_type().json(),
+                FILE_UDF, ArrayType(files, False).json(),
+            )  # fmt: skip
             used = "jvm"
         except Exception as exc:  # Py4J errors have no common class
             _log.warning("reports decode records in Python workers: the JVM decoder: %s", exc)
@@ -235,7 +241,7 @@ def table_rows(frame: DataFrame, journal: str) -> DataFrame:
     from store.reporting import schemas
 
     urt = F.coalesce(F.col("userrecordtype").cast("int"), F.lit(-1))
-    decoded = F.expr(f"{TABLE_UDF}('{journal}', recordtype, userrecordtype, id, record)")
+    decoded = F.expr(f"{TABLE_UDF}('{journal}', recordtype, userrecordtype, record)")
     fixed = {
         "journal": F.lit(journal), "seq": F.col("seq"), "pos": F.lit(0),
         "kind": F.col("recordtype"), "id": F.col("id"), "tx_id": F.col("txid"),

@@ -1,8 +1,8 @@
 """The JVM decoder (``store/reporting/jvm/*.java``) against the Python decode it replaces, in
 a real Spark local session: every record of the table corpus (``jvm_corpus``) through
-``TableRecordUdf`` equals :func:`store.reporting.decode.decode_body` column by column, with
+``TableRecordExpression`` equals :func:`store.reporting.decode.decode_body` column by column, with
 an error on exactly the rows Python refuses (the sentinel carrying the record's bytes), and
-every journal file written by the store through ``FileRecordsUdf`` equals
+every journal file written by the store through ``FileRecordsExpression`` equals
 :func:`store.reporting.decode.file_records`."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _FILE_COLUMNS = tuple(f.name for f in ARROW_RECORDS)[1:]
 @pytest.fixture(scope="session")
 def jvm_spark(spark: Any) -> Any:
     """The reports' session, which decodes in the JVM (store.reporting.jvm built the jar from
-    the sources and registered the UDFs); fails when it does not."""
+    the sources and registered its functions); fails when it does not."""
     assert jvm.uses_jvm(spark), "the JVM decoder was not built or did not register"
     return spark
 
@@ -58,17 +58,17 @@ def _table_frame(spark: Any, rows: list[Any]) -> Any:
 
 
 def jvm_table(spark: Any, rows: list[Any]) -> list[dict[str, Any]]:
-    """The UDF's struct of each row, in row order, as dicts."""
+    """The function's struct of each row, in row order, as dicts."""
     out = (
         _table_frame(spark, rows)
-        .selectExpr(f"{jvm.TABLE_UDF}(journal, recordtype, userrecordtype, id, record) AS d")
+        .selectExpr(f"{jvm.TABLE_UDF}(journal, recordtype, userrecordtype, record) AS d")
         .collect()
     )
     return [row["d"].asDict() for row in out]
 
 
 def _mismatches(rows: list[Any], got: list[dict[str, Any]]) -> list[str]:
-    """What differs between the UDF's rows and decode_body's, one line per row."""
+    """What differs between the function's rows and decode_body's, one line per row."""
     bad = []
     for row, decoded in zip(rows, got, strict=True):
         journal, kind, urt, rid, record = row
@@ -185,7 +185,7 @@ def _damaged_files(files: list[tuple[str, str, bytes]]) -> list[tuple[str, str, 
 
 
 def jvm_files(spark: Any, files: list[tuple[str, str, bytes]]) -> list[list[dict[str, Any]]]:
-    """The UDF's rows of each file, in file order."""
+    """The function's rows of each file, in file order."""
     frame = spark.createDataFrame(files, "journal string, path string, content binary")
     got = frame.selectExpr(f"{jvm.FILE_UDF}(journal, path, content) AS r").collect()
     return [[row.asDict() for row in r["r"]] for r in got]

@@ -1,6 +1,10 @@
 package store.reporting.jvm;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /** Fixed-width reads of a byte array (big-endian for record bodies, little-endian for the
  *  journal file framing) and strict UTF-8 decoding, as Python's {@code bytes.decode("utf-8")}
@@ -9,12 +13,22 @@ import java.nio.charset.StandardCharsets;
 final class Bytes {
     private Bytes() {}
 
+    // Views of a byte array as ints and longs at any offset (one bounds check, one load).
+    private static final VarHandle I32LE = view(int[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle I64LE = view(long[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle I32BE = view(int[].class, ByteOrder.BIG_ENDIAN);
+    private static final VarHandle I64BE = view(long[].class, ByteOrder.BIG_ENDIAN);
+
+    private static VarHandle view(Class<?> type, ByteOrder order) {
+        return MethodHandles.byteArrayViewVarHandle(type, order);
+    }
+
     static int u16le(byte[] d, int p) {
         return (d[p] & 0xff) | (d[p + 1] & 0xff) << 8;
     }
 
     static int i32le(byte[] d, int p) {
-        return (d[p] & 0xff) | (d[p + 1] & 0xff) << 8 | (d[p + 2] & 0xff) << 16 | (d[p + 3] & 0xff) << 24;
+        return (int) I32LE.get(d, p);
     }
 
     static long u32le(byte[] d, int p) {
@@ -22,13 +36,11 @@ final class Bytes {
     }
 
     static long i64le(byte[] d, int p) {
-        long v = 0;
-        for (int i = 7; i >= 0; i--) v = v << 8 | (d[p + i] & 0xffL);
-        return v;
+        return (long) I64LE.get(d, p);
     }
 
     static int i32be(byte[] d, int p) {
-        return (d[p] & 0xff) << 24 | (d[p + 1] & 0xff) << 16 | (d[p + 2] & 0xff) << 8 | (d[p + 3] & 0xff);
+        return (int) I32BE.get(d, p);
     }
 
     static long u32be(byte[] d, int p) {
@@ -36,9 +48,7 @@ final class Bytes {
     }
 
     static long i64be(byte[] d, int p) {
-        long v = 0;
-        for (int i = 0; i < 8; i++) v = v << 8 | (d[p + i] & 0xffL);
-        return v;
+        return (long) I64BE.get(d, p);
     }
 
     /** True when d[off, off+len) is well-formed UTF-8 (Unicode table 3-7, what CPython's
@@ -67,6 +77,13 @@ final class Bytes {
             i += n + 1;
         }
         return true;
+    }
+
+    /** The text of d[off, off+len) as Spark holds a string (its bytes copied, not decoded), or
+     *  null when it is not strict UTF-8. */
+    static UTF8String sparkUtf8(byte[] d, int off, int len) {
+        if (!validUtf8(d, off, len)) return null;
+        return UTF8String.fromBytes(d, off, len);
     }
 
     /** The text of d[off, off+len), or null when it is not strict UTF-8. */

@@ -69,7 +69,7 @@ final class FileFramer {
         while (dataEnd > 0 && d[dataEnd - 1] == 0) dataEnd--;
         int pos = HEADER_SIZE, count = 0, paddedFrom = -1;
         long lastLsn = 0;
-        CRC32 crc = new CRC32();
+        Crc32 crc = new Crc32();
         while ((long) pos + OVERHEAD <= size) {
             long length = Bytes.u32le(d, pos);
             if (length == 0) {  // zero padding: the next record starts at a PAD_UNIT boundary
@@ -93,10 +93,8 @@ final class FileFramer {
                 && rtype >= EVENT && rtype <= ROLLBACK && inSequence) {
                 int end = pos + (int) length;
                 if (Bytes.u32le(d, end - 4) == length) {
-                    crc.reset();
-                    crc.update(d, pos + 52, (int) length - OVERHEAD);
-                    crc.update(d, pos, 52);
-                    valid = (int) crc.getValue() == Bytes.i32le(d, end - 8);
+                    int sum = crc.of(d, pos + 52, (int) length - OVERHEAD, pos, 52);
+                    valid = sum == Bytes.i32le(d, end - 8);
                 }
             }
             if (!valid) {

@@ -29,7 +29,8 @@ final class MessageCodec {
         "simple-string", "bytes",
     };
 
-    /** The summary of a body of type {@code urt} (45 or 30): {address, timestamp (Long),
+    /** The summary of a body of type {@code urt} (45 or 30): {address (a String, or the
+     *  UTF8String Spark holds), timestamp (Long),
      *  priority (Integer), body size (Long)}. Throws BadRecord for a body Python refuses. */
     static Object[] summary(byte[] d, int urt) {
         Object[] fast = fastSummary(d, urt);
@@ -64,7 +65,7 @@ final class MessageCodec {
         } else {
             return null;
         }
-        String address = Bytes.utf8(d, HEAD, (int) length);
+        Object address = Bytes.sparkUtf8(d, HEAD, (int) length);  // what Decode would make of it
         if (address == null) return null;
         return new Object[] {address, timestamp, priority, size};
     }

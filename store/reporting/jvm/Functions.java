@@ -1,0 +1,89 @@
+package store.reporting.jvm;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.catalyst.analysis.FunctionRegistry;
+import org.apache.spark.sql.catalyst.expressions.Coalesce;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.objects.StaticInvoke;
+import org.apache.spark.sql.internal.SessionState;
+import org.apache.spark.sql.types.AbstractDataType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import scala.Option;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractFunction1;
+
+/** Registers the decoder's SQL functions on a session, as temporary functions (as a UDF is):
+ *  {@code table(journal string, recordtype int, userrecordtype int, record binary)} calling
+ *  {@link Decode#record} and {@code file(journal string, path string, content binary)} calling
+ *  {@link Decode#file}, each under the name and result type (Spark's JSON form) the Python
+ *  side gives, so store.reporting.schemas stays the one place the columns are named.
+ *
+ *  <p>Why not Java UDFs: a UDF's {@code Row} result is converted field by field into Spark's
+ *  internal row, and its arguments from it, which cost about as much as the decode itself.
+ *  Each call here is Spark's own {@code StaticInvoke} expression: whole-stage code generation
+ *  calls the static method with the arguments' values (Spark casts them to the declared
+ *  types), and its result is already an internal row. StaticInvoke is an internal Spark API:
+ *  the jar is compiled against the Spark in use (store.reporting.jvm rebuilds it when Spark
+ *  changes). */
+public final class Functions {
+    private Functions() {}
+
+    /** What the registry records as the functions' origin (Spark's own UDFs say scala_udf). */
+    private static final String SOURCE = "scala_udf";
+    /** What a null record type is passed as: Spark would make the whole result null for a null
+     *  int argument, where Python decodes a null type to nothing; no record type is -1. */
+    static final int NULL_INT = -1;
+
+    /** Registers both functions on {@code session} (a classic SparkSession, as PySpark's
+     *  {@code _jsparkSession} is). Throws what reflection throws when it is not one. */
+    public static void register(Object session, String tableName, String tableType,
+                                String fileName, String fileType) throws ReflectiveOperationException {
+        SessionState state = (SessionState) session.getClass().getMethod("sessionState").invoke(session);
+        FunctionRegistry registry = state.functionRegistry();
+        registry.createOrReplaceTempFunction(tableName, new Builder(tableName, "record",
+            DataType.fromJson(tableType), List.of(DataTypes.StringType, DataTypes.IntegerType,
+            DataTypes.IntegerType, DataTypes.BinaryType)), SOURCE);
+        registry.createOrReplaceTempFunction(fileName, new Builder(fileName, "file",
+            DataType.fromJson(fileType), List.of(DataTypes.StringType, DataTypes.StringType,
+            DataTypes.BinaryType)), SOURCE);
+    }
+
+    private static <T> Seq<T> seq(List<T> items) {
+        return CollectionConverters.asScala(items).toSeq();
+    }
+
+    /** Spark's function builder: a StaticInvoke of {@link Decode}'s {@code method} over the
+     *  arguments, once their number is right. */
+    private static final class Builder extends AbstractFunction1<Seq<Expression>, Expression> {
+        private final String name, method;
+        private final DataType type;
+        private final List<AbstractDataType> inputs;
+
+        Builder(String name, String method, DataType type, List<AbstractDataType> inputs) {
+            this.name = name;
+            this.method = method;
+            this.type = type;
+            this.inputs = inputs;
+        }
+
+        @Override
+        public Expression apply(Seq<Expression> given) {
+            if (given.size() != inputs.size()) {
+                throw new IllegalArgumentException(
+                    name + " takes " + inputs.size() + " arguments, not " + given.size());
+            }
+            List<Expression> arguments = new ArrayList<>(CollectionConverters.asJava(given));
+            for (int i = 0; i < arguments.size(); i++) {
+                if (inputs.get(i) == DataTypes.IntegerType) {  // a primitive: null would be the result's
+                    arguments.set(i, new Coalesce(seq(List.of(arguments.get(i), Literal.create(NULL_INT, DataTypes.IntegerType)))));
+                }
+            }
+            return new StaticInvoke(Decode.class, type, method, seq(arguments), seq(inputs),
+                false, false, true, Option.empty());
+        }
+    }
+}
