@@ -14,8 +14,10 @@ judges it against (a 2-core machine cannot judge "2 partitions >= 1.6x one"):
 
 The message journal is filled with ADD_MESSAGE_PROTOCOL records (a 64-byte body each, the
 codec's real encoding) through the journals' own appends, in steps up to each size; at each
-size every figure is measured once (Spark's first read of a size is also its warm-up for
-nothing: the session is warmed on a tiny read before the first size). A Spark figure is the
+size every figure is measured ``--repeat`` times (default 3), each decode's run right after its
+reference's, and the median printed with the run-by-run ratios (on a shared 2-core machine a
+single run's ratio swings by 1.5x; the session is warmed on a tiny read before the first
+size). A Spark figure is the
 time of ``count``, ``sum(size)`` and ``sum(body_size)`` over the decoded frame: the decode
 runs in full (``mapInArrow`` is opaque to the optimiser; the JVM decode's function returns
 every decoded column at once, so reading one runs all of it, and reading none would not run
@@ -80,7 +82,7 @@ def _spark_figure(frame: Any) -> tuple[int, float, float]:
     result: list[Any] = []
     busy = _busy_seconds()
     # A decoded column goes into the figure: a JVM decode none of whose columns is read would
-    # be pruned, its UDF not called; one read runs all of it (the UDF returns them together).
+    # be pruned, its function not called; one read runs all of it (one call returns them together).
     figure = (F.count("*"), F.sum("size"), F.sum("body_size"))
     seconds = _timed(lambda: result.append(frame.agg(*figure).first()))
     return int(result[0][0]), seconds, (_busy_seconds() - busy) / seconds
@@ -154,11 +156,86 @@ def _len_after(load: Any, count: list[int]) -> tuple[int, float]:
     return count[0], seconds
 
 
+Figure = tuple[int, float, float]
+
+
+def _median(runs: list[Figure]) -> Figure:
+    """The run of median time (rows, seconds, cores busy)."""
+    return sorted(runs, key=lambda run: run[1])[len(runs) // 2]
+
+
+def _ratios(runs: list[Figure], references: list[Figure]) -> str:
+    return ", ".join(f"{r[1] / p[1]:.2f}" for r, p in zip(runs, references, strict=True))
+
+
+def _jdbc_figures(
+    spark: Any, config: Any, n: int, decoders: list[str], repeat: int
+) -> list[tuple[str, int, float, str]]:
+    """The plain JDBC read and each decoder's read+decode with ``n`` partitions, each run
+    ``repeat`` times interleaved (plain, then each decoder), medians."""
+    from store.reporting import sources
+
+    read = sources.JdbcRead(partitions=n, fetchsize=10_000)
+    plain_runs: list[Figure] = []
+    runs: dict[str, list[Figure]] = {d: [] for d in decoders}
+    for _ in range(repeat):
+        plain_runs.append(_plain_figure(_plain_jdbc(spark, config, read), "record"))
+        for decoder in decoders:
+            with _decoding(spark, decoder):
+                frame = sources.table_journal(spark, config, "messages", read=read)
+            runs[decoder].append(_spark_figure(frame))
+    rows, plain, cores = _median(plain_runs)
+    out = [(f"plain JDBC read, {n} partition(s)", rows, plain, f"{cores:.2f}")]
+    for decoder in decoders:
+        got, seconds, busy = _median(runs[decoder])
+        assert got == rows, (got, rows)
+        ratios = _ratios(runs[decoder], plain_runs)
+        name = (
+            f"JDBC read + {decoder} decode, {n} partition(s) ({seconds / plain:.2f}x the plain"
+            f" read; run by run {ratios})"
+        )
+        out.append((name, got, seconds, f"{busy:.2f}"))
+    return out
+
+
+def _file_figures(
+    spark: Any, directory: str, decoders: list[str], repeat: int
+) -> list[tuple[str, int, float, str]]:
+    """The plain ``binaryFile`` read and each decoder's file decode, as :func:`_jdbc_figures`."""
+    from store.reporting import sources
+
+    plain_runs: list[Figure] = []
+    runs: dict[str, list[Figure]] = {d: [] for d in decoders}
+    for _ in range(repeat):
+        plain_runs.append(_plain_figure(_plain_files(spark, directory), "content"))
+        for decoder in decoders:
+            with _decoding(spark, decoder):
+                frame = sources.file_journal(spark, directory, "messages")
+            runs[decoder].append(_spark_figure(frame))
+    _files, plain, cores = _median(plain_runs)
+    out = []
+    for decoder in decoders:
+        rows, seconds, busy = _median(runs[decoder])
+        if not out:
+            out.append(("plain binaryFile read", rows, plain, f"{cores:.2f}"))
+        ratios = _ratios(runs[decoder], plain_runs)
+        name = (
+            f"file journal, {decoder} decode ({seconds / plain:.2f}x the plain read;"
+            f" run by run {ratios})"
+        )
+        out.append((name, rows, seconds, f"{busy:.2f}"))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="250000,1000000", help="sizes, comma-separated")
     parser.add_argument("--partitions", default="1,2,4", help="JDBC partitions to measure")
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument(
+        "--repeat", type=int, default=3,
+        help="runs of each figure, interleaved with its reference's; the median is printed",
+    )  # fmt: skip
     args = parser.parse_args()
     sizes = [int(n) for n in args.rows.split(",")]
     partitions = [int(n) for n in args.partitions.split(",")]
@@ -193,35 +270,8 @@ def main() -> None:
             done = size
             figures: list[tuple[str, int, float, str]] = []
             for n in partitions:
-                read = sources.JdbcRead(partitions=n, fetchsize=10_000)
-                plain_rows, plain, plain_cores = _plain_figure(
-                    _plain_jdbc(spark, pg.database_store, read), "record"
-                )
-                figures.append(
-                    (f"plain JDBC read, {n} partition(s)", plain_rows, plain, f"{plain_cores:.2f}")
-                )
-                for decoder in decoders:
-                    with _decoding(spark, decoder):
-                        frame = sources.table_journal(
-                            spark, pg.database_store, "messages", read=read
-                        )
-                    rows, seconds, cores = _spark_figure(frame)
-                    assert plain_rows == rows, (plain_rows, rows)
-                    name = (
-                        f"JDBC read + {decoder} decode, {n} partition(s)"
-                        f" ({seconds / plain:.2f}x the plain read)"
-                    )
-                    figures.append((name, rows, seconds, f"{cores:.2f}"))
-            _, plain, plain_cores = _plain_figure(
-                _plain_files(spark, fs.journal_directory), "content"
-            )
-            figures.append(("plain binaryFile read", rows, plain, f"{plain_cores:.2f}"))
-            for decoder in decoders:
-                with _decoding(spark, decoder):
-                    frame = sources.file_journal(spark, fs.journal_directory, "messages")
-                rows, seconds, cores = _spark_figure(frame)
-                name = f"file journal, {decoder} decode ({seconds / plain:.2f}x the plain read)"
-                figures.append((name, rows, seconds, f"{cores:.2f}"))
+                figures += _jdbc_figures(spark, pg.database_store, n, decoders, args.repeat)
+            figures += _file_figures(spark, fs.journal_directory, decoders, args.repeat)
             for name, config in (("PostgreSQL", pg), ("file", fs)):
                 rows, seconds = _len_after(lambda c=config: _load(c, out), out := [])
                 figures.append((f"Python loader replay, {name}", rows, seconds, "-"))
