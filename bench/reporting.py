@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -285,6 +286,7 @@ def main() -> None:
     finally:
         drop_schema(pg)
         spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _load(config: StoreConfig, out: list[int]) -> None:

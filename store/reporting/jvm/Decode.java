@@ -48,6 +48,11 @@ public final class Decode {
         }
 
         @Override
+        public int numElements() {  // GenericArrayData's would build array()
+            return records.size();
+        }
+
+        @Override
         public boolean isNullAt(int i) {
             return false;
         }
