@@ -65,9 +65,13 @@ final class FileRecords {
     /** The values of record {@code i}'s row. */
     Object[] row(int i) {
         FileFramer.Raw rec = records[i];
-        byte[] body = Arrays.copyOfRange(d, rec.bodyStart(), rec.bodyStart() + rec.bodySize());
-        Object[] decoded = RecordDecoder.decode(journal, rec.type, rec.userType, body);
         Object[] row = new Object[COLUMNS];
+        if (!RecordDecoder.fastMessage(journal, rec.type, rec.userType, d, rec.bodyStart(),
+                                       rec.bodySize(), row, 7)) {
+            byte[] body = Arrays.copyOfRange(d, rec.bodyStart(), rec.bodyStart() + rec.bodySize());
+            Object[] decoded = RecordDecoder.decode(journal, rec.type, rec.userType, body);
+            System.arraycopy(decoded, 0, row, 7, RecordDecoder.COLUMNS);
+        }
         row[0] = fileId;
         row[1] = (long) rec.pos;
         row[2] = rec.type;
@@ -75,7 +79,6 @@ final class FileRecords {
         row[4] = rec.txId;
         row[5] = rec.userType;
         row[6] = (long) rec.bodySize();
-        System.arraycopy(decoded, 0, row, 7, RecordDecoder.COLUMNS);
         row[18] = counts[i];
         row[19] = seen[i];
         return row;

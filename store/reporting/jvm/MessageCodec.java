@@ -40,10 +40,15 @@ final class MessageCodec {
     /** _fast_summary: a version-1 record without properties whose fields are valid; null for
      *  any other (the full decode then decides). */
     static Object[] fastSummary(byte[] d, int urt) {
-        int n = d.length;
-        if (n < HEAD) return null;
-        long length = Bytes.u32be(d, 1);
-        long start = HEAD + length;
+        return fastSummary(d, 0, d.length, urt);
+    }
+
+    /** {@link #fastSummary(byte[], int)} of the body d[o, o+len), read in place. */
+    static Object[] fastSummary(byte[] d, int o, int len, int urt) {
+        int n = o + len;  // the body's end in d
+        if (len < HEAD) return null;
+        long length = Bytes.u32be(d, o + 1);
+        long start = o + HEAD + length;
         if (start + FIXED > n) return null;
         int s = (int) start;
         int priority = d[s] & 0xff, durable = d[s + 1] & 0xff;
@@ -51,7 +56,7 @@ final class MessageCodec {
         long scheduled = Bytes.i64be(d, s + 18);
         int count = Bytes.i32be(d, s + 26);
         int end = s + FIXED;
-        if (!(d[0] == 1 && length != 0 && count == 0 && priority <= 9 && durable <= 1
+        if (!(d[o] == 1 && length != 0 && count == 0 && priority <= 9 && durable <= 1
               && timestamp >= 0 && expiration >= 0 && scheduled >= 0)) return null;
         long size;
         if (urt == INLINE) {
@@ -65,7 +70,7 @@ final class MessageCodec {
         } else {
             return null;
         }
-        Object address = Bytes.sparkUtf8(d, HEAD, (int) length);  // what Decode would make of it
+        Object address = Bytes.sparkUtf8(d, o + HEAD, (int) length);  // what Decode would make of it
         if (address == null) return null;
         return new Object[] {address, timestamp, priority, size};
     }

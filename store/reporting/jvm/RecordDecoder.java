@@ -44,6 +44,25 @@ final class RecordDecoder {
         return out;
     }
 
+    /** {@link #decode}'s columns of a message record read in place from d[o, o+len), into
+     *  out[base, base+COLUMNS), when it is a message the fast summary reads (kind an add or
+     *  update, the message journal, a version-1 body without properties): true; else false
+     *  and nothing written (decode a copy of the body then). Never throws. */
+    static boolean fastMessage(String journal, int kind, int urt, byte[] d, int o, int len,
+                               Object[] out, int base) {
+        if (kind != ADD && kind != UPDATE && kind != ADD_TX && kind != UPDATE_TX) return false;
+        if (urt != MessageCodec.INLINE && urt != MessageCodec.LARGE || "bindings".equals(journal))
+            return false;
+        Object[] s = MessageCodec.fastSummary(d, o, len, urt);
+        if (s == null) return false;
+        out[base + ADDRESS] = s[0];
+        out[base + TIMESTAMP] = s[1];
+        out[base + PRIORITY] = s[2];
+        out[base + BODY_SIZE] = s[3];
+        out[base + LARGE] = urt == MessageCodec.LARGE;
+        return true;
+    }
+
     private static void bindings(long u, byte[] d, Object[] out) {
         if (u == QUEUE_BINDING) {
             BodyReader r = new BodyReader(d, 1);
