@@ -6,15 +6,19 @@ jar, handed to Spark with the JDBC drivers, and registered as two SQL functions:
   of one journal-table row (:data:`DECODED`), what :func:`store.reporting.decode.decode_body`
   gives;
 - :data:`FILE_UDF` ``(journal, path, content)``: every record of one journal file, what
-  :func:`store.reporting.decode.file_records` gives (without ``journal``).
+  :func:`store.reporting.decode.file_records` gives (without ``journal``); ``(journal, path)``
+  reads the file in the JVM: Spark's ``binaryFile`` content column copies each file twice
+  more (into its row buffer, then into the call's argument), and those copies of 10 MiB
+  arrays kept the JVM's collector busy enough to cost the decode about a third of its time.
 
 Why: decoding in Python workers (``mapInArrow``) sends every row to a Python process and back,
 3-6x the time of Spark's plain read of the same rows; in the JVM the decode costs little more
 than the read (``bench/RESULTS.md``). The two functions are Catalyst expressions
-(``DecoderExpression``), not Java UDFs: a UDF's ``Row`` result is converted field by field
-into Spark's internal row, which cost about as much as the decode itself; the expressions
-build internal rows directly. They are registered in the session's function registry (an
-internal Spark API, compiled against the Spark in use: the jar is rebuilt when Spark changes).
+(``StaticInvoke`` of static Java methods, ``Functions.java``), not Java UDFs: a UDF's
+``Row`` result is converted field by field into Spark's internal row, which cost about as
+much as the decode itself; the expressions build internal rows directly. They are
+registered in the session's function registry (an internal Spark API, compiled against the
+Spark in use: the jar is rebuilt when Spark changes).
 The Python decode stays the reference: the Java one is tested against it row by row, on valid
 and damaged records alike, and it is what a report uses where the JVM decoder cannot be built.
 
@@ -255,14 +259,15 @@ def table_rows(frame: DataFrame, journal: str) -> DataFrame:
 
 
 def file_rows(files: DataFrame, journal: str) -> DataFrame:
-    """RECORDS rows of ``binaryFile`` rows (path, content) of ``journal``'s files, decoded by
-    :data:`FILE_UDF`: what ``decode.file_records`` gives for each file. Returns a lazy
-    DataFrame. Raises nothing (Spark raises when it runs: a damaged header names the file)."""
+    """RECORDS rows of ``journal``'s files, one per ``path`` of ``files`` (``binaryFile``
+    rows: only their path is read, the JVM reads each file), decoded by :data:`FILE_UDF`:
+    what ``decode.file_records`` gives for each file. Returns a lazy DataFrame. Raises nothing
+    (Spark raises when it runs: a damaged header or an unreadable file names the file)."""
     from pyspark.sql import functions as F
 
     from store.reporting import schemas
 
-    records = F.expr(f"explode({FILE_UDF}('{journal}', path, content))")
+    records = F.expr(f"explode({FILE_UDF}('{journal}', path))")
     rows = files.select(records.alias("_r"))
     columns = [F.col(f"_r.{f.name}") for f in schemas.RECORDS.fields[1:]]
     return rows.select(F.lit(journal).alias("journal"), *columns)

@@ -370,11 +370,13 @@ def _range_read(
 def _binary_files(spark: SparkSession, paths: list[str], journal: str) -> DataFrame:
     if not paths:
         return spark.createDataFrame([], schemas.RECORDS)
-    files = spark.read.format("binaryFile").load(paths).select("path", "content")
+    files = spark.read.format("binaryFile").load(paths)
     if jvm.uses_jvm(spark):
         # The scan's own partitions (a file is never split; files are packed up to about
-        # total / default parallelism): no shuffle of the files' bytes.
-        return jvm.file_rows(files, journal)
+        # total / default parallelism); only the paths are read, the JVM decoder reads each
+        # file itself.
+        return jvm.file_rows(files.select("path"), journal)
+    files = files.select("path", "content")
     # One file per partition: a journal file is decoded by one Python task, files in parallel.
     files = files.repartition(min(len(paths), 64))
     return files.mapInArrow(decode_file_batches(journal), schemas.RECORDS)

@@ -326,3 +326,45 @@ def test_the_reports_jvm_reads_give_the_python_decodes_rows(jvm_spark: Any, tmp_
             want += [] if batch is None else batch.to_pylist()
         assert len(got) == len(want) > (100 if journal == "messages" else 10)
         assert sorted(got, key=repr) == sorted(want, key=repr)
+
+
+def test_file_function_reads_the_file_itself_from_the_path_spark_names(
+    jvm_spark: Any, tmp_path: Path
+) -> None:
+    """``store_decode_file(journal, path)`` reads the file in the JVM: from the ``file:`` path
+    Spark's binaryFile source gives (not escaped: a folder name with a space and a '%'), and
+    a plain local path; its rows are those of the bytes passed in."""
+    import shutil
+
+    folder = tmp_path / "a folder%20with space"
+    folder.mkdir()
+    files = [f for f in _stores(tmp_path) if f[0] == "messages"][:3]
+    copies = []
+    for i, (journal, path, data) in enumerate(files):
+        copy = folder / f"{i}-{Path(path).name}"
+        shutil.copyfile(path, copy)
+        copies.append((journal, str(copy), data))
+    want = jvm_files(jvm_spark, copies)
+    assert sum(len(rows) for rows in want) > 100
+    spark_paths = jvm_spark.read.format("binaryFile").load(str(folder)).select("path")
+    named = {Path(r["path"].removeprefix("file:")).name: r["path"] for r in spark_paths.collect()}
+    assert all(p.startswith("file:") and " " in p for p in named.values())
+    for form in ("spark", "local"):
+        rows = [
+            (journal, named[Path(path).name] if form == "spark" else path)
+            for journal, path, _ in copies
+        ]
+        frame = jvm_spark.createDataFrame(rows, "journal string, path string")
+        got = frame.selectExpr(f"{jvm.FILE_UDF}(journal, path) AS r").collect()
+        assert [[row.asDict() for row in r["r"]] for r in got] == want, form
+
+
+def test_file_function_names_a_file_it_cannot_read(jvm_spark: Any, tmp_path: Path) -> None:
+    missing = str(tmp_path / "gone.sjnl")
+    frame = jvm_spark.createDataFrame([("messages", missing)], "journal string, path string")
+    with pytest.raises(Exception) as caught:
+        frame.selectExpr(f"{jvm.FILE_UDF}(journal, path) AS r").collect()
+    assert f"cannot read journal file {missing}" in str(caught.value)
+    with pytest.raises(Exception) as wrong:
+        frame.selectExpr(f"{jvm.FILE_UDF}(journal) AS r").collect()
+    assert "takes [2, 3] arguments, not 1" in str(wrong.value)

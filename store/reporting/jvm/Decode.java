@@ -1,5 +1,9 @@
 package store.reporting.jvm;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
@@ -30,6 +34,31 @@ public final class Decode {
     public static ArrayData file(UTF8String journal, UTF8String path, byte[] content) {
         String name = BINDINGS.equals(journal) ? "bindings" : "messages";
         return new Rows(new FileRecords(name, String.valueOf(path), content));
+    }
+
+    /** {@code store_decode_file} without content: the records of the journal file at
+     *  {@code path} (a {@code file:} URI, as Spark's binaryFile source names it, or a local
+     *  path), read here in one piece: Spark's binaryFile would copy its bytes into a row
+     *  buffer and again into this call's argument, three arrays of a file's size where this
+     *  is one. Never null; throws IllegalStateException naming the path for a damaged header
+     *  and UncheckedIOException naming it when the file cannot be read. */
+    public static ArrayData read(UTF8String journal, UTF8String path) {
+        String name = String.valueOf(path);
+        byte[] content;
+        try {
+            content = Files.readAllBytes(Path.of(local(name)));
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot read journal file " + name + ": " + e, e);
+        }
+        return file(journal, path, content);
+    }
+
+    /** The local path a {@code file:} URI as Hadoop prints it names ({@code file:/a b/x},
+     *  {@code file:///a/x}: not escaped, so not parsed as a URI); any other text as it is. */
+    static String local(String path) {
+        if (path.startsWith("file://")) return path.substring("file://".length());
+        if (path.startsWith("file:")) return path.substring("file:".length());
+        return path;
     }
 
     /** A file's rows as Spark's array, each decoded when Spark reads it (explode reads them

@@ -2,6 +2,8 @@ package store.reporting.jvm;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.TreeSet;
 import org.apache.spark.sql.catalyst.analysis.FunctionRegistry;
 import org.apache.spark.sql.catalyst.expressions.Coalesce;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -18,9 +20,11 @@ import scala.runtime.AbstractFunction1;
 
 /** Registers the decoder's SQL functions on a session, as temporary functions (as a UDF is):
  *  {@code table(journal string, recordtype int, userrecordtype int, record binary)} calling
- *  {@link Decode#record} and {@code file(journal string, path string, content binary)} calling
- *  {@link Decode#file}, each under the name and result type (Spark's JSON form) the Python
- *  side gives, so store.reporting.schemas stays the one place the columns are named.
+ *  {@link Decode#record}, and {@code file(journal string, path string, content binary)}
+ *  calling {@link Decode#file} or, without {@code content}, {@code file(journal, path)} calling
+ *  {@link Decode#read} (the JVM reads the file itself), each under the name and result type
+ *  (Spark's JSON form) the Python side gives, so store.reporting.schemas stays the one place
+ *  the columns are named.
  *
  *  <p>Why not Java UDFs: a UDF's {@code Row} result is converted field by field into Spark's
  *  internal row, and its arguments from it, which cost about as much as the decode itself.
@@ -44,46 +48,51 @@ public final class Functions {
                                 String fileName, String fileType) throws ReflectiveOperationException {
         SessionState state = (SessionState) session.getClass().getMethod("sessionState").invoke(session);
         FunctionRegistry registry = state.functionRegistry();
-        registry.createOrReplaceTempFunction(tableName, new Builder(tableName, "record",
-            DataType.fromJson(tableType), List.of(DataTypes.StringType, DataTypes.IntegerType,
-            DataTypes.IntegerType, DataTypes.BinaryType)), SOURCE);
-        registry.createOrReplaceTempFunction(fileName, new Builder(fileName, "file",
-            DataType.fromJson(fileType), List.of(DataTypes.StringType, DataTypes.StringType,
-            DataTypes.BinaryType)), SOURCE);
+        registry.createOrReplaceTempFunction(tableName, new Builder(tableName,
+            DataType.fromJson(tableType), Map.of(4, new Call("record", List.of(DataTypes.StringType,
+            DataTypes.IntegerType, DataTypes.IntegerType, DataTypes.BinaryType)))), SOURCE);
+        registry.createOrReplaceTempFunction(fileName, new Builder(fileName,
+            DataType.fromJson(fileType), Map.of(
+                2, new Call("read", List.of(DataTypes.StringType, DataTypes.StringType)),
+                3, new Call("file", List.of(DataTypes.StringType, DataTypes.StringType,
+                                            DataTypes.BinaryType)))), SOURCE);
     }
 
     private static <T> Seq<T> seq(List<T> items) {
         return CollectionConverters.asScala(items).toSeq();
     }
 
-    /** Spark's function builder: a StaticInvoke of {@link Decode}'s {@code method} over the
-     *  arguments, once their number is right. */
-    private static final class Builder extends AbstractFunction1<Seq<Expression>, Expression> {
-        private final String name, method;
-        private final DataType type;
-        private final List<AbstractDataType> inputs;
+    /** A static method of {@link Decode} and the types of its arguments. */
+    private record Call(String method, List<AbstractDataType> inputs) {}
 
-        Builder(String name, String method, DataType type, List<AbstractDataType> inputs) {
+    /** Spark's function builder: a StaticInvoke of the {@link Decode} method taking as many
+     *  arguments as are given. */
+    private static final class Builder extends AbstractFunction1<Seq<Expression>, Expression> {
+        private final String name;
+        private final DataType type;
+        private final Map<Integer, Call> calls;
+
+        Builder(String name, DataType type, Map<Integer, Call> calls) {
             this.name = name;
-            this.method = method;
             this.type = type;
-            this.inputs = inputs;
+            this.calls = calls;
         }
 
         @Override
         public Expression apply(Seq<Expression> given) {
-            if (given.size() != inputs.size()) {
-                throw new IllegalArgumentException(
-                    name + " takes " + inputs.size() + " arguments, not " + given.size());
+            Call call = calls.get(given.size());
+            if (call == null) {
+                throw new IllegalArgumentException(name + " takes "
+                    + new TreeSet<>(calls.keySet()) + " arguments, not " + given.size());
             }
             List<Expression> arguments = new ArrayList<>(CollectionConverters.asJava(given));
             for (int i = 0; i < arguments.size(); i++) {
-                if (inputs.get(i) == DataTypes.IntegerType) {  // a primitive: null would be the result's
+                if (call.inputs().get(i) == DataTypes.IntegerType) {  // a primitive: null would be the result's
                     arguments.set(i, new Coalesce(seq(List.of(arguments.get(i), Literal.create(NULL_INT, DataTypes.IntegerType)))));
                 }
             }
-            return new StaticInvoke(Decode.class, type, method, seq(arguments), seq(inputs),
-                false, false, true, Option.empty());
+            return new StaticInvoke(Decode.class, type, call.method(), seq(arguments),
+                seq(call.inputs()), false, false, true, Option.empty());
         }
     }
 }
