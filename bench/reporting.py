@@ -169,63 +169,76 @@ def _ratios(runs: list[Figure], references: list[Figure]) -> str:
     return ", ".join(f"{r[1] / p[1]:.2f}" for r, p in zip(runs, references, strict=True))
 
 
-def _jdbc_figures(
-    spark: Any, config: Any, n: int, decoders: list[str], repeat: int
-) -> list[tuple[str, int, float, str]]:
+Row = tuple[str, int, float, str]
+
+
+def _interleaved(
+    spark: Any,
+    plain: Any,
+    decoded: Any,
+    decoders: list[str],
+    repeat: int,
+    names: tuple[str, str],
+    *,
+    same_rows: bool,
+) -> list[Row]:
+    """``repeat`` rounds of the plain read (``plain()``: a Figure) and each decoder's
+    (``decoded()``, a frame built under that decoder), the medians as printed rows: the
+    plain read named ``names[0]``, each decoder ``names[1]`` with ``{decoder}`` filled and
+    its ratio to the plain read. ``same_rows``: the plain read counts the decode's rows
+    (checked); otherwise it counts files, and its row gives the decode's rows."""
+    plain_runs: list[Figure] = []
+    runs: dict[str, list[Figure]] = {d: [] for d in decoders}
+    for _ in range(repeat):
+        plain_runs.append(plain())
+        for decoder in decoders:
+            with _decoding(spark, decoder):
+                frame = decoded()
+            runs[decoder].append(_spark_figure(frame))
+    plain_rows, plain_seconds, cores = _median(plain_runs)
+    out: list[Row] = []
+    for decoder in decoders:
+        rows, seconds, busy = _median(runs[decoder])
+        assert not same_rows or rows == plain_rows, (rows, plain_rows)
+        if not out:
+            out.append((names[0], rows, plain_seconds, f"{cores:.2f}"))
+        ratios = _ratios(runs[decoder], plain_runs)
+        name = names[1].format(decoder=decoder)
+        name += f" ({seconds / plain_seconds:.2f}x the plain read; run by run {ratios})"
+        out.append((name, rows, seconds, f"{busy:.2f}"))
+    return out
+
+
+def _jdbc_figures(spark: Any, config: Any, n: int, decoders: list[str], repeat: int) -> list[Row]:
     """The plain JDBC read and each decoder's read+decode with ``n`` partitions, each run
     ``repeat`` times interleaved (plain, then each decoder), medians."""
     from store.reporting import sources
 
     read = sources.JdbcRead(partitions=n, fetchsize=10_000)
-    plain_runs: list[Figure] = []
-    runs: dict[str, list[Figure]] = {d: [] for d in decoders}
-    for _ in range(repeat):
-        plain_runs.append(_plain_figure(_plain_jdbc(spark, config, read), "record"))
-        for decoder in decoders:
-            with _decoding(spark, decoder):
-                frame = sources.table_journal(spark, config, "messages", read=read)
-            runs[decoder].append(_spark_figure(frame))
-    rows, plain, cores = _median(plain_runs)
-    out = [(f"plain JDBC read, {n} partition(s)", rows, plain, f"{cores:.2f}")]
-    for decoder in decoders:
-        got, seconds, busy = _median(runs[decoder])
-        assert got == rows, (got, rows)
-        ratios = _ratios(runs[decoder], plain_runs)
-        name = (
-            f"JDBC read + {decoder} decode, {n} partition(s) ({seconds / plain:.2f}x the plain"
-            f" read; run by run {ratios})"
-        )
-        out.append((name, got, seconds, f"{busy:.2f}"))
-    return out
+    return _interleaved(
+        spark,
+        lambda: _plain_figure(_plain_jdbc(spark, config, read), "record"),
+        lambda: sources.table_journal(spark, config, "messages", read=read),
+        decoders,
+        repeat,
+        (f"plain JDBC read, {n} partition(s)", f"JDBC read + {{decoder}} decode, {n} partition(s)"),
+        same_rows=True,
+    )
 
 
-def _file_figures(
-    spark: Any, directory: str, decoders: list[str], repeat: int
-) -> list[tuple[str, int, float, str]]:
+def _file_figures(spark: Any, directory: str, decoders: list[str], repeat: int) -> list[Row]:
     """The plain ``binaryFile`` read and each decoder's file decode, as :func:`_jdbc_figures`."""
     from store.reporting import sources
 
-    plain_runs: list[Figure] = []
-    runs: dict[str, list[Figure]] = {d: [] for d in decoders}
-    for _ in range(repeat):
-        plain_runs.append(_plain_figure(_plain_files(spark, directory), "content"))
-        for decoder in decoders:
-            with _decoding(spark, decoder):
-                frame = sources.file_journal(spark, directory, "messages")
-            runs[decoder].append(_spark_figure(frame))
-    _files, plain, cores = _median(plain_runs)
-    out = []
-    for decoder in decoders:
-        rows, seconds, busy = _median(runs[decoder])
-        if not out:
-            out.append(("plain binaryFile read", rows, plain, f"{cores:.2f}"))
-        ratios = _ratios(runs[decoder], plain_runs)
-        name = (
-            f"file journal, {decoder} decode ({seconds / plain:.2f}x the plain read;"
-            f" run by run {ratios})"
-        )
-        out.append((name, rows, seconds, f"{busy:.2f}"))
-    return out
+    return _interleaved(
+        spark,
+        lambda: _plain_figure(_plain_files(spark, directory), "content"),
+        lambda: sources.file_journal(spark, directory, "messages"),
+        decoders,
+        repeat,
+        ("plain binaryFile read", "file journal, {decoder} decode"),
+        same_rows=False,
+    )
 
 
 def main() -> None:

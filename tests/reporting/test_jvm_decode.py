@@ -368,3 +368,20 @@ def test_file_function_names_a_file_it_cannot_read(jvm_spark: Any, tmp_path: Pat
     with pytest.raises(Exception) as wrong:
         frame.selectExpr(f"{jvm.FILE_UDF}(journal) AS r").collect()
     assert "takes [2, 3] arguments, not 1" in str(wrong.value)
+
+
+def test_a_decoded_files_array_compares_as_its_decoded_rows(
+    jvm_spark: Any, tmp_path: Path
+) -> None:
+    """The array ``store_decode_file`` returns decodes its rows lazily, yet anything reading
+    it whole (equals, hashCode, toString, copy) sees the decoded rows."""
+    java = jvm_spark.sparkContext._jvm
+    utf8 = java.org.apache.spark.unsafe.types.UTF8String.fromString
+    _, path, data = next(f for f in _stores(tmp_path) if f[0] == "messages" and len(f[2]) > 64)
+    rows = java.store.reporting.jvm.Decode.file(utf8("messages"), utf8(path), data)
+    copy = rows.copy()
+    assert rows.numElements() == copy.numElements() > 10
+    assert rows.equals(copy) and copy.equals(rows)
+    assert rows.hashCode() == copy.hashCode()
+    assert rows.toString() == copy.toString()
+    assert rows.toString().startswith("[[")  # rows, not the placeholder's nulls

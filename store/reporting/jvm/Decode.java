@@ -64,9 +64,10 @@ public final class Decode {
     /** A file's rows as Spark's array, each decoded when Spark reads it (explode reads them
      *  one after the other): a file's 50,000-odd rows are never all alive at once, which kept
      *  the JVM's collector busy copying them. Built on GenericArrayData (its placeholder array
-     *  gives the length) so only what an array of structs is read by is overridden; its
-     *  equals and hashCode are GenericArrayData's over that placeholder, which nothing that
-     *  reads a decoded file compares. */
+     *  of nulls gives the length) so only what an array of structs is read by is overridden;
+     *  whatever reads the whole array gets the decoded rows, never the placeholder: copy()
+     *  and array() here, and GenericArrayData's equals, hashCode and toString, which read
+     *  it through array(). */
     private static final class Rows extends GenericArrayData {
         private static final long serialVersionUID = 1L;
         private final FileRecords records;

@@ -19,7 +19,7 @@ final class FileRecords {
 
     private final String journal;
     private final byte[] d;
-    private final long fileId;
+    private final Long fileId;  // boxed once: every row holds it
     private final FileFramer.Raw[] records;
     private final Integer[] counts, seen;
 
@@ -30,7 +30,7 @@ final class FileRecords {
         this.journal = journal;
         d = content == null ? new byte[0] : content;
         Long id = FileFramer.fileId(d, path);
-        fileId = id == null ? 0 : id;
+        fileId = id == null ? 0L : id;
         List<FileFramer.Raw> all = id == null ? List.of() : FileFramer.scan(d, id);
         FileFramer.Raw[] kept = new FileFramer.Raw[all.size()];
         counts = new Integer[kept.length];
