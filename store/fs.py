@@ -179,11 +179,12 @@ class OsFileHandle:
             raise _io_error(exc, "cannot truncate", self.path) from exc
 
     def close(self) -> None:
-        if self.fd >= 0:
-            try:
-                os.close(self.fd)
-            finally:
-                self.fd = -1
+        # The fd is taken and the slot cleared in one step (no call between them, so no
+        # other thread runs in between): two threads closing one handle close its fd once,
+        # never a number the kernel has since given to another file or socket.
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 class OsFileSystem:

@@ -217,9 +217,10 @@ class AsyncIOBackend(IOBackend):
             os.close(fd)
 
     def close(self) -> None:
-        for fd in self._fds.values():
+        # Taken in one step, as close_segment pops its own: no fd is closed twice.
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
             os.close(fd)
-        self._fds.clear()
         self._ctx.close()
         self._buf.close()
 
