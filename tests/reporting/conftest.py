@@ -17,14 +17,67 @@ from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
 REPORT_BACKENDS = ("file-nio", "postgresql", "mariadb", "sqlite")
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """The reports' SparkSession (local mode, built by store.reporting.session)."""
-    from store.reporting.session import build_session
+class _Sessions:
+    """The worker's one SparkSession, built when first asked for and again if its JVM died."""
 
-    session = build_session(master="local[2]", shuffle_partitions=2)
+    def __init__(self) -> None:
+        self.session: Any = None
+
+    def get(self) -> Any:
+        from store.reporting.session import build_session
+
+        if self.session is not None and _jvm_exit(self.session) is not None:
+            _forget(self.session)
+            self.session = None
+        if self.session is None:
+            self.session = build_session(master="local[2]", shuffle_partitions=2)
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None and _jvm_exit(self.session) is None:
+            self.session.stop()
+        self.session = None
+
+
+def _jvm_exit(session: Any) -> int | None:
+    """The exit status of the session's JVM (Spark's driver), None while it runs."""
+    proc = getattr(session.sparkContext._gateway, "proc", None)
+    return None if proc is None else proc.poll()
+
+
+def _forget(session: Any) -> None:
+    """Drop PySpark's references to a session whose JVM is gone, so the next build starts a
+    new JVM (``getOrCreate`` would hand back the dead one)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    SparkContext._active_spark_context = None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+
+
+@pytest.fixture(scope="session")
+def _spark_sessions() -> Iterator[_Sessions]:
+    sessions = _Sessions()
+    yield sessions
+    sessions.stop()
+
+
+@pytest.fixture
+def spark(_spark_sessions: _Sessions) -> Iterator[Any]:
+    """The reports' SparkSession (local mode, built by store.reporting.session), shared by the
+    tests of this worker. After each test its cached frames are dropped, so no test runs
+    short of heap for what earlier ones cached; a test after which the JVM is gone fails at
+    teardown with the JVM's exit status (52: a java.lang.OutOfMemoryError), and the next test
+    gets a new JVM instead of every later one failing on the dead one."""
+    session = _spark_sessions.get()
     yield session
-    session.stop()
+    status = _jvm_exit(session)
+    if status is not None:
+        pytest.fail(f"Spark's JVM exited with status {status} during this test", pytrace=False)
+    session.catalog.clearCache()
 
 
 @pytest.fixture(params=REPORT_BACKENDS)

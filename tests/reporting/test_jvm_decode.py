@@ -27,7 +27,7 @@ _DECODED = jvm.DECODED
 _FILE_COLUMNS = tuple(f.name for f in ARROW_RECORDS)[1:]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def jvm_spark(spark: Any) -> Any:
     """The reports' session, which decodes in the JVM (store.reporting.jvm built the jar from
     the sources and registered its functions); fails when it does not."""
