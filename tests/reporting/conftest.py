@@ -6,6 +6,7 @@ table prefix per test, dropped after).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ class _Sessions:
 
     def __init__(self) -> None:
         self.session: Any = None
+        self.files: dict[int, tuple[Any, int]] = {}
 
     def get(self) -> Any:
         from store.reporting.session import build_session
@@ -29,9 +31,31 @@ class _Sessions:
         if self.session is not None and _jvm_exit(self.session) is not None:
             _forget(self.session)
             self.session = None
+            self.files = {}
         if self.session is None:
             self.session = build_session(master="local[2]", shuffle_partitions=2)
+        self.check_files()
         return self.session
+
+    def check_files(self) -> None:
+        """Fail if a file descriptor of the link to Spark's JVM (the pipe its life hangs on,
+        the Py4J socket of this thread) now names another file: something closed a number it
+        did not own, and the kernel gave it out again. Then remember the current ones."""
+        sc = self.session.sparkContext
+        connection = sc._gateway._gateway_client.get_thread_connection()
+        current = {
+            "the JVM's stdin pipe": sc._gateway.proc.stdin,
+            "the Py4J socket": None if connection is None else connection.socket,
+        }
+        for what, owner in current.items():
+            if owner is None:
+                continue
+            fd = owner.fileno()
+            inode = os.fstat(fd).st_ino
+            was = self.files.get(fd)
+            if was is not None and was[0] is owner and was[1] != inode:
+                pytest.fail(f"fd {fd}, {what}, was closed by something else and reused")
+            self.files[fd] = (owner, inode)
 
     def stop(self) -> None:
         if self.session is not None and _jvm_exit(self.session) is None:
@@ -77,6 +101,7 @@ def spark(_spark_sessions: _Sessions) -> Iterator[Any]:
     status = _jvm_exit(session)
     if status is not None:
         pytest.fail(f"Spark's JVM exited with status {status} during this test", pytrace=False)
+    _spark_sessions.check_files()
     session.catalog.clearCache()
 
 

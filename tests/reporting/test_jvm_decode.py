@@ -346,9 +346,10 @@ def test_file_function_reads_the_file_itself_from_the_path_spark_names(
         copies.append((journal, str(copy), data))
     want = jvm_files(jvm_spark, copies)
     assert sum(len(rows) for rows in want) > 100
-    spark_paths = jvm_spark.read.format("binaryFile").load(str(folder)).select("path")
-    named = {Path(r["path"].removeprefix("file:")).name: r["path"] for r in spark_paths.collect()}
-    assert all(p.startswith("file:") and " " in p for p in named.values())
+    listed = jvm_spark.read.format("binaryFile").load(str(folder)).select("path").collect()
+    named = {Path(r["path"].removeprefix("file:")).name: r["path"] for r in listed}
+    assert set(named) == {Path(path).name for _, path, _ in copies}, listed
+    assert all(p.startswith("file:") and " " in p for p in named.values()), listed
     for form in ("spark", "local"):
         rows = [
             (journal, named[Path(path).name] if form == "spark" else path)
