@@ -1588,6 +1588,152 @@ static PyObject *scan_bounds(PyObject *self, PyObject *const *args, Py_ssize_t n
     return Py_BuildValue("(Nn)", bounds, offset);
 }
 
+/* paged_message(data, start, stop, version, paged_type) -> paged_type or None: the page
+   record data[start:stop] (data: any buffer) as store.messaging.message_records.
+   PagedMessage.decode's packed path unpacks it, with the same checks (version, a 45 or 30
+   record, a queue count >= 0 that ends the record exactly at stop); None for anything else,
+   which the Python path then decodes field by field or refuses, naming the fault.
+   paged_type's slots are written directly (PAGED_SLOTS). */
+static const char *PAGED_SLOTS[] = {"message_id", "tx_id", "record_type", "record", "queue_ids"};
+static SlotCache paged_cache;
+
+static PyObject *paged_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "paged_message takes 5 arguments");
+        return NULL;
+    }
+    if (!PyType_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "paged_message: paged_type must be a class");
+        return NULL;
+    }
+    PyTypeObject *paged_type = (PyTypeObject *)args[4];
+    Py_ssize_t at[5];
+    if (offsets_of_cached(&paged_cache, paged_type, PAGED_SLOTS, at, 5) < 0)
+        return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), stop = PyLong_AsSsize_t(args[2]);
+    long version = PyLong_AsLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    PyObject *result = NULL;
+    /* version u8, message id i64, tx id i64, record type u8, record length u32 (22 bytes) */
+    if (start < 0 || stop > view.len || stop - start < 26 || d[start] != version)
+        goto none;
+    const unsigned char *h = d + start;
+    unsigned int kind = h[17];
+    Py_ssize_t end = start + 22 + (Py_ssize_t)be32(h + 18);
+    if ((kind != 30 && kind != 45) || end + 4 > stop)
+        goto none;
+    int32_t count = (int32_t)be32(d + end);
+    if (count < 0 || stop - (end + 4) != 8 * (Py_ssize_t)count)
+        goto none;
+    PyObject *values[5] = {PyLong_FromLongLong(be64(h + 1)), PyLong_FromLongLong(be64(h + 9)),
+                           PyLong_FromLong((long)kind),
+                           PyBytes_FromStringAndSize((const char *)h + 22, end - start - 22),
+                           queue_ids(d + end + 4, count)};
+    if (values[0] != NULL && values[1] != NULL && values[2] != NULL && values[3] != NULL &&
+        values[4] != NULL)
+        result = new_slotted(paged_type, at, values, 5);
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(values[i]);
+    PyBuffer_Release(&view);
+    return result;
+none:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+/* plain_message(data, message_id, message_type, addresses, version, default_type) ->
+   message_type or None: the Message of an ADD_MESSAGE_PROTOCOL body (bytes) without
+   properties, as store.messaging.packed.unpack_message gives it, made without running its
+   __init__: only a body peek_message accepts (the same checks: every field valid, the body
+   exactly to the end), whose Message.__post_init__ would change nothing and raise nothing.
+   Its fields are set in the order of the dataclass's __init__ (the instance's attribute
+   layout is then the one every Message shares). None for anything else: the Python path
+   decides. addresses caches the decoded address of each raw address. */
+static PyObject *field_names[13];
+
+static PyObject *plain_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "plain_message takes 6 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *addresses = args[3], *default_type = args[5];
+    if (!PyBytes_CheckExact(data) || !PyType_Check(args[2]) || !PyDict_CheckExact(addresses)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "plain_message: data must be bytes, message_type a class, addresses a dict");
+        return NULL;
+    }
+    long version = PyLong_AsLong(args[4]);
+    if (version == -1 && PyErr_Occurred())
+        return NULL;
+    if (field_names[0] == NULL) {
+        static const char *names[13] = {"address", "body", "durable", "priority", "expiration",
+                                        "timestamp", "scheduled_delivery", "properties",
+                                        "message_type", "user_id", "property_types",
+                                        "message_id", "_opener"};
+        for (int i = 0; i < 13; i++) {
+            field_names[i] = PyUnicode_InternFromString(names[i]);
+            if (field_names[i] == NULL)
+                return NULL;
+        }
+    }
+    /* peek_header makes every check; it gives address, priority, durable, scheduled. */
+    PyObject *header = peek_header(data, addresses, &PyTuple_Type, version);
+    if (header == NULL || header == Py_None)
+        return header;
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    Py_ssize_t end = 5 + (Py_ssize_t)be32(d + 1);
+    const unsigned char *f = d + end;
+    PyObject *obj = NULL;
+    PyObject *values[13] = {NULL};
+    values[0] = PyTuple_GET_ITEM(header, 0);
+    Py_INCREF(values[0]);
+    values[1] = PyBytes_FromStringAndSize((const char *)d + end + 34, n - end - 34);
+    values[2] = PyTuple_GET_ITEM(header, 2);
+    Py_INCREF(values[2]);
+    values[3] = PyTuple_GET_ITEM(header, 1);
+    Py_INCREF(values[3]);
+    values[4] = PyLong_FromLongLong(be64(f + 10));
+    values[5] = PyLong_FromLongLong(be64(f + 2));
+    values[6] = PyTuple_GET_ITEM(header, 3);
+    Py_INCREF(values[6]);
+    values[7] = PyDict_New();
+    values[8] = default_type;
+    Py_INCREF(values[8]);
+    values[9] = Py_None;
+    Py_INCREF(Py_None);
+    values[10] = PyDict_New();
+    values[11] = args[1];
+    Py_INCREF(values[11]);
+    values[12] = Py_None;
+    Py_INCREF(Py_None);
+    Py_DECREF(header);
+    for (int i = 0; i < 13; i++)
+        if (values[i] == NULL)
+            goto done;
+    PyTypeObject *type = (PyTypeObject *)args[2];
+    obj = type->tp_alloc(type, 0);
+    if (obj == NULL)
+        goto done;
+    for (int i = 0; i < 13; i++) {
+        if (PyObject_GenericSetAttr(obj, field_names[i], values[i]) < 0) {
+            Py_CLEAR(obj);
+            goto done;
+        }
+    }
+done:
+    for (int i = 0; i < 13; i++)
+        Py_XDECREF(values[i]);
+    return obj;
+}
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, "
@@ -1632,6 +1778,12 @@ static PyMethodDef methods[] = {
     {"paged_runs", (PyCFunction)(void (*)(void))paged_runs, METH_FASTCALL,
      "paged_runs(records, version) -> (runs, large) or None: runs of paged messages, as "
      "store.messaging.page_scan.python_paged_runs."},
+    {"paged_message", (PyCFunction)(void (*)(void))paged_message, METH_FASTCALL,
+     "paged_message(data, start, stop, version, paged_type) -> paged_type or None: "
+     "PagedMessage.decode's packed path, compiled."},
+    {"plain_message", (PyCFunction)(void (*)(void))plain_message, METH_FASTCALL,
+     "plain_message(data, message_id, message_type, addresses, version, default_type) -> "
+     "message_type or None: a Message without properties, as unpack_message decodes it."},
     {"scan", scan, METH_VARARGS,
      "scan(data, file_id, start, floor, pad_unit) -> (records, end, last_lsn, count): the "
      "records in sequence, as store.file.reader.scan."},

@@ -293,8 +293,28 @@ def decode_message(data: bytes, message_id: int) -> Message:
     struct calls (:mod:`store.messaging.packed`); anything else, and anything wrong, goes
     field by field through :func:`read_message`, which names what is wrong. Both give equal
     messages (tested)."""
+    if COMPILED_MESSAGE is not None and type(data) is bytes and type(message_id) is int:
+        made: Message | None = COMPILED_MESSAGE(
+            data, message_id, Message, _ADDRESSES, VERSION, DEFAULT_MESSAGE_TYPE
+        )
+        if made is not None:
+            if len(_ADDRESSES) > _ADDRESSES_KEPT:
+                _ADDRESSES.clear()
+            return made
     packed = unpack_message(data, message_id)
     return packed if packed is not None else read_message(data, message_id)
+
+
+#: The compiled path of :func:`decode_message` for a body without properties
+#: (``store/_speedups.c``'s ``plain_message``: :func:`peek_message`'s checks, then the
+#: :class:`Message` made without running its ``__init__``, since they leave nothing for it to
+#: check or change), or None. :func:`unpack_message` is its reference (tested equal).
+COMPILED_MESSAGE: Callable[..., Any] | None = getattr(SPEEDUPS, "plain_message", None)
+#: Decoded address names by their raw bytes, for the compiled path: one str per address, not
+#: per message; emptied when it holds more than ``_ADDRESSES_KEPT`` (a store with that many
+#: addresses decodes again what it needs).
+_ADDRESSES: dict[bytes, str] = {}
+_ADDRESSES_KEPT = 4096
 
 
 def read_message(data: bytes, message_id: int) -> Message:
@@ -449,6 +469,10 @@ def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str
 #: then the record, the queue count (``_PAGED_COUNT``) and the queue ids.
 _PAGED_HEAD = struct.Struct(">BqqBI")
 _PAGED_COUNT = struct.Struct(">i")
+#: The compiled packed path of :meth:`PagedMessage.decode` (``store/_speedups.c``'s
+#: ``paged_message``, the same checks; None for a record it leaves to the Python path), or
+#: None. The Python path is its reference (tested equal).
+COMPILED_PAGED: Callable[..., Any] | None = getattr(SPEEDUPS, "paged_message", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,6 +521,10 @@ class PagedMessage:
         other goes through the field-by-field reader, which names what is wrong."""
         if stop is None:
             stop = len(data)
+        if COMPILED_PAGED is not None:
+            paged: PagedMessage | None = COMPILED_PAGED(data, start, stop, VERSION, cls)
+            if paged is not None:
+                return paged
         try:
             version, mid, tx_id, kind, length = _PAGED_HEAD.unpack_from(data, start)
             end = start + _PAGED_HEAD.size + length

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from store.messaging import message_records as mr
 from store.messaging import packed
 from store.messaging import records as r
-from store.messaging.codec import Writer
+from store.messaging.codec import VERSION, Writer
 from store.messaging.values import MESSAGE_TYPES, PROPERTY_TYPES, Message, Xid, implied_type
 from tests.messaging.make_golden import GOLDEN, Golden, path_of
 
@@ -671,3 +672,99 @@ def test_implied_property_types_are_not_recorded() -> None:
     )  # fmt: skip
     assert m.property_types == {}
     assert mr.encode_message(m, b"")[0] == 1
+
+
+def test_compiled_message_decoding_equals_the_packed_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compiled ``plain_message`` against :func:`packed.unpack_message` on valid and
+    spoiled bodies: it accepts exactly what the peek accepts, and an accepted body gives the
+    reference's message, attribute for attribute and in the same order (the layout every
+    Message shares), with dicts of its own; :func:`decode_message` gives what the Python
+    paths give, or the same error."""
+    from store.messaging.values import DEFAULT_MESSAGE_TYPE
+    from tests.file.test_reader import require_speedups
+
+    require_speedups()
+    compiled = mr.COMPILED_MESSAGE
+    assert compiled is not None
+    bodies = _peek_bodies(random.Random(5))
+    accepted = 0
+    made = []
+    for body in bodies:
+        got = compiled(body, 7, Message, {}, VERSION, DEFAULT_MESSAGE_TYPE)
+        assert (got is None) == (mr.python_peek_message(body, {}) is None), body
+        if got is None:
+            continue
+        accepted += 1
+        want = packed.unpack_message(body, 7)
+        assert want is not None
+        assert list(vars(got).items()) == list(vars(want).items())
+        made.append(got)
+    assert 0 < accepted < len(bodies)
+    assert made[0].properties is not made[1].properties
+    assert made[0].property_types is not made[1].property_types
+    fast = [_decoded_or_error(body) for body in bodies]
+    monkeypatch.setattr(mr, "COMPILED_MESSAGE", None)
+    assert fast == [_decoded_or_error(body) for body in bodies]
+
+
+def _decoded_or_error(body: bytes) -> object:
+    try:
+        return vars(mr.decode_message(body, 3))
+    except ValueError as exc:
+        return str(exc)
+
+
+def test_compiled_paged_decoding_equals_the_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled ``paged_message`` against :meth:`PagedMessage.decode`'s Python path on
+    well-formed page records (in place in a larger buffer too) and spoiled ones: the same
+    paged message, or None where the Python path decides (and then decodes or refuses)."""
+    from tests.file.test_reader import require_speedups
+
+    require_speedups()
+    compiled = mr.COMPILED_PAGED
+    assert compiled is not None
+    rng = random.Random(11)
+    records = []
+    for n in range(200):
+        m = Message(f"a{n % 3}", bytes(rng.randrange(40)), priority=n % 10)
+        inner = mr.encode_message(m, m.body) if n % 4 else mr.encode_large_message(m, 5000)
+        paged = mr.PagedMessage(
+            rng.randrange(-(2**63), 2**63),
+            rng.choice([0, rng.randrange(2**63)]),
+            45 if n % 4 else 30,
+            inner,
+            tuple(rng.randrange(-(2**63), 2**63) for _ in range(rng.randrange(6))),
+        )
+        data = paged.encode()
+        records.append(data)
+        records.append(data[: rng.randrange(len(data))])
+        records.append(data + b"\0")
+        flipped = bytearray(data)
+        flipped[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        records.append(bytes(flipped))
+
+    def decoded(data: bytes, start: int = 0, stop: int | None = None) -> object:
+        try:
+            return mr.PagedMessage.decode(data, start, stop)
+        except (ValueError, struct.error) as exc:
+            return type(exc)
+
+    def forms(data: bytes) -> list[tuple[bytes | bytearray, int, int]]:
+        page = bytearray(b"\x07" * 5 + data + b"\x09" * 3)
+        return [(data, 0, len(data)), (page, 5, 5 + len(data))]
+
+    taken = 0
+    fast = []
+    for data in records:
+        for args in forms(data):
+            got = compiled(*args, VERSION, mr.PagedMessage)
+            if got is not None:
+                taken += 1
+                assert type(got) is mr.PagedMessage
+            fast.append((got, decoded(*args)))
+    assert taken > len(records) // 4
+    assert all(got is None or got == want for got, want in fast)
+    monkeypatch.setattr(mr, "COMPILED_PAGED", None)
+    assert [want for _, want in fast] == [decoded(*args) for d in records for args in forms(d)]
