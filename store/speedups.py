@@ -5,7 +5,10 @@ a compiler is present), and the CRC-32 every checksum of the store goes through.
   ``STORE_NO_SPEEDUPS=1`` asks for pure Python. The file journal's record scan and encode use
   it (``store.file.reader``, ``store.file.journal``), and the messaging load its peek at
   message records and its replay loop (``store.messaging.message_records``,
-  ``store.messaging.recovery``); their pure-Python code is the reference and the fallback.
+  ``store.messaging.recovery``), and the decode of page records and of message bodies
+  without properties (``PagedMessage.decode``, ``decode_message``: every paged message a
+  receive reads back, every message a load kept encoded); their pure-Python code is the
+  reference and the fallback.
 - :func:`crc32` is ``zlib.crc32``'s function, bit for bit (same polynomial, same arguments,
   same answers): the compiled one, which folds with PCLMULQDQ on x86-64 CPUs that have it
   (about 14 GB/s against zlib's 4 here; 98 ns against 373 ns for 1 KiB), or ``zlib.crc32``

@@ -1,0 +1,134 @@
+"""CPU per send+receive+ack cycle on a deep queue whose receives read pages, beside the same
+cycles at depth 0 in the same process (issue 27: "send/receive/ack rates with N waiting
+within 20 % of those at depth 0").
+
+``bench.deep_queues --drain`` measures the same regime in wall-clock seconds, which move by
+up to 2x between runs on a shared machine; this script takes ``time.process_time()`` (every
+thread of the process) over ``--cycles`` cycles instead, the figure the RESULTS tables give:
+
+- a copy of ``--store`` (built by ``python -m bench.deep_queues build``) is opened and
+  loaded, and what the load kept in memory is drained (``bench.deep_drain.drain``): from
+  then on every receive reads a page;
+- ``paged``: cycles of one send (``sync=False``), one receive and one ack (``sync=False``),
+  then the flush, as ``bench.deep_drain.steady`` does them; then the same operations split
+  (every send, then every receive, then every ack), which shows what each costs;
+- everything left is drained, and ``depth 0``: the same cycles and split on the empty queue.
+
+Every body received is checked against the one expected (order and exactly-once).
+
+Run::
+
+    PYTHONPATH=. python -m bench.deep_queues build --backend file --messages 200000 \
+        --dir /tmp/deep/p2
+    PYTHONPATH=. python -m bench.paged_cycle --store /tmp/deep/p2 --cycles 20000
+
+Thread-safety: one run per process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from bench.deep_drain import Expected, drain, tail_body
+from bench.deep_queues import QUEUE
+from store import StoreConfig, open_store
+from store.messaging import Delivery, Message, StorageManager
+
+
+def _config(root: Path) -> StoreConfig:
+    return StoreConfig.from_mapping(
+        {
+            "journal-directory": str(root / "journal"),
+            "bindings-directory": str(root / "bindings"),
+            "large-messages-directory": str(root / "large"),
+            "paging-directory": str(root / "paging"),
+        }
+    )
+
+
+class _Cycles:
+    """Cycles on one queue of ``sm``; bodies checked against ``expected``."""
+
+    def __init__(self, sm: StorageManager, expected: Iterator[bytes]) -> None:
+        self.sm = sm
+        self.expected = expected
+        self.sent = 0
+
+    def _send(self) -> None:
+        self.sm.send(Message(QUEUE, tail_body(self.sent)), sync=False)
+        self.sent += 1
+
+    def _ack(self, delivery: Delivery) -> None:
+        assert delivery.message.body == next(self.expected), "out of order"
+        assert delivery.message.message_id is not None
+        self.sm.ack(QUEUE, delivery.message.message_id, sync=False)
+
+    def interleaved(self, n: int) -> float:
+        """CPU µs per cycle of ``n`` send+receive+ack cycles, the flush included."""
+        started = time.process_time()
+        for _ in range(n):
+            self._send()
+            (delivery,) = self.sm.receive(QUEUE, 1)
+            self._ack(delivery)
+        self.sm.flush()
+        return (time.process_time() - started) / n * 1e6
+
+    def split(self, n: int) -> tuple[float, float, float]:
+        """CPU µs per operation of ``n`` sends, then ``n`` receives, then ``n`` acks."""
+        t0 = time.process_time()
+        for _ in range(n):
+            self._send()
+        t1 = time.process_time()
+        got = [self.sm.receive(QUEUE, 1)[0] for _ in range(n)]
+        t2 = time.process_time()
+        for delivery in got:
+            self._ack(delivery)
+        self.sm.flush()
+        t3 = time.process_time()
+        return ((t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6, (t3 - t2) / n * 1e6)
+
+
+def run(store: Path, cycles: int) -> dict[str, object]:
+    """The figures of one run on a copy of ``store`` (module docstring). Raises
+    AssertionError when a body comes back out of order or nothing is paged."""
+    with tempfile.TemporaryDirectory(prefix="paged-cycle-") as scratch:
+        root = Path(scratch) / "store"
+        shutil.copytree(store, root)
+        sm = StorageManager(open_store(_config(root)))
+        try:
+            sm.load()
+            qid = sm._state.queues[QUEUE].info.id
+            expected = iter(Expected(0, sm.depth(QUEUE)))
+            drain(sm, QUEUE, expected, lambda: sm.depth(QUEUE) - sm._pager.remaining(QUEUE, qid))
+            assert sm._pager.remaining(QUEUE, qid) > 2 * cycles, "too few paged messages"
+            c = _Cycles(sm, expected)
+            paged, paged_split = c.interleaved(cycles), c.split(cycles)
+            drain(sm, QUEUE, expected)
+            zero, zero_split = c.interleaved(cycles), c.split(cycles)
+        finally:
+            sm.close()
+    return {
+        "paged_us": paged, "paged_split_us": paged_split,
+        "depth0_us": zero, "depth0_split_us": zero_split, "ratio": zero / paged,
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", type=Path, required=True, help="a bench.deep_queues build")
+    parser.add_argument("--cycles", type=int, default=20_000)
+    args = parser.parse_args()
+    f = run(args.store, args.cycles)
+    split = "send %.1f, receive %.1f, ack %.1f"
+    print(f"paged   {f['paged_us']:6.1f} µs per cycle; split: " + split % f["paged_split_us"])
+    print(f"depth 0 {f['depth0_us']:6.1f} µs per cycle; split: " + split % f["depth0_split_us"])
+    print(f"depth 0 / paged: {f['ratio']:.2f}x (issue 27 asks for at least 0.83x)")
+
+
+if __name__ == "__main__":
+    main()
