@@ -51,6 +51,8 @@ class _Sessions:
             if owner is None:
                 continue
             fd = owner.fileno()
+            if fd < 0:  # closed by its owner
+                continue
             inode = os.fstat(fd).st_ino
             was = self.files.get(fd)
             if was is not None and was[0] is owner and was[1] != inode:
