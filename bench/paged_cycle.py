@@ -36,19 +36,9 @@ from pathlib import Path
 
 from bench.deep_drain import Expected, drain, tail_body
 from bench.deep_queues import QUEUE
-from store import StoreConfig, open_store
+from bench.messaging import _file_config
+from store import open_store
 from store.messaging import Delivery, Message, StorageManager
-
-
-def _config(root: Path) -> StoreConfig:
-    return StoreConfig.from_mapping(
-        {
-            "journal-directory": str(root / "journal"),
-            "bindings-directory": str(root / "bindings"),
-            "large-messages-directory": str(root / "large"),
-            "paging-directory": str(root / "paging"),
-        }
-    )
 
 
 class _Cycles:
@@ -99,7 +89,7 @@ def run(store: Path, cycles: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="paged-cycle-") as scratch:
         root = Path(scratch) / "store"
         shutil.copytree(store, root)
-        sm = StorageManager(open_store(_config(root)))
+        sm = StorageManager(open_store(_file_config(root)))
         try:
             sm.load()
             qid = sm._state.queues[QUEUE].info.id
