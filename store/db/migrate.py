@@ -42,7 +42,9 @@ whose output a DBA can run.
 Schema changes (that creation, and :func:`upgrade`) run under the store's **schema lock**
 (:func:`store.db.lock.schema_lock`: a waiting lock, separate from the store lock, which never
 waits) and look at the schema again once they hold it, so two nodes starting together, or a
-start and a ``store db upgrade``, create it once. On a server reached through JDBC, which has
+start and a ``store db upgrade``, create it once. The first look, without the lock, only
+decides that nothing needs doing (a complete schema at head); anything else it saw may be a
+creation committing between its reads, and is judged again under the lock. On a server reached through JDBC, which has
 no such lock across processes, a creation that fails because another session got there first
 is accepted once the schema is found complete. On MySQL, whose DDL is not transactional, a
 creation that fails half-way drops what it made, so the store stays new.
@@ -394,12 +396,16 @@ class _Found:
 
 
 def _found(conn: Connection, names: TableNames) -> _Found:
+    # The revision is read before the tables: a creation committing between the two reads
+    # then looks like tables without a revision (in progress: looked at again under the
+    # schema lock), never like a revision without its tables (a partial schema).
+    ctx = MigrationContext.configure(conn, opts={"version_table": names.version_table})
+    current = ctx.get_current_revision()
     existing = {n.lower() for n in sa.inspect(conn).get_table_names()}
     pages = _page_tables(existing, names)
     ours = set(names.all())
-    ctx = MigrationContext.configure(conn, opts={"version_table": names.version_table})
     return _Found(
-        current=ctx.get_current_revision(),
+        current=current,
         present=frozenset((ours & existing) | pages),
         missing=tuple(n for n in names.all() if n not in existing),
     )
@@ -449,10 +455,12 @@ def ensure_schema(
     another schema change holds the lock for SCHEMA_LOCK_WAIT seconds.
     """
     found = _read_found(engine, names)
-    # Tables without a revision, seen without the lock, may be another node's creation in
-    # progress (MySQL commits each CREATE on its own): look again under the schema lock.
-    in_progress = found.current is None and bool(found.present)
-    if not create or not (found.new or in_progress):
+    # What is seen without the lock may be another node's creation in progress (MySQL
+    # commits each CREATE on its own; a catalogue read may run ahead of a commit): with
+    # ``create``, anything but a complete schema at head is looked at again under the
+    # schema lock before it is created or refused.
+    settled = found.current == head_revision() and not found.missing
+    if not create or settled:
         _check(found, names, config_hint, engine.dialect.name)
         return False
     try:

@@ -127,6 +127,50 @@ def test_sessions_creating_a_new_schema_together_create_it_once(
         drop_schema(config)
 
 
+def test_a_creation_committing_during_the_unlocked_look_is_not_a_partial_schema(
+    db_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another session creates the whole schema and commits between the two reads of this
+    session's look without the lock (the revision, the table list; whichever comes first):
+    this session must not take them for a revision without its tables, a partial schema (it
+    did on CI with Derby, four sessions at once); it finds the schema complete and creates
+    nothing."""
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.engine.reflection import Inspector
+
+    config = StoreConfig.from_mapping(new_store_mapping(tmp_path, unique_prefix(), db_name))
+    db = config.database_store
+    assert db is not None
+    names = TableNames.from_config(db)
+    (engine, target), (other, other_target) = create_store_engine(db), create_store_engine(db)
+    other_created: list[bool] = []
+
+    def then_the_other_session_creates(read: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            result = read(*args, **kwargs)
+            if not other_created:  # only after this session's first read
+                other_created.append(False)
+                where = f"{other_target.display}#other"
+                other_created[0] = ensure_schema(other, names, create=True, where=where)
+            return result
+
+        return wrapped
+
+    for cls, name in ((MigrationContext, "get_current_revision"), (Inspector, "get_table_names")):
+        monkeypatch.setattr(cls, name, then_the_other_session_creates(getattr(cls, name)))
+    try:
+        assert ensure_schema(engine, names, create=True, where=target.display) is False
+        assert other_created == [True]
+        monkeypatch.undo()
+        assert current(config).up_to_date
+        assert _node_manager_rows(config) == [0, 1, 2, 3]
+    finally:
+        monkeypatch.undo()
+        dispose_store_engine(engine)
+        dispose_store_engine(other)
+        drop_schema(config)
+
+
 _OPENER = """
 import logging, sys, time
 from store import StoreConfig, open_store

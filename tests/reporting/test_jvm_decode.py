@@ -338,7 +338,10 @@ def test_file_function_reads_the_file_itself_from_the_path_spark_names(
 
     folder = tmp_path / "a folder%20with space"
     folder.mkdir()
-    files = [f for f in _stores(tmp_path) if f[0] == "messages"][:3]
+    # Journal files only: Spark's file sources make no rows of an empty file (journal.lock),
+    # and how many data files a store holds varies with timing.
+    files = [f for f in _stores(tmp_path) if f[0] == "messages" and f[1].endswith(".jrn")][:3]
+    assert len(files) == 3
     copies = []
     for i, (journal, path, data) in enumerate(files):
         copy = folder / f"{i}-{Path(path).name}"
