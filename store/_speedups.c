@@ -1656,6 +1656,7 @@ none:
    layout is then the one every Message shares). None for anything else: the Python path
    decides. addresses caches the decoded address of each raw address. */
 static PyObject *field_names[13];
+static PyObject *empty_args;
 
 static PyObject *plain_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -1719,7 +1720,13 @@ static PyObject *plain_message(PyObject *self, PyObject *const *args, Py_ssize_t
         if (values[i] == NULL)
             goto done;
     PyTypeObject *type = (PyTypeObject *)args[2];
-    obj = type->tp_alloc(type, 0);
+    /* Through tp_new (object.__new__, no arguments), not tp_alloc alone: it also gives the
+       instance its inline attribute values (CPython 3.11+), so the sets below are a store
+       into them, as the dataclass's own __init__ makes; after tp_alloc alone every set went
+       through a dict made for the instance, slower and larger. */
+    if (empty_args == NULL && (empty_args = PyTuple_New(0)) == NULL)
+        goto done;
+    obj = type->tp_new(type, empty_args, NULL);
     if (obj == NULL)
         goto done;
     for (int i = 0; i < 13; i++) {

@@ -44,10 +44,11 @@ Schema changes (that creation, and :func:`upgrade`) run under the store's **sche
 waits) and look at the schema again once they hold it, so two nodes starting together, or a
 start and a ``store db upgrade``, create it once. The first look, without the lock, only
 decides that nothing needs doing (a complete schema at head); anything else it saw may be a
-creation committing between its reads, and is judged again under the lock. On a server reached through JDBC, which has
-no such lock across processes, a creation that fails because another session got there first
-is accepted once the schema is found complete. On MySQL, whose DDL is not transactional, a
-creation that fails half-way drops what it made, so the store stays new.
+creation committing between its reads, and is judged again under the lock. On a server
+reached through JDBC, which has no such lock across processes, a creation that fails because
+another session got there first is accepted once the schema is found complete. On MySQL,
+whose DDL is not transactional, a creation that fails half-way drops what it made, so the
+store stays new.
 
 Thread-safety: every function opens its own connection; they may run in parallel on different
 stores, and on one store (serialised by the schema lock).

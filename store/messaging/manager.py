@@ -385,10 +385,8 @@ class StorageManager:
     def _depage(self, q: MessageQueue, n: int, now: int) -> None:
         """Lock held: put the next ``n`` paged messages of ``q`` on it."""
         st = self._state
-        address, qid = q.info.address, q.info.id
-        if not self._pager.remaining(address, qid):
-            return
-        for position, paged in self._pager.depage(address, qid, n):
+        info = q.info
+        for position, paged in self._pager.depage(info.address, info.id, n):
             stored = st.messages.get(paged.message_id)
             if stored is None:
                 stored = StoredMessage(self._paged_message(paged), position=position)
@@ -401,7 +399,7 @@ class StorageManager:
                 now=now,
                 scheduled=m.scheduled_delivery,
             )
-            stored.add_ref(q.info.id, entry)
+            stored.add_ref(info.id, entry)
 
     def _paged_message(self, paged: PagedMessage) -> Message:
         message = paged.message()

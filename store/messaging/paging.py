@@ -384,7 +384,9 @@ class Pager:
         store raises."""
         state = self.address(address)
         position = self._store(address).append(paged.encode(), sync=sync)
-        page = state.pages.setdefault(position.page, PageState())
+        page = state.pages.get(position.page)
+        if page is None:  # (not setdefault: a PageState made per send costs more than it)
+            page = state.pages[position.page] = PageState()
         page.size = max(page.size, position.index + 1)
         _note_run(page, position.index, paged)
         if paged.tx_id:  # invisible until its transaction commits
@@ -459,10 +461,10 @@ class Pager:
         """The next ``n`` (at most) paged messages of queue ``qid`` in page order, now counted
         as in memory. Raises what the page store raises (CorruptionError for a damaged
         record)."""
-        state = self.address(address)
-        cursor = state.cursors.get(qid)
         out: list[tuple[PagePosition, PagedMessage]] = []
-        if cursor is None or cursor.remaining == 0:
+        state = self._addresses.get(address)  # none yet: nothing was ever paged there
+        cursor = None if state is None else state.cursors.get(qid)
+        if state is None or cursor is None or cursor.remaining == 0:
             return out
         start = cursor.position
         try:

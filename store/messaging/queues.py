@@ -136,6 +136,8 @@ class MessageQueue:
     def take(self, max_messages: int, now: int) -> list[QueueEntry]:
         """Hand out up to ``max_messages`` ready messages in delivery order, marking them
         delivered; returns their entries. Raises nothing."""
+        if not self._ready and not self._scheduled:
+            return []  # (a receive of a deep queue's next paged message comes here first)
         self._promote_due(now)
         taken: list[QueueEntry] = []
         while self._ready and len(taken) < max_messages:

@@ -46,8 +46,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 __all__ = ["DEFAULT_PAGE_SIZE", "PagePosition", "PageStore", "PagingManager"]
 
@@ -55,17 +54,19 @@ __all__ = ["DEFAULT_PAGE_SIZE", "PagePosition", "PageStore", "PagingManager"]
 DEFAULT_PAGE_SIZE: Final = 10 * 1024 * 1024
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class PagePosition:
+class PagePosition(NamedTuple):
     """Where a paged record lives: its page number and its 0-based index in that page.
 
     Ordered as the records were appended (page first, then index), as Artemis's
     ``PagePosition(pageNr, messageNr)``; cursor acks and page-complete records in the message
-    journal name records by it (:mod:`store.messaging.page_records`).
+    journal name records by it (:mod:`store.messaging.page_records`). Immutable and hashable;
+    a named tuple (it was a frozen dataclass until 2026-11-29: hashing, comparing and making
+    one are then done in C, a few times per receive of a deep queue), so it also equals the
+    plain tuple ``(page, index)``.
     """
 
     page: int
-    index: int
+    index: int  # type: ignore[assignment]  # (shadows tuple.index, which positions never use)
 
 
 class PageStore(abc.ABC):

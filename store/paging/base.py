@@ -237,9 +237,9 @@ class _Store(PageStore):
         encoded = encode_record(data)
         flusher = self._manager.flusher
         with flusher.lock:
-            self._manager.check_locked()
-            flusher.admit_locked(len(encoded))
             self._check_locked()
+            if flusher.admit_locked(len(encoded)):  # the lock was let go: closed or removed?
+                self._check_locked()
             position = self._roller.place(len(data))
             self._pages.add(position.page)
             seq = self._last_seq = flusher.queue_locked(self.locator, position.page, encoded)

@@ -107,10 +107,12 @@ class Flusher:
         if self._closing:
             raise JournalClosedError(f"the paging manager of {self._name} is closed")
 
-    def admit_locked(self, nbytes: int) -> None:
+    def admit_locked(self, nbytes: int) -> bool:
         """Return once ``nbytes`` more pending bytes fit (back-pressure); the lock is released
-        while waiting. Raises as :meth:`check_locked` (also when that happens while waiting).
-        """
+        while waiting. Returns whether it waited (the caller's own checks made under the lock
+        are then to be made again). Raises as :meth:`check_locked` (also when that happens
+        while waiting)."""
+        waited = False
         while True:
             self.check_locked()
             if (
@@ -118,9 +120,10 @@ class Flusher:
                 or self._pending_bytes + nbytes <= self._max_pending
                 or threading.current_thread() is self._thread
             ):
-                return
+                return waited
             self._make_urgent_locked()
             self._room.wait()
+            waited = True
 
     def queue_locked(self, owner: Hashable, page: int, encoded: bytes) -> int:
         """Queue one encoded record of ``owner`` for ``page``; returns its sequence number
