@@ -59,7 +59,7 @@ from store.messaging.ids import DEFAULT_BATCH
 from store.messaging.loader import load_into
 from store.messaging.message_records import PagedMessage
 from store.messaging.paging import DROP, PAGE
-from store.messaging.queues import MessageQueue
+from store.messaging.queues import MessageQueue, QueueEntry
 from store.messaging.recovery import Progress, Recovery
 from store.messaging.state import ManagerState, TransactionWork
 from store.messaging.stored import StoredMessage
@@ -376,22 +376,36 @@ class StorageManager:
             now = st.clock()
             taken = q.take(max_messages, now)
             if len(taken) < max_messages:  # paged messages come after those in memory
-                self._depage(q, max_messages - len(taken), now)
-                taken += q.take(max_messages - len(taken), now)
+                want = max_messages - len(taken)
+                delivered = self._depage(q, want, now)
+                taken += q.take(want, now) if delivered is None else delivered
             return [
                 Delivery(st.messages[e.message_id].message, queue, e.delivery_count) for e in taken
             ]
 
-    def _depage(self, q: MessageQueue, n: int, now: int) -> None:
-        """Lock held: put the next ``n`` paged messages of ``q`` on it."""
+    def _depage(self, q: MessageQueue, n: int, now: int) -> list[QueueEntry] | None:
+        """Lock held: put the next ``n`` paged messages of ``q`` on it (``q`` has nothing
+        ready: a receive's take came back short). One message read back and due now is the
+        next delivery whatever its priority: it goes on the queue delivered, and the list of
+        its entry is returned; otherwise None (the caller takes)."""
         st = self._state
         info = q.info
-        for position, paged in self._pager.depage(info.address, info.id, n):
+        depaged = self._pager.depage(info.address, info.id, n)
+        for position, paged in depaged:
             stored = st.messages.get(paged.message_id)
             if stored is None:
                 stored = StoredMessage(self._paged_message(paged), position=position)
                 st.messages[paged.message_id] = stored
             m = stored.message
+            if len(depaged) == 1 and m.scheduled_delivery <= now:
+                entry = q.add_delivered(
+                    paged.message_id,
+                    priority=m.priority,
+                    order=next(st.order),
+                    scheduled=m.scheduled_delivery,
+                )
+                stored.add_ref(info.id, entry)
+                return [entry]
             entry = q.add(
                 paged.message_id,
                 priority=m.priority,
@@ -400,6 +414,7 @@ class StorageManager:
                 scheduled=m.scheduled_delivery,
             )
             stored.add_ref(info.id, entry)
+        return None
 
     def _paged_message(self, paged: PagedMessage) -> Message:
         message = paged.message()

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from store.messaging.message_records import PagedMessage
+from store.messaging.codec import VERSION
+from store.messaging.message_records import COMPILED_PAGED, PagedMessage
 from store.paging.format import PageRecords
 
 __all__ = ["PageCache"]
@@ -31,18 +32,20 @@ class PageCache:
     """The records of one page: ``raw`` as the page store read them, each decoded when asked
     for (not kept: see the module docstring), then those appended since."""
 
-    __slots__ = ("_appended", "_count", "_data", "_pairs", "_raw")
+    __slots__ = ("_appended", "_count", "_data", "_pairs", "_raw", "size")
 
     def __init__(self, raw: Sequence[bytes]) -> None:
         self._raw = raw
         self._count = len(raw)
+        #: How many records the page has here (``len``, without a call: a receive asks).
+        self.size = self._count
         self._appended: list[PagedMessage] = []
         # A PageRecords is decoded in place: (offset, length) pairs into the page's bytes.
         self._data = raw.data if isinstance(raw, PageRecords) else b""
         self._pairs = memoryview(raw.bounds).cast("q") if isinstance(raw, PageRecords) else None
 
     def __len__(self) -> int:
-        return self._count + len(self._appended)
+        return self.size
 
     def __getitem__(self, index: int) -> PagedMessage:
         """The record at ``index`` (0-based, not negative). Raises IndexError past the end,
@@ -53,8 +56,16 @@ class PageCache:
         if pairs is None:
             return PagedMessage.decode(bytes(self._raw[index]))
         start = pairs[2 * index]
-        return PagedMessage.decode(self._data, start, start + pairs[2 * index + 1])
+        stop = start + pairs[2 * index + 1]
+        if COMPILED_PAGED is not None:  # PagedMessage.decode's first step, without its call
+            paged: PagedMessage | None = COMPILED_PAGED(
+                self._data, start, stop, VERSION, PagedMessage
+            )
+            if paged is not None:
+                return paged
+        return PagedMessage.decode(self._data, start, stop)
 
     def append(self, paged: PagedMessage) -> None:
         """``paged`` was appended to the page after it was read. Returns None."""
         self._appended.append(paged)
+        self.size += 1

@@ -85,6 +85,7 @@ Thread-safety: none of its own; the storage manager's lock guards every call.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -120,6 +121,13 @@ BLOCK: Final = "BLOCK"
 #: its StoredMessage, queue entry, heap item and dict slots (``bench/deep_queues.py`` measures
 #: the whole; ``tests/messaging/test_deep_memory.py`` checks a load stays within it).
 MEMORY_PER_MESSAGE: Final = 900
+
+
+#: ``PagePosition(page, index)`` from a ``(page, index)`` pair in one C call (the named
+#: tuple's own ``__new__`` is a Python function; a receive of a deep queue makes two).
+_position: Final[Callable[[tuple[int, int]], PagePosition]] = functools.partial(
+    tuple.__new__, PagePosition
+)
 
 
 @dataclass(eq=False)
@@ -399,7 +407,7 @@ class Pager:
             if closed in state.pages:
                 self._check_page(state, closed)
         cached = state.cache.get(position.page)
-        if cached is not None and len(cached) == position.index:
+        if cached is not None and cached.size == position.index:
             cached.append(paged)
         return position
 
@@ -500,7 +508,7 @@ class Pager:
             records = self._records(state, page_no)
             acked = page.acked.get(qid, ())
             index = start.index if page_no == start.page else 0
-            end = len(records)
+            end = records.size
             try:
                 while index < end:
                     paged = records[index]
@@ -511,7 +519,7 @@ class Pager:
                         or index - 1 in acked
                     ):
                         continue
-                    position = PagePosition(page_no, index - 1)
+                    position = _position((page_no, index - 1))
                     if position in held or position in in_memory:
                         continue
                     out.append((position, paged))
@@ -520,11 +528,11 @@ class Pager:
                     if len(out) == n or cursor.remaining == 0:
                         return
             finally:
-                cursor.position = PagePosition(page_no, index)
+                cursor.position = _position((page_no, index))
 
     def _records(self, state: AddressPaging, page: int) -> PageCache:
         cached = state.cache.get(page)
-        if cached is None or len(cached) < state.pages[page].size:
+        if cached is None or cached.size < state.pages[page].size:
             ((_, raw),) = self._store(state.address).read_pages([page])
             cached = state.cache[page] = PageCache(raw)
         return cached

@@ -95,6 +95,17 @@ class MessageQueue:
             heapq.heappush(self._ready, (-priority, order, message_id))
         return entry
 
+    def add_delivered(
+        self, message_id: int, *, priority: int, order: int, scheduled: int
+    ) -> QueueEntry:
+        """Put a message on the queue already delivered, as :meth:`add` then :meth:`take`
+        would when it is the only ready message (a receive that found nothing ready and read
+        one paged message back; ``scheduled`` is not after now); returns its entry. Raises
+        nothing."""
+        entry = QueueEntry(message_id, priority, order, 0, scheduled, DELIVERED)
+        self._entries[message_id] = entry
+        return entry
+
     def add_entries(self, entries: list[QueueEntry], now: int) -> None:
         """Put many messages on the queue at once, as :meth:`add` each would (a load knows a
         queue's whole contents and makes the entries itself, ``READY``): each is made ready,

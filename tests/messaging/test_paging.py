@@ -115,6 +115,34 @@ def test_a_cancelled_paged_message_comes_back_first_with_its_count(h: Harness) -
     assert [(d.message.body, d.delivery_count) for d in got] == [(b"b", 1), (b"c", 0)]
 
 
+def test_a_paged_message_read_back_alone_is_delivered_unless_scheduled_later(h: Harness) -> None:
+    """A receive of one message that finds nothing ready reads one paged message back and
+    delivers it at once (whatever its priority), but one scheduled later stays on the queue
+    until it is due: the next paged message comes first. Delivery counts and acks are as for
+    any delivery."""
+    _limit(h, max_size_messages=1, address_full_policy="PAGE")
+    sm = h.setup("q")
+    due = h.clock.now + 10_000
+    _send(h, b"memory")
+    sm.send(msg(b"later", scheduled_delivery=due))
+    _send(h, b"low", priority=1)
+    _send(h, b"high", priority=9)
+    assert bodies(sm.receive("q", 1)) == [b"memory"]
+    assert bodies(sm.receive("q", 1)) == []  # "later" read back, not due
+    low = sm.receive("q", 1)
+    assert [(d.message.body, d.delivery_count) for d in low] == [(b"low", 0)]
+    sm.cancel("q", low[0].message.message_id)  # type: ignore[arg-type]
+    got = sm.receive("q", 1)
+    assert [(d.message.body, d.delivery_count) for d in got] == [(b"low", 1)]
+    sm.ack("q", got[0].message.message_id)  # type: ignore[arg-type]
+    assert bodies(sm.receive("q", 1)) == [b"high"]
+    assert sm.depth("q") == 3  # memory, later, high: delivered or waiting, none acked
+    h.clock.now = due
+    assert bodies(sm.receive("q", 5)) == [b"later"]
+    sm = h.crash_restart()
+    assert sorted(bodies(drain(sm, "q"))) == [b"high", b"later", b"memory"]
+
+
 def test_paging_applies_a_byte_limit_and_non_durable_messages_stay_in_memory(h: Harness) -> None:
     _limit(h, max_size_bytes=600, address_full_policy="PAGE", page_size_bytes=1024)
     sm = h.setup("q")
