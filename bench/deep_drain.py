@@ -78,6 +78,13 @@ def steady(
     return cycles / (time.perf_counter() - started), cycles
 
 
+def in_memory(sm: StorageManager, queue: str) -> Callable[[], int]:
+    """How many of ``queue``'s messages are in memory now (its depth less what is paged and
+    not read back), as :func:`drain`'s ``in_memory`` asks."""
+    qid = sm._state.queues[queue].info.id
+    return lambda: sm.depth(queue) - sm._pager.remaining(queue, qid)
+
+
 def drain(
     sm: StorageManager,
     queue: str,

@@ -70,7 +70,7 @@ from typing import Any
 from bench.activemq import missing, version
 from bench.activemq_deep import DESTINATION, restart_figures
 from bench.broker_deep import first_message
-from bench.deep_drain import Expected, body, drain, steady
+from bench.deep_drain import Expected, body, drain, in_memory, steady
 from store import StoreConfig, open_store
 from store.messaging import Delivery, Message, StorageManager
 
@@ -208,13 +208,9 @@ def _drain_figures(sm: StorageManager, first: Delivery, messages: int) -> dict[s
     sm.ack(QUEUE, first.message.message_id, sync=False)
     deep, sent = steady(sm, QUEUE, STEADY_SECONDS, bodies, 0)
     qid = sm._state.queues[QUEUE].info.id
-
-    def in_memory() -> int:
-        return sm.depth(QUEUE) - sm._pager.remaining(QUEUE, qid)
-
     paged: float | None = None
     if sm._pager.remaining(QUEUE, qid):
-        drain(sm, QUEUE, bodies, in_memory)
+        drain(sm, QUEUE, bodies, in_memory(sm, QUEUE))
         paged, more = steady(sm, QUEUE, STEADY_SECONDS, bodies, sent)
         sent += more
     drained, rate = drain(sm, QUEUE, bodies)

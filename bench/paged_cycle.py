@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.deep_drain import Expected, drain, tail_body
+from bench.deep_drain import Expected, drain, in_memory, tail_body
 from bench.deep_queues import QUEUE
 from bench.messaging import _file_config
 from store import open_store
@@ -87,10 +88,6 @@ class _Cycles:
         return ((t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6, (t3 - t2) / n * 1e6)
 
 
-def _median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
 def run(store: Path, cycles: int, rounds: int) -> dict[str, object]:
     """The figures of one run on a copy of ``store`` and a new empty store (module
     docstring). Raises AssertionError when a body comes back out of order or too few
@@ -107,8 +104,7 @@ def run(store: Path, cycles: int, rounds: int) -> dict[str, object]:
             empty.create_queue(QUEUE, address=QUEUE)
             qid = deep._state.queues[QUEUE].info.id
             expected = iter(Expected(0, deep.depth(QUEUE)))
-            in_memory = lambda: deep.depth(QUEUE) - deep._pager.remaining(QUEUE, qid)  # noqa: E731
-            drain(deep, QUEUE, expected, in_memory)
+            drain(deep, QUEUE, expected, in_memory(deep, QUEUE))
             need = (rounds + 1) * cycles
             assert deep._pager.remaining(QUEUE, qid) > need, "too few paged messages"
             paged, zero = _Cycles(deep, expected), _Cycles(empty, iter(Expected(0, 0)))
@@ -119,9 +115,9 @@ def run(store: Path, cycles: int, rounds: int) -> dict[str, object]:
             empty.close()
     ratios = [z / p for p, z in blocks]
     return {
-        "paged_us": _median([p for p, _ in blocks]), "paged_split_us": paged_split,
-        "depth0_us": _median([z for _, z in blocks]), "depth0_split_us": zero_split,
-        "ratio": _median(ratios), "ratio_range": (min(ratios), max(ratios)),
+        "paged_us": statistics.median([p for p, _ in blocks]), "paged_split_us": paged_split,
+        "depth0_us": statistics.median([z for _, z in blocks]), "depth0_split_us": zero_split,
+        "ratio": statistics.median(ratios), "ratio_range": (min(ratios), max(ratios)),
     }  # fmt: skip
 
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from store.messaging.codec import VERSION
-from store.messaging.message_records import COMPILED_PAGED, PagedMessage
+from store.messaging.message_records import PagedMessage
 from store.paging.format import PageRecords
 
 __all__ = ["PageCache"]
@@ -56,14 +55,7 @@ class PageCache:
         if pairs is None:
             return PagedMessage.decode(bytes(self._raw[index]))
         start = pairs[2 * index]
-        stop = start + pairs[2 * index + 1]
-        if COMPILED_PAGED is not None:  # PagedMessage.decode's first step, without its call
-            paged: PagedMessage | None = COMPILED_PAGED(
-                self._data, start, stop, VERSION, PagedMessage
-            )
-            if paged is not None:
-                return paged
-        return PagedMessage.decode(self._data, start, stop)
+        return PagedMessage.decode(self._data, start, start + pairs[2 * index + 1])
 
     def append(self, paged: PagedMessage) -> None:
         """``paged`` was appended to the page after it was read. Returns None."""
