@@ -1647,6 +1647,146 @@ none:
     Py_RETURN_NONE;
 }
 
+/* read_ahead_run(data, bounds, index, end, qid, visible, acked, held, in_memory, page_no,
+   want, need, budget, version, paged_type, make_position, found) -> (index, budget, stop):
+   store.messaging.paging.Pager._read_ahead's walk over the records index .. end - 1 of one
+   page read whole (data: its bytes; bounds: its records' (offset, length) pairs, native
+   int64), compiled. A record is a candidate when it is routed to queue qid, of no
+   transaction or one in visible (a dict), its index not in acked and its position
+   (page_no, index) in neither held nor in_memory; a candidate is appended to found as
+   (make_position((page_no, index)), its paged message, made as paged_message makes it) and
+   budget is less its record's length. Stops after the candidate that makes found want long,
+   or that leaves budget <= 0 with found at least need long (stop 1); at end (stop 0); at a
+   record paged_message's checks refuse (stop 2, index that record: the Python path decodes
+   it, and raises naming the fault). index is where the walk stopped: past every record it
+   looked at, at the refused one. */
+static PyObject *read_ahead_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "read_ahead_run takes 17 arguments");
+        return NULL;
+    }
+    PyObject *visible = args[5], *acked = args[6], *held = args[7], *in_memory = args[8];
+    PyObject *page_obj = args[9], *make_position = args[15], *found = args[16];
+    if (!PyDict_Check(visible) || !PyAnySet_Check(held) || !PyAnySet_Check(in_memory) ||
+        !PyList_Check(found) || !PyType_Check(args[14])) {
+        PyErr_SetString(PyExc_TypeError, "read_ahead_run: bad argument types");
+        return NULL;
+    }
+    PyTypeObject *paged_type = (PyTypeObject *)args[14];
+    Py_ssize_t at[5];
+    if (offsets_of_cached(&paged_cache, paged_type, PAGED_SLOTS, at, 5) < 0)
+        return NULL;
+    Py_ssize_t index = PyLong_AsSsize_t(args[2]), end = PyLong_AsSsize_t(args[3]);
+    int64_t qid = PyLong_AsLongLong(args[4]);
+    Py_ssize_t want = PyLong_AsSsize_t(args[10]), need = PyLong_AsSsize_t(args[11]);
+    Py_ssize_t budget = PyLong_AsSsize_t(args[12]);
+    long version = PyLong_AsLong(args[13]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view, pairs;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &pairs, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)view.buf;
+    const int64_t *bounds = (const int64_t *)pairs.buf;
+    Py_ssize_t records = pairs.len / (Py_ssize_t)(2 * sizeof(int64_t));
+    int stop = 0, failed = 0;
+    if (index < 0 || end > records) {
+        PyErr_SetString(PyExc_IndexError, "read_ahead_run: records out of range");
+        failed = 1;
+    }
+    for (; !failed && index < end; index++) {
+        Py_ssize_t start = (Py_ssize_t)bounds[2 * index];
+        Py_ssize_t stop_at = start + (Py_ssize_t)bounds[2 * index + 1];
+        /* paged_message's checks: version, a 45 or 30 record, queue ids to the end */
+        if (start < 0 || stop_at > view.len || stop_at - start < 26 || d[start] != version) {
+            stop = 2;
+            break;
+        }
+        const unsigned char *h = d + start;
+        unsigned int kind = h[17];
+        Py_ssize_t rec_end = start + 22 + (Py_ssize_t)be32(h + 18);
+        if ((kind != 30 && kind != 45) || rec_end + 4 > stop_at) {
+            stop = 2;
+            break;
+        }
+        int32_t count = (int32_t)be32(d + rec_end);
+        if (count < 0 || stop_at - (rec_end + 4) != 8 * (Py_ssize_t)count) {
+            stop = 2;
+            break;
+        }
+        int routed = 0;
+        for (int32_t i = 0; i < count && !routed; i++)
+            routed = be64(d + rec_end + 4 + 8 * (Py_ssize_t)i) == qid;
+        if (!routed)
+            continue;
+        int64_t tx_id = be64(h + 9);
+        PyObject *tx = NULL, *idx = NULL, *pair = NULL;
+        int skip = 0;
+        if (tx_id != 0) {
+            tx = PyLong_FromLongLong(tx_id);
+            int seen = tx == NULL ? -1 : PyDict_Contains(visible, tx);
+            skip = seen < 0 ? -1 : !seen;
+            Py_XDECREF(tx);
+        }
+        if (skip == 0) {
+            idx = PyLong_FromSsize_t(index);
+            skip = idx == NULL ? -1 : PySequence_Contains(acked, idx);
+        }
+        if (skip == 0) {
+            pair = PyTuple_Pack(2, page_obj, idx);
+            skip = pair == NULL ? -1 : PySet_Contains(held, pair);
+            if (skip == 0)
+                skip = PySet_Contains(in_memory, pair);
+        }
+        Py_XDECREF(idx);
+        if (skip != 0) {
+            Py_XDECREF(pair);
+            if (skip < 0)
+                failed = 1;
+            continue;
+        }
+        PyObject *position = PyObject_CallOneArg(make_position, pair);
+        Py_DECREF(pair);
+        PyObject *values[5] = {PyLong_FromLongLong(be64(h + 1)), PyLong_FromLongLong(tx_id),
+                               PyLong_FromLong((long)kind),
+                               PyBytes_FromStringAndSize((const char *)h + 22, rec_end - start - 22),
+                               queue_ids(d + rec_end + 4, count)};
+        PyObject *paged = NULL, *item = NULL;
+        if (position != NULL && values[0] != NULL && values[1] != NULL && values[2] != NULL &&
+            values[3] != NULL && values[4] != NULL)
+            paged = new_slotted(paged_type, at, values, 5);
+        for (int i = 0; i < 5; i++)
+            Py_XDECREF(values[i]);
+        if (paged != NULL)
+            item = PyTuple_Pack(2, position, paged);
+        Py_XDECREF(position);
+        Py_XDECREF(paged);
+        if (item == NULL || PyList_Append(found, item) < 0) {
+            Py_XDECREF(item);
+            failed = 1;
+            break;
+        }
+        Py_DECREF(item);
+        budget -= rec_end - start - 22;
+        Py_ssize_t have = PyList_GET_SIZE(found);
+        if (have >= want || (budget <= 0 && have >= need)) {
+            index++;
+            stop = 1;
+            break;
+        }
+    }
+    PyBuffer_Release(&pairs);
+    PyBuffer_Release(&view);
+    if (failed)
+        return NULL;
+    return Py_BuildValue("(nni)", index, budget, stop);
+}
+
 /* plain_message(data, message_id, message_type, addresses, version, default_type) ->
    message_type or None: the Message of an ADD_MESSAGE_PROTOCOL body (bytes) without
    properties, as store.messaging.packed.unpack_message gives it, made without running its
@@ -1785,6 +1925,10 @@ static PyMethodDef methods[] = {
     {"paged_runs", (PyCFunction)(void (*)(void))paged_runs, METH_FASTCALL,
      "paged_runs(records, version) -> (runs, large) or None: runs of paged messages, as "
      "store.messaging.page_scan.python_paged_runs."},
+    {"read_ahead_run", (PyCFunction)(void (*)(void))read_ahead_run, METH_FASTCALL,
+     "read_ahead_run(data, bounds, index, end, qid, visible, acked, held, in_memory, page_no, "
+     "want, need, budget, version, paged_type, make_position, found) -> (index, budget, stop): "
+     "Pager._read_ahead's walk over one page's records, compiled."},
     {"paged_message", (PyCFunction)(void (*)(void))paged_message, METH_FASTCALL,
      "paged_message(data, start, stop, version, paged_type) -> paged_type or None: "
      "PagedMessage.decode's packed path, compiled."},

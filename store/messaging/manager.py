@@ -57,9 +57,9 @@ from store.errors import JournalStateError, StoreError
 from store.messaging import records as r
 from store.messaging.ids import DEFAULT_BATCH
 from store.messaging.loader import load_into
-from store.messaging.message_records import PagedMessage
+from store.messaging.message_records import PagedMessage, decode_message
 from store.messaging.paging import DROP, PAGE
-from store.messaging.queues import MessageQueue, QueueEntry
+from store.messaging.queues import MessageQueue
 from store.messaging.recovery import Progress, Recovery
 from store.messaging.state import ManagerState, TransactionWork
 from store.messaging.stored import StoredMessage
@@ -375,41 +375,58 @@ class StorageManager:
             q = st.queue(queue)
             now = st.clock()
             taken = q.take(max_messages, now)
+            paged = None
             if len(taken) < max_messages:  # paged messages come after those in memory
                 want = max_messages - len(taken)
-                delivered = self._depage(q, want, now)
-                taken += q.take(want, now) if delivered is None else delivered
-            return [
+                paged = self._depage(q, want, now)
+                if paged is None:
+                    taken += q.take(want, now)
+                elif not taken:  # a receive of a deep queue: its next paged message
+                    return [paged]
+            deliveries = [
                 Delivery(st.messages[e.message_id].message, queue, e.delivery_count) for e in taken
             ]
+            if paged is not None:
+                deliveries.append(paged)
+            return deliveries
 
-    def _depage(self, q: MessageQueue, n: int, now: int) -> list[QueueEntry] | None:
+    def _depage(self, q: MessageQueue, n: int, now: int) -> Delivery | None:
         """Lock held: put the next ``n`` paged messages of ``q`` on it (``q`` has nothing
         ready: a receive's take came back short). One message read back and due now is the
-        next delivery whatever its priority: it goes on the queue delivered, and the list of
-        its entry is returned; otherwise None (the caller takes)."""
-        st = self._state
+        next delivery whatever its priority: it goes on the queue delivered, and its
+        delivery is returned; otherwise None (the caller takes)."""
         info = q.info
         depaged = self._pager.depage(info.address, info.id, n)
+        if len(depaged) == 1:  # a receive of a deep queue: no loop, no heap
+            ((position, paged),) = depaged
+            mid = paged.message_id
+            stored = self._state.messages.get(mid)
+            if stored is None:  # (not read back by another queue of the address first)
+                m = (
+                    decode_message(paged.record, mid)
+                    if paged.record_type == r.ADD_MESSAGE_PROTOCOL
+                    else self._paged_message(paged)
+                )
+                if m.scheduled_delivery <= now:
+                    entry = q.add_delivered(
+                        mid, m.priority, next(self._state.order), m.scheduled_delivery
+                    )
+                    self._state.messages[mid] = StoredMessage.read_back(
+                        m, position, info.id, entry
+                    )
+                    return Delivery(m, q.info.name, 0)
+                stored = self._state.messages[mid] = StoredMessage(m, position=position)
+            depaged = [(position, paged)]
         for position, paged in depaged:
-            stored = st.messages.get(paged.message_id)
+            stored = self._state.messages.get(paged.message_id)
             if stored is None:
                 stored = StoredMessage(self._paged_message(paged), position=position)
-                st.messages[paged.message_id] = stored
+                self._state.messages[paged.message_id] = stored
             m = stored.message
-            if len(depaged) == 1 and m.scheduled_delivery <= now:
-                entry = q.add_delivered(
-                    paged.message_id,
-                    priority=m.priority,
-                    order=next(st.order),
-                    scheduled=m.scheduled_delivery,
-                )
-                stored.add_ref(info.id, entry)
-                return [entry]
             entry = q.add(
                 paged.message_id,
                 priority=m.priority,
-                order=next(st.order),
+                order=next(self._state.order),
                 now=now,
                 scheduled=m.scheduled_delivery,
             )

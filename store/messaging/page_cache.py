@@ -19,10 +19,19 @@ Thread-safety: none; the pager's (the storage manager's lock).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Final
 
+from store.messaging.codec import VERSION
 from store.messaging.message_records import PagedMessage
+from store.paging.api import PagePosition
 from store.paging.format import PageRecords
+from store.speedups import SPEEDUPS
+
+#: The compiled walk of :meth:`PageCache.walk` (``store/_speedups.c``), or None.
+COMPILED_WALK: Final[Callable[..., tuple[int, int, int]] | None] = getattr(
+    SPEEDUPS, "read_ahead_run", None
+)
 
 __all__ = ["PageCache"]
 
@@ -56,6 +65,33 @@ class PageCache:
             return PagedMessage.decode(bytes(self._raw[index]))
         start = pairs[2 * index]
         return PagedMessage.decode(self._data, start, start + pairs[2 * index + 1])
+
+    def walk(
+        self,
+        index: int,
+        qid: int,
+        skip: tuple[dict[int, int], Collection[int], set[PagePosition], set[PagePosition]],
+        page_no: int,
+        counts: tuple[int, int, int],
+        make_position: Callable[[tuple[int, int]], PagePosition],
+        found: list[tuple[PagePosition, PagedMessage]],
+    ) -> tuple[int, int, int] | None:
+        """The compiled read-ahead walk (``read_ahead_run`` in ``store/_speedups.c``, which
+        says what it takes) over the records read with the page, from ``index``: ``skip`` is
+        (visible transactions, acknowledged indexes, held and in-memory positions),
+        ``counts`` (want, need, budget). Returns (index, budget, stop); None where it does
+        not apply (not compiled, records appended since the read, or a page read in
+        records). Raises nothing of its own."""
+        pairs = self._pairs
+        if COMPILED_WALK is None or pairs is None or index >= self._count:
+            return None
+        visible, acked, held, in_memory = skip
+        want, need, budget = counts
+        args: tuple[Any, ...] = (self._data, pairs, index, self._count, qid, visible, acked)
+        return COMPILED_WALK(
+            *args, held, in_memory, page_no, want, need, budget, VERSION, PagedMessage,
+            make_position, found,
+        )
 
     def append(self, paged: PagedMessage) -> None:
         """``paged`` was appended to the page after it was read. Returns None."""

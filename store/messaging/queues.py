@@ -96,7 +96,7 @@ class MessageQueue:
         return entry
 
     def add_delivered(
-        self, message_id: int, *, priority: int, order: int, scheduled: int
+        self, message_id: int, priority: int, order: int, scheduled: int
     ) -> QueueEntry:
         """Put a message on the queue already delivered, as :meth:`add` then :meth:`take`
         would when it is the only ready message (a receive that found nothing ready and read

@@ -79,6 +79,20 @@ class StoredMessage:
         self.large_size = large_size
         self._record: tuple[int, bytes] | None = None
 
+    @classmethod
+    def read_back(
+        cls, message: Message, position: PagePosition, qid: int, entry: QueueEntry
+    ) -> StoredMessage:
+        """A message read back from the page at ``position``, held by queue ``qid`` only, as
+        ``entry``: what ``StoredMessage(message, position=position)`` then ``add_ref(qid,
+        entry)`` make, in one call (every receive of a deep queue makes one). Raises
+        nothing."""
+        stored = cls.__new__(cls)
+        stored._message, stored._encoded, stored._message_id = message, None, message.message_id
+        stored._refs, stored._ref_queue, stored._record = entry, qid, None
+        stored.size, stored.position, stored.large_size = 0, position, None
+        return stored
+
     @property
     def refs(self) -> dict[int, QueueEntry]:
         """Queue id -> this message's entry on that queue, for every queue holding it (the
