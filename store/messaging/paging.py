@@ -85,7 +85,6 @@ Thread-safety: none of its own; the storage manager's lock guards every call.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -104,7 +103,7 @@ from store.messaging.page_records import (
 )
 from store.messaging.page_scan import PagedRun, paged_runs
 from store.messaging.page_summary import PageSummary, decode_summary, encode_summary
-from store.paging.api import PagePosition, PageStore, PagingManager
+from store.paging.api import PagePosition, PageStore, PagingManager, make_position
 
 if TYPE_CHECKING:
     from store.config import StoreConfig
@@ -131,11 +130,7 @@ MEMORY_PER_MESSAGE: Final = 900
 READ_AHEAD: Final = 64
 READ_AHEAD_BYTES: Final = 256 * 1024
 
-#: ``PagePosition(page, index)`` from a ``(page, index)`` pair in one C call (the named
-#: tuple's own ``__new__`` is a Python function; a receive of a deep queue makes two).
-_position: Final[Callable[[tuple[int, int]], PagePosition]] = functools.partial(
-    tuple.__new__, PagePosition
-)
+_position: Final = make_position  # (one C call: see store.paging.api)
 
 
 @dataclass(eq=False)
@@ -438,10 +433,10 @@ class Pager:
         self, state: AddressPaging, page: PageState, position: PagePosition, paged: PagedMessage
     ) -> None:
         for qid in paged.queue_ids:
-            if not self._live_queue(qid):
+            if self._queue_address(qid) is None:  # not a live queue
                 continue
             page.routed[qid] += 1
-            cursor = self._cursor(state, qid)
+            cursor = state.cursors.get(qid) or self._cursor(state, qid)
             cursor.remaining += 1
             if position < cursor.position:
                 cursor.go_back(position)

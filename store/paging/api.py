@@ -45,10 +45,11 @@ Thread-safety: every method may be called from any number of threads.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, NamedTuple
 
-__all__ = ["DEFAULT_PAGE_SIZE", "PagePosition", "PageStore", "PagingManager"]
+__all__ = ["DEFAULT_PAGE_SIZE", "PagePosition", "PageStore", "PagingManager", "make_position"]
 
 #: Artemis's default ``page-size-bytes`` (``AddressSettings.DEFAULT_PAGE_SIZE``): 10 MiB.
 DEFAULT_PAGE_SIZE: Final = 10 * 1024 * 1024
@@ -67,6 +68,13 @@ class PagePosition(NamedTuple):
 
     page: int
     index: int  # type: ignore[assignment]  # (shadows tuple.index, which positions never use)
+
+
+#: ``PagePosition(page, index)`` from a ``(page, index)`` pair in one C call (the named
+#: tuple's own ``__new__`` is a Python function; every paged send and receive makes one).
+make_position: Final[Callable[[tuple[int, int]], PagePosition]] = functools.partial(
+    tuple.__new__, PagePosition
+)
 
 
 class PageStore(abc.ABC):

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from store.errors import JournalClosedError, UnknownRecordError
-from store.paging.api import PagePosition, PageStore, PagingManager
+from store.paging.api import PagePosition, PageStore, PagingManager, make_position
 from store.paging.format import encoded_size
 
 __all__ = ["MemoryPagingManager", "PageRoller", "check_address"]
@@ -46,7 +46,7 @@ class PageRoller:
             self.page += 1
             self.records = 0
             self.size = 0
-        position = PagePosition(self.page, self.records)
+        position = make_position((self.page, self.records))
         self.records += 1
         self.size += needed
         return position
