@@ -1647,6 +1647,101 @@ none:
     Py_RETURN_NONE;
 }
 
+static void put_be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static void put_be64(unsigned char *p, uint64_t v) {
+    put_be32(p, (uint32_t)(v >> 32));
+    put_be32(p + 4, (uint32_t)v);
+}
+
+/* frame_page_record(payload) -> bytes or None: store.paging.format.encode_record's framed
+   record (0x7b, u32 length, u32 CRC-32 of the length's 4 bytes then the payload, the
+   payload, 0x7d), compiled; None for a payload past MAX_RECORD_SIZE (the Python path raises,
+   naming it). payload: any buffer. */
+static PyObject *frame_page_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "frame_page_record takes 1 argument");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if ((unsigned long long)view.len > 0xFFFFFFFFULL - 10) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, view.len + 10);
+    if (out != NULL) {
+        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+        o[0] = 0x7B;
+        put_be32(o + 1, (uint32_t)view.len);
+        uLong crc = fast_crc(zlib_crc(0, o + 1, 4), (const unsigned char *)view.buf, view.len);
+        put_be32(o + 5, (uint32_t)crc);
+        memcpy(o + 9, view.buf, (size_t)view.len);
+        o[9 + view.len] = 0x7D;
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* paged_record(version, message_id, tx_id, record_type, record, queue_ids) -> bytes or None:
+   store.messaging.message_records.PagedMessage.encode's packed record (version u8, message id
+   i64, tx id i64, record type u8, record length u32, the record, queue count i32, each queue
+   id i64; big-endian), compiled. None when a value does not fit its slot or is not of the
+   type expected (record bytes, queue_ids a tuple of int): the Python path raises, naming it.
+   record_type is checked by the caller. */
+static PyObject *paged_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "paged_record takes 6 arguments");
+        return NULL;
+    }
+    PyObject *record = args[4], *ids = args[5];
+    if (!PyBytes_CheckExact(record) || !PyTuple_CheckExact(ids))
+        Py_RETURN_NONE;
+    int overflow = 0;
+    long version = PyLong_AsLongAndOverflow(args[0], &overflow);
+    long long mid = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    long long tx = overflow ? 0 : PyLong_AsLongLongAndOverflow(args[2], &overflow);
+    long kind = overflow ? 0 : PyLong_AsLongAndOverflow(args[3], &overflow);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(record), count = PyTuple_GET_SIZE(ids);
+    if (overflow || version < 0 || version > 255 || kind < 0 || kind > 255 ||
+        (unsigned long long)n > 0xFFFFFFFFULL || count > 0x7FFFFFFF)
+        Py_RETURN_NONE;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 22 + n + 4 + 8 * count);
+    if (out == NULL)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    o[0] = (unsigned char)version;
+    put_be64(o + 1, (uint64_t)mid);
+    put_be64(o + 9, (uint64_t)tx);
+    o[17] = (unsigned char)kind;
+    put_be32(o + 18, (uint32_t)n);
+    memcpy(o + 22, PyBytes_AS_STRING(record), (size_t)n);
+    put_be32(o + 22 + n, (uint32_t)count);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyTuple_GET_ITEM(ids, i);
+        long long qid = PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
+        if (!PyLong_Check(item) || overflow || (qid == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        put_be64(o + 26 + n + 8 * i, (uint64_t)qid);
+    }
+    return out;
+}
+
 /* read_ahead_run(data, bounds, index, end, qid, visible, acked, held, in_memory, page_no,
    want, need, budget, version, paged_type, make_position, found) -> (index, budget, stop):
    store.messaging.paging.Pager._read_ahead's walk over the records index .. end - 1 of one
@@ -1925,6 +2020,12 @@ static PyMethodDef methods[] = {
     {"paged_runs", (PyCFunction)(void (*)(void))paged_runs, METH_FASTCALL,
      "paged_runs(records, version) -> (runs, large) or None: runs of paged messages, as "
      "store.messaging.page_scan.python_paged_runs."},
+    {"frame_page_record", (PyCFunction)(void (*)(void))frame_page_record, METH_FASTCALL,
+     "frame_page_record(payload) -> bytes or None: store.paging.format.encode_record, "
+     "compiled."},
+    {"paged_record", (PyCFunction)(void (*)(void))paged_record, METH_FASTCALL,
+     "paged_record(version, message_id, tx_id, record_type, record, queue_ids) -> bytes or "
+     "None: PagedMessage.encode's packed path, compiled."},
     {"read_ahead_run", (PyCFunction)(void (*)(void))read_ahead_run, METH_FASTCALL,
      "read_ahead_run(data, bounds, index, end, qid, visible, acked, held, in_memory, page_no, "
      "want, need, budget, version, paged_type, make_position, found) -> (index, budget, stop): "

@@ -473,6 +473,10 @@ _PAGED_COUNT = struct.Struct(">i")
 #: ``paged_message``, the same checks; None for a record it leaves to the Python path), or
 #: None. The Python path is its reference (tested equal).
 COMPILED_PAGED: Callable[..., Any] | None = getattr(SPEEDUPS, "paged_message", None)
+#: The compiled packed path of :meth:`PagedMessage.encode` (every paged send), or None.
+COMPILED_PAGED_RECORD: Callable[..., bytes | None] | None = getattr(
+    SPEEDUPS, "paged_record", None
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,7 +494,20 @@ class PagedMessage:
         """The page record. Raises ValueError when a field does not fit its slot."""
         if self.record_type not in (30, 45):
             raise ValueError(f"a paged message wraps a 45 or 30 record, not {self.record_type}")
-        try:  # packed in one go (every paged send); a field that does not fit: below
+        if COMPILED_PAGED_RECORD is not None:  # the packed path below, compiled (tested equal)
+            encoded = COMPILED_PAGED_RECORD(
+                VERSION, self.message_id, self.tx_id, self.record_type, self.record,
+                self.queue_ids,
+            )
+            if encoded is not None:
+                return encoded
+        return self.write_packed()
+
+    def write_packed(self) -> bytes:
+        """:meth:`encode`'s packed path in Python (the reference of the compiled one); a
+        field that does not fit goes through :meth:`write_fields`. Raises ValueError when a
+        field does not fit its slot."""
+        try:  # packed in one go; a field that does not fit: below
             head = _PAGED_HEAD.pack(
                 VERSION, self.message_id, self.tx_id, self.record_type, len(self.record)
             )

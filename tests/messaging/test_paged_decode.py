@@ -75,3 +75,27 @@ def test_a_page_cache_decodes_a_record_when_asked_and_keeps_appended_ones() -> N
     assert bad[0] == CASES[0] and bad[2] == CASES[2]
     with pytest.raises(ValueError, match="version"):
         bad[1]
+
+
+@pytest.mark.parametrize("paged", CASES, ids=["one queue", "large, no queue", "three queues"])
+def test_the_compiled_encode_writes_what_the_python_paths_write(paged: PagedMessage) -> None:
+    """``encode`` (compiled where built), the packed Python path and the field-by-field one
+    write the same bytes, and each decodes back to the message."""
+    assert paged.encode() == paged.write_packed() == paged.write_fields()
+    assert PagedMessage.decode(paged.encode()) == paged
+
+
+@pytest.mark.parametrize(
+    ("paged", "field"),
+    [
+        (PagedMessage(2**63, 0, 45, b"r", (1,)), "message_id"),
+        (PagedMessage(1, -(2**63) - 1, 45, b"r", (1,)), "tx_id"),
+        (PagedMessage(1, 0, 45, b"r", (1, 2**64)), "queue_id"),
+    ],
+    ids=["message id", "tx id", "queue id"],
+)
+def test_a_value_that_does_not_fit_is_refused_naming_its_field(
+    paged: PagedMessage, field: str
+) -> None:
+    with pytest.raises(ValueError, match=field):
+        paged.encode()
