@@ -1597,6 +1597,41 @@ static PyObject *scan_bounds(PyObject *self, PyObject *const *args, Py_ssize_t n
 static const char *PAGED_SLOTS[] = {"message_id", "tx_id", "record_type", "record", "queue_ids"};
 static SlotCache paged_cache;
 
+/* Whether d[start:stop] (of a buffer of n bytes) is a page record PagedMessage.decode's packed
+   path accepts (version, a 45 or 30 record, a queue count >= 0 that ends the record exactly at
+   stop); its record type, the end of its message record and its queue count when it is. */
+static int paged_layout(const unsigned char *d, Py_ssize_t n, Py_ssize_t start, Py_ssize_t stop,
+                        long version, unsigned int *kind, Py_ssize_t *end, int32_t *count) {
+    /* version u8, message id i64, tx id i64, record type u8, record length u32 (22 bytes) */
+    if (start < 0 || stop > n || stop - start < 26 || d[start] != version)
+        return 0;
+    *kind = d[start + 17];
+    *end = start + 22 + (Py_ssize_t)be32(d + start + 18);
+    if ((*kind != 30 && *kind != 45) || *end + 4 > stop)
+        return 0;
+    *count = (int32_t)be32(d + *end);
+    return *count >= 0 && stop - (*end + 4) == 8 * (Py_ssize_t)*count;
+}
+
+/* The paged message of the record at d + start that paged_layout accepted; NULL with an
+   exception set. */
+static PyObject *paged_object(PyTypeObject *paged_type, const Py_ssize_t *at,
+                              const unsigned char *d, Py_ssize_t start, unsigned int kind,
+                              Py_ssize_t end, int32_t count) {
+    const unsigned char *h = d + start;
+    PyObject *result = NULL;
+    PyObject *values[5] = {PyLong_FromLongLong(be64(h + 1)), PyLong_FromLongLong(be64(h + 9)),
+                           PyLong_FromLong((long)kind),
+                           PyBytes_FromStringAndSize((const char *)h + 22, end - start - 22),
+                           queue_ids(d + end + 4, count)};
+    if (values[0] != NULL && values[1] != NULL && values[2] != NULL && values[3] != NULL &&
+        values[4] != NULL)
+        result = new_slotted(paged_type, at, values, 5);
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(values[i]);
+    return result;
+}
+
 static PyObject *paged_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 5) {
@@ -1619,32 +1654,16 @@ static PyObject *paged_message(PyObject *self, PyObject *const *args, Py_ssize_t
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const unsigned char *d = (const unsigned char *)view.buf;
-    PyObject *result = NULL;
-    /* version u8, message id i64, tx id i64, record type u8, record length u32 (22 bytes) */
-    if (start < 0 || stop > view.len || stop - start < 26 || d[start] != version)
-        goto none;
-    const unsigned char *h = d + start;
-    unsigned int kind = h[17];
-    Py_ssize_t end = start + 22 + (Py_ssize_t)be32(h + 18);
-    if ((kind != 30 && kind != 45) || end + 4 > stop)
-        goto none;
-    int32_t count = (int32_t)be32(d + end);
-    if (count < 0 || stop - (end + 4) != 8 * (Py_ssize_t)count)
-        goto none;
-    PyObject *values[5] = {PyLong_FromLongLong(be64(h + 1)), PyLong_FromLongLong(be64(h + 9)),
-                           PyLong_FromLong((long)kind),
-                           PyBytes_FromStringAndSize((const char *)h + 22, end - start - 22),
-                           queue_ids(d + end + 4, count)};
-    if (values[0] != NULL && values[1] != NULL && values[2] != NULL && values[3] != NULL &&
-        values[4] != NULL)
-        result = new_slotted(paged_type, at, values, 5);
-    for (int i = 0; i < 5; i++)
-        Py_XDECREF(values[i]);
+    unsigned int kind;
+    Py_ssize_t end;
+    int32_t count;
+    PyObject *result = Py_None;
+    if (paged_layout(d, view.len, start, stop, version, &kind, &end, &count))
+        result = paged_object(paged_type, at, d, start, kind, end, count);
+    else
+        Py_INCREF(result);
     PyBuffer_Release(&view);
     return result;
-none:
-    PyBuffer_Release(&view);
-    Py_RETURN_NONE;
 }
 
 static void put_be32(unsigned char *p, uint32_t v) {
@@ -1797,23 +1816,14 @@ static PyObject *read_ahead_run(PyObject *self, PyObject *const *args, Py_ssize_
     for (; !failed && index < end; index++) {
         Py_ssize_t start = (Py_ssize_t)bounds[2 * index];
         Py_ssize_t stop_at = start + (Py_ssize_t)bounds[2 * index + 1];
-        /* paged_message's checks: version, a 45 or 30 record, queue ids to the end */
-        if (start < 0 || stop_at > view.len || stop_at - start < 26 || d[start] != version) {
+        unsigned int kind;
+        Py_ssize_t rec_end;
+        int32_t count;
+        if (!paged_layout(d, view.len, start, stop_at, version, &kind, &rec_end, &count)) {
             stop = 2;
             break;
         }
         const unsigned char *h = d + start;
-        unsigned int kind = h[17];
-        Py_ssize_t rec_end = start + 22 + (Py_ssize_t)be32(h + 18);
-        if ((kind != 30 && kind != 45) || rec_end + 4 > stop_at) {
-            stop = 2;
-            break;
-        }
-        int32_t count = (int32_t)be32(d + rec_end);
-        if (count < 0 || stop_at - (rec_end + 4) != 8 * (Py_ssize_t)count) {
-            stop = 2;
-            break;
-        }
         int routed = 0;
         for (int32_t i = 0; i < count && !routed; i++)
             routed = be64(d + rec_end + 4 + 8 * (Py_ssize_t)i) == qid;
@@ -1847,16 +1857,9 @@ static PyObject *read_ahead_run(PyObject *self, PyObject *const *args, Py_ssize_
         }
         PyObject *position = PyObject_CallOneArg(make_position, pair);
         Py_DECREF(pair);
-        PyObject *values[5] = {PyLong_FromLongLong(be64(h + 1)), PyLong_FromLongLong(tx_id),
-                               PyLong_FromLong((long)kind),
-                               PyBytes_FromStringAndSize((const char *)h + 22, rec_end - start - 22),
-                               queue_ids(d + rec_end + 4, count)};
         PyObject *paged = NULL, *item = NULL;
-        if (position != NULL && values[0] != NULL && values[1] != NULL && values[2] != NULL &&
-            values[3] != NULL && values[4] != NULL)
-            paged = new_slotted(paged_type, at, values, 5);
-        for (int i = 0; i < 5; i++)
-            Py_XDECREF(values[i]);
+        if (position != NULL)
+            paged = paged_object(paged_type, at, d, start, kind, rec_end, count);
         if (paged != NULL)
             item = PyTuple_Pack(2, position, paged);
         Py_XDECREF(position);
