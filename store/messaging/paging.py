@@ -130,8 +130,6 @@ MEMORY_PER_MESSAGE: Final = 900
 READ_AHEAD: Final = 64
 READ_AHEAD_BYTES: Final = 256 * 1024
 
-_position: Final = make_position  # (one C call: see store.paging.api)
-
 
 @dataclass(eq=False)
 class PageState:
@@ -533,7 +531,7 @@ class Pager:
                     continue
                 page = state.pages[page_no]
                 if qid in page.complete:  # nothing left on it for this queue: not read
-                    cursor.position = _position((page_no, page.size))
+                    cursor.position = make_position((page_no, page.size))
                     continue
                 try:
                     records = self._records(state, page_no)
@@ -548,7 +546,7 @@ class Pager:
                     while index < end:
                         walked = records.walk(
                             index, qid, (visible, acked, held, in_memory), page_no,
-                            (want, n, budget), _position, found,
+                            (want, n, budget), make_position, found,
                         )
                         if walked is not None:  # the loop below, compiled, up to ...
                             index, budget, stop = walked
@@ -570,7 +568,7 @@ class Pager:
                             or index - 1 in acked
                         ):
                             continue
-                        position = _position((page_no, index - 1))
+                        position = make_position((page_no, index - 1))
                         if position in held or position in in_memory:
                             continue
                         found.append((position, paged))
@@ -578,7 +576,7 @@ class Pager:
                         if len(found) == want or (budget <= 0 and len(found) >= n):
                             return
                 finally:
-                    cursor.position = _position((page_no, index))
+                    cursor.position = make_position((page_no, index))
         finally:
             found.reverse()
             cursor.ahead[:] = found
