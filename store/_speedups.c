@@ -1666,6 +1666,27 @@ static PyObject *paged_message(PyObject *self, PyObject *const *args, Py_ssize_t
     return result;
 }
 
+/* new_paged(paged_type, message_id, tx_id, record_type, record, queue_ids): a paged_type
+   with those five slots, made without its __init__ (a frozen dataclass's sets each slot through
+   object.__setattr__: about 400 ns of every paged send). The values are taken as given, as
+   the dataclass's __init__ takes them. */
+static PyObject *new_paged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "new_paged takes 6 arguments");
+        return NULL;
+    }
+    if (!PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "new_paged: paged_type must be a class");
+        return NULL;
+    }
+    PyTypeObject *paged_type = (PyTypeObject *)args[0];
+    Py_ssize_t at[5];
+    if (offsets_of_cached(&paged_cache, paged_type, PAGED_SLOTS, at, 5) < 0)
+        return NULL;
+    return new_slotted(paged_type, at, (PyObject **)(args + 1), 5);
+}
+
 static void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24);
     p[1] = (unsigned char)(v >> 16);
@@ -2036,6 +2057,9 @@ static PyMethodDef methods[] = {
     {"paged_message", (PyCFunction)(void (*)(void))paged_message, METH_FASTCALL,
      "paged_message(data, start, stop, version, paged_type) -> paged_type or None: "
      "PagedMessage.decode's packed path, compiled."},
+    {"new_paged", (PyCFunction)(void (*)(void))new_paged, METH_FASTCALL,
+     "new_paged(paged_type, message_id, tx_id, record_type, record, queue_ids) -> paged_type: "
+     "PagedMessage(...) without its __init__."},
     {"plain_message", (PyCFunction)(void (*)(void))plain_message, METH_FASTCALL,
      "plain_message(data, message_id, message_type, addresses, version, default_type) -> "
      "message_type or None: a Message without properties, as unpack_message decodes it."},

@@ -57,7 +57,7 @@ from store.errors import JournalStateError, StoreError
 from store.messaging import records as r
 from store.messaging.ids import DEFAULT_BATCH
 from store.messaging.loader import load_into
-from store.messaging.message_records import PagedMessage, decode_message
+from store.messaging.message_records import PagedMessage, decode_message, new_paged
 from store.messaging.paging import DROP, PAGE
 from store.messaging.queues import MessageQueue
 from store.messaging.recovery import Progress, Recovery
@@ -346,7 +346,7 @@ class StorageManager:
         m, mid, journal = stored.message, stored.message_id, self._journal
         kind, record = stored.take_record()
         if decision == PAGE:
-            paged = PagedMessage(mid, 0, kind, record, tuple(qids))
+            paged = new_paged(PagedMessage, mid, 0, kind, record, tuple(qids))
             self._pager.page(m.address, paged, sync=False)
         elif m.durable:
             journal.append_add(mid, kind, record)

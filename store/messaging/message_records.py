@@ -478,6 +478,8 @@ COMPILED_PAGED_RECORD: Callable[..., bytes | None] | None = getattr(
     SPEEDUPS, "paged_record", None
 )
 
+#: :func:`new_paged` compiled (its slots written without the frozen ``__init__``), or None.
+COMPILED_NEW_PAGED: Callable[..., Any] | None = getattr(SPEEDUPS, "new_paged", None)
 
 @dataclass(frozen=True, slots=True)
 class PagedMessage:
@@ -578,3 +580,19 @@ class PagedMessage:
         if self.record_type == 45:
             return decode_message(self.record, self.message_id)
         return decode_large_message(self.record, self.message_id)[0]
+
+
+def python_new_paged(
+    cls: type[PagedMessage], mid: int, tx_id: int, kind: int, record: bytes, qids: tuple[int, ...]
+) -> PagedMessage:
+    """``cls(mid, tx_id, kind, record, qids)``: the reference of the compiled
+    :func:`new_paged`. Raises nothing."""
+    return cls(mid, tx_id, kind, record, qids)
+
+
+#: The paged message of a send, ``new_paged(PagedMessage, message_id, tx_id, record_type,
+#: record, queue_ids)``: the class's own call (``__init__`` sets each frozen field through
+#: ``object.__setattr__``: 400 ns a paged send) in one compiled step (tested equal).
+new_paged: Callable[
+    [type[PagedMessage], int, int, int, bytes, tuple[int, ...]], PagedMessage
+] = COMPILED_NEW_PAGED or python_new_paged

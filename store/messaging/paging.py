@@ -406,35 +406,53 @@ class Pager:
     def page(self, address: str, paged: PagedMessage, *, sync: bool) -> PagePosition:
         """Append ``paged`` to the address's pages; returns its position. Raises what the page
         store raises."""
-        state = self.address(address)
-        position = self._store(address).append(paged.encode(), sync=sync)
-        page = state.pages.get(position.page)
+        # (every paged send comes here: the lookups of address() and _store() inlined)
+        state = self._addresses.get(address) or self.address(address)
+        store = self._stores.get(address) or self._store(address)
+        position = store.append(paged.encode(), sync=sync)
+        page_no, index = position
+        page = state.pages.get(page_no)
         if page is None:  # (not setdefault: a PageState made per send costs more than it)
-            page = state.pages[position.page] = PageState()
-        page.size = max(page.size, position.index + 1)
-        _note_run(page, position.index, paged)
+            page = state.pages[page_no] = PageState()
+        if index >= page.size:
+            page.size = index + 1
+        runs = page.runs
+        if not runs:
+            _note_run(page, index, paged)
+        else:  # the record continues the last run: _note_run's commonest case, inlined
+            start, count, tx_id, queue_ids = runs[-1]
+            if (
+                start + count == index
+                and tx_id == paged.tx_id
+                and queue_ids == paged.queue_ids
+                and paged.record_type != 30
+            ):
+                runs[-1] = (start, count + 1, tx_id, queue_ids)
+            else:
+                _note_run(page, index, paged)
         if paged.tx_id:  # invisible until its transaction commits
             page.tx_ids.add(paged.tx_id)
             page.pending += 1
         else:
             self._count_visible(state, page, position, paged)
-        if position.page != state.last_page:
-            closed, state.last_page = state.last_page, position.page
+        if page_no != state.last_page:
+            closed, state.last_page = state.last_page, page_no
             if closed in state.pages:
                 self._check_page(state, closed)
-        cached = state.cache.get(position.page)
-        if cached is not None and cached.size == position.index:
+        cached = state.cache.get(page_no)
+        if cached is not None and cached.size == index:
             cached.append(paged)
         return position
 
     def _count_visible(
         self, state: AddressPaging, page: PageState, position: PagePosition, paged: PagedMessage
     ) -> None:
+        queue_address, routed, cursors = self._queue_address, page.routed, state.cursors
         for qid in paged.queue_ids:
-            if self._queue_address(qid) is None:  # not a live queue
+            if queue_address(qid) is None:  # not a live queue
                 continue
-            page.routed[qid] += 1
-            cursor = state.cursors.get(qid) or self._cursor(state, qid)
+            routed[qid] += 1
+            cursor = cursors.get(qid) or self._cursor(state, qid)
             cursor.remaining += 1
             if position < cursor.position:
                 cursor.go_back(position)
@@ -653,18 +671,19 @@ class Pager:
 
     def acked(self, address: str, qid: int, position: PagePosition, rid: int) -> None:
         """Record that cursor-ack record ``rid`` acknowledged ``position`` for ``qid``."""
-        state = self.address(address)
-        page = state.pages.get(position.page)
+        state = self._addresses.get(address) or self.address(address)
+        page_no, index = position
+        page = state.pages.get(page_no)
         if page is None:
             return
-        page.acked[qid].add(position.index)
+        page.acked[qid].add(index)
         page.ack_records[qid].append(rid)
         cursor = state.cursors.get(qid)
         if cursor is not None:
             cursor.held.discard(position)
             cursor.in_memory.discard(position)
         state.live -= 1
-        self._check_page(state, position.page)
+        self._check_page(state, page_no)
 
     def unhold(self, address: str, qid: int, position: PagePosition) -> None:
         """A held paged message (a prepared transaction's ack, rolled back) is deliverable
@@ -676,17 +695,16 @@ class Pager:
             cursor.remaining += 1
             cursor.go_back(position)
 
-    def _closed(self, state: AddressPaging, page: int) -> bool:
-        return page != state.last_page or state.live == 0
-
     def _check_page(self, state: AddressPaging, page_no: int) -> None:
         page = state.pages[page_no]
-        if page.pending or not self._closed(state, page_no):
-            return
+        if page.pending or (page_no == state.last_page and state.live):
+            return  # undecided records, or the current page while anything paged is live
+        acked, complete, queue_address = page.acked, page.complete, self._queue_address
         for qid, routed in page.routed.items():
-            if qid in page.complete or not self._live_queue(qid):
+            # (every paged ack comes here: the live-queue test inlined)
+            if qid in complete or queue_address(qid) is None:
                 continue
-            if len(page.acked[qid]) < routed:
+            if len(acked[qid]) < routed:
                 return
             self._complete(page, page_no, qid, routed)
         self._delete_page(state, page_no)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from store.errors import StoreError
 from store.messaging import records as r
-from store.messaging.message_records import PagedMessage
+from store.messaging.message_records import PagedMessage, new_paged
 from store.messaging.page_records import PAGE_TRANSACTION, PageTransaction
 from store.messaging.paging import DROP, PAGE
 from store.messaging.state import (
@@ -150,7 +150,7 @@ class Transaction:
         qids = [q.info.id for q in targets]
         kind, record = stored.take_record()
         if decision == PAGE:
-            paged = PagedMessage(mid, tx, kind, record, tuple(qids))
+            paged = new_paged(PagedMessage, mid, tx, kind, record, tuple(qids))
             position = st.pager.page(address, paged, sync=False)
             # Kept without its record (commit and rollback need the queues and the position
             # only), so a long transaction to a paging address holds no bodies.

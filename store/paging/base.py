@@ -235,10 +235,12 @@ class _Store(PageStore):
         if self._manager.read_only:
             self._manager.refuse_write(f"append to the page store of address {self.address!r}")
         encoded = encode_record(data)
-        flusher = self._manager.flusher
+        manager = self._manager
+        flusher = manager.flusher
         with flusher.lock:
-            self._check_locked()
-            if flusher.admit_locked(len(encoded)):  # the lock was let go: closed or removed?
+            # _check_locked() unless all is well: admit_locked raises as it would for the
+            # flusher, and returns True when it let the lock go (closed or removed since?).
+            if self.removed or manager._closed or flusher.admit_locked(len(encoded)):
                 self._check_locked()
             position = self._roller.place(len(data))
             self._pages.add(position.page)

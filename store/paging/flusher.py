@@ -112,6 +112,10 @@ class Flusher:
         while waiting. Returns whether it waited (the caller's own checks made under the lock
         are then to be made again). Raises as :meth:`check_locked` (also when that happens
         while waiting)."""
+        if self.failed is None and not self._closing and (
+            self._pending_bytes == 0 or self._pending_bytes + nbytes <= self._max_pending
+        ):  # (every append: the first turn of the loop below when it need not wait)
+            return False
         waited = False
         while True:
             self.check_locked()
@@ -128,7 +132,9 @@ class Flusher:
     def queue_locked(self, owner: Hashable, page: int, encoded: bytes) -> int:
         """Queue one encoded record of ``owner`` for ``page``; returns its sequence number
         (pass it to :meth:`wait`). Raises nothing (call :meth:`admit_locked` first)."""
-        chunks = self._pending.setdefault(owner, [])
+        chunks = self._pending.get(owner)
+        if chunks is None:  # (not setdefault: a list made per append costs more than it)
+            chunks = self._pending[owner] = []
         if not chunks or chunks[-1].page != page:
             chunks.append(Chunk(page))
         chunk = chunks[-1]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from store.errors import JournalClosedError, UnknownRecordError
 from store.paging.api import PagePosition, PageStore, PagingManager, make_position
-from store.paging.format import encoded_size
+from store.paging.format import FRAMING
 
 __all__ = ["MemoryPagingManager", "PageRoller", "check_address"]
 
@@ -41,7 +41,7 @@ class PageRoller:
 
     def place(self, payload_size: int) -> PagePosition:
         """Account one record of ``payload_size`` bytes; returns its position. Raises nothing."""
-        needed = encoded_size(payload_size)
+        needed = payload_size + FRAMING  # encoded_size(payload_size), on every paged send
         if self.records > 0 and self.size + needed > self.page_size:
             self.page += 1
             self.records = 0
