@@ -21,7 +21,7 @@ during load.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from store.file.segments import Segment
 from store.journal.replay import OP_DELETE, OP_UPDATE
@@ -146,6 +146,22 @@ class LiveIndex:
             files[f] = count + 1
         f.live_bytes += size
         state.ops.append((kind, id, f, size))
+
+    def tx_records(self, tx_id: int, kind: int, ids: Sequence[int], f: Segment, size: int) -> None:
+        """:meth:`tx_record` of each of ``ids``, all written in ``f`` and ``size`` bytes each,
+        in one step (``FileJournal.append_deletes_tx``)."""
+        if not ids:
+            return
+        state = self.tx(tx_id)
+        files = state.files
+        count = files.get(f)
+        if count is None:
+            files[f] = len(ids)
+            f.pos += 1  # the pin, cancelled by the commit or rollback
+        else:
+            files[f] = count + len(ids)
+        f.live_bytes += size * len(ids)
+        state.ops.extend([(kind, id, f, size) for id in ids])
 
     def tx_count(self, tx_id: int, f: Segment) -> int:
         """How many records of ``tx_id`` file ``f`` holds (written into prepare/commit)."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import abc
 import concurrent.futures
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
@@ -171,6 +172,14 @@ class Journal(abc.ABC):
     @abc.abstractmethod
     def append_delete_tx(self, tx_id: int, id: int) -> None:
         """Delete ``id`` when transaction ``tx_id`` commits."""
+
+    def append_deletes_tx(self, tx_id: int, ids: Sequence[int]) -> None:
+        """:meth:`append_delete_tx` of each of ``ids``, in order (a page's completion deletes
+        every cursor ack of its queue: tens of thousands). A journal may write them in fewer
+        steps; what it writes and the errors are the same. Raises as ``append_delete_tx``
+        (the records before the failing one are appended)."""
+        for id in ids:
+            self.append_delete_tx(tx_id, id)
 
     @abc.abstractmethod
     def append_prepare(self, tx_id: int, xid: bytes, *, sync: bool = True) -> None:

@@ -713,8 +713,7 @@ class Pager:
         tx, rid = self._next_id(), self._next_id()
         body = PageComplete(qid, page_no, routed).encode()
         self._journal.append_add_tx(tx, rid, PAGE_CURSOR_COMPLETE, body)
-        for ack in page.ack_records.pop(qid, []):
-            self._journal.append_delete_tx(tx, ack)
+        self._journal.append_deletes_tx(tx, page.ack_records.pop(qid, []))
         self._journal.append_commit(tx, sync=False)
         page.complete[qid] = rid
 
