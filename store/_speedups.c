@@ -547,6 +547,80 @@ static PyObject *append_record(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* append_records_run(buf, rtype, flags, file_id, first_lsn, durable_lsn, ids, start, stop,
+   tx_id) -> None: append_record(buf, rtype, 0, flags, file_id, first_lsn + k, durable_lsn,
+   ids[start + k], tx_id, 0, b"") for each k of 0 .. stop - start - 1 (records without a
+   body: a transaction's deletes, FileJournal.append_deletes_tx), in one call. Every id is
+   checked before anything is appended (nothing is when one is refused). */
+static PyObject *append_records_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "append_records_run takes 10 arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0], *ids = args[6];
+    if (!PyByteArray_Check(buf) || !PyList_CheckExact(ids)) {
+        PyErr_SetString(PyExc_TypeError, "append_records_run: buf must be a bytearray, ids a list");
+        return NULL;
+    }
+    unsigned long rtype = PyLong_AsUnsignedLong(args[1]);
+    unsigned long flags = PyLong_AsUnsignedLong(args[2]);
+    unsigned long long file_id = PyLong_AsUnsignedLongLong(args[3]);
+    unsigned long long lsn = PyLong_AsUnsignedLongLong(args[4]);
+    unsigned long long dlsn = PyLong_AsUnsignedLongLong(args[5]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[7]), stop = PyLong_AsSsize_t(args[8]);
+    int overflow = 0;
+    long long tx_id = PyLong_AsLongLongAndOverflow(args[9], &overflow);
+    if (PyErr_Occurred())
+        return NULL;
+    if (rtype > 255 || flags > 255) {
+        PyErr_SetString(PyExc_OverflowError, "append_records_run: a byte field is over 255");
+        return NULL;
+    }
+    if (start < 0 || start > stop || stop > PyList_GET_SIZE(ids)) {
+        PyErr_SetString(PyExc_IndexError, "append_records_run: start and stop out of range");
+        return NULL;
+    }
+    for (Py_ssize_t i = start; i < stop && !overflow; i++) {
+        PyObject *id = PyList_GET_ITEM(ids, i);
+        long long rid = PyLong_AsLongLongAndOverflow(id, &overflow);
+        if (rid == -1 && PyErr_Occurred())
+            return NULL;
+        if (overflow) {
+            PyErr_Format(PyExc_ValueError,
+                         "record and transaction ids must be signed 64-bit integers: %R, %R",
+                         id, args[9]);
+            return NULL;
+        }
+    }
+    if (overflow) {
+        PyErr_Format(PyExc_ValueError, "record and transaction ids must be signed 64-bit "
+                     "integers: the transaction's is %R", args[9]);
+        return NULL;
+    }
+    Py_ssize_t at = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, at + (stop - start) * OVERHEAD) < 0)
+        return NULL;
+    unsigned char *h = (unsigned char *)PyByteArray_AS_STRING(buf) + at;
+    for (Py_ssize_t i = start; i < stop; i++, h += OVERHEAD, lsn++) {
+        long long rid = PyLong_AsLongLong(PyList_GET_ITEM(ids, i)); /* checked above */
+        wr32(h, (uint32_t)OVERHEAD);
+        h[4] = (unsigned char)rtype;
+        h[5] = 0;
+        h[6] = 0;
+        h[7] = (unsigned char)flags;
+        wr64(h + 8, file_id);
+        wr64(h + 16, lsn);
+        wr64(h + 24, dlsn);
+        wr64(h + 32, (uint64_t)rid);
+        wr64(h + 40, (uint64_t)tx_id);
+        wr32(h + 48, 0);
+        wr32(h + HEAD, (uint32_t)zlib_crc(0L, h, HEAD));
+        wr32(h + HEAD + 4, (uint32_t)OVERHEAD);
+    }
+    Py_RETURN_NONE;
+}
+
 /* One id's entries in a dict: value alone (an int) or, from the second on, a list of them.
    Steals nothing; returns -1 with an exception set. */
 static int add_entry(PyObject *dict, PyObject *key, PyObject *value) {
@@ -2004,6 +2078,10 @@ static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "append_record(buf, rtype, user_type, flags, file_id, lsn, durable_lsn, id, tx_id, "
      "tx_count, data) -> None: one whole record appended to the bytearray buf."},
+    {"append_records_run", (PyCFunction)(void (*)(void))append_records_run, METH_FASTCALL,
+     "append_records_run(buf, rtype, flags, file_id, first_lsn, durable_lsn, ids, start, stop, "
+     "tx_id) -> None: append_record of each id of ids[start:stop], without a body, in one "
+     "call."},
     {"crc32", (PyCFunction)(void (*)(void))py_crc32, METH_FASTCALL,
      "crc32(data, value=0) -> int: zlib.crc32's answer, folded with PCLMULQDQ where the CPU "
      "has it."},

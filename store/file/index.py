@@ -22,6 +22,7 @@ during load.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from store.file.segments import Segment
 from store.journal.replay import OP_DELETE, OP_UPDATE
@@ -32,13 +33,19 @@ __all__ = ["ENTRY_SHIFT", "ENTRY_SIZE", "LiveIndex", "TxState", "reclaimable"]
 class TxState:
     """An open transaction: its operations and how many of its records each file holds."""
 
-    __slots__ = ("files", "ops", "prepared")
+    __slots__ = ("files", "ops", "prepared", "runs")
 
     def __init__(self) -> None:
-        # (kind, id, file, size) in the order written; kinds are store.journal.replay's OP_*.
+        # (kind, id, file, size) in the order written; kinds are store.journal.replay's OP_*,
+        # and OP_DELETES: the deletes of the ids of ``runs[id]``, ``size`` bytes in all.
         self.ops: list[tuple[int, int, Segment, int]] = []
+        self.runs: list[Sequence[int]] = []
         self.files: dict[Segment, int] = {}
         self.prepared = False
+
+
+#: A run of a transaction's deletes in one op (``LiveIndex.tx_records``): no tuple per id.
+OP_DELETES: Final = 3
 
 
 #: An index entry packs the file id of the file holding a positive with the size of its
@@ -161,7 +168,11 @@ class LiveIndex:
         else:
             files[f] = count + len(ids)
         f.live_bytes += size * len(ids)
-        state.ops.extend([(kind, id, f, size) for id in ids])
+        if kind == OP_DELETE:  # one op for the run: a tuple per id costs 5 ms a 50,000
+            state.ops.append((OP_DELETES, len(state.runs), f, size * len(ids)))
+            state.runs.append(ids)
+        else:
+            state.ops.extend([(kind, id, f, size) for id in ids])
 
     def tx_count(self, tx_id: int, f: Segment) -> int:
         """How many records of ``tx_id`` file ``f`` holds (written into prepare/commit)."""
@@ -185,6 +196,10 @@ class LiveIndex:
             if kind == OP_DELETE:
                 f.live_bytes -= size
                 self.delete(id, f)
+            elif kind == OP_DELETES:
+                f.live_bytes -= size
+                for one in state.runs[id]:
+                    self.delete(one, f)
             else:
                 f.live_bytes -= size  # re-added as a positive just below
                 self.add(id, f, size, update=kind == OP_UPDATE)

@@ -103,6 +103,8 @@ _FLOOR = fmt.FLAG_FLOOR
 _BULK_HOLD = 1024
 # The compiled record encoder (store/_speedups.c), or None: then the three steps below.
 _append_record = getattr(SPEEDUPS, "append_record", None)
+#: The compiled run of records without a body (``append_deletes_tx``), or None.
+_append_records_run = getattr(SPEEDUPS, "append_records_run", None)
 
 
 class FileJournal(Journal):
@@ -538,13 +540,14 @@ class FileJournal(Journal):
 
     def append_deletes_tx(self, tx_id: int, ids: Sequence[int]) -> None:
         """As the base method, in runs: the records that fit the current file and the write
-        buffer are encoded (compiled) in one loop and indexed in one step
+        buffer are encoded in one compiled call (every id checked first) and indexed in one step
         (``LiveIndex.tx_records``), up to :data:`_BULK_HOLD` per hold of the append lock,
         without ``_append``'s call and checks per record. The buffer is handed over after a
         run as ``_append`` hands it over after a record (full, or no buffer timeout)."""
-        if _append_record is None:  # the compiled encode checks each id itself
+        if _append_records_run is None:  # (the compiled encode checks the ids itself)
             super().append_deletes_tx(tx_id, ids)
             return
+        ids = ids if type(ids) is list else list(ids)
         n, done, total = _OVERHEAD, 0, len(ids)
         while done < total:
             w = self.writer
@@ -562,20 +565,15 @@ class FileJournal(Journal):
                     if not seg.first_lsn:
                         self._begin_file_locked(seg, n)
                     fits = min((seg.size - seg.end) // n, -((len(w.buf) - w.buffer_size) // n))
-                    run = ids[done : min(stop, done + max(1, fits))]
-                    buf, fid, stamp, lsn = w.buf, seg.file_id, w.stamp_lsn, w.lsn
-                    try:
-                        for rid in run:
-                            _append_record(
-                                buf, DELETE_TX, 0, _FLOOR, fid, lsn + 1, stamp, rid, tx_id, 0, b""
-                            )
-                            lsn += 1
-                    finally:  # (a bad id: the records before it are appended, as one by one)
-                        written = lsn - w.lsn
-                        w.lsn = lsn
-                        seg.end += written * n
-                        self.index.tx_records(tx_id, OP_DELETE, run[:written], seg, n)
-                        done += written
+                    end, buf = min(stop, done + max(1, fits)), w.buf
+                    _append_records_run(
+                        buf, DELETE_TX, _FLOOR, seg.file_id, w.lsn + 1, w.stamp_lsn, ids, done,
+                        end, tx_id,
+                    )  # fmt: skip
+                    w.lsn += end - done
+                    seg.end += (end - done) * n
+                    self.index.tx_records(tx_id, OP_DELETE, ids[done:end], seg, n)
+                    done = end
                     if w.direct or len(buf) >= w.buffer_size:
                         token = w.after_append_locked(False)
                         if token is None:

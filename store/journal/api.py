@@ -177,7 +177,7 @@ class Journal(abc.ABC):
         """:meth:`append_delete_tx` of each of ``ids``, in order (a page's completion deletes
         every cursor ack of its queue: tens of thousands). A journal may write them in fewer
         steps; what it writes and the errors are the same. Raises as ``append_delete_tx``
-        (the records before the failing one are appended)."""
+        (records before the failing one may be appended)."""
         for id in ids:
             self.append_delete_tx(tx_id, id)
 
