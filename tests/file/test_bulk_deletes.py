@@ -77,3 +77,17 @@ def test_bulk_deletes_after_close_are_refused(tmp_path: Path) -> None:
     journal.close()
     with pytest.raises(JournalClosedError):
         journal.append_deletes_tx(7, ids)
+
+
+def test_a_bad_id_is_refused_and_the_journal_reopens_whole(tmp_path: Path) -> None:
+    """An id past 64 bits is refused as ``append_delete_tx`` refuses it; what was appended
+    before it stays a well-formed journal (the transaction rolled back: nothing deleted)."""
+    with _journal(tmp_path / "j") as journal:
+        journal.load()
+        ids = _acks(journal)
+        journal.append_add_tx(5, 10**6, 41, b"complete")  # (opens the transaction)
+        with pytest.raises(ValueError, match="64-bit"):
+            journal.append_deletes_tx(5, [*ids[:10], 2**64])
+        journal.append_rollback(5, sync=True)
+    with _journal(tmp_path / "j") as journal:
+        assert sorted(r.id for r in journal.load().records) == ids
