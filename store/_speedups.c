@@ -452,6 +452,24 @@ static void wr64(unsigned char *p, uint64_t v) {
     wr32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* A journal record's head (HEAD bytes) at h: size, record type, user record type, a zero
+   byte, flags, file id, lsn, durable lsn, id, transaction id, transaction count. */
+static void put_head(unsigned char *h, uint32_t n, unsigned long rtype, unsigned urt,
+                     unsigned long flags, unsigned long long file_id, unsigned long long lsn,
+                     unsigned long long dlsn, long long rid, long long tx_id, uint32_t tx_count) {
+    wr32(h, n);
+    h[4] = (unsigned char)rtype;
+    h[5] = (unsigned char)urt;
+    h[6] = 0;
+    h[7] = (unsigned char)flags;
+    wr64(h + 8, file_id);
+    wr64(h + 16, lsn);
+    wr64(h + 24, dlsn);
+    wr64(h + 32, (uint64_t)rid);
+    wr64(h + 40, (uint64_t)tx_id);
+    wr32(h + 48, tx_count);
+}
+
 static PyObject *append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 11) {
@@ -527,17 +545,8 @@ static PyObject *append_record(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     unsigned char *h = (unsigned char *)PyByteArray_AS_STRING(buf) + at;
-    wr32(h, (uint32_t)n);
-    h[4] = (unsigned char)rtype;
-    h[5] = (unsigned char)urt;
-    h[6] = 0;
-    h[7] = (unsigned char)flags;
-    wr64(h + 8, file_id);
-    wr64(h + 16, lsn);
-    wr64(h + 24, dlsn);
-    wr64(h + 32, (uint64_t)rid);
-    wr64(h + 40, (uint64_t)tx_id);
-    wr32(h + 48, (uint32_t)tx_count);
+    put_head(h, (uint32_t)n, rtype, (unsigned)urt, flags, file_id, lsn, dlsn, rid, tx_id,
+             (uint32_t)tx_count);
     if (data.len)
         memcpy(h + HEAD, data.buf, (size_t)data.len);
     PyBuffer_Release(&data);
@@ -604,17 +613,7 @@ static PyObject *append_records_run(PyObject *self, PyObject *const *args, Py_ss
     unsigned char *h = (unsigned char *)PyByteArray_AS_STRING(buf) + at;
     for (Py_ssize_t i = start; i < stop; i++, h += OVERHEAD, lsn++) {
         long long rid = PyLong_AsLongLong(PyList_GET_ITEM(ids, i)); /* checked above */
-        wr32(h, (uint32_t)OVERHEAD);
-        h[4] = (unsigned char)rtype;
-        h[5] = 0;
-        h[6] = 0;
-        h[7] = (unsigned char)flags;
-        wr64(h + 8, file_id);
-        wr64(h + 16, lsn);
-        wr64(h + 24, dlsn);
-        wr64(h + 32, (uint64_t)rid);
-        wr64(h + 40, (uint64_t)tx_id);
-        wr32(h + 48, 0);
+        put_head(h, OVERHEAD, rtype, 0, flags, file_id, lsn, dlsn, rid, tx_id, 0);
         wr32(h + HEAD, (uint32_t)zlib_crc(0L, h, HEAD));
         wr32(h + HEAD + 4, (uint32_t)OVERHEAD);
     }
@@ -1706,19 +1705,25 @@ static PyObject *paged_object(PyTypeObject *paged_type, const Py_ssize_t *at,
     return result;
 }
 
+/* The slot offsets (PAGED_SLOTS) of paged_type, the argument of function fn, into at;
+   -1 with an exception set unless it is a class with those slots. */
+static int paged_offsets(PyObject *paged_type, const char *fn, Py_ssize_t *at) {
+    if (!PyType_Check(paged_type)) {
+        PyErr_Format(PyExc_TypeError, "%s: paged_type must be a class", fn);
+        return -1;
+    }
+    return offsets_of_cached(&paged_cache, (PyTypeObject *)paged_type, PAGED_SLOTS, at, 5);
+}
+
 static PyObject *paged_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "paged_message takes 5 arguments");
         return NULL;
     }
-    if (!PyType_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "paged_message: paged_type must be a class");
-        return NULL;
-    }
     PyTypeObject *paged_type = (PyTypeObject *)args[4];
     Py_ssize_t at[5];
-    if (offsets_of_cached(&paged_cache, paged_type, PAGED_SLOTS, at, 5) < 0)
+    if (paged_offsets(args[4], "paged_message", at) < 0)
         return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[1]), stop = PyLong_AsSsize_t(args[2]);
     long version = PyLong_AsLong(args[3]);
@@ -1750,15 +1755,10 @@ static PyObject *new_paged(PyObject *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "new_paged takes 6 arguments");
         return NULL;
     }
-    if (!PyType_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "new_paged: paged_type must be a class");
-        return NULL;
-    }
-    PyTypeObject *paged_type = (PyTypeObject *)args[0];
     Py_ssize_t at[5];
-    if (offsets_of_cached(&paged_cache, paged_type, PAGED_SLOTS, at, 5) < 0)
+    if (paged_offsets(args[0], "new_paged", at) < 0)
         return NULL;
-    return new_slotted(paged_type, at, (PyObject **)(args + 1), 5);
+    return new_slotted((PyTypeObject *)args[0], at, (PyObject **)(args + 1), 5);
 }
 
 static void put_be32(unsigned char *p, uint32_t v) {
@@ -1878,13 +1878,13 @@ static PyObject *read_ahead_run(PyObject *self, PyObject *const *args, Py_ssize_
     PyObject *visible = args[5], *acked = args[6], *held = args[7], *in_memory = args[8];
     PyObject *page_obj = args[9], *make_position = args[15], *found = args[16];
     if (!PyDict_Check(visible) || !PyAnySet_Check(held) || !PyAnySet_Check(in_memory) ||
-        !PyList_Check(found) || !PyType_Check(args[14])) {
+        !PyList_Check(found)) {
         PyErr_SetString(PyExc_TypeError, "read_ahead_run: bad argument types");
         return NULL;
     }
     PyTypeObject *paged_type = (PyTypeObject *)args[14];
     Py_ssize_t at[5];
-    if (offsets_of_cached(&paged_cache, paged_type, PAGED_SLOTS, at, 5) < 0)
+    if (paged_offsets(args[14], "read_ahead_run", at) < 0)
         return NULL;
     Py_ssize_t index = PyLong_AsSsize_t(args[2]), end = PyLong_AsSsize_t(args[3]);
     int64_t qid = PyLong_AsLongLong(args[4]);
