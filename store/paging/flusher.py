@@ -112,13 +112,10 @@ class Flusher:
         while waiting. Returns whether it waited (the caller's own checks made under the lock
         are then to be made again). Raises as :meth:`check_locked` (also when that happens
         while waiting)."""
-        if self.failed is None and not self._closing and (
-            self._pending_bytes == 0 or self._pending_bytes + nbytes <= self._max_pending
-        ):  # (every append: the first turn of the loop below when it need not wait)
-            return False
         waited = False
         while True:
-            self.check_locked()
+            if self.failed is not None or self._closing:  # (no call per append when well)
+                self.check_locked()
             if (
                 self._pending_bytes == 0
                 or self._pending_bytes + nbytes <= self._max_pending
