@@ -135,8 +135,9 @@ def broker(target: str, base: Path) -> Iterator[int]:
 
         server = ThreadedStompServer(
             ("127.0.0.1", 0),
-            queue_manager=QueueManager(DbmQueue(str(base), checkpoint_operations=100,
-                                                checkpoint_timeout=20)),
+            queue_manager=QueueManager(
+                DbmQueue(str(base), checkpoint_operations=100, checkpoint_timeout=20)
+            ),
             topic_manager=TopicManager(),
         )
         thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -233,7 +234,11 @@ class _Client(stomp.ConnectionListener):  # type: ignore[misc]
 
 
 def send_rate(
-    port: int, producers: int, size: int, seconds: float, window: int,
+    port: int,
+    producers: int,
+    size: int,
+    seconds: float,
+    window: int,
     headers: dict[str, str] | None = None,
 ) -> tuple[float, int]:
     """Receipted SENDs per second over ``seconds``, and how many were stored in all; every
@@ -317,7 +322,11 @@ def consume_rate(port: int, consumers: int, total: int) -> float:
 
 
 def send_consume_rate(
-    port: int, pairs: int, size: int, seconds: float, window: int,
+    port: int,
+    pairs: int,
+    size: int,
+    seconds: float,
+    window: int,
     headers: dict[str, str] | None = None,
 ) -> float:
     """Messages per second through the broker with ``pairs`` producers (receipted SENDs, up to
@@ -392,7 +401,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--window", type=int, default=100)
     parser.add_argument(
-        "--figures", nargs="+", choices=("send", "send-consume"), default=["send", "send-consume"],
+        "--figures",
+        nargs="+",
+        choices=("send", "send-consume"),
+        default=["send", "send-consume"],
         help="send: the send then consume phases; send-consume: 16 producers and 16 consumers"
         " at once",
     )
@@ -428,8 +440,9 @@ def main() -> None:
             ratio = ""
             if isinstance(peer, dict) and statistics.median(peer[name]) > 0:
                 ratio = f"{median / statistics.median(peer[name]):.2f}x"
-            table.add_row(target, name, f"{median:,.0f}", " ".join(f"{r:,.0f}" for r in runs),
-                          ratio)
+            table.add_row(
+                target, name, f"{median:,.0f}", " ".join(f"{r:,.0f}" for r in runs), ratio
+            )
     Console(width=160).print(table)
 
 

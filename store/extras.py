@@ -53,9 +53,7 @@ def install_hint(extra: str) -> str:
 def missing_extra_message(module: str, extra: str, needed_for: str | None = None) -> str:
     """One line: what is missing, for what, and the command that installs it."""
     purpose = f" (needed for {needed_for})" if needed_for else ""
-    return (
-        f"the Python module {module!r} is not installed{purpose}: {install_hint(extra)}"
-    )
+    return f"the Python module {module!r} is not installed{purpose}: {install_hint(extra)}"
 
 
 def require(module: str, needed_for: str, *, key: str | None = None) -> ModuleType:

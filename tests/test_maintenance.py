@@ -16,10 +16,15 @@ SIZE = 4096
 
 
 def test_compact_store_compacts_both_journals_and_keeps_the_data(tmp_path: Path) -> None:
-    config = StoreConfig.from_mapping({
-        "journal-directory": str(tmp_path / "j"), "bindings-directory": str(tmp_path / "b"),
-        "journal-file-size": SIZE, "journal-type": "NIO", "journal-compact-min-files": 0,
-    })
+    config = StoreConfig.from_mapping(
+        {
+            "journal-directory": str(tmp_path / "j"),
+            "bindings-directory": str(tmp_path / "b"),
+            "journal-file-size": SIZE,
+            "journal-type": "NIO",
+            "journal-compact-min-files": 0,
+        }
+    )
     with open_store(config) as s:
         s.messages.load()
         s.bindings.load()
@@ -32,8 +37,12 @@ def test_compact_store_compacts_both_journals_and_keeps_the_data(tmp_path: Path)
         expected = [RecordInfo(i, 45, b"m" * 40, False) for i in range(0, 200, 10)]
     steps: list[str] = []
     results = compact_store(config, on_step=steps.append)
-    assert steps == ["loading bindings", "compacting bindings", "loading messages",
-                     "compacting messages"]
+    assert steps == [
+        "loading bindings",
+        "compacting bindings",
+        "loading messages",
+        "compacting messages",
+    ]
     assert [r.journal for r in results] == ["bindings", "messages"]
     messages = results[1]
     assert messages.after.extra["data_files"] < messages.before.extra["data_files"]
@@ -48,10 +57,15 @@ def test_compact_store_leaves_a_mostly_dead_store_smaller(tmp_path: Path) -> Non
     64-file store to 114 files (the output in new files, every old file kept in the pool).
     Fails on the old code: the file count grows by the size of the output."""
     journal = tmp_path / "j"
-    config = StoreConfig.from_mapping({
-        "journal-directory": str(journal), "bindings-directory": str(tmp_path / "b"),
-        "journal-file-size": 16 * 1024, "journal-type": "NIO", "journal-compact-min-files": 0,
-    })
+    config = StoreConfig.from_mapping(
+        {
+            "journal-directory": str(journal),
+            "bindings-directory": str(tmp_path / "b"),
+            "journal-file-size": 16 * 1024,
+            "journal-type": "NIO",
+            "journal-compact-min-files": 0,
+        }
+    )
     with open_store(config) as s:
         s.messages.load()
         s.bindings.load()
@@ -80,9 +94,12 @@ def test_compact_store_never_creates_a_store(tmp_path: Path) -> None:
         if exists:
             journal.mkdir()
             bindings.mkdir()
-        config = StoreConfig.from_mapping({
-            "journal-directory": str(journal), "bindings-directory": str(bindings),
-        })
+        config = StoreConfig.from_mapping(
+            {
+                "journal-directory": str(journal),
+                "bindings-directory": str(bindings),
+            }
+        )
         with pytest.raises(ConfigError, match=re.escape(f"no journal in {journal}")):
             compact_store(config)
         assert sorted(p.name for p in tmp_path.rglob("*")) == (["b", "j"] if exists else [])

@@ -38,7 +38,9 @@ def register(subparsers: Any) -> None:
         "is durable before its RECEIPT, a message stays stored until its ACK.",
     )
     parser.add_argument(
-        "--config", required=True, metavar="PATH",
+        "--config",
+        required=True,
+        metavar="PATH",
         help="store configuration: a .toml file or an Artemis broker.xml",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
@@ -46,15 +48,20 @@ def register(subparsers: Any) -> None:
         "--port", type=int, default=61613, help="port to listen on (61613; 0: any free port)"
     )
     parser.add_argument(
-        "--role", choices=("primary", "backup"),
+        "--role",
+        choices=("primary", "backup"),
         help="HA role (default: the configuration's <ha-policy>, else no HA)",
     )
     parser.add_argument(
-        "--max-frame-size", default="64M", metavar="SIZE",
+        "--max-frame-size",
+        default="64M",
+        metavar="SIZE",
         help="largest frame body a client may send (64M); a larger one is an ERROR",
     )
     parser.add_argument(
-        "--prefetch", type=int, default=100,
+        "--prefetch",
+        type=int,
+        default=100,
         help="messages a client-ack subscription may hold unacknowledged (100)",
     )
     parser.set_defaults(func=run)

@@ -54,9 +54,7 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--timeout", type=float, default=None, help="seconds to wait to go live (default: forever)"
     )
-    run.add_argument(
-        "--pause", type=float, default=0.0, help="seconds between sends (default: 0)"
-    )
+    run.add_argument("--pause", type=float, default=0.0, help="seconds between sends (default: 0)")
     run.set_defaults(func=run_node)
 
     status = sub.add_parser("status", help="show the live lock, the state and the node id")

@@ -173,9 +173,7 @@ def _exact_digits(magnitude: float, *, single: bool) -> tuple[str, int]:
     raise AssertionError(f"no decimal found for {magnitude!r}")  # pragma: no cover
 
 
-def _grid(
-    exact: Fraction, top: int, length: int, inside: Callable[[Fraction], bool]
-) -> list[int]:
+def _grid(exact: Fraction, top: int, length: int, inside: Callable[[Fraction], bool]) -> list[int]:
     """The integers c (floor and ceiling of ``exact`` on the grid of ``length`` significant
     digits) whose c x 10^e rounds to the value."""
     unit = Fraction(10) ** (top - length + 1)

@@ -299,8 +299,16 @@ class OutputWriter:
             self.tx_counts[tx_id] = self.tx_counts.get(tx_id, 0) + 1
 
     def _put(
-        self, seg: Segment, rtype: int, body: bytes, flags: int, *, id: int = 0,
-        tx_id: int = 0, urt: int = 0, tx_count: int = 0,
+        self,
+        seg: Segment,
+        rtype: int,
+        body: bytes,
+        flags: int,
+        *,
+        id: int = 0,
+        tx_id: int = 0,
+        urt: int = 0,
+        tx_count: int = 0,
     ) -> None:
         self.lsn += 1
         seg.first_lsn = seg.first_lsn or self.lsn

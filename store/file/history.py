@@ -259,16 +259,30 @@ def recover_from_history(
     if not found.sources:
         raise ConfigError(
             f"no journal files with prefix {prefix!r} in {history or '-'} or {journal or '-'}",
-            key="history", value=history, allowed="a retention folder or journal directory",
+            key="history",
+            value=history,
+            allowed="a retention folder or journal directory",
         )
     size = file_size or max(s.file.size for s in found.scans)
     written = _write_journal(
-        fs, target, prefix, kind, size, found.replay,
-        found.deleted if undelete else [], found.events if events else [],
+        fs,
+        target,
+        prefix,
+        kind,
+        size,
+        found.replay,
+        found.deleted if undelete else [],
+        found.events if events else [],
     )
     infos = [
-        SourceFile(s.file.path, s.file.file_id or 0, origin, s.count, s.compacted,
-                   None if s.verdict is None else s.verdict.reason)
+        SourceFile(
+            s.file.path,
+            s.file.file_id or 0,
+            origin,
+            s.count,
+            s.compacted,
+            None if s.verdict is None else s.verdict.reason,
+        )
         for s, origin in zip(found.scans, found.origins, strict=True)
     ]
     failed = found.replay.result().failed
@@ -287,8 +301,13 @@ def _write_journal(
 ) -> tuple[int, int, int, int]:
     """Write the replayed state into a fresh journal; returns the four counts written."""
     opts = FileJournalOptions(
-        directory=target, prefix=prefix, kind=kind, file_size=file_size, journal_type="NIO",
-        compact_min_files=0, fs=fs,
+        directory=target,
+        prefix=prefix,
+        kind=kind,
+        file_size=file_size,
+        journal_type="NIO",
+        compact_min_files=0,
+        fs=fs,
     )
     out = FileJournal(opts)
     try:
@@ -444,7 +463,9 @@ def recover_messages_from_history(
     if not found.sources:
         raise ConfigError(
             f"no journal files with prefix {prefix!r} in {history or '-'} or {journal or '-'}",
-            key="history", value=history, allowed="a retention folder or journal directory",
+            key="history",
+            value=history,
+            allowed="a retention folder or journal directory",
         )
     missing = [
         mid
@@ -458,8 +479,13 @@ def recover_messages_from_history(
     kept_refs = [(k, b) for k, b in refs if k[0] not in gone]
     size = file_size or max(s.file.size for s in found.scans)
     opts = FileJournalOptions(
-        directory=target, prefix=prefix, kind=kind, file_size=size, journal_type="NIO",
-        compact_min_files=0, fs=fs,
+        directory=target,
+        prefix=prefix,
+        kind=kind,
+        file_size=size,
+        journal_type="NIO",
+        compact_min_files=0,
+        fs=fs,
     )
     out = FileJournal(opts)
     try:
@@ -474,8 +500,14 @@ def recover_messages_from_history(
     finally:
         out.close()
     infos = [
-        SourceFile(s.file.path, s.file.file_id or 0, origin, s.count, s.compacted,
-                   None if s.verdict is None else s.verdict.reason)
+        SourceFile(
+            s.file.path,
+            s.file.file_id or 0,
+            origin,
+            s.count,
+            s.compacted,
+            None if s.verdict is None else s.verdict.reason,
+        )
         for s, origin in zip(found.scans, found.origins, strict=True)
     ]
     return MessageRecoverReport(
@@ -497,10 +529,14 @@ def _check_target(fs: FileSystem, target: str, history: str | None) -> None:
     if fs.exists(target) and fs.listdir(target):
         raise ConfigError(
             f"the recovery target {target} is not empty",
-            key="target", value=target, allowed="a new or empty directory",
+            key="target",
+            value=target,
+            allowed="a new or empty directory",
         )
     if history is not None and not fs.exists(history):
         raise ConfigError(
             f"no retention history in {history}: the directory does not exist",
-            key="history", value=history, allowed="the journal-retention directory",
+            key="history",
+            value=history,
+            allowed="the journal-retention directory",
         )

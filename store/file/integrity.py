@@ -159,9 +159,12 @@ def header_problems(files: Sequence[HeaderFacts], kind: int | None) -> list[Prob
     Returns the problems, damaged headers first, then other kinds, then duplicate ids.
     """
     problems = [
-        Problem("bad-header", _with_hint(
-            f.error, "`store data repair --force` moves the file aside into repair-<time>/"
-        ))
+        Problem(
+            "bad-header",
+            _with_hint(
+                f.error, "`store data repair --force` moves the file aside into repair-<time>/"
+            ),
+        )
         for f in files
         if f.error is not None
     ]
@@ -171,17 +174,33 @@ def header_problems(files: Sequence[HeaderFacts], kind: int | None) -> list[Prob
     for fid, f in good:
         assert f.header is not None
         if kind is not None and f.header.kind != kind:
-            problems.append(Problem("kind-mismatch", CorruptionError(
-                f.path, 0, f"a file of journal kind {f.header.kind} in a journal of kind {kind}",
-                hint="check --journal / --bindings (or the configuration): the directories "
-                "look swapped",
-            ), fid))
+            problems.append(
+                Problem(
+                    "kind-mismatch",
+                    CorruptionError(
+                        f.path,
+                        0,
+                        f"a file of journal kind {f.header.kind} in a journal of kind {kind}",
+                        hint="check --journal / --bindings (or the configuration): the directories "
+                        "look swapped",
+                    ),
+                    fid,
+                )
+            )
     for (a, fa), (b, fb) in itertools.pairwise(good):
         if a == b:
-            problems.append(Problem("duplicate-id", CorruptionError(
-                fb.path, 0, f"file id {b} is also carried by {os.path.basename(fa.path)}",
-                hint="move the file that does not belong here out of the directory by hand",
-            ), b))
+            problems.append(
+                Problem(
+                    "duplicate-id",
+                    CorruptionError(
+                        fb.path,
+                        0,
+                        f"file id {b} is also carried by {os.path.basename(fa.path)}",
+                        hint="move the file that does not belong here out of the directory by hand",
+                    ),
+                    b,
+                )
+            )
     return problems
 
 
@@ -363,11 +382,13 @@ def _truncated(f: FileFacts, index: int, entry: fmt.MarkerEntry | None, source: 
     else:
         what = f"{ends} (offset {f.tail.end}); whatever followed is lost, how much is unknown"
     reason = (
-        f"the file is {f.size} bytes but its header says {f.header_size}: it was truncated; "
-        + what
+        f"the file is {f.size} bytes but its header says {f.header_size}: it was truncated; " + what
     )
     return Problem(
-        "truncated", LostDataError(f.path, f.size, reason, hint=_SALVAGE_HINT), f.file_id, index,
+        "truncated",
+        LostDataError(f.path, f.size, reason, hint=_SALVAGE_HINT),
+        f.file_id,
+        index,
         lost,
     )
 
@@ -379,8 +400,11 @@ def _missing(naming: SegmentNaming, entry: fmt.MarkerEntry, source: str) -> Prob
         f"list in {source} says it holds lsns {entry.first_lsn}..{entry.last_lsn}, which are lost"
     )
     return Problem(
-        "missing-file", LostDataError(path, 0, reason, hint=_SALVAGE_HINT), entry.file_id,
-        None, (entry.first_lsn, entry.last_lsn),
+        "missing-file",
+        LostDataError(path, 0, reason, hint=_SALVAGE_HINT),
+        entry.file_id,
+        None,
+        (entry.first_lsn, entry.last_lsn),
     )
 
 
@@ -393,6 +417,9 @@ def _lost(f: FileFacts, index: int, entry: fmt.MarkerEntry, source: str) -> Prob
         f"{entry.last_lsn}, but {ends}: lsns {lost[0]}..{lost[1]} are lost"
     )
     return Problem(
-        "lost-records", LostDataError(f.path, f.tail.end, reason, hint=_SALVAGE_HINT),
-        f.file_id, index, lost,
+        "lost-records",
+        LostDataError(f.path, f.tail.end, reason, hint=_SALVAGE_HINT),
+        f.file_id,
+        index,
+        lost,
     )

@@ -262,8 +262,14 @@ class FileJournal(Journal):
                 free.append(seg)
             facts.append(
                 integrity.FileFacts(
-                    seg.path, seg.file_id, seg.size, header.file_size, cur.count,
-                    seg.first_lsn, cur.last_lsn, tail,
+                    seg.path,
+                    seg.file_id,
+                    seg.size,
+                    header.file_size,
+                    cur.count,
+                    seg.first_lsn,
+                    cur.last_lsn,
+                    tail,
                 )
             )
         if newest is not None:
@@ -440,9 +446,7 @@ class FileJournal(Journal):
             index = self.index
             if check and rtype != ADD:
                 if rtype == UPDATE or rtype == DELETE:
-                    if id not in index.records or (
-                        index.updated_only and id in index.updated_only
-                    ):
+                    if id not in index.records or (index.updated_only and id in index.updated_only):
                         raise UnknownRecordError(
                             f"record {id} is not live in journal {self.options.directory}"
                         )

@@ -259,8 +259,12 @@ def _restate(
         if fmt.marker_size(0) > room:
             return None
     raw = fmt.encode_record(
-        EVENT, file_id=s.file.file_id, lsn=lsn, durable_lsn=lsn - 1,
-        body=fmt.encode_marker(marker), flags=fmt.FLAG_MARKER,
+        EVENT,
+        file_id=s.file.file_id,
+        lsn=lsn,
+        durable_lsn=lsn - 1,
+        body=fmt.encode_marker(marker),
+        flags=fmt.FLAG_MARKER,
     )
     handle.pwrite(raw, s.tail.end)
     return s.tail.end

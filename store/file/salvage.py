@@ -190,8 +190,15 @@ def _salvage_locked(
     compaction.apply_control(fs, naming, ctl)
     compaction.remove_control(fs, naming)
     return SalvageReport(
-        directory, prefix, dropped, kept, len(result.records), len(result.prepared),
-        result.failed, backup, [n[: -len(".cmp")] for n in written],
+        directory,
+        prefix,
+        dropped,
+        kept,
+        len(result.records),
+        len(result.prepared),
+        result.failed,
+        backup,
+        [n[: -len(".cmp")] for n in written],
     )
 
 
@@ -304,7 +311,9 @@ def _check_fits(replay: FileReplay, size: int) -> None:
     if size <= fmt.DATA_START or fmt.DATA_START + fmt.OVERHEAD + largest > size:
         raise ConfigError(
             f"a record of {largest} bytes does not fit new journal files of {size} bytes",
-            key="journal-file-size", value=size, allowed="the size the journal was written with",
+            key="journal-file-size",
+            value=size,
+            allowed="the size the journal was written with",
         )
 
 

@@ -293,13 +293,17 @@ def require_journal(
     if not fs.exists(directory):
         raise ConfigError(
             f"no journal in {directory}: the directory does not exist",
-            key=key, value=directory, allowed="a directory holding a journal",
+            key=key,
+            value=directory,
+            allowed="a directory holding a journal",
         )
     listing = list_directory(directory, prefix=prefix, fs=fs)
     if not listing.files and not any(item.kind == "control" for item in listing.leftovers):
         raise ConfigError(
             f"no journal in {directory}: it holds no {prefix}-*.jrn files",
-            key=key, value=directory, allowed="a directory holding a journal",
+            key=key,
+            value=directory,
+            allowed="a directory holding a journal",
         )
     return listing
 
@@ -349,8 +353,15 @@ def facts_of(s: FileScan) -> integrity.FileFacts:
     """The facts of ``s`` the load's cross-file rules read (``store.file.integrity``)."""
     header = s.file.header
     return integrity.FileFacts(
-        s.file.path, s.file.file_id or 0, s.file.size, header.file_size if header else 0,
-        s.count, s.first_lsn, s.last_lsn, s.tail, [m.marker for m in s.markers],
+        s.file.path,
+        s.file.file_id or 0,
+        s.file.size,
+        header.file_size if header else 0,
+        s.count,
+        s.first_lsn,
+        s.last_lsn,
+        s.tail,
+        [m.marker for m in s.markers],
     )
 
 

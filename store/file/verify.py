@@ -156,8 +156,18 @@ def _file_report(f: JournalFile, s: FileScan | None) -> FileReport:
     torn = (tail.end, tail.extent - tail.end) if s.torn else None
     bad = (s.verdict.offset, s.verdict.reason) if s.verdict is not None else None
     return FileReport(
-        f.path, f.name, f.file_id, f.size, f.status, s.user_count, s.end, s.last_lsn, torn, bad,
-        s.stale_bytes, len(s.markers),
+        f.path,
+        f.name,
+        f.file_id,
+        f.size,
+        f.status,
+        s.user_count,
+        s.end,
+        s.last_lsn,
+        torn,
+        bad,
+        s.stale_bytes,
+        len(s.markers),
     )
 
 
@@ -165,17 +175,27 @@ def _header_findings(f: JournalFile) -> list[Finding]:
     """The header warnings (the errors are load problems, see _problem_finding)."""
     if f.status == HEADER_ZERO:
         return [
-            Finding(WARNING, "zero-header", f.path, 0,
-                    "no header: a file never finished; the next open moves it to attic/")
+            Finding(
+                WARNING,
+                "zero-header",
+                f.path,
+                0,
+                "no header: a file never finished; the next open moves it to attic/",
+            )
         ]
     if f.header is None:
         return []
     found = []
     if f.name_id is not None and f.name_id != f.header.file_id:
         found.append(
-            Finding(WARNING, "name-mismatch", f.path, 0,
-                    f"the name says file id {f.name_id}, the header {f.header.file_id} "
-                    "(the journal goes by the header)")
+            Finding(
+                WARNING,
+                "name-mismatch",
+                f.path,
+                0,
+                f"the name says file id {f.name_id}, the header {f.header.file_id} "
+                "(the journal goes by the header)",
+            )
         )
     return found
 
@@ -186,16 +206,27 @@ def _data_findings(s: FileScan) -> list[Finding]:
     found = []
     if s.verdict is None and tail.records:
         found.append(
-            Finding(WARNING, "torn-tail", path, tail.end,
-                    f"torn tail: {len(tail.records)} unsynced record(s) after the end of data "
-                    "(ignored by a load, zeroed by the next open or by repair)",
-                    tail.extent - tail.end)
+            Finding(
+                WARNING,
+                "torn-tail",
+                path,
+                tail.end,
+                f"torn tail: {len(tail.records)} unsynced record(s) after the end of data "
+                "(ignored by a load, zeroed by the next open or by repair)",
+                tail.extent - tail.end,
+            )
         )
     if s.stale_bytes:
         found.append(
-            Finding(INFO, "stale-bytes", path, s.stale_offset,
-                    f"{s.stale_bytes} non-zero bytes after the end of data (an earlier use of "
-                    "the file, or a partial write; ignored)", s.stale_bytes)
+            Finding(
+                INFO,
+                "stale-bytes",
+                path,
+                s.stale_offset,
+                f"{s.stale_bytes} non-zero bytes after the end of data (an earlier use of "
+                "the file, or a partial write; ignored)",
+                s.stale_bytes,
+            )
         )
     return found
 
@@ -214,8 +245,13 @@ def _leftover_findings(fs: FileSystem, listing: DirectoryListing) -> list[Findin
             found.append(Finding(WARNING, "control-file", item.path, None, what))
         elif item.kind in ("compacting", "temporary"):
             found.append(
-                Finding(WARNING, "leftover", item.path, None,
-                        f"{item.kind} file left by an interruption; the next open removes it")
+                Finding(
+                    WARNING,
+                    "leftover",
+                    item.path,
+                    None,
+                    f"{item.kind} file left by an interruption; the next open removes it",
+                )
             )
         elif item.kind == "attic":
             count = len(fs.listdir(item.path))

@@ -411,9 +411,7 @@ class StorageManager:
                     entry = q.add_delivered(
                         mid, m.priority, next(self._state.order), m.scheduled_delivery
                     )
-                    self._state.messages[mid] = StoredMessage.read_back(
-                        m, position, info.id, entry
-                    )
+                    self._state.messages[mid] = StoredMessage.read_back(m, position, info.id, entry)
                     return Delivery(m, q.info.name, 0)
                 stored = self._state.messages[mid] = StoredMessage(m, position=position)
             depaged = [(position, paged)]

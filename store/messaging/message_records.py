@@ -474,12 +474,11 @@ _PAGED_COUNT = struct.Struct(">i")
 #: None. The Python path is its reference (tested equal).
 COMPILED_PAGED: Callable[..., Any] | None = getattr(SPEEDUPS, "paged_message", None)
 #: The compiled packed path of :meth:`PagedMessage.encode` (every paged send), or None.
-COMPILED_PAGED_RECORD: Callable[..., bytes | None] | None = getattr(
-    SPEEDUPS, "paged_record", None
-)
+COMPILED_PAGED_RECORD: Callable[..., bytes | None] | None = getattr(SPEEDUPS, "paged_record", None)
 
 #: :func:`new_paged` compiled (its slots written without the frozen ``__init__``), or None.
 COMPILED_NEW_PAGED: Callable[..., Any] | None = getattr(SPEEDUPS, "new_paged", None)
+
 
 @dataclass(frozen=True, slots=True)
 class PagedMessage:
@@ -498,7 +497,11 @@ class PagedMessage:
             raise ValueError(f"a paged message wraps a 45 or 30 record, not {self.record_type}")
         if COMPILED_PAGED_RECORD is not None:  # the packed path below, compiled (tested equal)
             encoded = COMPILED_PAGED_RECORD(
-                VERSION, self.message_id, self.tx_id, self.record_type, self.record,
+                VERSION,
+                self.message_id,
+                self.tx_id,
+                self.record_type,
+                self.record,
                 self.queue_ids,
             )
             if encoded is not None:
@@ -593,6 +596,6 @@ def python_new_paged(
 #: The paged message of a send, ``new_paged(PagedMessage, message_id, tx_id, record_type,
 #: record, queue_ids)``: the class's own call (``__init__`` sets each frozen field through
 #: ``object.__setattr__``: 400 ns a paged send) in one compiled step (tested equal).
-new_paged: Callable[
-    [type[PagedMessage], int, int, int, bytes, tuple[int, ...]], PagedMessage
-] = COMPILED_NEW_PAGED or python_new_paged
+new_paged: Callable[[type[PagedMessage], int, int, int, bytes, tuple[int, ...]], PagedMessage] = (
+    COMPILED_NEW_PAGED or python_new_paged
+)

@@ -89,8 +89,17 @@ class PageCache:
         want, need, budget = counts
         args: tuple[Any, ...] = (self._data, pairs, index, self._count, qid, visible, acked)
         return COMPILED_WALK(
-            *args, held, in_memory, page_no, want, need, budget, VERSION, PagedMessage,
-            make_position, found,
+            *args,
+            held,
+            in_memory,
+            page_no,
+            want,
+            need,
+            budget,
+            VERSION,
+            PagedMessage,
+            make_position,
+            found,
         )
 
     def append(self, paged: PagedMessage) -> None:

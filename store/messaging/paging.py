@@ -563,8 +563,13 @@ class Pager:
                 try:
                     while index < end:
                         walked = records.walk(
-                            index, qid, (visible, acked, held, in_memory), page_no,
-                            (want, n, budget), make_position, found,
+                            index,
+                            qid,
+                            (visible, acked, held, in_memory),
+                            page_no,
+                            (want, n, budget),
+                            make_position,
+                            found,
                         )
                         if walked is not None:  # the loop below, compiled, up to ...
                             index, budget, stop = walked

@@ -295,9 +295,7 @@ _I64 = struct.Struct(">q")
 
 #: The compiled loop of :func:`replay_messages` (``store/_speedups.c``, its inline code the
 #: reference), or None.
-COMPILED_RUN: Callable[..., tuple[int, int]] | None = getattr(
-    SPEEDUPS, "replay_message_run", None
-)
+COMPILED_RUN: Callable[..., tuple[int, int]] | None = getattr(SPEEDUPS, "replay_message_run", None)
 
 
 def _ref_queue_id(rec: RecordInfo) -> int:

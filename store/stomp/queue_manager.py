@@ -160,8 +160,11 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             sub = self._subs.get((connection, 0 if id is None else id))
             if sub is None and destination is not None:  # STOMP 1.0: by destination
                 sub = next(
-                    (s for s in self._by_destination.get(destination, ())
-                     if s.connection is connection),
+                    (
+                        s
+                        for s in self._by_destination.get(destination, ())
+                        if s.connection is connection
+                    ),
                     None,
                 )
             if sub is not None:
@@ -195,8 +198,9 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         self.store.flush()
         self.dispatch([destination])
 
-    def store_frame(self, frame: Frame, transaction: str | None = None, connection: Any = None
-                    ) -> str:
+    def store_frame(
+        self, frame: Frame, transaction: str | None = None, connection: Any = None
+    ) -> str:
         """Store a SEND frame as a MESSAGE (``message-id`` set unless given), in STOMP
         transaction ``transaction`` of ``connection`` if given; returns its destination. Not
         durable until :meth:`StompQueueStore.flush` (or the transaction's commit), not
@@ -251,7 +255,10 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             except Exception:
                 log.warning(
                     "delivery to subscription %r of %s failed; message %d back at the head",
-                    sub.id, destination, taken.message_id, exc_info=True,
+                    sub.id,
+                    destination,
+                    taken.message_id,
+                    exc_info=True,
                 )
                 self.store.cancel(destination, taken.message_id)
                 self._drop(sub)
@@ -284,8 +291,9 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             with self._acks_done:
                 self._acks_done.wait_for(lambda: not self._acking, CONSUMERS_FIRST_WAIT)
 
-    def ack(self, connection: Any, frame: Frame, transaction: str | None = None, id: Any = None
-            ) -> None:
+    def ack(
+        self, connection: Any, frame: Frame, transaction: str | None = None, id: Any = None
+    ) -> None:
         """ACK ``frame`` (its ``message-id``, or the ``id`` STOMP 1.2 names) on
         ``connection``, in ``transaction`` if given; not waited for (the protocol flushes
         before a RECEIPT). Raises ProtocolError when no subscription of the connection holds

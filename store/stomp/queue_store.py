@@ -324,7 +324,9 @@ class StompTransaction:
 
 
 def open_queue_store(
-    config: StoreConfig, *, progress: Callable[[str, int, int], None] | None = None,
+    config: StoreConfig,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
     node_manager: Any = None,
 ) -> StompQueueStore:
     """Open the store ``config`` describes, load it (``progress(phase, done, total)`` during

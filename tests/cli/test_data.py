@@ -102,8 +102,15 @@ def test_print_safe_hides_bodies_and_max_records_limits(
     store_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _err = _run(
-        capsys, "data", "print", "--journal", str(store_dir / "journal"), "--skip-bindings",
-        "--safe", "--max-records", "5",
+        capsys,
+        "data",
+        "print",
+        "--journal",
+        str(store_dir / "journal"),
+        "--skip-bindings",
+        "--safe",
+        "--max-records",
+        "5",
     )
     assert code == 0
     assert "bindings journal" not in out
@@ -244,10 +251,16 @@ def test_recover_into_a_new_directory(store_dir: Path, capsys: pytest.CaptureFix
     assert "wrote 60 records, 1 prepared transactions, 20 deleted records and 0 events" in out
     code, out, _err = _run(capsys, "data", "verify", "--journal", str(target), "--skip-bindings")
     assert code == 0
-    with open_store(StoreConfig.from_mapping({
-        "journal-directory": str(target), "bindings-directory": str(store_dir / "b2"),
-        "journal-file-size": SIZE, "journal-type": "NIO",
-    })) as s:
+    with open_store(
+        StoreConfig.from_mapping(
+            {
+                "journal-directory": str(target),
+                "bindings-directory": str(store_dir / "b2"),
+                "journal-file-size": SIZE,
+                "journal-type": "NIO",
+            }
+        )
+    ) as s:
         result = s.messages.load()
     assert len(result.records) == 80
     assert RecordInfo(0, 45, b"message-0" * 4, False) in result.records
@@ -258,13 +271,23 @@ def test_recover_needs_a_history_and_an_empty_target(
     store_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _out, err = _run(
-        capsys, "data", "recover", "--journal", str(store_dir / "journal"),
-        "--target", str(store_dir / "t"),
+        capsys,
+        "data",
+        "recover",
+        "--journal",
+        str(store_dir / "journal"),
+        "--target",
+        str(store_dir / "t"),
     )
     assert code == 2 and "--history" in err
     code, _out, err = _run(
-        capsys, "data", "recover", "--config", str(store_dir / "store.toml"),
-        "--target", str(store_dir / "journal"),
+        capsys,
+        "data",
+        "recover",
+        "--config",
+        str(store_dir / "store.toml"),
+        "--target",
+        str(store_dir / "journal"),
     )
     assert code == 2 and "not empty" in err
 
@@ -305,9 +328,7 @@ def _read_only_mount(source: Path, target: Path) -> Iterator[Path]:
     if done.returncode:
         pytest.skip(f"cannot bind-mount here: {done.stderr.decode().strip()}")
     try:
-        done = subprocess.run(
-            ["mount", "-o", "remount,ro,bind", str(target)], capture_output=True
-        )
+        done = subprocess.run(["mount", "-o", "remount,ro,bind", str(target)], capture_output=True)
         if done.returncode:
             pytest.skip(f"cannot remount read-only here: {done.stderr.decode().strip()}")
         yield target
@@ -384,8 +405,13 @@ def test_one_journal_without_a_journal_stops_the_command_before_it_acts(
 ) -> None:
     before = _tree(store_dir)
     code, out, err = _run(
-        capsys, "data", command, "--journal", str(store_dir / "nothing"),
-        "--bindings", str(store_dir / "bindings"),
+        capsys,
+        "data",
+        command,
+        "--journal",
+        str(store_dir / "nothing"),
+        "--bindings",
+        str(store_dir / "bindings"),
     )
     assert (code, out) == (2, "")
     missing = store_dir / "nothing"
@@ -408,8 +434,15 @@ def test_recover_from_a_history_folder_that_does_not_exist_creates_nothing(
 ) -> None:
     before = _tree(store_dir)
     code, _out, err = _run(
-        capsys, "data", "recover", "--journal", str(store_dir / "journal"),
-        "--history", str(store_dir / "nothing"), "--target", str(store_dir / "t"),
+        capsys,
+        "data",
+        "recover",
+        "--journal",
+        str(store_dir / "journal"),
+        "--history",
+        str(store_dir / "nothing"),
+        "--target",
+        str(store_dir / "t"),
     )
     assert code == 2 and err.count("\n") == 1
     assert f"no retention history in {store_dir / 'nothing'}" in err

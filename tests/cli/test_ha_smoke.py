@@ -21,9 +21,7 @@ from tests.support.cli import run_store
 
 
 @pytest.mark.parametrize("which", ["postgresql", "sqlite"])
-def test_what_ha_run_wrote_verifies_clean_and_loads_as_messages(
-    tmp_path: Path, which: str
-) -> None:
+def test_what_ha_run_wrote_verifies_clean_and_loads_as_messages(tmp_path: Path, which: str) -> None:
     mapping = ha_mapping(tmp_path, unique_prefix(), which)
     config = StoreConfig.from_mapping(mapping)
     path = write_toml(mapping, tmp_path / "node.toml")

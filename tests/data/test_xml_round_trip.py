@@ -227,4 +227,3 @@ def test_the_model_orders_long_keys_as_a_java_hashmap() -> None:
     assert hashmap_order([17, 1]) == [17, 1]  # same bucket in 16: insertion order
     assert hashmap_order(list(range(20, 0, -1)))[:3] == [1, 2, 3]  # 32 buckets after a resize
     assert hashmap_order([6, 2**32 + 5]) == [2**32 + 5, 6]  # Long.hashCode folds the halves
-

@@ -37,4 +37,3 @@ def corrupt_middle(tmp_path: Path) -> tuple[Path, Builder]:
     paths = b.write(tmp_path / "j")
     flip(paths[0], b.offset(0, 2) + 60)
     return tmp_path / "j", b
-

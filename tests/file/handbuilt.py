@@ -36,15 +36,30 @@ class Builder:
         return self
 
     def rec(
-        self, rtype: RecordType = ADD, *, id: int = 0, tx_id: int = 0, body: bytes = b"body",
-        tx_count: int = 0, durable: int | None = None, cc: int = 0, fid: int | None = None,
+        self,
+        rtype: RecordType = ADD,
+        *,
+        id: int = 0,
+        tx_id: int = 0,
+        body: bytes = b"body",
+        tx_count: int = 0,
+        durable: int | None = None,
+        cc: int = 0,
+        fid: int | None = None,
     ) -> Builder:
         _name_id, file_id, data, offsets = self.files[-1]
         self.lsn += 1
         raw = fmt.encode_record(
-            int(rtype), file_id=file_id if fid is None else fid, lsn=self.lsn,
-            durable_lsn=self.lsn - 1 if durable is None else durable, id=id or self.lsn,
-            tx_id=tx_id, user_type=7, tx_count=tx_count, body=body, compact_count=cc,
+            int(rtype),
+            file_id=file_id if fid is None else fid,
+            lsn=self.lsn,
+            durable_lsn=self.lsn - 1 if durable is None else durable,
+            id=id or self.lsn,
+            tx_id=tx_id,
+            user_type=7,
+            tx_count=tx_count,
+            body=body,
+            compact_count=cc,
         )
         data[self.pos : self.pos + len(raw)] = raw
         offsets.append(self.pos)
@@ -100,7 +115,6 @@ def ids(result: LoadResult) -> list[int]:
     return [r.id for r in result.records]
 
 
-
 # Three shapes of damage, all built by hand. File A: lsn 1..5; file B: lsn 6, 7 synced, then a
 # batch 8..10 appended after lsn 7 was durable (durable_lsn 7).
 
@@ -108,4 +122,3 @@ def ids(result: LoadResult) -> list[int]:
 def two_files() -> Builder:
     b = Builder().file(A).adds(5).file(B).adds(2)
     return b.rec(durable=7).rec(durable=7).rec(durable=7)
-

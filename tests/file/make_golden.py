@@ -62,22 +62,49 @@ class _Journal:
         data[: fmt.HEADER_SIZE] = fmt.encode_header(file_id, self.kind, created_ns=created)
         self.files.append(_File(f"{self.prefix}-{file_id:020d}.jrn", file_id, self.kind, data))
 
-    def put(self, rtype: T, *, id: int = 0, tx_id: int = 0, user_type: int = 0,
-            body: bytes = b"", tx_count: int = 0, durable: int | None = None) -> None:
+    def put(
+        self,
+        rtype: T,
+        *,
+        id: int = 0,
+        tx_id: int = 0,
+        user_type: int = 0,
+        body: bytes = b"",
+        tx_count: int = 0,
+        durable: int | None = None,
+    ) -> None:
         f = self.files[-1]
         self.lsn += 1
         durable_lsn = self.lsn - 1 if durable is None else durable
         raw = fmt.encode_record(
-            int(rtype), file_id=f.file_id, lsn=self.lsn, durable_lsn=durable_lsn, id=id,
-            tx_id=tx_id, user_type=user_type, tx_count=tx_count, body=body,
+            int(rtype),
+            file_id=f.file_id,
+            lsn=self.lsn,
+            durable_lsn=durable_lsn,
+            id=id,
+            tx_id=tx_id,
+            user_type=user_type,
+            tx_count=tx_count,
+            body=body,
         )
         f.data[f.pos : f.pos + len(raw)] = raw
-        f.records.append({
-            "offset": f.pos, "length": len(raw), "type": rtype.name, "user_type": user_type,
-            "compact_count": 0, "flags": 0, "file_id": f.file_id, "lsn": self.lsn,
-            "durable_lsn": durable_lsn, "id": id, "tx_id": tx_id, "tx_count": tx_count,
-            "body": body.hex(),
-        })
+        f.records.append(
+            {
+                "offset": f.pos,
+                "length": len(raw),
+                "type": rtype.name,
+                "user_type": user_type,
+                "compact_count": 0,
+                "flags": 0,
+                "file_id": f.file_id,
+                "lsn": self.lsn,
+                "durable_lsn": durable_lsn,
+                "id": id,
+                "tx_id": tx_id,
+                "tx_count": tx_count,
+                "body": body.hex(),
+            }
+        )
         f.pos += len(raw)
 
     def pad(self) -> None:
@@ -91,8 +118,13 @@ class _Journal:
         pos = f.pos
         for i in range(count):
             raw = fmt.encode_record(
-                int(T.ADD), file_id=old_file_id, lsn=900 + i, durable_lsn=899 + i, id=900 + i,
-                user_type=45, body=b"an earlier use of this file",
+                int(T.ADD),
+                file_id=old_file_id,
+                lsn=900 + i,
+                durable_lsn=899 + i,
+                id=900 + i,
+                user_type=45,
+                body=b"an earlier use of this file",
             )
             f.data[pos : pos + len(raw)] = raw
             pos += len(raw)
@@ -193,8 +225,13 @@ def build() -> tuple[dict[str, bytes], dict[str, Any]]:
             rel = f"{SUBDIRS[name]}/{f.name}"
             files[rel] = bytes(f.data)
             listing[rel] = {
-                "header": {"magic": "SJNL", "version": 1, "kind": f.kind, "file_id": f.file_id,
-                           "created_ns": CREATED_NS + journal.files.index(f)},
+                "header": {
+                    "magic": "SJNL",
+                    "version": 1,
+                    "kind": f.kind,
+                    "file_id": f.file_id,
+                    "created_ns": CREATED_NS + journal.files.index(f),
+                },
                 "size": FILE_SIZE,
                 "end_of_data": f.pos,
                 "records": f.records,

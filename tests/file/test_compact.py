@@ -41,7 +41,10 @@ def test_compaction_never_leaves_the_store_bigger_than_it_found_it(
     Fails on the old code for the unbounded pool (the store grows by the output's size)."""
     directory = tmp_path / "j"
     opts = FileJournalOptions(
-        directory=str(directory), file_size=SIZE, compact_min_files=0, min_files=min_files,
+        directory=str(directory),
+        file_size=SIZE,
+        compact_min_files=0,
+        min_files=min_files,
         pool_files=pool_files,
     )
     with FileJournal(opts) as journal:

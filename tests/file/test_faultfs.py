@@ -333,7 +333,6 @@ def test_a_closed_handle_refuses_io() -> None:
     assert io_error_of(info.value) == errno.EBADF
 
 
-
 def test_a_read_only_handle_refuses_writes_as_the_real_seam_does(tmp_path: Path) -> None:
     fault = FaultFileSystem()
     fault.makedirs(str(tmp_path))
@@ -379,6 +378,7 @@ def test_a_read_only_mount_refuses_every_change_but_not_reading() -> None:
     handle = fs.open(f"{D}/a", read_only=True)
     assert handle.pread(4, 0) == b"data"
     assert fs.listdir(D) == ["a"]
+
 
 # -- crash hooks -----------------------------------------------------------------------------
 

@@ -41,7 +41,13 @@ def _offset(text: str, n: int) -> int:
 
 def test_docstring_has_both_tables() -> None:
     assert [f for _o, _s, f in HEADER_TABLE] == [
-        "magic", "version", "kind", "file_id", "created_ns", "file_size", "header_crc",
+        "magic",
+        "version",
+        "kind",
+        "file_id",
+        "created_ns",
+        "file_size",
+        "header_crc",
     ]
     assert [f for _o, _s, f in RECORD_TABLE][-3:] == ["body", "checksum", "length_copy"]
 
@@ -95,14 +101,32 @@ def test_header_fields_sit_where_the_table_says() -> None:
 def test_record_fields_sit_where_the_table_says() -> None:
     body = b"the body!"
     raw = fmt.encode_record(
-        RecordType.PREPARE, file_id=77, lsn=1001, durable_lsn=999, id=-5, tx_id=-6,
-        user_type=45, tx_count=3, body=body, compact_count=2,
+        RecordType.PREPARE,
+        file_id=77,
+        lsn=1001,
+        durable_lsn=999,
+        id=-5,
+        tx_id=-6,
+        user_type=45,
+        tx_count=3,
+        body=body,
+        compact_count=2,
     )
     n = len(body)
     expected = {
-        "length": 60 + n, "type": int(RecordType.PREPARE), "user_type": 45, "compact_count": 2,
-        "flags": 0, "file_id": 77, "lsn": 1001, "durable_lsn": 999, "id": -5, "tx_id": -6,
-        "tx_count": 3, "checksum": zlib.crc32(raw[:52], zlib.crc32(body)), "length_copy": 60 + n,
+        "length": 60 + n,
+        "type": int(RecordType.PREPARE),
+        "user_type": 45,
+        "compact_count": 2,
+        "flags": 0,
+        "file_id": 77,
+        "lsn": 1001,
+        "durable_lsn": 999,
+        "id": -5,
+        "tx_id": -6,
+        "tx_count": 3,
+        "checksum": zlib.crc32(raw[:52], zlib.crc32(body)),
+        "length_copy": 60 + n,
     }
     for off, size, field in RECORD_TABLE:
         start = _offset(off, n)
@@ -248,12 +272,30 @@ IDS = st.integers(MIN_ID, MAX_ID)
     after=st.binary(max_size=40),
 )
 def test_record_round_trip(
-    rtype: RecordType, file_id: int, lsn: int, durable_lsn: int, rid: int, tx_id: int,
-    user_type: int, tx_count: int, compact_count: int, body: bytes, before: bytes, after: bytes,
+    rtype: RecordType,
+    file_id: int,
+    lsn: int,
+    durable_lsn: int,
+    rid: int,
+    tx_id: int,
+    user_type: int,
+    tx_count: int,
+    compact_count: int,
+    body: bytes,
+    before: bytes,
+    after: bytes,
 ) -> None:
     raw = fmt.encode_record(
-        int(rtype), file_id=file_id, lsn=lsn, durable_lsn=durable_lsn, id=rid, tx_id=tx_id,
-        user_type=user_type, tx_count=tx_count, body=body, compact_count=compact_count,
+        int(rtype),
+        file_id=file_id,
+        lsn=lsn,
+        durable_lsn=durable_lsn,
+        id=rid,
+        tx_id=tx_id,
+        user_type=user_type,
+        tx_count=tx_count,
+        body=body,
+        compact_count=compact_count,
     )
     rec = fmt.decode_record(before + raw + after, len(before), file_id)
     assert rec is not None

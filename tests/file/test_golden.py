@@ -27,11 +27,30 @@ V1_HEADER = struct.Struct("<4sHHQQI")
 V1_HEAD = struct.Struct("<IBBBBQQQqqI")
 V1_TAIL = struct.Struct("<II")
 HEAD_FIELDS = (
-    "length", "type", "user_type", "compact_count", "flags", "file_id", "lsn", "durable_lsn",
-    "id", "tx_id", "tx_count",
+    "length",
+    "type",
+    "user_type",
+    "compact_count",
+    "flags",
+    "file_id",
+    "lsn",
+    "durable_lsn",
+    "id",
+    "tx_id",
+    "tx_count",
 )
-TYPES = {"EVENT": 10, "ADD": 11, "UPDATE": 12, "ADD_TX": 13, "UPDATE_TX": 14, "DELETE_TX": 15,
-         "DELETE": 16, "PREPARE": 17, "COMMIT": 18, "ROLLBACK": 19}
+TYPES = {
+    "EVENT": 10,
+    "ADD": 11,
+    "UPDATE": 12,
+    "ADD_TX": 13,
+    "UPDATE_TX": 14,
+    "DELETE_TX": 15,
+    "DELETE": 16,
+    "PREPARE": 17,
+    "COMMIT": 18,
+    "ROLLBACK": 19,
+}
 
 
 def _as_json(result: LoadResult) -> dict[str, Any]:
@@ -41,8 +60,12 @@ def _as_json(result: LoadResult) -> dict[str, Any]:
     return {
         "records": [rec(r) for r in result.records],
         "prepared": [
-            {"tx_id": p.tx_id, "xid": p.xid.hex(), "records": [rec(r) for r in p.records],
-             "deleted_ids": list(p.deleted_ids)}
+            {
+                "tx_id": p.tx_id,
+                "xid": p.xid.hex(),
+                "records": [rec(r) for r in p.records],
+                "deleted_ids": list(p.deleted_ids),
+            }
             for p in result.prepared
         ],
         "failed": list(result.failed),
@@ -58,12 +81,14 @@ def golden_copy(tmp_path: Path) -> Path:
 
 
 def _config(root: Path) -> StoreConfig:
-    return StoreConfig.from_mapping({
-        "journal-directory": str(root / "journal"),
-        "bindings-directory": str(root / "bindings"),
-        "journal-file-size": EXPECTED["file_size"],
-        "journal-type": "NIO",
-    })
+    return StoreConfig.from_mapping(
+        {
+            "journal-directory": str(root / "journal"),
+            "bindings-directory": str(root / "bindings"),
+            "journal-file-size": EXPECTED["file_size"],
+            "journal-type": "NIO",
+        }
+    )
 
 
 def test_current_code_loads_the_golden_journal_to_the_expected_result(golden_copy: Path) -> None:
@@ -97,8 +122,12 @@ def test_golden_bytes_decode_with_the_documented_fields(rel: str) -> None:
     (crc,) = struct.unpack_from("<I", data, 28)
     header = doc["header"]
     assert (magic, version, kind, file_id, created_ns, reserved) == (
-        header["magic"].encode(), header["version"], header["kind"], header["file_id"],
-        header["created_ns"], 0,
+        header["magic"].encode(),
+        header["version"],
+        header["kind"],
+        header["file_id"],
+        header["created_ns"],
+        0,
     )
     assert crc == zlib.crc32(data[:28])
     for expected in doc["records"]:
@@ -115,16 +144,16 @@ def test_golden_bytes_decode_with_the_documented_fields(rel: str) -> None:
         rec = fmt.decode_record(data, off, header["file_id"])
         assert rec is not None
         assert (rec.lsn, rec.id, rec.tx_id, rec.body.hex()) == (
-            expected["lsn"], expected["id"], expected["tx_id"], expected["body"]
+            expected["lsn"],
+            expected["id"],
+            expected["tx_id"],
+            expected["body"],
         )
 
 
 def test_the_generator_still_writes_exactly_the_committed_bytes() -> None:
     files, doc = make_golden.build()
-    committed = {
-        str(p.relative_to(GOLDEN)): p.read_bytes()
-        for p in GOLDEN.rglob("*.jrn")
-    }
+    committed = {str(p.relative_to(GOLDEN)): p.read_bytes() for p in GOLDEN.rglob("*.jrn")}
     assert sorted(files) == sorted(committed)
     for rel, data in files.items():
         assert data == committed[rel], f"{rel} differs: the format changed (see make_golden.py)"

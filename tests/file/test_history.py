@@ -18,7 +18,9 @@ from tests.file.handbuilt import SIZE, A, B, Builder, ids, load
 def _retained(tmp_path: Path) -> tuple[FileJournalOptions, Path]:
     history = tmp_path / "history"
     opts = FileJournalOptions(
-        directory=str(tmp_path / "j"), file_size=SIZE, compact_min_files=0,
+        directory=str(tmp_path / "j"),
+        file_size=SIZE,
+        compact_min_files=0,
         retention=RetentionOptions(directory=str(history)),
     )
     return opts, history
@@ -46,7 +48,11 @@ def test_recover_writes_the_live_state_from_history_and_journal(tmp_path: Path) 
     expected = load(Path(opts.directory))
     assert expected.failed == [600]
     assert (report.records, report.prepared, report.deleted, report.events) == (
-        len(expected.records), 1, 0, 0)
+        len(expected.records),
+        1,
+        0,
+        0,
+    )
     assert report.failed == [600] and report.generations == 1
     assert {s.origin for s in report.sources} == {"history", "journal"}
     recovered = load(tmp_path / "t")
@@ -92,8 +98,9 @@ def test_recover_restarts_the_replay_at_a_compaction_output(tmp_path: Path) -> N
     out.file(A + 2).rec(id=4, cc=1)
     out.file(B).rec(RecordType.DELETE, id=3, body=b"")
     out.write(tmp_path / "j")
-    report = recover_from_history(str(history), str(tmp_path / "t"), journal=str(tmp_path / "j"),
-                            undelete=True)
+    report = recover_from_history(
+        str(history), str(tmp_path / "t"), journal=str(tmp_path / "j"), undelete=True
+    )
     assert report.generations == 2
     assert [s.file_id for s in report.sources] == [A, A + 1, A + 2, B]
     got = load(tmp_path / "t").records
@@ -118,8 +125,9 @@ def test_recover_refuses_a_history_folder_that_does_not_exist(tmp_path: Path) ->
     Builder().file(A).adds(1).write(tmp_path / "j")
     missing = re.escape(f"no retention history in {tmp_path / 'nothing'}")
     with pytest.raises(ConfigError, match=missing):
-        recover_from_history(str(tmp_path / "nothing"), str(tmp_path / "t"),
-                             journal=str(tmp_path / "j"))
+        recover_from_history(
+            str(tmp_path / "nothing"), str(tmp_path / "t"), journal=str(tmp_path / "j")
+        )
     assert not (tmp_path / "t").exists() and not (tmp_path / "nothing").exists()
 
 
@@ -131,7 +139,6 @@ def test_recover_reads_around_damage_and_reports_it(
     damaged = [s for s in report.sources if s.damage is not None]
     assert [s.file_id for s in damaged] == [A]
     assert ids(load(tmp_path / "t")) == [1, 2, 6, 7, 8, 9, 10]
-
 
 
 def test_the_history_folder_exists_as_soon_as_a_journal_with_retention_opens(

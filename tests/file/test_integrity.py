@@ -85,7 +85,10 @@ def _record_boundaries(scan: survey.FileScan, data: bytes) -> list[int]:
 
 
 def _assert_refused_everywhere(
-    directory: Path, kind: str, path: str, lost: tuple[int, int] | None,
+    directory: Path,
+    kind: str,
+    path: str,
+    lost: tuple[int, int] | None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """verify names it (exit 5), print exits 5 with the load's error, repair refuses, and the
@@ -98,8 +101,8 @@ def _assert_refused_everywhere(
         load(directory)
     assert isinstance(info.value, LostDataError)
     assert (info.value.path, str(info.value)) == (
-        report.errors[0].path, f"{report.errors[0].path} at offset {report.errors[0].offset}: "
-        f"{report.errors[0].message}",
+        report.errors[0].path,
+        f"{report.errors[0].path} at offset {report.errors[0].offset}: {report.errors[0].message}",
     )
     assert main(["data", "verify", "--journal", str(directory), "--skip-bindings"]) == 5
     code = main(["data", "print", "--journal", str(directory), "--skip-bindings", "--safe"])
@@ -141,8 +144,9 @@ def test_a_middle_file_truncated_mid_record_is_refused_naming_the_lost_lsns(
     offsets = _record_boundaries(victim, data)
     cut = offsets[len(offsets) // 2] + 17  # in the middle of a record
     os.truncate(path, cut)
-    kept = survey.scan_file(survey.open_journal_file(survey.OsFileSystem(), str(path)),
-                             path.read_bytes())
+    kept = survey.scan_file(
+        survey.open_journal_file(survey.OsFileSystem(), str(path)), path.read_bytes()
+    )
     lost = (kept.last_lsn + 1, victim.last_lsn)
     _assert_refused_everywhere(journal, "truncated", str(path), lost, capsys)
     with pytest.raises(LostDataError) as info:
@@ -199,8 +203,9 @@ def test_reclaim_and_compaction_retire_files_without_a_false_alarm(tmp_path: Pat
     """Files removed by reclaim and replaced by compaction are retired by durable markers:
     the lsn gaps they leave are never reported."""
     directory = tmp_path / "j"
-    opts = FileJournalOptions(directory=str(directory), file_size=SIZE, compact_min_files=0,
-                              pool_files=2)
+    opts = FileJournalOptions(
+        directory=str(directory), file_size=SIZE, compact_min_files=0, pool_files=2
+    )
     with FileJournal(opts) as j:
         j.load()
         for i in range(1200):
@@ -241,8 +246,13 @@ def test_a_committed_compaction_whose_marker_never_reached_the_disk(tmp_path: Pa
     naming = SegmentNaming("/j", "data")
     old = {f.file_id for f in j.data_files}
     # The first old file is recycled right after the commit, before the marker is written.
-    fs.crash_at(("rename", "remove"), 1, when="before",
-                match=lambda p: naming.parse(os.path.basename(p)) in old, stop=True)
+    fs.crash_at(
+        ("rename", "remove"),
+        1,
+        when="before",
+        match=lambda p: naming.parse(os.path.basename(p)) in old,
+        stop=True,
+    )
     with pytest.raises(StoreError):  # the simulated machine died
         j.compact()
     with contextlib.suppress(StoreError):
@@ -297,7 +307,8 @@ def test_a_forced_cut_restates_the_files_left_so_the_journal_loads(tmp_path: Pat
         j.reclaim()
         j.append_add(1002, 1, b"proves 1001 was durable", sync=True)
     (full,) = [
-        s for s in survey.scan_journal(str(directory), keep_records=True).scans
+        s
+        for s in survey.scan_journal(str(directory), keep_records=True).scans
         if any(r.id == 1001 for r in s.records)
     ]
     home = full

@@ -53,7 +53,6 @@ G = 131072  # another file id (an earlier use of the file)
 SIZE = 4096
 
 
-
 def rec(lsn: int, *, fid: int = F, body: bytes = b"body") -> bytes:
     """An add record with lsn ``lsn`` whose durable_lsn is the previous lsn."""
     return fmt.encode_record(
@@ -99,8 +98,16 @@ def test_records_in_sequence_then_zeros() -> None:
 
 def test_scan_yields_every_field() -> None:
     raw = fmt.encode_record(
-        PREPARE, file_id=F, lsn=9, durable_lsn=8, id=0, tx_id=-3, user_type=0,
-        tx_count=2, body=b"xid", compact_count=1,
+        PREPARE,
+        file_id=F,
+        lsn=9,
+        durable_lsn=8,
+        id=0,
+        tx_id=-3,
+        user_type=0,
+        tx_count=2,
+        body=b"xid",
+        compact_count=1,
     )
     (got,) = list(scan(build((fmt.DATA_START, raw)), F, Cursor()))
     assert got == (fmt.DATA_START, len(raw), PREPARE, 0, 1, 9, 0, -3, 2, b"xid")
@@ -161,7 +168,13 @@ def test_non_zero_bytes_short_of_a_boundary_are_not_padding(pad: int) -> None:
 def floor_rec(lsn: int, durable: int, *, body: bytes = b"body") -> bytes:
     """An add record as the writer stamps it: FLOOR set, ``durable`` as its durable_lsn."""
     return fmt.encode_record(
-        ADD, file_id=F, lsn=lsn, durable_lsn=durable, id=lsn, user_type=1, body=body,
+        ADD,
+        file_id=F,
+        lsn=lsn,
+        durable_lsn=durable,
+        id=lsn,
+        user_type=1,
+        body=body,
         flags=fmt.FLAG_FLOOR,
     )
 

@@ -123,7 +123,8 @@ def test_repair_finishes_an_interrupted_compaction_first(tmp_path: Path) -> None
     (directory / f"data-{B:020d}.jrn").rename(directory / f"data-{B:020d}.jrn.cmp")
     naming = SegmentNaming(str(directory), "data")
     compaction.write_control(
-        OsFileSystem(), naming,
+        OsFileSystem(),
+        naming,
         compaction.ControlFile([f"data-{A:020d}.jrn"], [f"data-{B:020d}.jrn.cmp"]),
     )
     report = repair.repair(str(directory))
@@ -161,7 +162,6 @@ def test_repair_refuses_while_the_journal_is_open(tmp_path: Path) -> None:
         j.load()
         with pytest.raises(StoreLockedError):
             repair.repair(str(tmp_path / "j"))
-
 
 
 @pytest.mark.parametrize("salvage", [False, True], ids=["repair", "salvage"])

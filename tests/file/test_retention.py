@@ -50,7 +50,8 @@ def test_history_name_format_and_its_date_parse_back() -> None:
 def test_file_id_from_a_history_name() -> None:
     naming = SegmentNaming("/h", "data")
     assert parse_history_name(naming, "data-20240102030405-00000000000000000003.jrn") == (
-        float(calendar.timegm((2024, 1, 2, 3, 4, 5, 0, 0, 0))), 3
+        float(calendar.timegm((2024, 1, 2, 3, 4, 5, 0, 0, 0))),
+        3,
     )
     # Artemis writes the id without padding; such names are read too.
     assert parse_history_name(naming, "data-20240102030405-3.jrn") is not None
@@ -198,8 +199,12 @@ def test_a_retention_journal_copies_every_finished_file_before_reclaiming_it(
     history = tmp_path / "history"
     watch = RetentionWatch(tmp_path / "j", history)
     opts = FileJournalOptions(
-        directory=str(tmp_path / "j"), file_size=SIZE, compact_min_files=0, pool_files=3,
-        retention=RetentionOptions(directory=str(history)), fs=watch,
+        directory=str(tmp_path / "j"),
+        file_size=SIZE,
+        compact_min_files=0,
+        pool_files=3,
+        retention=RetentionOptions(directory=str(history)),
+        fs=watch,
     )
     stop = threading.Event()
     j = FileJournal(opts)
@@ -242,7 +247,9 @@ def test_a_retention_journal_copies_every_finished_file_before_reclaiming_it(
 def test_events_are_kept_in_history_but_never_returned_by_a_load(tmp_path: Path) -> None:
     history = tmp_path / "history"
     opts = FileJournalOptions(
-        directory=str(tmp_path / "j"), file_size=SIZE, compact_min_files=0,
+        directory=str(tmp_path / "j"),
+        file_size=SIZE,
+        compact_min_files=0,
         retention=RetentionOptions(directory=str(history)),
     )
     naming = SegmentNaming(str(history), "data")
@@ -277,7 +284,9 @@ def test_an_interrupted_copy_is_redone_once_and_an_existing_copy_not_duplicated(
     under its final name is complete, and a restart copies a data file only if it has none."""
     history = tmp_path / "history"
     opts = FileJournalOptions(
-        directory=str(tmp_path / "j"), file_size=SIZE, compact_min_files=0,
+        directory=str(tmp_path / "j"),
+        file_size=SIZE,
+        compact_min_files=0,
         retention=RetentionOptions(directory=str(history)),
     )
     with FileJournal(opts) as j:
@@ -310,7 +319,9 @@ def test_compaction_never_removes_a_file_before_its_retention_copy_exists(
 ) -> None:
     history = tmp_path / "history"
     opts = FileJournalOptions(
-        directory=str(tmp_path / "j"), file_size=SIZE, compact_min_files=0,
+        directory=str(tmp_path / "j"),
+        file_size=SIZE,
+        compact_min_files=0,
         retention=RetentionOptions(directory=str(history)),
     )
     with FileJournal(opts) as j:

@@ -37,8 +37,9 @@ def _victim(directory: Path) -> tuple[survey.FileScan, survey.RecordView]:
     files = data_files(directory)
     middle = files[len(files) // 2]
     full = survey.scan_file(middle.file, Path(middle.file.path).read_bytes(), keep_records=True)
-    every = [r for f in survey.scan_journal(str(directory), keep_records=True).scans
-             for r in f.records]
+    every = [
+        r for f in survey.scan_journal(str(directory), keep_records=True).scans for r in f.records
+    ]
     touched: dict[int, int] = {}
     for r in every:
         touched[r.id] = touched.get(r.id, 0) + 1
@@ -68,8 +69,11 @@ def test_salvage_drops_only_the_damaged_record_and_keeps_every_later_one(
 
     assert report.changed
     (dropped,) = report.dropped
-    assert (dropped.reason, dropped.path, dropped.offset) == ("checksum", scan.file.path,
-                                                              victim.offset)
+    assert (dropped.reason, dropped.path, dropped.offset) == (
+        "checksum",
+        scan.file.path,
+        victim.offset,
+    )
     assert dropped.lsns == (victim.lsn, victim.lsn)
     assert [(r.lsn, r.type, r.id) for r in dropped.records] == [(victim.lsn, "ADD", victim.id)]
     assert report.dropped_ids == [victim.id]

@@ -90,7 +90,6 @@ def test_offline_replay_returns_what_a_load_returns(tmp_path: Path, seed: int) -
     assert offline.replay.result() == load(directory)
 
 
-
 # -- the offline view equals a load on crash images and compacted journals ------------------------
 
 
@@ -190,8 +189,11 @@ def test_the_offline_readers_open_every_file_read_only() -> None:
     naming = SegmentNaming(DIRECTORY, "data")
     compaction.write_control(fs, naming, compaction.ControlFile(["data-1.jrn"], ["data-2.jrn.cmp"]))
     writes: list[str] = []
-    fs.watch(lambda call: writes.append(call.path) if call.kind == "open" and not call.read_only
-             else None)
+    fs.watch(
+        lambda call: (
+            writes.append(call.path) if call.kind == "open" and not call.read_only else None
+        )
+    )
     fs.mount_read_only()
 
     report = verify.verify(DIRECTORY, fs=fs)

@@ -26,6 +26,7 @@ from tests.file.handbuilt import SIZE, A, B, Builder, C, flip, load, snapshot, t
 def kinds(report: verify.VerifyReport) -> list[tuple[str, str]]:
     return [(f.severity, f.kind) for f in report.findings]
 
+
 def test_verify_a_clean_journal_written_by_the_journal(tmp_path: Path) -> None:
     opts = FileJournalOptions(directory=str(tmp_path / "j"), file_size=SIZE)
     with FileJournal(opts) as j:
@@ -99,10 +100,15 @@ def test_verify_lists_every_finding_not_just_the_first(tmp_path: Path) -> None:
     (tmp_path / "j" / "data-00000000000000327680.jrn").write_bytes(bytes(bad) + bytes(100))
     (tmp_path / "j" / "data-00000000000000393216.jrn.cmp").write_bytes(b"")
     report = verify.verify(str(tmp_path / "j"))
-    assert sorted(kinds(report)) == sorted([
-        ("error", "checksum"), ("error", "checksum"), ("warning", "zero-header"),
-        ("error", "bad-header"), ("warning", "leftover"),
-    ])
+    assert sorted(kinds(report)) == sorted(
+        [
+            ("error", "checksum"),
+            ("error", "checksum"),
+            ("warning", "zero-header"),
+            ("error", "bad-header"),
+            ("warning", "leftover"),
+        ]
+    )
     assert [f.header for f in report.files] == ["ok", "ok", "ok", "zero", "bad"]
 
 
@@ -113,7 +119,9 @@ def test_verify_flags_duplicate_ids_other_kinds_and_misnamed_files(tmp_path: Pat
     other.write(tmp_path / "j")
     report = verify.verify(str(tmp_path / "j"), kind=fmt.KIND_MESSAGES)
     assert sorted(kinds(report)) == [
-        ("error", "duplicate-id"), ("error", "kind-mismatch"), ("warning", "name-mismatch"),
+        ("error", "duplicate-id"),
+        ("error", "kind-mismatch"),
+        ("warning", "name-mismatch"),
     ]
 
 
@@ -175,7 +183,10 @@ def test_verify_refuses_a_journal_held_open_for_writing_unless_forced(tmp_path: 
 def test_verify_refuses_a_journal_held_by_another_live_process(tmp_path: Path) -> None:
     directory = tmp_path / "j"
     child = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys
             from store.file.journal import FileJournal
             from store.file.options import FileJournalOptions
@@ -184,8 +195,11 @@ def test_verify_refuses_a_journal_held_by_another_live_process(tmp_path: Path) -
             print("ready", flush=True)
             sys.stdin.readline()
             j.close()
-        """)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -200,4 +214,3 @@ def test_verify_refuses_a_journal_held_by_another_live_process(tmp_path: Path) -
         child.stdin.close()
         child.wait(timeout=30)
     assert verify.verify(str(directory)).ok
-

@@ -96,9 +96,7 @@ def _replay(
             m.setattr(recovery, "COMPILED_RUN", None)
         m.setattr(recovery, "_PROGRESS_EVERY", 3)  # chunk boundaries inside short sequences
         calls: list[tuple[str, int, int]] = []
-        state = recovery.replay_messages(
-            LoadResult(list(records)), lambda *a: calls.append(a)
-        )
+        state = recovery.replay_messages(LoadResult(list(records)), lambda *a: calls.append(a))
         return _snapshot(state), calls
 
 
@@ -194,8 +192,11 @@ def _loaded(root: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
                     {mid: _entry(e) for mid, e in q._entries.items()},
                     sorted(q._ready),
                     sorted(q._scheduled),
-                    all(s.refs[q.info.id] is e for mid, e in q._entries.items()
-                        for s in [sm._state.messages[mid]]),
+                    all(
+                        s.refs[q.info.id] is e
+                        for mid, e in q._entries.items()
+                        for s in [sm._state.messages[mid]]
+                    ),
                 )
                 for q in sm._state.queues.values()
             }

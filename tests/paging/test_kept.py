@@ -234,8 +234,6 @@ def test_deleting_pages_keeps_the_manifest_true(folder) -> None:
 # -- the database store -----------------------------------------------------------------------
 
 
-
-
 def _filled(paging: PagingFactory) -> sa.Table:
     """Address "orders" with pages 1..3 (one row per record); returns its table."""
     pm = paging.open(page_size=PAGE)

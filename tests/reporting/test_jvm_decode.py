@@ -374,9 +374,7 @@ def test_file_function_names_a_file_it_cannot_read(jvm_spark: Any, tmp_path: Pat
     assert "takes [2, 3] arguments, not 1" in str(wrong.value)
 
 
-def test_a_decoded_files_array_compares_as_its_decoded_rows(
-    jvm_spark: Any, tmp_path: Path
-) -> None:
+def test_a_decoded_files_array_compares_as_its_decoded_rows(jvm_spark: Any, tmp_path: Path) -> None:
     """The array ``store_decode_file`` returns decodes its rows lazily, yet anything reading
     it whole (equals, hashCode, toString, copy) sees the decoded rows."""
     java = jvm_spark.sparkContext._jvm

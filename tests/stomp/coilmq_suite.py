@@ -65,9 +65,17 @@ def _download(base: Path, target: Path) -> None:
     if not sdist.exists():
         subprocess.run(
             [
-                sys.executable, "-m", "pip", "download", f"coilmq=={COILMQ_VERSION}",
-                "--no-deps", "--no-binary", ":all:", "-q",
-                "-d", str(base),
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                f"coilmq=={COILMQ_VERSION}",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "-q",
+                "-d",
+                str(base),
             ],
             check=True,
         )

@@ -99,7 +99,9 @@ def client(port: int, *, binary: bool = False) -> tuple[Any, Recorder]:
     """A connected STOMP 1.1 stomp.py connection to the loopback broker and its recorder
     (bodies as str, or bytes with ``binary``)."""
     conn = stomp.Connection11(
-        [("127.0.0.1", port)], heartbeats=(0, 0), auto_content_length=True,
+        [("127.0.0.1", port)],
+        heartbeats=(0, 0),
+        auto_content_length=True,
         auto_decode=not binary,
     )
     rec = Recorder()
@@ -156,8 +158,12 @@ def write_toml(path: Path, mapping: dict[str, Any]) -> Path:
     """Write a store configuration mapping (flat keys, one level of tables) as TOML."""
 
     def value(v: Any) -> str:
-        return str(v).lower() if isinstance(v, bool) else repr(v) if isinstance(v, int) else (
-            '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return (
+            str(v).lower()
+            if isinstance(v, bool)
+            else repr(v)
+            if isinstance(v, int)
+            else ('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"')
         )
 
     lines = [f"{k} = {value(v)}" for k, v in mapping.items() if not isinstance(v, dict)]

@@ -184,8 +184,10 @@ def _round(path: Path, seed: int, n: int) -> None:
     assert not unmarked, f"seed {seed}: delivered again without redelivered: {unmarked[:3]}"
     drain.conn.disconnect()
     assert broker.terminate() == 0
-    print(f"round {n} seed {seed}: {len(receipted)} receipted, {len(acked)} acked, "
-          f"{len(after)} after restart")
+    print(
+        f"round {n} seed {seed}: {len(receipted)} receipted, {len(acked)} acked, "
+        f"{len(after)} after restart"
+    )
 
 
 @pytest.mark.slow  # 4-6 s a round: two broker start-ups; issue 29 asks for 10 and 5 rounds

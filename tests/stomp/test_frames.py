@@ -17,8 +17,11 @@ STREAM = (
     b"ACK\r\nid:7\r\n\r\n\x00"
 )
 EXPECTED = [
-    ("SEND", {"destination": "/queue/a", "url": "http://x:1/y", "content-length": "5"},
-     b"ab\x00cd"),
+    (
+        "SEND",
+        {"destination": "/queue/a", "url": "http://x:1/y", "content-length": "5"},
+        b"ab\x00cd",
+    ),
     ("SEND", {"destination": "/queue/b", "n": "2"}, b"plain body"),
     ("ACK", {"id": "7"}, b""),
 ]

@@ -24,9 +24,13 @@ def file_config(tmp_path: Path) -> StoreConfig:
 def _send(i: int) -> bytes:
     body = f"body {i}\x00with NUL".encode()
     return (
-        f"SEND\ndestination:/queue/wire\nreceipt:r{i}\nurl:http://h:1/{i}\n"
-        f"content-length:{len(body)}\n\n"
-    ).encode() + body + b"\x00\n"
+        (
+            f"SEND\ndestination:/queue/wire\nreceipt:r{i}\nurl:http://h:1/{i}\n"
+            f"content-length:{len(body)}\n\n"
+        ).encode()
+        + body
+        + b"\x00\n"
+    )
 
 
 def _consume(port: int, n: int) -> list[tuple[str, str]]:

@@ -152,6 +152,7 @@ DB_BACKENDS: list[BackendSpec] = [
     db_backend(which) for which in ("postgresql", "mariadb", "sqlite", "derby")
 ]
 
+
 def kill_mysql_connections(admin: Any, user: str) -> int:
     """Kills every connection of ``user`` through the PyMySQL connection ``admin`` (what a
     server does to a client it drops); returns how many. Raises what PyMySQL raises."""
