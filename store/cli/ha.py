@@ -11,7 +11,7 @@ storage manager (queue ``store-ha.smoke``) and prints each acknowledged message 
 one per line, until interrupted or sent SIGTERM (exit 0; a node still waiting stops waiting)
 or until the live lock is lost (a message on stderr, exit 3). ``status`` prints the live
 lock's holder, generation, expiry by the database clock, the node id and the state. Each is
-one call: :class:`store.ha.NodeRunner` / :func:`store.ha.status.ha_status`.
+one call: :class:`store.node.NodeRunner` / :func:`store.ha.status.ha_status`.
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
@@ -74,13 +74,13 @@ def _config_arg(parser: argparse.ArgumentParser) -> None:
 
 def run_node(args: argparse.Namespace) -> int:
     """Go live in the role, then append until interrupted (0) or the lock is lost (3): one
-    :class:`store.ha.NodeRunner`, stopped by SIGTERM (a node still waiting stops waiting).
+    :class:`store.node.NodeRunner`, stopped by SIGTERM (a node still waiting stops waiting).
 
     Raises ConfigError without a role, StoreLockedError (exit 3) when ``--timeout`` passes
     before this node goes live, LockLostError (exit 3) when the live lock is lost,
     and what the store raises (mapped to exit codes by ``store``).
     """
-    from store.ha import NodeRunner
+    from store.node import NodeRunner
 
     config = load_config(args.config)
     role = args.role or config.ha_role

@@ -25,10 +25,10 @@ Modules: :mod:`~store.ha.api` (the contract, states, :class:`Lease`), :mod:`~sto
 conditional ``UPDATE`` s), :mod:`~store.db.lease_sql` (per-database statements),
 :mod:`~store.ha.files` (``server.lock`` and lock files in ``node-manager-lock-directory``),
 :mod:`~store.ha.watch` (a file store's failed writes reported to its node manager),
-:mod:`~store.ha.status` (what ``store ha status`` shows), :mod:`~store.ha.run` (what ``store ha
-run`` does: :class:`~store.ha.run.NodeRunner` runs one node — waits to go live, sends until
-stopped or the lock is lost — and is exported here, imported on first use (PEP 562): it
-needs the storage manager, which ``import store.ha`` does not load).
+:mod:`~store.ha.status` (what ``store ha status`` shows). :func:`~store.ha.api.go_live` takes a
+node live in its role, as ``store ha run`` and ``store broker`` do; what runs on a live node
+is above this package (``store ha run``'s writer is :mod:`store.node`, which needs the storage
+manager: ``store.ha`` imports nothing above the back-ends).
 
 Thread-safety: see each class; :func:`open_node_manager` may be called from any thread.
 """
@@ -37,12 +37,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store import _lazy
-from store.ha.api import ACTIVE, FAILING_BACK, NOT_STARTED, PAUSED, Lease, NodeManager
+from store.ha.api import ACTIVE, FAILING_BACK, NOT_STARTED, PAUSED, Lease, NodeManager, go_live
 
 if TYPE_CHECKING:
     from store.config import StoreConfig
-    from store.ha.run import NodeRunner, NodeRunResult
 
 __all__ = [
     "ACTIVE",
@@ -51,13 +49,9 @@ __all__ = [
     "PAUSED",
     "Lease",
     "NodeManager",
-    "NodeRunResult",
-    "NodeRunner",
+    "go_live",
     "open_node_manager",
 ]
-
-#: The names imported on first use, and the module each comes from.
-_LAZY = {"NodeRunResult": "store.ha.run", "NodeRunner": "store.ha.run"}
 
 
 def open_node_manager(config: StoreConfig) -> NodeManager:
@@ -85,6 +79,3 @@ def open_node_manager(config: StoreConfig) -> NodeManager:
     from store.ha.files import FileNodeManager
 
     return FileNodeManager(config)
-
-
-__getattr__, __dir__ = _lazy.lazy_exports(__name__, _LAZY, globals())

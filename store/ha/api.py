@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from store.errors import LockLostError, StoreIOError, StoreUnavailableError
+from store.errors import ConfigError, LockLostError, StoreIOError, StoreUnavailableError
 
 __all__ = [
     "ACTIVE",
@@ -55,6 +55,7 @@ __all__ = [
     "Deadline",
     "Lease",
     "NodeManager",
+    "go_live",
     "state_of_letter",
 ]
 
@@ -426,3 +427,19 @@ class NodeManager(ABC):
             _log.error("HA: released the live lock: the store can no longer write")
         except Exception:
             _log.warning("HA: releasing the live lock after a store failure failed", exc_info=True)
+
+
+def go_live(nm: NodeManager, role: str, *, timeout: float | None = None) -> None:
+    """Make ``nm`` live in ``role``: "primary" takes the live lock (start_primary); "backup"
+    takes the backup lock and waits for the live node to go (start_backup, await_live).
+    Returns when live. Raises ConfigError for another role, TimeoutError, and what the node
+    manager raises. What both ``store ha run`` and ``store broker`` do before they write."""
+    if role == "primary":
+        nm.start_primary(timeout=timeout)
+    elif role == "backup":
+        nm.start_backup(timeout=timeout)
+        nm.await_live(timeout=timeout)
+    else:
+        raise ConfigError(
+            f"unknown HA role {role!r}", key="role", value=role, allowed="primary or backup"
+        )

@@ -497,12 +497,7 @@ class PagedMessage:
             raise ValueError(f"a paged message wraps a 45 or 30 record, not {self.record_type}")
         if COMPILED_PAGED_RECORD is not None:  # the packed path below, compiled (tested equal)
             encoded = COMPILED_PAGED_RECORD(
-                VERSION,
-                self.message_id,
-                self.tx_id,
-                self.record_type,
-                self.record,
-                self.queue_ids,
+                VERSION, self.message_id, self.tx_id, self.record_type, self.record, self.queue_ids
             )
             if encoded is not None:
                 return encoded

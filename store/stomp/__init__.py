@@ -20,7 +20,11 @@ Modules, one concern each:
   acknowledgement modes, redelivery, transactions);
 - :mod:`~store.stomp.protocol` — coilmq's protocol classes with ACK/NACK, transactions and
   receipts routed to the durable queue manager;
-- :mod:`~store.stomp.server` — the request handler and the broker.
+- :mod:`~store.stomp.server` — the request handler and the broker (:func:`open_broker`);
+- :mod:`~store.stomp.run` — serving until told to stop, as one node of an HA pair when the
+  configuration has an ``ha-policy`` (:func:`run_broker`, what ``store broker`` calls).
+
+docs/stomp.md says how to run it and what it understands.
 """
 
 from store.stomp.queue_store import (
@@ -33,8 +37,11 @@ from store.stomp.queue_store import (
     message_to_frame,
     open_queue_store,
 )
+from store.stomp.run import run_broker
+from store.stomp.server import StompBroker, open_broker
 
 __all__ = [
+    "StompBroker",
     "StompQueueStore",
     "StompTransaction",
     "StreamedFrame",
@@ -42,5 +49,7 @@ __all__ = [
     "frame_to_message",
     "make_queue_store",
     "message_to_frame",
+    "open_broker",
     "open_queue_store",
+    "run_broker",
 ]

@@ -50,8 +50,7 @@ def run_broker(
     nm = None
     lost = threading.Event()
     if role is not None:
-        from store.ha import open_node_manager
-        from store.ha.run import go_live
+        from store.ha import go_live, open_node_manager
 
         nm = open_node_manager(config)
         if on_waiting is not None:

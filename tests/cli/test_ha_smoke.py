@@ -11,8 +11,8 @@ import pytest
 
 from store import StoreConfig
 from store.db.migrate import drop_schema
-from store.ha.run import SMOKE_QUEUE
 from store.messaging import StorageManager
+from store.node import SMOKE_QUEUE
 from store.store import open_store
 from tests.ha.conftest import ha_mapping
 from tests.ha.nodes import Node, write_toml

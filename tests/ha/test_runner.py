@@ -1,4 +1,4 @@
-"""`store.ha.NodeRunner` in one process (no subprocess; ``store ha run`` is one call of it), on
+"""`store.node.NodeRunner` in one process (no subprocess; ``store ha run`` is one call of it), on
 the file store, SQLite and PostgreSQL: two runners on one store in threads — the second waits
 until the first stops, then goes live and writes, and the store holds every message either
 acknowledged; a stop ends a wait at once; a timeout is StoreLockedError naming the holder; a
@@ -17,10 +17,10 @@ from store import StoreConfig, open_store
 from store.db.lease import PRIMARY_ROW
 from store.db.migrate import drop_schema
 from store.errors import ConfigError, LockLostError, StoreLockedError
-from store.ha import Lease, NodeRunner, NodeRunResult, open_node_manager
+from store.ha import Lease, open_node_manager
 from store.ha.database import DatabaseNodeManager
-from store.ha.run import SMOKE_QUEUE
 from store.messaging import StorageManager
+from store.node import SMOKE_QUEUE, NodeRunner, NodeRunResult
 from tests.ha.conftest import ha_mapping
 from tests.support.backends import unique_prefix
 

@@ -8,8 +8,8 @@ sends durable messages until it is stopped or the live lock is lost (docs/ha.md)
     result = runner.run()        # waits to go live, writes until stopped: NodeRunResult
                                  # raises StoreLockedError (timeout), LockLostError (lost)
 
-:class:`NodeRunner` is the whole node (``store ha run`` is one call of it); :func:`go_live`
-and :func:`steady_writer` are its two halves.
+:class:`NodeRunner` is the whole node (``store ha run`` is one call of it); going live
+(:func:`store.ha.go_live`, the HA contract's) and :func:`steady_writer` are its two halves.
 
 The writer sends real messages through the storage manager (to the queue ``store-ha.smoke``,
 created on first use), not raw journal records: a pair an operator tried by hand is then a
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from store.errors import ConfigError, LockLostError, StoreLockedError
-from store.ha import open_node_manager
+from store.errors import LockLostError, StoreLockedError
+from store.ha import go_live, open_node_manager
 from store.messaging import Message, StorageManager
 from store.store import open_store
 
@@ -38,29 +38,13 @@ if TYPE_CHECKING:
     from store.config import StoreConfig
     from store.ha.api import Lease, NodeManager
 
-__all__ = ["SMOKE_QUEUE", "NodeRunResult", "NodeRunner", "go_live", "steady_writer"]
+__all__ = ["SMOKE_QUEUE", "NodeRunResult", "NodeRunner", "steady_writer"]
 
 #: How often a node waiting to go live looks whether it was asked to stop (seconds).
 _STOP_POLL = 0.05
 
 #: The address and (anycast) queue the steady writer sends to.
 SMOKE_QUEUE = "store-ha.smoke"
-
-
-def go_live(nm: NodeManager, role: str, *, timeout: float | None = None) -> None:
-    """Make ``nm`` live in ``role``: "primary" takes the live lock (start_primary); "backup"
-    takes the backup lock and waits for the live node to go (start_backup, await_live).
-    Returns when live. Raises ConfigError for another role, TimeoutError, and what the node
-    manager raises."""
-    if role == "primary":
-        nm.start_primary(timeout=timeout)
-    elif role == "backup":
-        nm.start_backup(timeout=timeout)
-        nm.await_live(timeout=timeout)
-    else:
-        raise ConfigError(
-            f"unknown HA role {role!r}", key="role", value=role, allowed="primary or backup"
-        )
 
 
 def steady_writer(
