@@ -146,7 +146,13 @@ def test_a_live_node_whose_database_connections_die_gives_up_the_lease(tmp_path:
         drop_schema(plain)
 
 
-def test_a_live_file_node_whose_write_fails_gives_up_the_lock(file_config: StoreConfig) -> None:
+@pytest.mark.parametrize("failing", [("pwrite",), ("datasync",)], ids=["write", "datasync"])
+def test_a_live_file_node_whose_write_fails_gives_up_the_lock(
+    file_config: StoreConfig, failing: tuple[str, ...]
+) -> None:
+    """Either half of a durable write failing is the store failing: a write that fails, and a
+    ``datasync`` that fails after the write itself went through (the bytes may never reach the
+    disk), each reported through the watched seam."""
     fs = FaultFileSystem()
     primary, backup = open_node_manager(file_config), open_node_manager(file_config)
     lost: list[str] = []
@@ -164,7 +170,7 @@ def test_a_live_file_node_whose_write_fails_gives_up_the_lock(file_config: Store
         pages.append(b"page-before", sync=True)
         time.sleep(1.0)
         assert waiter.wait(0) is None and primary.is_live
-        fs.fail(("pwrite", "datasync"), err=errno.EIO)
+        fs.fail(failing, err=errno.EIO)
         more, refused_at = _write_until_refused(store, 1000)
         acked += more
         live_at = waiter.wait(3)
