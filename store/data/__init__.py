@@ -24,9 +24,9 @@ The entry points, each choosing the back-end from the configuration:
 And the modules of the other commands: :mod:`.describe` (with :mod:`.describe_records`,
 :mod:`.describe_file`, :mod:`.describe_db`, :mod:`.describe_parts`) — ``print``: every record
 decoded by user record type, summaries, pages and large messages, read-only;
-:mod:`.xml_format`, :mod:`.xml_reader`, :mod:`.xml_document`, :mod:`.xml_export`,
-:mod:`.xml_import` — ``exp`` / ``imp`` in Artemis's XML export format, streaming, with a
-hardened parser. Whole-store compaction is :mod:`store.maintenance`.
+:mod:`.xml` (:mod:`.xml.format`, :mod:`.xml.reader`, :mod:`.xml.document`,
+:mod:`.xml.export`, :mod:`.xml.import_`) — ``exp`` / ``imp`` in Artemis's XML export format,
+streaming, with a hardened parser. Whole-store compaction is :mod:`store.maintenance`.
 
 The entry points are imported on first use (PEP 562, as ``store``'s lazy names): a command
 that needs only the XML modules does not import both back-ends' verifiers.
