@@ -14,10 +14,11 @@ file store and the database store, as functions that return results and never pr
 The entry points, each choosing the back-end from the configuration:
 
 - :func:`verify_store`, :func:`repair_store` (:mod:`.checking`) — ``verify`` / ``repair``,
-  over :mod:`.db_verify` (with :mod:`.db_verify_journal`, :mod:`.db_verify_files`,
-  :mod:`.db_report`), :mod:`.db_repair` (the database store), :mod:`store.file.verify`,
-  :mod:`store.file.repair`, :mod:`store.file.salvage`, :mod:`.large_verify` (the file store)
-  and :mod:`store.paging.repair` (both);
+  over :mod:`.db_check` (:mod:`.db_check.verify`, :mod:`.db_check.verify_journal`,
+  :mod:`.db_check.verify_files`, :mod:`.db_check.report`, :mod:`.db_check.repair`: the
+  database store), :mod:`store.file.verify`, :mod:`store.file.repair`,
+  :mod:`store.file.salvage`, :mod:`.large_verify` (the file store) and
+  :mod:`store.paging.repair` (both);
 - :func:`recover_store` (:mod:`.recover`) — ``recover``, over :mod:`store.file.history` (the
   retention history is the file journal's).
 

@@ -1,7 +1,7 @@
 """``store data verify`` on the file store's large-message bodies: every body read whole, and
 every large message the message journal holds checked to have one. The journals' own checks
 are :mod:`store.file.verify`; the database store's bodies are checked by
-:mod:`store.data.db_verify` with the same rules.
+:mod:`store.data.db_check.verify` with the same rules.
 
 Findings (:class:`store.file.verify.Finding`, ``path`` the body's file):
 
