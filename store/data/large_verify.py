@@ -30,9 +30,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from store.data.describe import LargeMessage
-from store.data.describe_file import live_large_ids
-from store.data.describe_parts import file_large_messages
+from store.data.describe.file import live_large_ids
+from store.data.describe.model import LargeMessage
+from store.data.describe.parts import file_large_messages
 from store.file.options import FileJournalOptions
 from store.file.verify import ERROR, WARNING, Finding
 
