@@ -32,11 +32,11 @@ the entry points that choose the back-end, with what serves them alone:
   :mod:`~.xml.document`, :mod:`~.xml.export`, :mod:`~.xml.import_`).
 
 :mod:`.checking` and :mod:`.recover` stay at the top because :func:`verify_store`,
-:func:`repair_store` and :func:`recover_store` are this package's exports and span both
-back-ends; :mod:`.large_verify` (the file store's large-message bodies) stays beside
-:mod:`.checking`, its only caller, as a part of the file store's verify: it is not a database
-check, and it reads the bodies with :mod:`.describe`'s readers rather than belonging to
-``print``. Whole-store compaction is :mod:`store.maintenance`.
+:func:`repair_store` and :func:`recover_store` are this package's exports and each decides from
+the configuration which back-end's code runs; :mod:`.large_verify` (the file store's
+large-message bodies) stays beside :mod:`.checking`, its only caller, as a part of the file
+store's verify: it is not a database check, and it reads the bodies with :mod:`.describe`'s
+readers rather than belonging to ``print``. Whole-store compaction is :mod:`store.maintenance`.
 
 The imports between these modules form no cycle (``tests/data/test_imports.py``): each
 sub-package's modules import one way (its ``__init__`` docstring lists the order), and the
