@@ -6,9 +6,9 @@ The configuration's store type chooses the work:
 - the file store: each file journal (:mod:`store.file.verify`, :mod:`store.file.repair`, or
   :mod:`store.file.salvage` with ``salvage=True``), then, for a verify, the large-message
   bodies (:mod:`store.data.large_verify`) and the page stores (:mod:`store.paging.repair`);
-- the database store: its tables (:mod:`store.data.db_verify`, :mod:`store.data.db_repair`),
-  then, for a verify, the page stores (not when the schema itself is missing or unknown:
-  there are no page tables to read then).
+- the database store: its tables (:mod:`store.data.db_check.verify`,
+  :mod:`store.data.db_check.repair`), then, for a verify, the page stores (not when the schema
+  itself is missing or unknown: there are no page tables to read then).
 
 A verify or repair is a sequence of *parts* (one journal, the large messages, the page
 stores, the database's tables); the result holds each part's report in order. Two optional
@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from store.config import StoreConfig
-from store.data import db_repair, db_verify, large_verify
+from store.data import large_verify
+from store.data.db_check import repair as db_repair
+from store.data.db_check import verify as db_verify
 from store.errors import ConfigError
 from store.file import file_journal_options, repair, salvage, survey, verify
 from store.file.options import FileJournalOptions
@@ -121,7 +123,8 @@ class PagesVerify:
 
 @dataclass(frozen=True, slots=True)
 class DatabaseVerify:
-    """The database store's tables (:func:`store.data.db_verify.verify_database`). Immutable."""
+    """The database store's tables (:func:`store.data.db_check.verify.verify_database`).
+    Immutable."""
 
     report: db_verify.DatabaseVerifyReport
 

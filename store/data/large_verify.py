@@ -1,7 +1,7 @@
 """``store data verify`` on the file store's large-message bodies: every body read whole, and
 every large message the message journal holds checked to have one. The journals' own checks
 are :mod:`store.file.verify`; the database store's bodies are checked by
-:mod:`store.data.db_verify` with the same rules.
+:mod:`store.data.db_check.verify` with the same rules.
 
 Findings (:class:`store.file.verify.Finding`, ``path`` the body's file):
 
@@ -30,9 +30,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from store.data.describe import LargeMessage
-from store.data.describe_file import live_large_ids
-from store.data.describe_parts import file_large_messages
+from store.data.describe.file import live_large_ids
+from store.data.describe.model import LargeMessage
+from store.data.describe.parts import file_large_messages
 from store.file.options import FileJournalOptions
 from store.file.verify import ERROR, WARNING, Finding
 

@@ -1,7 +1,7 @@
 """The one row dispatch of a database journal table: what each row means to a load.
 
 ``DatabaseJournal.load`` (:mod:`store.db.journal`) and ``store data verify``
-(:mod:`store.data.db_verify`) both feed the table's rows, in ``seq`` order, through
+(:mod:`store.data.db_check.verify`) both feed the table's rows, in ``seq`` order, through
 :class:`RowReplay`, so the verifier's judgement of a table is the load's own. A row is a tuple
 in the order of :data:`store.db.dialects.LOAD_COLUMNS`: ``(id, recordtype, txid,
 userrecordtype, record, txdata, seq)``; ``record`` and ``txdata`` may be None (empty).

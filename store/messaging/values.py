@@ -7,7 +7,7 @@ UTC; ``expiration`` 0 means never, ``scheduled_delivery`` 0 means at once. Prior
 bytes``; ints must fit a signed 64-bit slot (they are stored as one).
 
 Artemis's own headers, kept so that a message imported from Artemis's XML export goes back out
-exactly (:mod:`store.data.xml_export`); a message made here needs none of them:
+exactly (:mod:`store.data.xml.export`); a message made here needs none of them:
 
 - ``message_type``: Artemis's message type (:data:`MESSAGE_TYPES`: ``default``, ``object``,
   ``text``, ``bytes``, ``map``, ``stream``), a label: the body is not interpreted.

@@ -24,7 +24,7 @@ from store.data.checking import (
     RepairPart,
     VerifyPart,
 )
-from store.data.db_repair import DatabaseRepairReport
+from store.data.db_check.repair import DatabaseRepairReport
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.migrate import drop_schema
 from store.db.schema import StoreSchema, TableNames

@@ -1,6 +1,6 @@
 """``store data verify`` and ``store data print`` check every large body they list, on the
-file store and the databases (store.data.large_verify, store.data.db_verify,
-store.data.describe_parts): a body truncated to 100 bytes, deleted, or with one flipped byte
+file store and the databases (store.data.large_verify, store.data.db_check.verify,
+store.data.describe.parts): a body truncated to 100 bytes, deleted, or with one flipped byte
 makes verify exit non-zero naming the body, and print never calls it complete (it exits 5
 for a damaged one). An intact store verifies clean and prints the body complete.
 """

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from store import StoreConfig, open_store
-from store.data import db_verify
+from store.data.db_check import verify as db_verify
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.schema import TableNames
 from store.errors import ChecksumError, CorruptionError

@@ -31,7 +31,7 @@ from store.data.checking import (
     RepairPart,
     VerifyPart,
 )
-from store.data.db_repair import DatabaseRepairReport
+from store.data.db_check.repair import DatabaseRepairReport
 from store.errors import ConfigError
 from store.file import salvage, verify
 

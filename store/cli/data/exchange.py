@@ -1,7 +1,7 @@
 """``store data exp`` / ``store data imp``: a store's messages in Artemis's XML export format.
 
-Thin layers over :func:`store.data.xml_export.export_xml` and
-:func:`store.data.xml_import.import_xml` (their docstrings say what is exported, what an
+Thin layers over :func:`store.data.xml.export.export_xml` and
+:func:`store.data.xml.import_.import_xml` (their docstrings say what is exported, what an
 import does and what a failed one keeps). ``exp`` writes the XML to standard output or
 ``--output FILE``, its summary to stderr; ``imp`` reads ``--input FILE`` and prints its
 summary. Both show a progress bar (messages) on stderr unless ``--quiet``.
@@ -148,7 +148,7 @@ def _progress(
 
 def run_export(args: argparse.Namespace) -> int:
     """Export the store. Returns 0; raises StoreError (no store, locked, I/O, corruption)."""
-    from store.data.xml_export import export_xml
+    from store.data.xml.export import export_xml
 
     config = store_config(args, command="store data exp")
     with _progress(args, "exporting messages") as (start, update):
@@ -169,8 +169,8 @@ def run_import(args: argparse.Namespace) -> int:
     """Import the file. Returns 0, or 7 (one line on stderr) when the file is malformed or
     refused. Raises ConfigError (exit 2) for an ``--input`` that cannot be read, StoreError
     for the store's failures (locked, unavailable, I/O)."""
-    from store.data.xml_import import import_xml
-    from store.data.xml_reader import XmlFormatError
+    from store.data.xml.import_ import import_xml
+    from store.data.xml.reader import XmlFormatError
 
     config = store_config(args, command="store data imp")
     _check_input(args.input)

@@ -51,7 +51,7 @@ from store.data.describe import (
     Summary,
     describe_store,
 )
-from store.data.describe_records import Decoded
+from store.data.describe.model import Decoded
 
 __all__ = ["register"]
 

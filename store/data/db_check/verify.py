@@ -9,9 +9,9 @@ for which rows it needs), decodes every record body with the storage manager's c
 lists **every** finding with its table and ``seq`` (the file verify's path and offset). It
 also reads the large-message table and the page-store directory. It changes nothing.
 
-This module holds the entry points; the scans are :mod:`store.data.db_verify_journal` (the
-journal tables) and :mod:`store.data.db_verify_files` (the large-message table and the page
-store), the report's dataclasses :mod:`store.data.db_report`.
+This module holds the entry points; the scans are :mod:`store.data.db_check.verify_journal`
+(the journal tables) and :mod:`store.data.db_check.verify_files` (the large-message table and
+the page store), the report's dataclasses :mod:`store.data.db_check.report`.
 
 Severities follow the file verify: ``error`` is what makes a load refuse the store, ``warning``
 what a load tolerates or the next open cleans up by itself, ``info`` the rest.
@@ -64,7 +64,7 @@ pages``                                page rows: open refuses the store and kee
                                        (``store data repair --adopt-pages/--remove-pages``)
 ===========================  ========  ======================================================
 
-:func:`store.data.db_repair.repair_database` removes what a load ignores anyway, on this
+:func:`store.data.db_check.repair.repair_database` removes what a load ignores anyway, on this
 module's findings.
 
 Both take the store lock (:func:`store.db.lock.acquire_store_lock`) for their duration and
@@ -84,9 +84,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from store.config import StoreConfig
-from store.data.db_report import ERROR, DatabaseVerifyReport, DbFinding, TableSummary
-from store.data.db_verify_files import scan_large, scan_pages
-from store.data.db_verify_journal import scan_journal
+from store.data.db_check.report import ERROR, DatabaseVerifyReport, DbFinding, TableSummary
+from store.data.db_check.verify_files import scan_large, scan_pages
+from store.data.db_check.verify_journal import scan_journal
 from store.db import refuse_live_lease
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.lock import acquire_store_lock

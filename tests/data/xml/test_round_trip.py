@@ -2,7 +2,7 @@
 messages of every kind: every message type, user ids, every property type (nulls of any type
 included), bodies inline and large, priorities, times and scheduled delivery.
 
-The input is what Artemis writes, rendered by the model in :mod:`tests.data.artemis_writer`
+The input is what Artemis writes, rendered by the model in :mod:`tests.data.xml.artemis_writer`
 (built from Artemis's exporter, not from ours). Two checks per example:
 
 1. the export is the input, byte for byte, ids aside (``imp`` assigns new ids): nothing lost,
@@ -26,11 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store import StoreConfig, open_store
-from store.data.xml_export import export_xml
-from store.data.xml_import import import_xml
+from store.data.xml.export import export_xml
+from store.data.xml.import_ import import_xml
 from store.messaging import StorageManager
 from store.messaging.values import MESSAGE_TYPES, PROPERTY_TYPES, implied_type
-from tests.data.artemis_writer import JavaMessage, hashmap_order, java_to_string, render
+from tests.data.xml.artemis_writer import JavaMessage, hashmap_order, java_to_string, render
 from tests.support.backends import file_config_mapping
 
 LARGE = 1024  # min-large-message-size of the stores here

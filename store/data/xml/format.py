@@ -39,7 +39,7 @@ its Python value implies:
 any (``bytes`` implied by ``None``)   ``_AMQ_NULL``               ``None``
 ====================================  ==========================  ==========================
 
-``Float.toString`` / ``Double.toString`` are Java's spelling (:mod:`store.data.xml_numbers`:
+``Float.toString`` / ``Double.toString`` are Java's spelling (:mod:`store.data.xml.numbers`:
 ``1.0E20``, ``0.001``, ``NaN``, ``-Infinity``), so an export is what Artemis writes; on import
 a ``float`` is rounded once to 32 bits, as ``Float.parseFloat`` does.
 
@@ -52,7 +52,7 @@ format's, so a message's own property of that name does not survive an export an
 
 Artemis 1.x wrote ``<binding address=".." filter-string=".." queue-name=".." id=".."/>``
 in ``<bindings>`` instead of the address and queue bindings; its importer still reads it,
-and so do we (:mod:`store.data.xml_document`).
+and so do we (:mod:`store.data.xml.document`).
 
 Base64: Artemis writes the URL-safe alphabet with padding (``Base64.URL_SAFE``); we write the
 same and read both alphabets. A body is a series of padded base64 pieces (one per CDATA
@@ -70,7 +70,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from store.data.xml_numbers import java_double, java_float, parse_float32
+from store.data.xml.numbers import java_double, java_float, parse_float32
 from store.messaging.values import (
     DEFAULT_MESSAGE_TYPE,
     PROPERTY_TYPES,

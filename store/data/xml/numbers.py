@@ -1,5 +1,5 @@
 """Java's spelling of floating-point numbers, for the XML export format
-(:mod:`store.data.xml_format`).
+(:mod:`store.data.xml.format`).
 
 Artemis writes a property's value with ``toString()``: a ``double`` with ``Double.toString``
 and a ``float`` (32-bit) with ``Float.toString``, and reads them back with

@@ -1,6 +1,6 @@
-"""The items of Artemis's XML export (:mod:`store.data.xml_format`): bindings, and messages
+"""The items of Artemis's XML export (:mod:`store.data.xml.format`): bindings, and messages
 whose bodies are decoded piece by piece, over the hardened event reader
-(:mod:`store.data.xml_reader`).
+(:mod:`store.data.xml.reader`).
 
 :func:`read_document` yields :class:`AddressBinding`, :class:`QueueBinding` and
 :class:`XmlMessage` in document order, each value converted and checked (a fault is an
@@ -42,8 +42,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Final, cast
 
-from store.data import xml_format as f
-from store.data.xml_reader import Event, XmlFormatError, read_events
+from store.data.xml import format as f
+from store.data.xml.reader import Event, XmlFormatError, read_events
 from store.messaging.values import ANYCAST, MULTICAST, ROUTING_TYPES, PropertyValue
 
 __all__ = [

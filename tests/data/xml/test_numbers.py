@@ -1,4 +1,4 @@
-"""Java's spelling of floats and doubles (store.data.xml_numbers): the outputs Java's
+"""Java's spelling of floats and doubles (store.data.xml.numbers): the outputs Java's
 ``Float.toString`` / ``Double.toString`` give (JDK 19+), read back exactly, and the 32-bit
 parse rounding once."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.data.xml_numbers import float32, is_float32, java_double, java_float, parse_float32
+from store.data.xml.numbers import float32, is_float32, java_double, java_float, parse_float32
 
 
 def f32(value: float) -> float:

@@ -2,7 +2,7 @@
 the node-manager table, each journal table in ``seq`` order, the page tables and the
 large-message table, with ``SELECT`` s only.
 
-Each journal table is read twice, as the module :mod:`store.data.describe` says: first to
+Each journal table is read twice, as the package :mod:`store.data.describe` says: first to
 replay it as the load does (:class:`~store.journal.replay.Replayer` for what a load returns,
 fed without bodies, and :class:`~store.db.rows.RowIndex` for which rows a load needs; the
 dispatch mirrors :meth:`store.db.journal.DatabaseJournal.load`), then, once
@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from store.data import describe_parts as parts
-from store.data.describe import DescribeOptions, Entry, Journal, NodeId, Record, Summary
-from store.data.describe_records import decode_user_record, user_type_name
+from store.data.describe import parts
+from store.data.describe.model import DescribeOptions, Entry, Journal, NodeId, Record, Summary
+from store.data.describe.records import decode_user_record, user_type_name
 from store.db import refuse_live_lease
 from store.db.dialects import journal_sql_for
 from store.db.engine import create_store_engine, dispose_store_engine

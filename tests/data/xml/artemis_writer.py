@@ -2,7 +2,7 @@
 (apache/activemq-artemis ``artemis-cli/…/tools/xml``: ``XmlDataExporter`` since 2.6 with its
 ``PrettyPrintHandler``, ``XMLMessageExporter``, ``XmlDataExporterUtil``, ``XmlDataConstants``)
 and the JDK's ``XMLStreamWriter`` and ``toString`` methods, never from
-:mod:`store.data.xml_export`: the expected side of the byte-exact export tests.
+:mod:`store.data.xml.export`: the expected side of the byte-exact export tests.
 
 What the model takes from those classes:
 
@@ -22,7 +22,7 @@ What the model takes from those classes:
   ``Float.toString`` / ``Double.toString`` (JDK 19+: the shortest decimal that rounds to the
   value, the closest of them, one or two digits when one would do; plain from 10^-3 to below
   10^7, else ``d.dddE±n``), found here by trying decimals of growing length with ``struct``
-  (an implementation of its own, not :mod:`store.data.xml_numbers`).
+  (an implementation of its own, not :mod:`store.data.xml.numbers`).
 
 The one thing a caller supplies that Artemis would decide itself: the order of a message's
 properties (Artemis: its ``TypedProperties`` hash map's).

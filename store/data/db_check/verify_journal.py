@@ -1,7 +1,7 @@
 """``store data verify`` on a database store's journal tables (bindings, messages): every row
 through the load's own row dispatch (:class:`store.db.row_replay.RowReplay`, which feeds
 :class:`store.journal.replay.Replayer` and :class:`store.db.rows.RowIndex`), every record body
-through the storage manager's codecs. Part of :mod:`store.data.db_verify`, whose docstring
+through the storage manager's codecs. Part of :mod:`store.data.db_check.verify`, whose docstring
 lists the findings.
 
 Thread-safety: each call works alone on its store (the caller holds the store lock).
@@ -15,7 +15,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from store.data.db_report import ERROR, WARNING, DbFinding, TableSummary, ids_text
+from store.data.db_check.report import ERROR, WARNING, DbFinding, TableSummary, ids_text
 from store.db.dialects import load_select
 from store.db.row_replay import RowReplay
 from store.db.rows import RowIndex

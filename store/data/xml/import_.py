@@ -2,7 +2,7 @@
 :class:`~store.messaging.StorageManager`.
 
 :func:`import_xml` works in two streaming passes over the file, with bounded memory
-(:mod:`store.data.xml_document`; bodies are decoded piece by piece into temporary files):
+(:mod:`store.data.xml.document`; bodies are decoded piece by piece into temporary files):
 
 1. **Check** (:func:`scan`), before any store is opened or created: the whole file must be
    well-formed, free of DTDs and entities, follow the format, and every value must convert
@@ -19,7 +19,7 @@ A message keeps its body, properties (exactly: none added, each with its Java ty
 ``_AMQ_SCHED_DELIVERY`` becomes ``scheduled_delivery``), priority, expiration, timestamp, type
 and user id (``Message.message_type``, ``user_id``, ``property_types``), so that its export
 is what the file said. Bodies arrive decoded in
-temporary files (:mod:`store.data.xml_document`, which also says how ``type="text"`` bodies
+temporary files (:mod:`store.data.xml.document`, which also says how ``type="text"`` bodies
 are read) and are sent as streams, so the storage manager puts one over
 ``min-large-message-size`` in the large-message store without ever holding it whole;
 ``isLarge`` only says how the exporter wrote it.
@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from store.config import StoreConfig
-from store.data.xml_document import AddressBinding, Item, QueueBinding, XmlMessage, read_document
-from store.data.xml_reader import XmlFormatError
+from store.data.xml.document import AddressBinding, Item, QueueBinding, XmlMessage, read_document
+from store.data.xml.reader import XmlFormatError
 from store.errors import StoreError, StoreIOError
 from store.messaging import Message, StorageManager, Transaction
 from store.messaging.values import ANYCAST

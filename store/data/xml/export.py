@@ -1,5 +1,5 @@
 """``store data exp``: a store's addresses, queues and messages as Artemis's XML export
-(reference §6, docs/cli.md; the format in :mod:`store.data.xml_format`).
+(reference §6, docs/cli.md; the format in :mod:`store.data.xml.format`).
 
 :func:`export_xml` opens the store its configuration describes (file or database), taking the
 store's lock (a store a live process holds is refused: StoreLockedError naming the holder),
@@ -15,7 +15,7 @@ Message attributes: ``id`` (the store's message id), ``priority``, ``expiration`
 ``timestamp``, ``type`` (``Message.message_type``: ``default`` unless the message came from
 Artemis), and ``user-id`` when the message has one. Properties in the message's own order,
 each with its Java type (``Message.property_types``, else the type its value implies; values
-spelt as Java's ``toString`` spells them: :mod:`store.data.xml_format`), then a non-zero
+spelt as Java's ``toString`` spells them: :mod:`store.data.xml.format`), then a non-zero
 ``scheduled_delivery`` as ``_AMQ_SCHED_DELIVERY`` (``long``). The body is URL-safe base64
 with padding in one CDATA section on its own line; a large body (``isLarge="true"``) is a
 series of CDATA sections, each the base64 of 1000 raw bytes, read from
@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from store.config import StoreConfig
-from store.data import xml_format as f
+from store.data.xml import format as f
 from store.errors import ConfigError, StoreError, StoreIOError
 from store.messaging import Message, StorageManager
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from store.data import xml_format as f
+from store.data.xml import format as f
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A hardened, streaming reader of Artemis's XML export format (:mod:`store.data.xml_format`).
+"""A hardened, streaming reader of Artemis's XML export format (:mod:`store.data.xml.format`).
 
 :func:`read_events` parses a file with the standard library's expat, at the SAX level, fed 64
 KiB at a time, and yields the document's parts as small events in document order
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Final
 from xml.parsers import expat
 
-from store.data import xml_format as f
+from store.data.xml import format as f
 from store.errors import CorruptionError, StoreError
 
 __all__ = ["FEED", "Event", "XmlFormatError", "read_events"]

@@ -1,4 +1,4 @@
-"""The export document's items (store.data.xml_document): Artemis's headers kept as written
+"""The export document's items (store.data.xml.document): Artemis's headers kept as written
 (type, user id, each property's Java type), and Artemis 1.x's ``<binding>`` read as Artemis's
 importer reads it."""
 
@@ -8,8 +8,8 @@ import io
 
 import pytest
 
-from store.data.xml_document import AddressBinding, Item, QueueBinding, XmlMessage, read_document
-from store.data.xml_reader import XmlFormatError
+from store.data.xml.document import AddressBinding, Item, QueueBinding, XmlMessage, read_document
+from store.data.xml.reader import XmlFormatError
 
 
 def _items(text: str) -> list[Item]:

@@ -1,15 +1,15 @@
 """Repairing a database store offline: ``store data repair`` on PostgreSQL, MariaDB/MySQL,
 SQLite (and the JDBC databases) — the counterpart of :mod:`store.file.repair`.
 
-:func:`repair_database` verifies the store first (:func:`store.data.db_verify.verify_opened`,
-under the store lock), then removes what a load ignores anyway — the rows of uncommitted
-transactions, dead rows, updates without an add of the message journal's ref types, chunk
-rows of incomplete bodies, unlisted page tables and the directory entries of missing ones —
-in one database transaction, and reports each removal (table, seqs or row ids, count). A
-finding it cannot fix safely is refused as CorruptionError naming table and seq: an
-undecodable live row or a row of an unknown record type only with ``force`` (it is deleted
-then, and reported); a schema problem or missing chunks always. It returns a result dataclass
-and never prints.
+:func:`repair_database` verifies the store first
+(:func:`store.data.db_check.verify.verify_opened`, under the store lock), then removes what a
+load ignores anyway — the rows of uncommitted transactions, dead rows, updates without an add
+of the message journal's ref types, chunk rows of incomplete bodies, unlisted page tables and
+the directory entries of missing ones — in one database transaction, and reports each removal
+(table, seqs or row ids, count). A finding it cannot fix safely is refused as CorruptionError
+naming table and seq: an undecodable live row or a row of an unknown record type only with
+``force`` (it is deleted then, and reported); a schema problem or missing chunks always. It
+returns a result dataclass and never prints.
 
 Thread-safety: each call works alone on its store, under the store lock.
 """
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from store.config import StoreConfig
-from store.data.db_verify import DatabaseVerifyReport, DbFinding, opened, verify_opened
+from store.data.db_check.verify import DatabaseVerifyReport, DbFinding, opened, verify_opened
 from store.db.schema import StoreSchema
 from store.errors import CorruptionError, SchemaError, StoreUnavailableError
 from store.paging.database import DIRECTORY_ROW, decode_directory, encode_directory

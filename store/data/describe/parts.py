@@ -12,7 +12,7 @@ read here are documented where they are written: :mod:`store.paging.files`,
 
 A page is read whole (at most ``page-size-bytes`` plus one record); the page being written
 (the highest of an address) may end in a torn tail, which is ignored as a load ignores it.
-Damage is reported in the :class:`~store.data.describe.Page` entry (after the messages before
+Damage is reported in the :class:`~store.data.describe.model.Page` entry (after the messages before
 it), never raised.
 
 Thread-safety: one generator belongs to one thread.
@@ -26,7 +26,7 @@ from collections.abc import Hashable, Iterator
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from store.data.describe import (
+from store.data.describe.model import (
     DescribeOptions,
     Entry,
     LargeMessage,
@@ -34,7 +34,7 @@ from store.data.describe import (
     PagedMessage,
     PagingAddress,
 )
-from store.data.describe_records import decode_paged_message
+from store.data.describe.records import decode_paged_message
 from store.db.schema import StoreSchema
 from store.errors import CorruptionError
 from store.fs import OsFileSystem

@@ -1,6 +1,6 @@
 """The file store's side of :func:`store.data.describe.describe_store`: the node id from
 ``server.lock``, the journals file by file (:mod:`store.file.survey`: the load's own rules),
-then the paging folder and the large-message folder (:mod:`store.data.describe_parts`).
+then the paging folder and the large-message folder (:mod:`store.data.describe.parts`).
 
 Thread-safety: one generator belongs to one thread.
 """
@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from store.data import describe_parts as parts
-from store.data.describe import (
+from store.data.describe import parts
+from store.data.describe.model import (
     DescribeOptions,
     Entry,
     Journal,
@@ -25,7 +25,7 @@ from store.data.describe import (
     Record,
     Summary,
 )
-from store.data.describe_records import decode_user_record, user_type_name
+from store.data.describe.records import decode_user_record, user_type_name
 from store.errors import StoreLockedError
 from store.file import compact as compaction
 from store.file import file_journal_options, integrity, survey

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from dataclasses import dataclass, field
 from typing import Any, Final
 
+from store.data.describe.model import Decoded
 from store.journal.api import RecordType
 from store.messaging import message_records as mr
 from store.messaging import page_records as pr
@@ -31,7 +31,6 @@ from store.messaging.values import Message
 
 __all__ = [
     "USER_RECORD_TYPES",
-    "Decoded",
     "decode_paged_message",
     "decode_user_record",
     "user_type_name",
@@ -81,17 +80,6 @@ _NO_USER_RECORD: Final = frozenset(
     {RecordType.DELETE, RecordType.DELETE_TX, RecordType.COMMIT, RecordType.ROLLBACK}
 )
 _UPDATES: Final = frozenset({RecordType.UPDATE, RecordType.UPDATE_TX})
-
-
-@dataclass(frozen=True, slots=True)
-class Decoded:
-    """What a record body says: ``name`` (the user record type's name, or ``XID`` for a
-    prepare's extra data), its ``fields``, or the ``error`` that stopped the decoding (then
-    ``fields`` is empty). Immutable; safe to share."""
-
-    name: str
-    fields: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
 
 
 def user_type_name(user_type: int) -> str:

@@ -1,7 +1,7 @@
 """``store data verify`` on a database store's file tables: the large-message table (every
 descriptor, its chunk rows and its body read whole by the store's own reader) and the page
 store (its directory against the page tables the database holds). Part of
-:mod:`store.data.db_verify`, whose docstring lists the findings.
+:mod:`store.data.db_check.verify`, whose docstring lists the findings.
 
 Thread-safety: each call works alone on its store (the caller holds the store lock).
 """
@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from store.data.db_report import ERROR, WARNING, DbFinding, TableSummary, ids_text
+from store.data.db_check.report import ERROR, WARNING, DbFinding, TableSummary, ids_text
 from store.db.schema import StoreSchema
 from store.errors import CorruptionError
 from store.large.api import check_body

@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from store.data.xml_document import XmlMessage, read_document
-from store.data.xml_reader import FEED, XmlFormatError, read_events
+from store.data.xml.document import XmlMessage, read_document
+from store.data.xml.reader import FEED, XmlFormatError, read_events
 
 _MESSAGE = (
     '<activemq-journal><bindings><address-binding routing-types="ANYCAST" name="a" id="1"/>'

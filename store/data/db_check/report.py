@@ -1,7 +1,7 @@
 """What ``store data verify`` reports about a database store: the finding, table summary and
-report dataclasses of :mod:`store.data.db_verify` (whose docstring lists every finding's
-``kind`` and severity), shared by its scans (:mod:`store.data.db_verify_journal`,
-:mod:`store.data.db_verify_files`) and by :mod:`store.data.db_repair`.
+report dataclasses of :mod:`store.data.db_check.verify` (whose docstring lists every finding's
+``kind`` and severity), shared by its scans (:mod:`store.data.db_check.verify_journal`,
+:mod:`store.data.db_check.verify_files`) and by :mod:`store.data.db_check.repair`.
 
 Thread-safety: the dataclasses are immutable once returned.
 """
@@ -29,7 +29,7 @@ INFO: Final = "info"
 @dataclass(frozen=True, slots=True)
 class DbFinding:
     """One thing ``verify_database`` found; ``kind`` is a stable key (the findings table of
-    :mod:`store.data.db_verify`).
+    :mod:`store.data.db_check.verify`).
 
     ``table`` and ``seq`` say where (``seq`` is the first row concerned: a journal row's
     ``seq``, a file table's row ``id``, None for a whole table); ``seqs`` every row concerned

@@ -1,55 +1,21 @@
-"""What ``store data print`` shows of a store, as a stream of entries: the library side of the
-command (docs/cli.md, reference §6), on the file store and on the database store.
+"""The entries of ``store data print`` (:func:`store.data.describe.describe_store`) and its
+options: the dataclasses every module of :mod:`store.data.describe` shares, and
+:class:`Decoded`, what a record body says (filled in by :mod:`store.data.describe.records`).
 
-Usage::
+This module imports no other module of the package. The readers (``file``, ``db``, ``parts``)
+and the decoders (``records``) import it, and it imports none of them, so the package's
+imports run one way (the package docstring lists them).
 
-    from store.data.describe import DescribeOptions, describe_store
-
-    for entry in describe_store(config, DescribeOptions(safe=True)):
-        ...                      # NodeId, Journal, JournalFile, Marker, Record, Summary,
-                                 # PagingAddress, Page, PagedMessage, LargeMessage
-
-Order: the node id; then per journal (bindings, then messages) its start (:class:`Journal`),
-its files and markers (file store), its records in journal order, and its :class:`Summary`;
-then every paging address with its pages and their messages; then every large-message body.
-
-**Streaming.** Entries are produced as the store is read: memory is bounded by one journal
-file (file store) or one fetch of rows (database), one page, plus what a journal's summary
-counts (per type, and the ids of the live records without their bodies, to say what a load
-returns). A journal is read twice: once to judge it (the load's own rules:
-:mod:`store.file.survey` / the row index of :mod:`store.db.rows`), then to produce its
-records, so each file's entry already carries its verdict.
-
-**Read-only.** Nothing is written: the file store is read through the file-system seam's
-read-only opens (a read-only file system works), the database through ``SELECT`` s. A store
-a live process holds is refused (StoreLockedError naming the holder) unless ``force``: the
-file store by its journals' directory locks and the HA live lock, the database by taking the
-store lock (:func:`store.db.lock.acquire_store_lock`) for the whole read, released when the
-iterator ends or is closed, and by a live HA lease. ``force`` reads without either (reading
-rows without the lock is safe; a file journal's tail may be in flight).
-
-**Reclaimed** (``reclaimed=True``): also records the load would not return but that can still
-be read, each with ``reclaimed`` saying why: on the file store the valid records after a
-file's end of data (a torn or stale tail), records left over from an earlier use of a reused
-or free file (another file id), and the records of files an interrupted compaction retires;
-on the database the rows no load needs (:func:`store.db.maintenance.sweep_dead_rows`'s rule).
-Without it those are only counted in the summary.
-
-Thread-safety: one iterator belongs to one thread; entries are immutable.
+Thread-safety: every class here is immutable (frozen dataclasses); safe to share.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from store.data.describe_records import Decoded
-
-if TYPE_CHECKING:
-    from store.config import StoreConfig
+from typing import Any, ClassVar
 
 __all__ = [
+    "Decoded",
     "DescribeOptions",
     "Entry",
     "Journal",
@@ -62,8 +28,18 @@ __all__ = [
     "PagingAddress",
     "Record",
     "Summary",
-    "describe_store",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What a record body says: ``name`` (the user record type's name, or ``XID`` for a
+    prepare's extra data), its ``fields``, or the ``error`` that stopped the decoding (then
+    ``fields`` is empty). Immutable; safe to share."""
+
+    name: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,33 +239,3 @@ class LargeMessage(Entry):
     size: int | None
     complete: bool
     error: str | None = None
-
-
-def describe_store(config: StoreConfig, options: DescribeOptions | None = None) -> Iterator[Entry]:
-    """The entries of the store ``config`` describes (module docstring), read-only.
-
-    Returns an iterator; the store's checks run at its first ``next()``: ConfigError when a
-    journal to read does not exist (never creating one), StoreLockedError naming the holder
-    when a live process holds the store (unless ``options.force``), StoreIOError /
-    StoreUnavailableError when the files or the database cannot be read. Damage is reported
-    in the entries (a summary's ``problems``, a page's ``error``, a record's
-    ``decoded.error``), never raised. Close the iterator (or read it to the end) to release
-    the database store lock.
-    """
-    options = options or DescribeOptions()
-    if config.store_type == "database":
-        from store.data.describe_db import database_entries
-
-        return database_entries(config, options)
-    if config.store_type == "file":
-        from store.data.describe_file import file_entries
-
-        return file_entries(config, options)
-    from store.errors import ConfigError
-
-    raise ConfigError(
-        "store data print: persistence is disabled in this configuration, there is no store",
-        key="persistence-enabled",
-        value=False,
-        allowed="a file store or a database store",
-    )
