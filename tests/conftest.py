@@ -7,6 +7,11 @@
   cleanup at teardown.
 - ``--backends=file-nio,sqlite`` (or the environment variable ``STORE_TEST_BACKENDS``) runs a
   subset; the default is every back-end.
+- ``STORE_TEST_PROFILE=ci|soak`` (:mod:`tests.support.profile`): the Hypothesis profile of the
+  same name, and the round counts of the crash and volume tests; ``ci`` is the default.
+- At the end of every run: the time spent per test folder and every test that took over
+  :data:`LONG_TEST_SECONDS` (setup, call and teardown together), so a slow test is seen the
+  day it lands.
 """
 
 from __future__ import annotations
@@ -16,8 +21,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
+from tests.support import profile
 from tests.support.backends import BackendSpec, StoreFactory, unique_prefix
+
+#: A test over this many seconds (its setup, call and teardown) is listed at the end of a run.
+LONG_TEST_SECONDS = 60.0
+
+# No deadline in either profile: a 2-core machine running two workers, JVMs and database
+# servers makes an example's time meaningless, and a missed deadline is a flaky failure.
+settings.register_profile(
+    "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile(
+    "soak",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+    max_examples=100 * profile.SOAK_EXAMPLES_FACTOR,
+)
+settings.load_profile(profile.PROFILE)
 
 _BACKEND_FIXTURES = {"backend": False, "persistent_backend": True}
 
@@ -100,3 +124,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (not any(t.get_closest_marker("slow") for t in tests), -len(tests))
 
     items[:] = [item for tests in sorted(by_file.values(), key=key) for item in tests]
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds up each test's setup, call and teardown (on the xdist controller too)."""
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Time per test folder (summed over the workers) and the tests over LONG_TEST_SECONDS."""
+    if not _durations or terminalreporter.config.option.collectonly:
+        return
+    by_folder: dict[str, float] = {}
+    for nodeid, seconds in _durations.items():
+        folder = nodeid.split("::", 1)[0].rsplit("/", 1)[0]
+        by_folder[folder] = by_folder.get(folder, 0.0) + seconds
+    write = terminalreporter.write_line
+    terminalreporter.section("time per test folder (seconds, summed over the workers)")
+    for folder, seconds in sorted(by_folder.items(), key=lambda kv: -kv[1]):
+        write(f"{seconds:8.1f}  {folder}")
+    long = sorted(((s, n) for n, s in _durations.items() if s > LONG_TEST_SECONDS), reverse=True)
+    if long:
+        terminalreporter.section(f"tests over {LONG_TEST_SECONDS:.0f} s")
+        for seconds, nodeid in long:
+            write(f"{seconds:8.1f}  {nodeid}")
