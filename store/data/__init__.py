@@ -18,8 +18,9 @@ The entry points, each choosing the back-end from the configuration:
   :mod:`.db_report`), :mod:`.db_repair` (the database store), :mod:`store.file.verify`,
   :mod:`store.file.repair`, :mod:`store.file.salvage`, :mod:`.large_verify` (the file store)
   and :mod:`store.paging.repair` (both);
-- :func:`recover_store` (:mod:`.recover`) — ``recover``, over :mod:`store.file.history` (the
-  retention history is the file journal's).
+- :func:`recover_store` (:mod:`.recover`) — ``recover``, over :mod:`.recover_messages` (every
+  message ever added) and :mod:`store.file.history` (the retention history is the file
+  journal's).
 
 And the modules of the other commands: :mod:`.describe` (with :mod:`.describe_records`,
 :mod:`.describe_file`, :mod:`.describe_db`, :mod:`.describe_parts`) — ``print``: every record
