@@ -1858,9 +1858,9 @@ static PyObject *paged_record(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* read_ahead_run(data, bounds, index, end, qid, visible, acked, held, in_memory, page_no,
    want, need, budget, version, paged_type, make_position, found) -> (index, budget, stop):
-   store.messaging.paging.Pager._read_ahead's walk over the records index .. end - 1 of one
-   page read whole (data: its bytes; bounds: its records' (offset, length) pairs, native
-   int64), compiled. A record is a candidate when it is routed to queue qid, of no
+   store.messaging.pager_cursors.PagerCursors._read_ahead's walk over the records
+   index .. end - 1 of one page read whole (data: its bytes; bounds: its records' (offset,
+   length) pairs, native int64), compiled. A record is a candidate when it is routed to queue qid, of no
    transaction or one in visible (a dict), its index not in acked and its position
    (page_no, index) in neither held nor in_memory; a candidate is appended to found as
    (make_position((page_no, index)), its paged message, made as paged_message makes it) and

@@ -131,7 +131,6 @@ LONG_MODULES = {
     "store/db/writer.py": "the group-commit writer thread and the one batch builder it calls",
     "store/file/journal.py": "file-list markers appended under the append lock (its docstring)",
     "store/large/database.py": "the database body store: streamed chunk writes, reads, sweeps",
-    "store/messaging/paging.py": "limits, policies, cursors and page deletion share the pager",
     "store/paging/database.py": "the page table backend's crash-ordered create/append/delete",
 }
 

@@ -179,7 +179,7 @@ class StoreConfig:
     #: Default 67108864 bytes (64M; -1 means the default, as in Artemis). Artemis's
     #: ``global-max-size``: once the messages held in memory by all addresses together reach
     #: this estimate of their memory (their records' bytes plus a measured per-message
-    #: overhead, :data:`store.messaging.paging.MEMORY_PER_MESSAGE`), every address applies its
+    #: overhead, :data:`store.messaging.pager.MEMORY_PER_MESSAGE`), every address applies its
     #: ``address-full-policy`` to new messages, whatever its own ``max-size-bytes``: by default
     #: it pages, and paged messages are not loaded at start-up, so this bounds the memory of a
     #: running store and of its restart. Artemis takes half the JVM's heap; a Python process has

@@ -20,8 +20,9 @@ the entry points that choose the back-end, with what serves them alone:
   :mod:`~.db_check.report`, and :mod:`~.db_check.repair`), :mod:`store.file.verify`,
   :mod:`store.file.repair`, :mod:`store.file.salvage`, :mod:`.large_verify` (the file store)
   and :mod:`store.paging.repair` (both);
-- :func:`recover_store` (:mod:`.recover`) — ``recover``, over :mod:`store.file.history` (the
-  retention history is the file journal's);
+- :func:`recover_store` (:mod:`.recover`) — ``recover``, over :mod:`.recover_messages` (every
+  message ever added) and :mod:`store.file.history` (the retention history is the file
+  journal's);
 - :mod:`.describe` — ``print``: every record decoded by user record type, summaries, pages
   and large messages, read-only (:func:`~.describe.describe_store`; the entries in
   :mod:`~.describe.model`, which the package's other modules share and which imports none of

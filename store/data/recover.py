@@ -1,8 +1,8 @@
 """Rebuilding a store's message journal from its retention history: :func:`recover_store`, the
 library behind ``store data recover`` (docs/cli.md).
 
-It chooses between the two ways :mod:`store.file.history` rebuilds a journal: every message
-ever added (:func:`~store.file.history.recover_messages_from_history`, the default, as
+It chooses between the two ways a journal is rebuilt from its history: every message ever
+added (:func:`~store.data.recover_messages.recover_messages_from_history`, the default, as
 Artemis's ``data recover``) or the journal record for record
 (:func:`~store.file.history.recover_from_history`, when ``records``, ``undelete`` or
 ``events`` is asked for). The database store keeps no retention history and is refused.
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from store.config import StoreConfig
+from store.data.recover_messages import MessageRecoverReport, recover_messages_from_history
 from store.errors import ConfigError
 from store.file import file_journal_options
 from store.file import history as file_history
@@ -28,11 +29,11 @@ class StoreRecoverResult:
     """What :func:`recover_store` read and wrote: the ``history`` folder and the ``journal``
     directory it read, and the report of the way it rebuilt the journal —
     :class:`~store.file.history.RecoverReport` (record for record) or
-    :class:`~store.file.history.MessageRecoverReport` (every message). Immutable."""
+    :class:`~store.data.recover_messages.MessageRecoverReport` (every message). Immutable."""
 
     history: str
     journal: str
-    report: file_history.RecoverReport | file_history.MessageRecoverReport
+    report: file_history.RecoverReport | MessageRecoverReport
 
 
 def recover_store(
@@ -80,7 +81,7 @@ def recover_store(
             allowed="the retention folder to recover from",
         )
     _bindings, messages = file_journal_options(config, lock=False)
-    report: file_history.RecoverReport | file_history.MessageRecoverReport
+    report: file_history.RecoverReport | MessageRecoverReport
     if records or undelete or events:
         report = file_history.recover_from_history(
             history_dir,
@@ -94,7 +95,7 @@ def recover_store(
             force=force,
         )
     else:
-        report = file_history.recover_messages_from_history(
+        report = recover_messages_from_history(
             history_dir,
             target,
             journal=messages.directory,

@@ -1,35 +1,18 @@
-"""Recovering a journal from its retention history: ``store data recover``.
+"""Recovering a journal from its retention history: ``store data recover --records``.
 
-Two recoveries, both into a NEW directory, from a retention history folder (see
-``store.file.retention``) plus the current journal files:
+From a retention history folder (see ``store.file.retention``) plus the current journal
+files, into a NEW directory:
 
-- :func:`recover_messages_from_history` (the default of ``store data recover``, Artemis's
-  ``data recover``): **every message ever added**, whatever happened to it since;
 - :func:`recover_from_history` (``store data recover --records``): the journal record for
-  record, as of the newest data (optionally with what deletes removed).
+  record, as of the newest data (optionally with what deletes removed);
+- :func:`replay_history` is its read-only half, and :func:`recovery_replay`,
+  :func:`source_files` and :func:`target_journal` the steps any recovery from history shares.
 
-:func:`replay_history` is their read-only half.
-
-Every message ever added (:func:`recover_messages_from_history`), as Artemis's recover does:
-every valid record of every source file is read, whatever its transaction became (committed,
-rolled back, never completed), and the new journal holds
-
-- every message ADD (ADD_MESSAGE_PROTOCOL 45, ADD_LARGE_MESSAGE 30; as ADD, ADD_TX or a
-  retention EVENT) once per message id, as a plain ADD, in the order first seen;
-- every ADD_REF (32) once per (message, queue), as a plain UPDATE after the messages, in the
-  order first seen (the order a queue delivers them in again), for the messages written;
-- every PAGE_TRANSACTION (35, its ADD) once per record id;
-- nothing else: no ACKNOWLEDGE_REF, no delivery counts, no schedules, no duplicate ids, no
-  deletes, no transactions. Acked, expired, rolled-back messages come back.
-
-Large-message bodies are not in the history (they live in the large-message folder, and this
-store writes no body events): a large message whose body file ``<id>.msg`` is still in the
-large-message folder is kept (the recovered journal opens with that folder and delivers it);
-one whose body is gone (acked and deleted) is **left out** with its refs and listed in
-``MessageRecoverReport.missing_bodies``, so the recovered journal always loads and every
-message it holds can be read. Without a large-message folder every large message is left out
-and listed. Paged messages are in page files, not in the journal, so only what the history
-holds of them (their page transactions) comes back.
+The default of ``store data recover``, every message ever added (Artemis's ``data recover``),
+is message-level and so lives above the messaging package, in
+:mod:`store.data.recover_messages`: it reads the same replay, given every valid record of every
+file (``on_records``), and decodes the message records with the storage manager's own codecs.
+This module knows records, not messages.
 
 Choices of the record-level recovery (:func:`recover_from_history`):
 
@@ -59,9 +42,8 @@ one caller.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from store.errors import ConfigError
 from store.file import format as fmt
@@ -85,17 +67,18 @@ from store.file.survey import (
     set_verdicts,
 )
 from store.fs import FileSystem, OsFileSystem
-from store.journal.api import ADD, ADD_TX, EVENT, UPDATE, UPDATE_TX, RecordInfo
+from store.journal.api import RecordInfo
 from store.journal.replay import OP_ADD, OP_UPDATE, TxOp
 
 __all__ = [
     "HistoryReplay",
-    "MessageRecoverReport",
     "RecoverReport",
     "SourceFile",
     "recover_from_history",
-    "recover_messages_from_history",
+    "recovery_replay",
     "replay_history",
+    "source_files",
+    "target_journal",
 ]
 
 
@@ -196,8 +179,8 @@ def _starts_generation(prev: FileScan, s: FileScan) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """One file :func:`recover_from_history` read; ``damage`` says why its data ended early,
-    if it did.
+    """One file a recovery from history read (:func:`source_files`); ``damage`` says why its
+    data ended early, if it did.
 
     Immutable; safe to share.
     """
@@ -252,10 +235,45 @@ def recover_from_history(
     ``journal`` (unless ``force``), StoreIOError on I/O failure.
     """
     fs = fs or OsFileSystem()
+    found = recovery_replay(
+        history, target, journal=journal, prefix=prefix, force=force, fs=fs, undelete=undelete
+    )
+    out = target_journal(found, target, prefix=prefix, kind=kind, file_size=file_size, fs=fs)
+    written = _write_journal(
+        out,
+        found.replay,
+        found.deleted if undelete else [],
+        found.events if events else [],
+    )
+    failed = found.replay.result().failed
+    return RecoverReport(target, source_files(found), *written, failed, found.generations)
+
+
+def recovery_replay(
+    history: str | None,
+    target: str,
+    *,
+    journal: str | None,
+    prefix: str,
+    force: bool,
+    fs: FileSystem,
+    undelete: bool = False,
+    on_records: Callable[[list[RecordView]], None] | None = None,
+) -> HistoryReplay:
+    """The checks and the replay every recovery from history starts with, before it writes
+    anything: ``target`` is new or empty, ``history`` (if given) exists, no live process holds
+    ``journal`` (unless ``force``); then :func:`replay_history` (``prefix``, ``undelete``,
+    ``on_records`` as there), which must find some file. Returns the
+    :class:`HistoryReplay`. Raises ConfigError when ``target`` is not empty, ``history`` does
+    not exist or there is nothing to read, StoreLockedError when a live process holds
+    ``journal`` (unless ``force``), StoreIOError on I/O failure.
+    """
     _check_target(fs, target, history)
     if journal is not None and fs.exists(journal):
         ensure_unlocked(journal, force=force)
-    found = replay_history(history, journal, prefix=prefix, undelete=undelete, fs=fs)
+    found = replay_history(
+        history, journal, prefix=prefix, undelete=undelete, fs=fs, on_records=on_records
+    )
     if not found.sources:
         raise ConfigError(
             f"no journal files with prefix {prefix!r} in {history or '-'} or {journal or '-'}",
@@ -263,18 +281,13 @@ def recover_from_history(
             value=history,
             allowed="a retention folder or journal directory",
         )
-    size = file_size or max(s.file.size for s in found.scans)
-    written = _write_journal(
-        fs,
-        target,
-        prefix,
-        kind,
-        size,
-        found.replay,
-        found.deleted if undelete else [],
-        found.events if events else [],
-    )
-    infos = [
+    return found
+
+
+def source_files(found: HistoryReplay) -> list[SourceFile]:
+    """What a recovery's report says of each file ``found`` read, in file-id order. Raises
+    nothing."""
+    return [
         SourceFile(
             s.file.path,
             s.file.file_id or 0,
@@ -285,31 +298,40 @@ def recover_from_history(
         )
         for s, origin in zip(found.scans, found.origins, strict=True)
     ]
-    failed = found.replay.result().failed
-    return RecoverReport(target, infos, *written, failed, found.generations)
 
 
-def _write_journal(
-    fs: FileSystem,
+def target_journal(
+    found: HistoryReplay,
     target: str,
+    *,
     prefix: str,
     kind: int,
-    file_size: int,
-    replay: FileReplay,
-    deleted: list[RecordInfo],
-    event_list: list[RecordInfo],
-) -> tuple[int, int, int, int]:
-    """Write the replayed state into a fresh journal; returns the four counts written."""
+    file_size: int | None,
+    fs: FileSystem,
+) -> FileJournal:
+    """The new journal a recovery writes into ``target``, not loaded yet: NIO, never compacted,
+    files of ``file_size`` bytes (None: the largest file ``found`` read). The caller loads,
+    writes and closes it. Raises what opening a file journal raises (StoreIOError)."""
     opts = FileJournalOptions(
         directory=target,
         prefix=prefix,
         kind=kind,
-        file_size=file_size,
+        file_size=file_size or max(s.file.size for s in found.scans),
         journal_type="NIO",
         compact_min_files=0,
         fs=fs,
     )
-    out = FileJournal(opts)
+    return FileJournal(opts)
+
+
+def _write_journal(
+    out: FileJournal,
+    replay: FileReplay,
+    deleted: list[RecordInfo],
+    event_list: list[RecordInfo],
+) -> tuple[int, int, int, int]:
+    """Write the replayed state into the fresh journal ``out`` (loaded here, closed at the
+    end); returns the four counts written."""
     try:
         out.load()
         writer = _EntryWriter(out)
@@ -367,161 +389,6 @@ def _write_prepared(out: FileJournal, tx_id: int, ops: list[TxOp], xid: bytes) -
         else:
             out.append_delete_tx(tx_id, rid)
     out.append_prepare(tx_id, xid, sync=False)
-
-
-# -- every message ever added ---------------------------------------------------------------------
-
-#: User record types of the storage manager (store.messaging.records, page_records): kept
-#: here as numbers so the file package does not import the messaging package.
-_ADD_LARGE_MESSAGE = 30
-_ADD_REF = 32
-_PAGE_TRANSACTION = 35
-_ADD_MESSAGE_PROTOCOL = 45
-_REF_BODY = 9  # ADD_REF body: version u8, queue id i64 (store.messaging.records.RefRecord)
-
-
-@dataclass(frozen=True, slots=True)
-class MessageRecoverReport:
-    """What :func:`recover_messages_from_history` read and wrote.
-
-    ``messages`` / ``refs`` / ``page_transactions`` are the records written to ``target``;
-    ``missing_bodies`` the large messages left out because their body is gone (with
-    ``refs_left_out`` refs); ``bad_refs`` the ADD_REF records whose body did not decode (left
-    out). Immutable once returned; safe to share read-only.
-    """
-
-    target: str
-    sources: list[SourceFile]
-    messages: int
-    large_messages: int
-    refs: int
-    page_transactions: int
-    missing_bodies: list[int] = field(default_factory=list)
-    refs_left_out: int = 0
-    bad_refs: int = 0
-    generations: int = 1
-
-
-class _MessageCollector:
-    """Every message add, ref and page transaction of the raw records, first occurrence kept.
-
-    Thread-safety: none; used by one recovery.
-    """
-
-    def __init__(self) -> None:
-        self.messages: dict[int, tuple[int, bytes]] = {}  # id -> (user type, body)
-        self.refs: dict[tuple[int, int], bytes] = {}  # (message id, queue id) -> body
-        self.page_txs: dict[int, bytes] = {}
-        self.bad_refs = 0
-
-    def __call__(self, records: list[RecordView]) -> None:
-        messages, refs = self.messages, self.refs
-        for rec in records:
-            rtype, urt, rid, body = rec.type, rec.user_type, rec.id, rec.body
-            if urt == _ADD_REF and rtype in (UPDATE, UPDATE_TX, EVENT):
-                if len(body) != _REF_BODY:
-                    self.bad_refs += 1
-                    continue
-                key = (rid, int.from_bytes(body[1:], "big", signed=True))
-                if key not in refs:
-                    refs[key] = bytes(body)
-            elif rtype in (ADD, ADD_TX, EVENT):
-                if urt in (_ADD_MESSAGE_PROTOCOL, _ADD_LARGE_MESSAGE):
-                    if rid not in messages:
-                        messages[rid] = (urt, bytes(body))
-                elif urt == _PAGE_TRANSACTION and rtype != EVENT and rid not in self.page_txs:
-                    self.page_txs[rid] = bytes(body)
-
-
-def recover_messages_from_history(
-    history: str | None,
-    target: str,
-    *,
-    journal: str | None = None,
-    large_messages: str | None = None,
-    prefix: str = "data",
-    kind: int = fmt.KIND_MESSAGES,
-    file_size: int | None = None,
-    force: bool = False,
-    fs: FileSystem | None = None,
-) -> MessageRecoverReport:
-    """Write every message ever added into a new journal in ``target`` (module docstring).
-
-    ``history``, ``journal``, ``target``, ``file_size`` and ``force`` are as for
-    :func:`recover_from_history`; ``large_messages`` is the large-message folder the recovered
-    journal will be opened with (large messages whose ``<id>.msg`` is not there are left out).
-    Returns the :class:`MessageRecoverReport`. Raises ConfigError when ``target`` is not
-    empty, ``history`` does not exist or there is nothing to read, StoreLockedError when a live
-    process holds ``journal`` (unless ``force``), StoreIOError on I/O failure.
-    """
-    fs = fs or OsFileSystem()
-    _check_target(fs, target, history)
-    if journal is not None and fs.exists(journal):
-        ensure_unlocked(journal, force=force)
-    found_records = _MessageCollector()
-    found = replay_history(history, journal, prefix=prefix, fs=fs, on_records=found_records)
-    if not found.sources:
-        raise ConfigError(
-            f"no journal files with prefix {prefix!r} in {history or '-'} or {journal or '-'}",
-            key="history",
-            value=history,
-            allowed="a retention folder or journal directory",
-        )
-    missing = [
-        mid
-        for mid, (urt, _body) in found_records.messages.items()
-        if urt == _ADD_LARGE_MESSAGE
-        and (large_messages is None or not fs.exists(os.path.join(large_messages, f"{mid}.msg")))
-    ]
-    gone = set(missing)
-    messages = [(mid, v) for mid, v in found_records.messages.items() if mid not in gone]
-    refs = [(k, b) for k, b in found_records.refs.items() if k[0] in found_records.messages]
-    kept_refs = [(k, b) for k, b in refs if k[0] not in gone]
-    size = file_size or max(s.file.size for s in found.scans)
-    opts = FileJournalOptions(
-        directory=target,
-        prefix=prefix,
-        kind=kind,
-        file_size=size,
-        journal_type="NIO",
-        compact_min_files=0,
-        fs=fs,
-    )
-    out = FileJournal(opts)
-    try:
-        out.load()
-        for mid, (urt, body) in messages:
-            out.append_add(mid, urt, body)
-        for rid, body in found_records.page_txs.items():
-            out.append_add(rid, _PAGE_TRANSACTION, body)
-        for (mid, _qid), body in kept_refs:
-            out.append_update(mid, _ADD_REF, body)
-        out.flush()
-    finally:
-        out.close()
-    infos = [
-        SourceFile(
-            s.file.path,
-            s.file.file_id or 0,
-            origin,
-            s.count,
-            s.compacted,
-            None if s.verdict is None else s.verdict.reason,
-        )
-        for s, origin in zip(found.scans, found.origins, strict=True)
-    ]
-    return MessageRecoverReport(
-        target,
-        infos,
-        messages=len(messages),
-        large_messages=sum(1 for _mid, (urt, _b) in messages if urt == _ADD_LARGE_MESSAGE),
-        refs=len(kept_refs),
-        page_transactions=len(found_records.page_txs),
-        missing_bodies=missing,
-        refs_left_out=len(refs) - len(kept_refs),
-        bad_refs=found_records.bad_refs,
-        generations=found.generations,
-    )
 
 
 def _check_target(fs: FileSystem, target: str, history: str | None) -> None:

@@ -25,7 +25,13 @@ Modules, one concern each:
 - :mod:`~store.messaging.loader` and :mod:`~store.messaging.recovery` — ``load()``: replay,
   rebuild, sweep; the Recovery it returns;
 - :mod:`~store.messaging.queues` — one queue in memory (order, schedule, deliveries);
-- :mod:`~store.messaging.paging` — address limits, full policies, paged messages, cursors;
+- :mod:`~store.messaging.pager` — the Pager: address limits, full policies, paged messages,
+  cursors, page deletion; written in parts (:mod:`~store.messaging.pager_state`,
+  :mod:`~store.messaging.pager_limits`, :mod:`~store.messaging.pager_sends`,
+  :mod:`~store.messaging.pager_cursors`, :mod:`~store.messaging.pager_deletion`,
+  :mod:`~store.messaging.pager_load`), with what it reads pages through
+  (:mod:`~store.messaging.page_cache`, :mod:`~store.messaging.page_scan`,
+  :mod:`~store.messaging.page_summary`);
 - :mod:`~store.messaging.bodies` — bodies inline or streamed to the large-message store;
 - :mod:`~store.messaging.dupcache` — the duplicate-id cache of an address;
 - :mod:`~store.messaging.ids` — the id generator persisted in the bindings journal;

@@ -232,8 +232,8 @@ def _large_bodies(st: ManagerState, state: MessagesState) -> int:
     - a paged message that can never be delivered again: acknowledged by every queue it was
       routed to, routed to no queue that still exists, or sent in a transaction that never
       committed (its page record stays, invisible). Its body was kept until its whole page
-      goes (:mod:`store.messaging.paging` deletes the bodies of a page with it), so a page
-      that some queue never finishes kept them for good: this was the leak the rounds saw
+      goes (:mod:`store.messaging.pager_deletion` deletes the bodies of a page with it), so a
+      page that some queue never finishes kept them for good: this was the leak the rounds saw
       (98 bodies for 96 large messages), and what a deleted page's sweep then finds already
       gone is not an error (the manager's delete of an absent body logs at debug level).
     """

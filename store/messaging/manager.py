@@ -21,8 +21,8 @@ Journal usage (reference §3.2; record bodies in :mod:`store.messaging.records` 
 
 What happens at ``load()`` is described in :mod:`store.messaging.recovery`.
 
-Paging and the address-full policies (PAGE, DROP, FAIL, BLOCK) are in
-:mod:`store.messaging.paging`; the manager asks it where each send goes and hands it the acks
+Paging and the address-full policies (PAGE, DROP, FAIL, BLOCK) are in the pager
+(:mod:`store.messaging.pager`); the manager asks it where each send goes and hands it the acks
 of paged messages. A body over ``min-large-message-size`` is streamed to the large-message
 store (:mod:`store.messaging.bodies`) before the lock is taken, and its message is an
 ADD_LARGE_MESSAGE (30) record; the body is deleted once its message's delete is durable (a
@@ -58,7 +58,7 @@ from store.messaging import records as r
 from store.messaging.ids import DEFAULT_BATCH
 from store.messaging.loader import load_into
 from store.messaging.message_records import PagedMessage, decode_message, new_paged
-from store.messaging.paging import DROP, PAGE
+from store.messaging.pager import DROP, PAGE
 from store.messaging.queues import MessageQueue
 from store.messaging.recovery import Progress, Recovery
 from store.messaging.state import ManagerState, TransactionWork

@@ -318,9 +318,8 @@ _ADDRESSES_KEPT = 4096
 
 
 def read_message(data: bytes, message_id: int) -> Message:
-    """:func:`decode_message` field by field: the reference of its packed path, and the path
-    of messages with properties and of Artemis's layout. Raises ValueError naming what is
-    wrong."""
+    """:func:`decode_message` field by field: the reference of its packed path, and the path of
+    messages with properties and of Artemis's layout. Raises ValueError naming what is wrong."""
     what = "ADD_MESSAGE_PROTOCOL"
     r = Reader(data, what, _VERSIONS)
     header = _read_header(r, what)

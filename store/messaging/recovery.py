@@ -20,7 +20,7 @@ Order of a recovery (the storage manager drives it):
    (``"duplicate_ids"``); id counters but the newest (``"id_counters"``).
 
 Page transactions (35, the ADD), cursor acks (39) and page completions (42) are collected for
-:mod:`store.messaging.paging`, which rebuilds the cursors from them; the other page records
+:mod:`store.messaging.pager_load`, which rebuilds the cursors from them; the other page records
 (35's UPDATE, 40, 41, 43) are not written by this version and are left alone, as is a record
 type nobody knows (logged).
 

@@ -5,7 +5,7 @@ it (:mod:`store.messaging.transactions`); with :class:`TransactionWork`, what a 
 did so far.
 
 The state holds the store's parts the manager writes to (journal, large-message store,
-:class:`~store.messaging.paging.Pager`, id generator), the manager's lock and its life cycle
+:class:`~store.messaging.pager.Pager`, id generator), the manager's lock and its life cycle
 (loaded, closed), the addresses, queues, messages, duplicate-id caches and prepared
 transactions, and the large bodies waiting for their deletes to be durable. Its attributes are
 its interface (public, documented in :meth:`ManagerState.__init__`), and what more than a
@@ -43,7 +43,7 @@ from store.messaging.bodies import store_body
 from store.messaging.dupcache import DuplicateIdCache
 from store.messaging.ids import DEFAULT_BATCH, IdGenerator
 from store.messaging.message_records import PagedMessage
-from store.messaging.paging import BLOCK, DROP, Pager
+from store.messaging.pager import BLOCK, DROP, Pager
 from store.messaging.queues import MessageQueue
 from store.messaging.stored import StoredMessage
 from store.messaging.values import AddressInfo, Message, QueueInfo, Xid

@@ -22,7 +22,7 @@ from store.errors import StoreError
 from store.messaging import records as r
 from store.messaging.message_records import PagedMessage, new_paged
 from store.messaging.page_records import PAGE_TRANSACTION, PageTransaction
-from store.messaging.paging import DROP, PAGE
+from store.messaging.pager import DROP, PAGE
 from store.messaging.state import (
     ACTIVE,
     COMMITTED,

@@ -27,7 +27,7 @@ journal's queue records (21). A message's stored bytes are its record (header, p
 inline body) plus, for a large message, its body.
 
 Paged messages (PAGED_MESSAGES rows from the page stores) follow the pager's load
-(:meth:`store.messaging.paging.Pager.load`): a paged message counts for each existing queue it
+(:meth:`store.messaging.pager.Pager.load`): a paged message counts for each existing queue it
 is routed to when it is visible (no page transaction, or one whose PAGE_TRANSACTION add (35) is
 live: committed), the queue has not completed its page (42) and has no live cursor ack (39) of
 its position. :func:`queue_depths` counts them; the other per-message jobs read the journal

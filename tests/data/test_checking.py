@@ -25,6 +25,7 @@ from store.data.checking import (
     VerifyPart,
 )
 from store.data.db_check.repair import DatabaseRepairReport
+from store.data.recover_messages import MessageRecoverReport
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.migrate import drop_schema
 from store.db.schema import StoreSchema, TableNames
@@ -197,7 +198,7 @@ def test_a_store_a_live_process_holds_is_refused_unless_forced(file_store: Store
 
 def test_recover_store_chooses_messages_or_records(file_store: StoreConfig, tmp_path: Path) -> None:
     every = recover_store(file_store, str(tmp_path / "messages"))
-    assert isinstance(every.report, history.MessageRecoverReport)
+    assert isinstance(every.report, MessageRecoverReport)
     assert every.journal == file_store.journal_directory
     assert file_store.journal_retention is not None
     assert every.history == file_store.journal_retention.directory

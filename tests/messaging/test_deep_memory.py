@@ -32,7 +32,7 @@ from store import StoreConfig, open_store
 from store.messaging import Message, StorageManager
 from store.messaging import records as r
 from store.messaging.message_records import encode_message
-from store.messaging.paging import MEMORY_PER_MESSAGE
+from store.messaging.pager import MEMORY_PER_MESSAGE
 from tests.support.backends import file_config_mapping, unique_prefix
 from tests.support.db_backends import db_backend
 

@@ -13,7 +13,7 @@ import pytest
 
 from store.errors import AddressFullError
 from store.messaging import Message
-from store.messaging.paging import MEMORY_PER_MESSAGE
+from store.messaging.pager import MEMORY_PER_MESSAGE
 from store.store import Store
 from tests.messaging.support import Harness, bodies, drain
 from tests.support.backends import StoreFactory

@@ -15,7 +15,7 @@ import pytest
 import store.messaging.page_cache as page_cache
 from store.messaging import Message
 from store.messaging.page_cache import PageCache
-from store.messaging.paging import READ_AHEAD
+from store.messaging.pager_cursors import READ_AHEAD
 from store.paging.format import PageRecords
 from tests.messaging.support import Harness, bodies, drain, msg
 from tests.support.backends import StoreFactory

@@ -62,7 +62,7 @@ def test_the_paged_address_pages_and_large_messages_reach_the_large_store(tmp_pa
     """The workload exercises paging and large messages (spied on where the manager does
     them: pages and large bodies are gone again once everything is acknowledged)."""
     import store.messaging.state as state
-    from store.messaging.paging import Pager
+    from store.messaging.pager import Pager
 
     paged: list[str] = []
     large: list[int] = []

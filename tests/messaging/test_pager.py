@@ -1,4 +1,5 @@
-"""Paging and the address-full policies of the storage manager, all back-ends (docs/messaging.md):
+"""Paging and the address-full policies of the storage manager (store.messaging.pager and its
+parts, through the manager), all back-ends (docs/messaging.md):
 PAGE (paged messages delivered after those in memory, in order; cursor acks surviving restarts;
 pages deleted once every queue consumed them; a send after acks freed memory still behind older
 paged messages), DROP, FAIL, BLOCK (a limit of 0 refused, never waited on), and transactions

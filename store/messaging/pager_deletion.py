@@ -1,0 +1,130 @@
+"""The pager's acknowledgements and deletion (:mod:`store.messaging.pager`): the cursor acks of
+paged messages, a page's completion by each queue, the deletion of pages no queue needs any
+more (with their large bodies and journal records), and a deleted queue's share of them.
+
+The ack of a paged message is an ACKNOWLEDGE_CURSOR record (39, new id). When a queue has
+acknowledged every message of a page routed to it, and the page is no longer written to, one
+journal transaction adds PAGE_CURSOR_COMPLETE (42) and deletes that page's cursor acks of the
+queue. When every queue the page routes to has completed it, the page is deleted, then its 42
+records. A page is kept while it holds records of an undecided transaction; the
+PAGE_TRANSACTION record (35) is deleted with the last page holding its records
+(:mod:`store.messaging.pager_sends`).
+
+Thread-safety: none of its own; the storage manager's lock guards every call.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from store.messaging.page_records import (
+    ACKNOWLEDGE_CURSOR,
+    PAGE_CURSOR_COMPLETE,
+    CursorAck,
+    PageComplete,
+)
+from store.messaging.pager_cursors import PagerCursors
+from store.messaging.pager_state import AddressPaging, PageState
+from store.paging.api import PagePosition
+
+__all__ = ["PagerDeletion"]
+
+log = logging.getLogger("store.messaging.paging")  # the logger this code always logged to
+
+
+class PagerDeletion(PagerCursors):
+    """The pager's acks, page completions and page deletions (see the module docstring); it
+    reads a page being deleted through the page cache of :class:`PagerCursors`."""
+
+    def ack(self, address: str, qid: int, position: PagePosition) -> None:
+        """Queue ``qid`` acknowledged the paged message at ``position``: a cursor-ack record,
+        then the page's completion and deletion when due. Raises what the journal raises."""
+        rid = self._next_id()
+        self._journal.append_add(rid, ACKNOWLEDGE_CURSOR, CursorAck.body_of(qid, position))
+        self.acked(address, qid, position, rid)
+
+    def cursor_ack_tx(self, tx_id: int, qid: int, position: PagePosition) -> int:
+        """Write the cursor ack of a transaction; returns its record id (for ``acked``)."""
+        rid = self._next_id()
+        body = CursorAck.body_of(qid, position)
+        self._journal.append_add_tx(tx_id, rid, ACKNOWLEDGE_CURSOR, body)
+        return rid
+
+    def acked(self, address: str, qid: int, position: PagePosition, rid: int) -> None:
+        """Record that cursor-ack record ``rid`` acknowledged ``position`` for ``qid``."""
+        state = self._addresses.get(address) or self.address(address)
+        page_no, index = position
+        page = state.pages.get(page_no)
+        if page is None:
+            return
+        page.acked[qid].add(index)
+        page.ack_records[qid].append(rid)
+        cursor = state.cursors.get(qid)
+        if cursor is not None:
+            cursor.held.discard(position)
+            cursor.in_memory.discard(position)
+        state.live -= 1
+        self._check_page(state, page_no)
+
+    def _check_page(self, state: AddressPaging, page_no: int) -> None:
+        page = state.pages[page_no]
+        if page.pending or (page_no == state.last_page and state.live):
+            return  # undecided records, or the current page while anything paged is live
+        acked, complete, queue_address = page.acked, page.complete, self._queue_address
+        for qid, routed in page.routed.items():
+            # (every paged ack comes here: the live-queue test inlined)
+            if qid in complete or queue_address(qid) is None:
+                continue
+            if len(acked[qid]) < routed:
+                return
+            self._complete(page, page_no, qid, routed)
+        self._delete_page(state, page_no)
+
+    def _complete(self, page: PageState, page_no: int, qid: int, routed: int) -> None:
+        tx, rid = self._next_id(), self._next_id()
+        body = PageComplete(qid, page_no, routed).encode()
+        self._journal.append_add_tx(tx, rid, PAGE_CURSOR_COMPLETE, body)
+        self._journal.append_deletes_tx(tx, page.ack_records.pop(qid, []))
+        self._journal.append_commit(tx, sync=False)
+        page.complete[qid] = rid
+
+    def _delete_page(self, state: AddressPaging, page_no: int) -> None:
+        page = state.pages[page_no]
+        if page.runs is not None:  # known whole (``_note_run``): its large ids too
+            self._doomed.extend(page.large)
+        else:
+            records = self._records(state, page_no)
+            self._doomed.extend(
+                records[i].message_id for i in range(len(records)) if records[i].record_type == 30
+            )
+        del state.pages[page_no]
+        state.cache.pop(page_no, None)
+        self._store(state.address).delete_page(page_no)
+        # After the page: a crash in between leaves records of a missing page, swept at load.
+        for rid in [*page.complete.values(), *(r for rs in page.ack_records.values() for r in rs)]:
+            self._journal.append_delete(rid)
+        for tx_id in page.tx_ids:  # a page transaction whose last page went
+            if tx_id in self._visible_txs and not any(
+                tx_id in p.tx_ids for a in self._addresses.values() for p in a.pages.values()
+            ):
+                self._journal.append_delete(self._visible_txs.pop(tx_id))
+        log.debug("page %d of %r deleted", page_no, state.address)
+
+    def drop_queue(self, address: str, qid: int) -> None:
+        """Queue ``qid`` was deleted: its paged refs no longer count; pages only it needed go."""
+        state = self._addresses.get(address)
+        if state is None:
+            return
+        for page_no in sorted(state.pages):
+            page = state.pages[page_no]
+            if qid in page.routed and qid not in page.complete:
+                state.live -= page.routed[qid] - len(page.acked[qid])
+            for rid in page.ack_records.pop(qid, []):
+                self._journal.append_delete(rid)
+            page.acked.pop(qid, None)
+            if qid in page.complete:
+                self._journal.append_delete(page.complete.pop(qid))
+            page.routed.pop(qid, None)
+        state.cursors.pop(qid, None)
+        for page_no in sorted(state.pages):
+            self._check_page(state, page_no)
