@@ -41,9 +41,11 @@ import pytest
 from store import StoreConfig, open_store
 from tests.file import kill9_mixed as child
 from tests.support.model import JournalModel, assert_load_equal
+from tests.support.profile import rounds
 
 CHILD = str(Path(child.__file__).resolve())
-ROUNDS = 20
+#: Kill -9 rounds per journal type (more under STORE_TEST_PROFILE=soak).
+ROUNDS = rounds(20)
 
 
 def _config(directory: Path, journal_type: str) -> StoreConfig:

@@ -29,6 +29,7 @@ from store.messaging import StorageManager
 from tests.ha.conftest import EXPIRATION_MS, RENEW_MS, ha_mapping
 from tests.ha.nodes import Node, write_toml
 from tests.support.backends import unique_prefix
+from tests.support.profile import rounds
 
 #: Process scheduling and reading the child's line on a loaded 2-core machine (the suite's
 #: other worker may be running Spark meanwhile: 2.55 s was seen against 2.3 s with 0.6).
@@ -81,7 +82,7 @@ def test_kill_9_of_the_live_node_fails_over_within_the_lease_and_loses_nothing(
     live.wait_live(30)
     acknowledged: set[int] = set()
     takeovers: list[float] = []
-    for _ in range(10):
+    for _ in range(rounds(10)):
         backup = pair.start("backup")
         time.sleep(0.8)  # the backup is up and waiting
         live.wait_acks(20, 30)
@@ -110,7 +111,7 @@ def test_split_brain_a_stopped_primary_is_fenced_off_when_it_wakes(pair: Pair) -
     live = pair.start("primary")
     live.wait_live(30)
     frozen_nodes: list[tuple[Node, int]] = []
-    for _ in range(5):
+    for _ in range(rounds(5)):
         backup = pair.start("backup")
         time.sleep(0.8)
         live.wait_acks(10, 30)

@@ -21,6 +21,7 @@ from store.errors import StoreLockedError
 from store.ha import open_node_manager
 from store.ha.files import BACKUP_LOCK, PRIMARY_LOCK, SERVER_LOCK
 from tests.ha.nodes import ROOT, Node, write_toml
+from tests.support.profile import rounds
 
 
 def test_start_creates_exactly_the_three_files_with_artemis_layout(tmp_path: Path) -> None:
@@ -246,7 +247,7 @@ def test_kill_9_of_the_live_file_store_node_fails_over_and_loses_nothing(
         live.wait_live(30)
         acknowledged: set[int] = set()
         takeovers: list[float] = []
-        for _ in range(10):
+        for _ in range(rounds(10)):
             backup = Node(path, "backup")
             nodes.append(backup)
             time.sleep(0.8)

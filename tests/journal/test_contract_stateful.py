@@ -29,6 +29,7 @@ from store.journal.api import MAX_ID, MIN_ID
 from tests.journal.contract import ModelledJournal, expect_load, open_loaded
 from tests.support.backends import FILE_JOURNAL_SIZE, BackendSpec, StoreFactory, unique_prefix
 from tests.support.model import JournalModel
+from tests.support.profile import examples
 
 IDS = st.one_of(st.integers(min_value=0, max_value=7), st.sampled_from([MIN_ID, -1, MAX_ID]))
 USER_TYPES = st.sampled_from([0, 1, 45, 255])
@@ -181,7 +182,7 @@ def test_random_operations_match_the_model(backend: BackendSpec, tmp_path: Path)
     run_state_machine_as_test(
         Machine,
         settings=settings(
-            max_examples=backend.stateful_max_examples,
+            max_examples=examples(backend.stateful_max_examples),
             stateful_step_count=50,
             deadline=None,
             derandomize=os.environ.get("CI", "").lower() == "true",

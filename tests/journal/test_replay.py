@@ -19,6 +19,7 @@ from tests.support.model import (
     OpKind,
     assert_load_equal,
 )
+from tests.support.profile import examples
 
 
 def A(id: int, data: bytes = b"", urt: int = 1) -> RecordInfo:
@@ -279,7 +280,7 @@ def _valid_ops(draw: st.DrawFn) -> list[Op]:
     return model.ops
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_valid_ops())
 def test_replayer_agrees_with_the_reference_model(ops: list[Op]) -> None:
     """Any valid call stream replays to what the model predicts (records, prepared, failed)."""

@@ -33,6 +33,7 @@ from store.messaging import StorageManager
 from tests.messaging.global_limit_worker import QUEUE
 from tests.support.backends import file_config_mapping, unique_prefix
 from tests.support.db_backends import db_backend
+from tests.support.profile import rounds
 
 ROOT = Path(store_package.__file__).resolve().parent.parent
 
@@ -133,7 +134,7 @@ def _rounds(config: StoreConfig, rounds: int, *, seed: int, longest: float) -> N
 def test_kill9_rounds_paging_by_the_global_limit_on_the_file_store(tmp_path: Path):
     seed = random.SystemRandom().randrange(1 << 20)
     config = StoreConfig.from_mapping(file_config_mapping(tmp_path, "NIO"))
-    _rounds(config, 8, seed=seed, longest=1.0)
+    _rounds(config, rounds(8), seed=seed, longest=1.0)
 
 
 @pytest.mark.parametrize("name", ["postgresql"])
@@ -142,6 +143,6 @@ def test_kill9_rounds_paging_by_the_global_limit_on_a_database(tmp_path: Path, n
     spec = db_backend(name)
     config = spec.make_config(tmp_path, unique_prefix())
     try:
-        _rounds(config, 4, seed=seed, longest=2.0)
+        _rounds(config, rounds(4), seed=seed, longest=2.0)
     finally:
         spec.cleanup(config)

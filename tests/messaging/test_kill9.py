@@ -32,6 +32,7 @@ from store import Store, StoreConfig, StoreLockedError, open_store
 from store.messaging import Message, StorageManager
 from store.perf.messaging_worker import WorkerPlan, run_killed_worker
 from store.perf.messaging_workload import Ledger, WorkloadSpec, perf_config, queue_names
+from tests.support import profile
 from tests.support.backends import file_config_mapping, unique_prefix
 from tests.support.db_backends import db_backend
 
@@ -101,7 +102,7 @@ def _rounds(config: StoreConfig, rounds: int, *, seed: int, longest: float) -> N
 def test_twenty_kill9_rounds_on_the_file_store_lose_nothing_acknowledged(tmp_path: Path):
     seed = random.SystemRandom().randrange(1 << 20)
     config = StoreConfig.from_mapping(file_config_mapping(tmp_path, "NIO"))
-    _rounds(config, 20, seed=seed, longest=1.0)
+    _rounds(config, profile.rounds(20), seed=seed, longest=1.0)
 
 
 @pytest.mark.parametrize(("name", "rounds"), [("postgresql", 5), ("mariadb", 3), ("sqlite", 3)])
@@ -112,7 +113,7 @@ def test_kill9_rounds_on_a_database_lose_nothing_acknowledged(
     spec = db_backend(name)
     config = spec.make_config(tmp_path, unique_prefix())
     try:
-        _rounds(config, rounds, seed=seed, longest=2.0)
+        _rounds(config, profile.rounds(rounds), seed=seed, longest=2.0)
     finally:
         spec.cleanup(config)
 

@@ -16,6 +16,7 @@ from store.messaging.message_records import PagedMessage
 from store.paging import format as page_format
 from store.speedups import SPEEDUPS
 from tests.file.test_reader import require_speedups
+from tests.support.profile import examples
 
 _paged = st.builds(
     PagedMessage,
@@ -32,7 +33,7 @@ def _expanded(runs: list[page_scan.PagedRun]) -> list[tuple[int, tuple[int, ...]
     return [(tx, qids) for _, count, tx, qids in runs for _ in range(count)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(messages=st.lists(_paged, max_size=25))
 def test_runs_say_what_each_record_says(messages: list[PagedMessage]) -> None:
     records = [m.encode() for m in messages]
@@ -45,7 +46,7 @@ def test_runs_say_what_each_record_says(messages: list[PagedMessage]) -> None:
     assert all(a[2:] != b[2:] for a, b in itertools.pairwise(runs))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(messages=st.lists(_paged, max_size=25), damage=st.data())
 def test_the_compiled_runs_equal_the_python_reference(
     messages: list[PagedMessage], damage: st.DataObject
@@ -78,7 +79,7 @@ def _python_scan(data: bytes, *, torn_tail: bool) -> tuple[list[bytes], int]:
         return page_format.scan_page(data, path="p", torn_tail=torn_tail)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     payloads=st.lists(st.binary(max_size=60), max_size=12),
     flip=st.one_of(st.none(), st.integers(0, 2000)),
@@ -124,7 +125,7 @@ def _records_of(payloads: list[bytes]) -> page_format.PageRecords:
     return records
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(messages=st.lists(_paged, max_size=25), bad=st.booleans())
 def test_runs_over_a_pages_bytes_equal_runs_over_its_records(
     messages: list[PagedMessage], bad: bool
@@ -147,7 +148,7 @@ def test_runs_over_a_pages_bytes_equal_runs_over_its_records(
     assert got == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     payloads=st.lists(st.binary(max_size=60), max_size=12),
     flip=st.one_of(st.none(), st.integers(0, 2000)),

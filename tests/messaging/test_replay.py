@@ -22,6 +22,7 @@ from store.messaging import records as r
 from store.messaging.queues import QueueEntry
 from store.messaging.values import Message
 from tests.support.backends import file_config_mapping
+from tests.support.profile import examples
 
 IDS = st.sampled_from([1, 2, 3, 2**31 + 5, 2**62 + 7])
 QUEUES = st.sampled_from([1, 2, 2**40])
@@ -100,7 +101,7 @@ def _replay(
         return _snapshot(state), calls
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(records=st.lists(_record(), max_size=30))
 def test_the_compiled_replay_equals_the_python_reference(records: list[RecordInfo]) -> None:
     from tests.file.test_reader import require_speedups
@@ -207,7 +208,7 @@ def _loaded(root: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
             return rec.messages, rec.cleaned, stored, by_queue, memory, next(sm._state.order)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(appends=_journal())
 def test_the_compiled_load_equals_the_python_reference(
     appends: list[tuple[str, int, int, bytes]], tmp_path_factory: pytest.TempPathFactory

@@ -33,6 +33,7 @@ from store import StoreConfig, open_store
 from store.errors import DuplicateIdError, UnknownMessageError
 from store.messaging import Message, StorageManager, Transaction, Xid
 from tests.support.backends import file_config_mapping
+from tests.support.profile import examples
 
 QUEUES = ("q1", "q2")
 READY, DELIVERED, HELD = "ready", "delivered", "held"
@@ -332,7 +333,7 @@ class ManagerMachine(RuleBasedStateMachine):
 
 TestManagerMachine = ManagerMachine.TestCase
 TestManagerMachine.settings = settings(
-    max_examples=150,
+    max_examples=examples(150),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

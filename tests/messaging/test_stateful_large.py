@@ -21,6 +21,7 @@ from hypothesis.stateful import invariant, rule
 
 from tests.messaging.test_stateful import QUEUES
 from tests.messaging.test_stateful_paging import PagingMachine
+from tests.support.profile import examples
 
 BODY = bytes(range(256)) * 3  # 768 bytes, over the limit below
 
@@ -64,7 +65,7 @@ class LargePagingMachine(PagingMachine):
 
 TestLargePagingMachine = LargePagingMachine.TestCase
 TestLargePagingMachine.settings = settings(
-    max_examples=60,
+    max_examples=examples(60),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

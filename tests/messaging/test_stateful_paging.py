@@ -35,6 +35,7 @@ from tests.messaging.test_stateful import (
     MRef,
     MTx,
 )
+from tests.support.profile import examples
 
 LIMIT = 3
 
@@ -168,7 +169,7 @@ class PagingMachine(ManagerMachine):
 
 TestPagingMachine = PagingMachine.TestCase
 TestPagingMachine.settings = settings(
-    max_examples=100,
+    max_examples=examples(100),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -19,6 +19,7 @@ import pytest
 import stomp
 
 from tests.stomp.support import BrokerProcess, bye, client, send_all, write_toml
+from tests.support import profile
 from tests.support.backends import StoreFactory, file_config_mapping
 from tests.support.cli import run_store
 from tests.support.db_backends import new_store_mapping
@@ -202,7 +203,7 @@ def test_kill9_while_sending_and_acknowledging_loses_nothing_receipted(
         path = _config_file(factory)
         seed = random.randrange(2**32)
         print(f"seed {seed}")
-        for n in range(rounds):
+        for n in range(profile.rounds(rounds)):
             _round(path, seed + n, n)
     finally:
         factory.teardown()

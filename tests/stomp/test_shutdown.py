@@ -23,10 +23,11 @@ from store.stomp import open_queue_store
 from store.stomp.queue_manager import DurableQueueManager
 from tests.stomp.support import WAIT, Recorder, raw_connect, read_frames, running_broker
 from tests.support.backends import file_config_mapping
+from tests.support.profile import rounds
 
 PRODUCERS = 4
 CONSUMERS = 4
-ROUNDS = 3
+ROUNDS = rounds(3)
 DESTINATION = "/queue/busy"
 
 

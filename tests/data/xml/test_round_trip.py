@@ -32,6 +32,7 @@ from store.messaging import StorageManager
 from store.messaging.values import MESSAGE_TYPES, PROPERTY_TYPES, implied_type
 from tests.data.xml.artemis_writer import JavaMessage, hashmap_order, java_to_string, render
 from tests.support.backends import file_config_mapping
+from tests.support.profile import examples
 
 LARGE = 1024  # min-large-message-size of the stores here
 ADDRESSES = [(1, "a0", ("ANYCAST",)), (2, "a1", ("ANYCAST", "MULTICAST"))]
@@ -135,7 +136,7 @@ def _stored(config: StoreConfig) -> bytes:
     return render(addresses, queues, messages, typed_nulls=True)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=_messages())
 def test_an_artemis_export_comes_back_out_byte_for_byte(
     messages: list[JavaMessage], tmp_path_factory: pytest.TempPathFactory
