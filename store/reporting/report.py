@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from store.config import DatabaseStoreConfig, StoreConfig, db_dialect_of
 from store.errors import (
@@ -37,6 +37,7 @@ from store.errors import (
     StoreUnavailableError,
 )
 from store.reporting import damage, jobs, schemas, snapshot, sources
+from store.reporting.datasets import Written, write_dataset
 from store.reporting.page import Totals, write_charts, write_index
 
 if TYPE_CHECKING:
@@ -336,44 +337,8 @@ def _settled(live: DataFrame) -> DataFrame:
     return live.repartition("journal", "id").cache()
 
 
-def _write(frame: DataFrame, out: str, name: str) -> int:
-    frame = frame.cache()
-    frame.coalesce(1).write.mode("overwrite").parquet(os.path.join(out, name))
-    return int(frame.count())
-
-
-#: dataset -> the column its rows on the page (and its chart) are ordered by, largest first.
-_PAGE_ORDER: Final = {
-    "queue_depths": "messages",
-    "address_bytes": "bytes",
-    "record_types": "records",
-    "dead_records": "dead_bytes",
-    "page_stores": "bytes",
-    "large_messages": "stored_bytes",
-}
-_PAGE_ROWS: Final = 500
-
-
-def _first_rows(name: str, frame: DataFrame) -> list[dict[str, Any]]:
-    """The rows of dataset ``name`` the page shows and charts: the largest first, at most
-    :data:`_PAGE_ROWS` (a chart's bars are the largest of the whole dataset)."""
-    from pyspark.sql import functions as F
-
-    column = _PAGE_ORDER.get(name)
-    if column is not None:
-        frame = frame.orderBy(F.desc(column))
-    elif name == "message_age_histogram":
-        frame = frame.orderBy("queue", "bucket_index")
-    return [row.asDict() for row in frame.limit(_PAGE_ROWS).collect()]
-
-
-def _totals(frame: DataFrame | None, *columns: str) -> list[int]:
-    if frame is None:
-        return [0] * len(columns)
-    from pyspark.sql import functions as F
-
-    row = frame.agg(*(F.sum(c).alias(c) for c in columns)).first()
-    return [int(row[c] or 0) if row is not None else 0 for c in columns]
+def _totals(written: Written | None, *columns: str) -> list[int]:
+    return [0] * len(columns) if written is None else written.sums(*columns)
 
 
 def run_report(
@@ -459,7 +424,7 @@ def _report(
     """:func:`run_report` once its damage checks passed, inside the database's snapshot."""
     records, pages = _records(spark, source)
     steps: list[tuple[str, Callable[[], Any]]] = []
-    results: dict[str, Any] = {}
+    results: dict[str, Written] = {}
     if records is not None:
         from pyspark.sql import functions as F
 
@@ -506,12 +471,12 @@ def _report(
     for done, (name, job) in enumerate(steps):
         if progress is not None:
             progress(name, done, total)
-        frame = job()
-        datasets[name] = _write(frame, out, name)
-        results[name] = frame
+        written = write_dataset(job(), out, name)
+        datasets[name] = written.count
+        results[name] = written
     if progress is not None:
         progress("index.html", len(steps), total)
-    tables = {name: _first_rows(name, f) for name, f in results.items()}
+    tables = {name: w.first_rows() for name, w in results.items()}
     charts = write_charts(tables, out)
     warnings = tuple(damage.describe(found))
     if warnings:
@@ -519,13 +484,10 @@ def _report(
         warnings = (f"{SALVAGED} ({places} left out):", *warnings)
     depths = _totals(results.get("queue_depths"), "messages", "bytes")
     dead = _totals(results.get("dead_records"), "records", "live_records", "dead_bytes")
-    large = _large_totals(results.get("large_messages"))
-    oldest = None
-    if "message_ages" in results:
-        from pyspark.sql import functions as F
-
-        first = results["message_ages"].agg(F.min("oldest_timestamp")).first()
-        oldest = None if first is None or first[0] is None else int(first[0])
+    large_written = results.get("large_messages")
+    large = _large_totals(None if large_written is None else large_written.frame)
+    ages = results.get("message_ages")
+    oldest = None if ages is None else ages.minimum("oldest_timestamp")
     totals = Totals(
         messages=depths[0],
         bytes=depths[1],
