@@ -55,8 +55,9 @@ ensure_venv() {
 ensure_install() {
     local extras=$1 spec=. hash
     [ -n "$extras" ] && spec=".[$extras]"
-    # The compiled part is built by the install: a changed store/_speedups.c installs again.
-    hash=$(cat "$ROOT/pyproject.toml" "$ROOT/store/_speedups.c" | sha256sum | cut -c1-16)
+    # The compiled part is built by the install: a change to any of its C files or its header
+    # (store/_speedups*.c, store/_speedups.h: setup.py's sources) installs again.
+    hash=$(cat "$ROOT/pyproject.toml" "$ROOT"/store/_speedups*.[ch] | sha256sum | cut -c1-16)
     if [ -f "$STAMP" ] && install_works; then
         if grep -qx "$hash $extras" "$STAMP" || { [ -z "$extras" ] && grep -q "^$hash " "$STAMP"; }; then
             return 0
