@@ -7,7 +7,7 @@
  * reference; the Python code stays the fallback where the module is not built.
  *
  * Here: the helpers more than one of those files calls (the CRC-32, big-endian reads, the
- * __slots__ writes), the loop state the journal scan and the
+ * __slots__ writes, the argument-count check), the loop state the journal scan and the
  * load's replay share (Sink), and every function one file defines for another: each entry
  * point of the method table, declared here for _speedups_module.c. What one file alone uses
  * stays static in that file. The shared functions are hidden (not exported from the shared
@@ -32,6 +32,17 @@
 #else
 #define SP_HIDDEN
 #endif
+
+/* ---- Arguments ---------------------------------------------------------------------------- */
+
+/* The prologue of an entry point called with a fixed number of arguments: -1 with a TypeError
+   of that message set unless nargs is n (paged_runs and crc32 check theirs themselves). */
+static inline int check_nargs(Py_ssize_t nargs, Py_ssize_t n, const char *message) {
+    if (nargs == n)
+        return 0;
+    PyErr_SetString(PyExc_TypeError, message);
+    return -1;
+}
 
 /* ---- CRC-32 (_speedups_crc32.c) ----------------------------------------------------------- */
 

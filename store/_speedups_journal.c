@@ -243,10 +243,8 @@ static void put_head(unsigned char *h, uint32_t n, unsigned long rtype, unsigned
 
 PyObject *append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "append_record takes 11 arguments");
+    if (check_nargs(nargs, 11, "append_record takes 11 arguments") < 0)
         return NULL;
-    }
     PyObject *buf = args[0];
     if (!PyByteArray_Check(buf)) {
         PyErr_SetString(PyExc_TypeError, "append_record: buf must be a bytearray");
@@ -334,10 +332,8 @@ PyObject *append_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
    checked before anything is appended (nothing is when one is refused). */
 PyObject *append_records_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "append_records_run takes 10 arguments");
+    if (check_nargs(nargs, 10, "append_records_run takes 10 arguments") < 0)
         return NULL;
-    }
     PyObject *buf = args[0], *ids = args[6];
     if (!PyByteArray_Check(buf) || !PyList_CheckExact(ids)) {
         PyErr_SetString(PyExc_TypeError, "append_records_run: buf must be a bytearray, ids a list");

@@ -129,10 +129,8 @@ static int replay_sink(Sink *s, PyObject *const *args) {
    updated_only set); stops at the first record of another type (stop: its position). */
 PyObject *replay_adds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "replay_adds takes 10 arguments");
+    if (check_nargs(nargs, 10, "replay_adds takes 10 arguments") < 0)
         return NULL;
-    }
     Sink s;
     if (replay_sink(&s, args + 2) < 0)
         return NULL;
@@ -175,10 +173,8 @@ PyObject *replay_adds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
    position (len(rows) when none). */
 PyObject *replay_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "replay_rows takes 12 arguments");
+    if (check_nargs(nargs, 12, "replay_rows takes 12 arguments") < 0)
         return NULL;
-    }
     PyObject *rows = args[0], *empty = args[10], *plain = args[11];
     Sink s;
     if (replay_sink(&s, args + 2) < 0)
@@ -223,10 +219,8 @@ PyObject *replay_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
    raw record tuple, and every other record handed as one to other(record), in file order. */
 PyObject *scan_replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "scan_replay takes 14 arguments");
+    if (check_nargs(nargs, 14, "scan_replay takes 14 arguments") < 0)
         return NULL;
-    }
     Sink s;
     if (replay_sink(&s, args + 5) < 0)
         return NULL;
@@ -333,10 +327,8 @@ static PyObject *peek_header(PyObject *data, PyObject *addresses, PyTypeObject *
    decoded address of each raw address. */
 PyObject *peek_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "peek_message takes 4 arguments");
+    if (check_nargs(nargs, 4, "peek_message takes 4 arguments") < 0)
         return NULL;
-    }
     PyObject *addresses = args[1];
     PyTypeObject *header_type = (PyTypeObject *)args[2];
     if (!PyBytes_CheckExact(args[0]) || !PyDict_CheckExact(addresses) || !PyType_Check(args[2]) ||
@@ -372,10 +364,8 @@ static SlotCache loaded_cache, entry_cache, stored_cache;
 
 PyObject *replay_message_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "replay_message_run takes 14 arguments");
+    if (check_nargs(nargs, 14, "replay_message_run takes 14 arguments") < 0)
         return NULL;
-    }
     PyObject *records = args[0], *messages = args[3], *queue_entries = args[4];
     PyObject *orders = args[5], *addresses = args[6], *ready = args[13];
     PyTypeObject *header_type = (PyTypeObject *)args[7];
@@ -559,10 +549,8 @@ static int count_memory(PyObject *memory, PyObject *address, PyObject *size) {
 
 PyObject *keep_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "keep_run takes 7 arguments");
+    if (check_nargs(nargs, 7, "keep_run takes 7 arguments") < 0)
         return NULL;
-    }
     PyObject *messages = args[0], *queues = args[1], *kept = args[2], *memory = args[3];
     PyObject *other = args[6];
     PyTypeObject *loaded_type = (PyTypeObject *)args[4], *stored_type = (PyTypeObject *)args[5];
@@ -645,10 +633,8 @@ error:
    is after now, else ready ((-priority, order, id) onto ready), its state set to match. */
 PyObject *add_entries_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "add_entries_run takes 8 arguments");
+    if (check_nargs(nargs, 8, "add_entries_run takes 8 arguments") < 0)
         return NULL;
-    }
     PyObject *entries = args[0], *by_id = args[1], *ready = args[2], *scheduled = args[3];
     PyObject *now = args[4], *ready_state = args[6], *scheduled_state = args[7];
     PyTypeObject *entry_type = (PyTypeObject *)args[5];
@@ -711,10 +697,8 @@ static PyObject *empty_args;
 
 PyObject *plain_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "plain_message takes 6 arguments");
+    if (check_nargs(nargs, 6, "plain_message takes 6 arguments") < 0)
         return NULL;
-    }
     PyObject *data = args[0], *addresses = args[3], *default_type = args[5];
     if (!PyBytes_CheckExact(data) || !PyType_Check(args[2]) || !PyDict_CheckExact(addresses)) {
         PyErr_SetString(PyExc_TypeError,

@@ -41,10 +41,8 @@ static int page_record_valid(const unsigned char *d, Py_ssize_t n, Py_ssize_t of
 
 PyObject *scan_page(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 1) {
-        PyErr_SetString(PyExc_TypeError, "scan_page(data) takes 1 argument");
+    if (check_nargs(nargs, 1, "scan_page(data) takes 1 argument") < 0)
         return NULL;
-    }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -198,10 +196,8 @@ done:
    payloads scan_bounds located (bounds: native int64 pairs of payload offset and length). */
 PyObject *paged_runs_in(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "paged_runs_in(data, bounds, version) takes 3 arguments");
+    if (check_nargs(nargs, 3, "paged_runs_in(data, bounds, version) takes 3 arguments") < 0)
         return NULL;
-    }
     Py_buffer data, bounds;
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -243,10 +239,8 @@ done:
    of its own. */
 PyObject *scan_bounds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 1) {
-        PyErr_SetString(PyExc_TypeError, "scan_bounds(data) takes 1 argument");
+    if (check_nargs(nargs, 1, "scan_bounds(data) takes 1 argument") < 0)
         return NULL;
-    }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -338,10 +332,8 @@ static int paged_offsets(PyObject *paged_type, const char *fn, Py_ssize_t *at) {
 
 PyObject *paged_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "paged_message takes 5 arguments");
+    if (check_nargs(nargs, 5, "paged_message takes 5 arguments") < 0)
         return NULL;
-    }
     PyTypeObject *paged_type = (PyTypeObject *)args[4];
     Py_ssize_t at[5];
     if (paged_offsets(args[4], "paged_message", at) < 0)
@@ -372,10 +364,8 @@ PyObject *paged_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
    the dataclass's __init__ takes them. */
 PyObject *new_paged(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "new_paged takes 6 arguments");
+    if (check_nargs(nargs, 6, "new_paged takes 6 arguments") < 0)
         return NULL;
-    }
     Py_ssize_t at[5];
     if (paged_offsets(args[0], "new_paged", at) < 0)
         return NULL;
@@ -400,10 +390,8 @@ static void put_be64(unsigned char *p, uint64_t v) {
    naming it). payload: any buffer. */
 PyObject *frame_page_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 1) {
-        PyErr_SetString(PyExc_TypeError, "frame_page_record takes 1 argument");
+    if (check_nargs(nargs, 1, "frame_page_record takes 1 argument") < 0)
         return NULL;
-    }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -433,10 +421,8 @@ PyObject *frame_page_record(PyObject *self, PyObject *const *args, Py_ssize_t na
    record_type is checked by the caller. */
 PyObject *paged_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "paged_record takes 6 arguments");
+    if (check_nargs(nargs, 6, "paged_record takes 6 arguments") < 0)
         return NULL;
-    }
     PyObject *record = args[4], *ids = args[5];
     if (!PyBytes_CheckExact(record) || !PyTuple_CheckExact(ids))
         Py_RETURN_NONE;
@@ -492,10 +478,8 @@ PyObject *paged_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
    looked at, at the refused one. */
 PyObject *read_ahead_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 17) {
-        PyErr_SetString(PyExc_TypeError, "read_ahead_run takes 17 arguments");
+    if (check_nargs(nargs, 17, "read_ahead_run takes 17 arguments") < 0)
         return NULL;
-    }
     PyObject *visible = args[5], *acked = args[6], *held = args[7], *in_memory = args[8];
     PyObject *page_obj = args[9], *make_position = args[15], *found = args[16];
     if (!PyDict_Check(visible) || !PyAnySet_Check(held) || !PyAnySet_Check(in_memory) ||
