@@ -1,5 +1,6 @@
-"""The optional compiled part of the package (``store/_speedups.c``, built by ``setup.py`` where
-a compiler is present), and the CRC-32 every checksum of the store goes through.
+"""The optional compiled part of the package (the extension module ``store._speedups``, one C
+file per format, ``store/_speedups_*.c``, built by ``setup.py`` where a compiler is present),
+and the CRC-32 every checksum of the store goes through.
 
 - :data:`SPEEDUPS` is the compiled module, or None where it was not built or
   ``STORE_NO_SPEEDUPS=1`` asks for pure Python. The file journal's record scan and encode use

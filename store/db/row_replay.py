@@ -25,7 +25,7 @@ anything else                      CorruptionError naming the table and ``seq``
 =================================  ==========================================================
 
 The load replays runs of ADD and UPDATE rows in C where it can (``replay_rows`` in
-``store/_speedups.c``, the same two rules, appending to the same :attr:`RowReplay.plain`; a
+``store/_speedups_load.c``, the same two rules, appending to the same :attr:`RowReplay.plain`; a
 differential test in ``tests/db/test_journal.py`` ties the two) and hands every other row to
 :meth:`RowReplay.feed`.
 

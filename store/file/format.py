@@ -9,8 +9,9 @@ per-record loops kept in one frame for speed, each tied to this module by tests:
   (the same rules as :func:`decode_record`); it is the reference of the compiled scan;
 - ``store.file.journal.FileJournal._append``: the append hot path packs ``RECORD_HEAD`` and
   ``RECORD_TAIL`` itself where the compiled encoder is not built;
-- ``store/_speedups.c``: the compiled scan, scan-and-replay and append. Its differential tests
-  (``tests/file/test_speedups.py``) require its scans to equal ``python_scan``, its append to
+- ``store/_speedups_journal.c``: the compiled scan and append (and the scan-and-replay of
+  ``store/_speedups_load.c``, on the same scan loop). Their differential tests
+  (``tests/file/test_speedups.py``) require the scans to equal ``python_scan``, the append to
   write the bytes of :func:`encode_record`, and journals written by either path to load the
   same in the other; ``tests/file/test_golden.py`` reads files of this version written earlier.
 

@@ -101,7 +101,7 @@ _FLOOR = fmt.FLAG_FLOOR
 #: The records :meth:`FileJournal.append_deletes_tx` appends per hold of the append lock at
 #: most (other appenders wait that long: about 0.3 ms).
 _BULK_HOLD = 1024
-# The compiled record encoder (store/_speedups.c), or None: then the three steps below.
+# The compiled record encoder (store/_speedups_journal.c), or None: then the three steps below.
 _append_record = getattr(SPEEDUPS, "append_record", None)
 #: The compiled run of records without a body (``append_deletes_tx``), or None.
 _append_records_run = getattr(SPEEDUPS, "append_records_run", None)

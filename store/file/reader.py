@@ -4,9 +4,9 @@ The rules are those of ``store.file.format`` ("a record is valid if and only if 
 sequence", "end of data"); this module applies them to a whole file's bytes:
 
 - :func:`scan` yields the records in sequence and leaves, in a :class:`Cursor`, where the data
-  ends and the last lsn read; its per-record loop is compiled (``store/_speedups.c``,
-  built by ``setup.py`` where a compiler is present: ``SPEEDUPS``), with
-  :func:`python_scan` the reference and the fallback;
+  ends and the last lsn read; its per-record loop is compiled (``store/_speedups_journal.c``,
+  built by ``setup.py`` where a compiler is present: ``SPEEDUPS``), with :func:`python_scan`
+  the reference and the fallback;
 - :func:`find_after` finds every valid record of the file beyond a position (the bytes after the
   end of data): it searches for the file's id, which every record of this use of the file
   carries, so it runs at ``bytes.find`` speed rather than byte by byte;

@@ -39,8 +39,8 @@ from store.speedups import SPEEDUPS
 
 __all__ = ["load_into"]
 
-#: The compiled loop of :func:`_messages` (``store/_speedups.c``; ``keep`` the reference), or
-#: None.
+#: The compiled loop of :func:`_messages` (``store/_speedups_load.c``; ``keep`` the
+#: reference), or None.
 COMPILED_KEEP: Callable[..., None] | None = getattr(SPEEDUPS, "keep_run", None)
 
 log = logging.getLogger(__name__)

@@ -306,7 +306,7 @@ def decode_message(data: bytes, message_id: int) -> Message:
 
 
 #: The compiled path of :func:`decode_message` for a body without properties
-#: (``store/_speedups.c``'s ``plain_message``: :func:`peek_message`'s checks, then the
+#: (``store/_speedups_load.c``'s ``plain_message``: :func:`peek_message`'s checks, then the
 #: :class:`Message` made without running its ``__init__``, since they leave nothing for it to
 #: check or change), or None. :func:`unpack_message` is its reference (tested equal).
 COMPILED_MESSAGE: Callable[..., Any] | None = getattr(SPEEDUPS, "plain_message", None)
@@ -337,7 +337,7 @@ class MessageHeader(NamedTuple):
     scheduled_delivery: int
 
 
-#: The compiled :func:`peek_message` (``store/_speedups.c``), or None.
+#: The compiled :func:`peek_message` (``store/_speedups_load.c``), or None.
 COMPILED_PEEK: Callable[..., Any] | None = getattr(SPEEDUPS, "peek_message", None)
 
 
@@ -468,7 +468,7 @@ def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str
 #: then the record, the queue count (``_PAGED_COUNT``) and the queue ids.
 _PAGED_HEAD = struct.Struct(">BqqBI")
 _PAGED_COUNT = struct.Struct(">i")
-#: The compiled packed path of :meth:`PagedMessage.decode` (``store/_speedups.c``'s
+#: The compiled packed path of :meth:`PagedMessage.decode` (``store/_speedups_pages.c``'s
 #: ``paged_message``, the same checks; None for a record it leaves to the Python path), or
 #: None. The Python path is its reference (tested equal).
 COMPILED_PAGED: Callable[..., Any] | None = getattr(SPEEDUPS, "paged_message", None)

@@ -28,7 +28,7 @@ from store.paging.api import PagePosition
 from store.paging.format import PageRecords
 from store.speedups import SPEEDUPS
 
-#: The compiled walk of :meth:`PageCache.walk` (``store/_speedups.c``), or None.
+#: The compiled walk of :meth:`PageCache.walk` (``store/_speedups_pages.c``), or None.
 COMPILED_WALK: Final[Callable[..., tuple[int, int, int]] | None] = getattr(
     SPEEDUPS, "read_ahead_run", None
 )
@@ -76,8 +76,8 @@ class PageCache:
         make_position: Callable[[tuple[int, int]], PagePosition],
         found: list[tuple[PagePosition, PagedMessage]],
     ) -> tuple[int, int, int] | None:
-        """The compiled read-ahead walk (``read_ahead_run`` in ``store/_speedups.c``, which
-        says what it takes) over the records read with the page, from ``index``: ``skip`` is
+        """The compiled read-ahead walk (``read_ahead_run`` in ``store/_speedups_pages.c``,
+        which says what it takes) over the records read with the page, from ``index``: ``skip`` is
         (visible transactions, acknowledged indexes, held and in-memory positions),
         ``counts`` (want, need, budget). Returns (index, budget, stop); None where it does
         not apply (not compiled, records appended since the read, or a page read in

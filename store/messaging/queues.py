@@ -31,8 +31,8 @@ from store.speedups import SPEEDUPS
 
 __all__ = ["DELIVERED", "HELD", "READY", "SCHEDULED", "MessageQueue", "QueueEntry"]
 
-#: The compiled loop of :meth:`MessageQueue.add_entries` (``store/_speedups.c``; the Python
-#: loop the reference), or None.
+#: The compiled loop of :meth:`MessageQueue.add_entries` (``store/_speedups_load.c``; the
+#: Python loop the reference), or None.
 COMPILED_ADD: Callable[..., None] | None = getattr(SPEEDUPS, "add_entries_run", None)
 
 READY: Final = 0

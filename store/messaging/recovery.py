@@ -293,8 +293,8 @@ def _message_of(rec: RecordInfo, addresses: dict[bytes, str]) -> LoadedMessage |
 
 _I64 = struct.Struct(">q")
 
-#: The compiled loop of :func:`replay_messages` (``store/_speedups.c``, its inline code the
-#: reference), or None.
+#: The compiled loop of :func:`replay_messages` (``store/_speedups_load.c``, its inline code
+#: the reference), or None.
 COMPILED_RUN: Callable[..., tuple[int, int]] | None = getattr(SPEEDUPS, "replay_message_run", None)
 
 

@@ -2,8 +2,9 @@
 record body until first used, and the queues still holding it.
 
 Made by the manager's send (:meth:`store.messaging.state.ManagerState.prepare_message`), by
-the load (:mod:`store.messaging.loader`; the compiled ``keep_run`` of ``store/_speedups.c``
-writes its slots directly, by name) and for a message read back from a page.
+the load (:mod:`store.messaging.loader`; the compiled ``keep_run`` of
+``store/_speedups_load.c`` writes its slots directly, by name) and for a message read back from
+a page.
 
 Thread-safety: none of its own; the storage manager's lock guards it.
 """

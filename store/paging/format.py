@@ -62,7 +62,7 @@ FRAMING: Final = _HEAD.size + 1
 #: The largest payload a record can hold (the length field is 32-bit).
 MAX_RECORD_SIZE: Final = 2**32 - 1 - FRAMING
 _PAGE_SUFFIX: Final = ".page"
-#: The compiled loop over a page's valid records (``store/_speedups.c``), or None.
+#: The compiled loop over a page's valid records (``store/_speedups_pages.c``), or None.
 _COMPILED_SCAN = getattr(SPEEDUPS, "scan_page", None)
 _COMPILED_BOUNDS = getattr(SPEEDUPS, "scan_bounds", None)
 #: The compiled :func:`encode_record` (every paged send frames a record), or None.

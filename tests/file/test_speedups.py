@@ -1,4 +1,4 @@
-"""The compiled scan (``store/_speedups.c``) against the pure-Python reference
+"""The compiled scan (``store/_speedups_journal.c``) against the pure-Python reference
 (:func:`store.file.reader.python_scan`) on generated files: sequences with padding of every
 kind, torn and damaged tails, stale records of an earlier use of the file, wrong lsns and
 random byte flips. Both must return the same records and leave the same cursor."""

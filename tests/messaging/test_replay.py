@@ -1,5 +1,5 @@
-"""The messaging load's compiled loops (``store/_speedups.c``) against the Python code they
-stand in for: the replay of the message journal (``replay_message_run`` for
+"""The messaging load's compiled loops (``store/_speedups_load.c``) against the Python code
+they stand in for: the replay of the message journal (``replay_message_run`` for
 ``store.messaging.recovery.replay_messages``) on record sequences of every kind it meets,
 and a whole ``load()`` of a real file store (also ``keep_run`` for the keeping of messages in
 ``store.messaging.loader`` and ``add_entries_run`` for ``MessageQueue.add_entries``)."""
