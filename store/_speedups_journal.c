@@ -3,7 +3,8 @@
  * append path: _check_fields, RECORD_HEAD.pack, zlib.crc32, RECORD_TAIL.pack). The scan applies
  * exactly the same rules as python_scan (store.file.format: "a record is valid if and only if
  * ...", "in sequence", "end of data", the two padding rules) and returns exactly the same
- * records; the tests run both over the same files and compare (tests/file/test_speedups.py).
+ * records; the tests run both over the same files and compare (tests/file/test_speedups.py;
+ * append_records_run against the append path's Python steps: tests/file/test_compiled_append.py).
  *
  * scan(data, file_id, start, floor, pad_unit) -> (records, end, last_lsn, count)
  *   data      a bytes-like object (the whole file)
