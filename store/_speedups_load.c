@@ -8,7 +8,8 @@
  *   _speedups_journal.c and the replay in one pass, an ADD or UPDATE replayed as it is read,
  *   never becoming a raw record; any other record handed as one to other(record), in file
  *   order) and of store.db.journal / store.db.row_replay (replay_rows, over a database
- *   journal's rows). Tests: tests/file/test_speedups.py, tests/db/test_journal.py.
+ *   journal's rows). Tests: tests/file/test_compiled_replay.py, tests/file/test_speedups.py,
+ *   tests/db/test_journal.py.
  *
  * peek_message(data, addresses, header_type, version), replay_message_run(records, start,
  * end, ...), keep_run(messages, ...), add_entries_run(entries, ...) and plain_message(data,
