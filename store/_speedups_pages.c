@@ -5,7 +5,7 @@
  * (PagedMessage.decode and write_packed, python_new_paged) and store.messaging.page_cache
  * (PageCache.walk's Python walk). Tests: tests/messaging/test_page_scan.py,
  * tests/messaging/test_paged_decode.py, tests/messaging/test_read_ahead.py,
- * tests/paging/test_compiled_framing.py.
+ * tests/messaging/test_compiled_paged_record.py, tests/paging/test_compiled_framing.py.
  *
  * scan_page(data) -> (records, offset): store.paging.format.scan_page's loop over the records
  * of a page's bytes (big-endian framing: 0x7B, length u32, CRC-32 of the length's 4 bytes and
