@@ -2,10 +2,11 @@
  * every page, what a paged send writes and what a receive of a deep queue reads ahead.
  * References: store.paging.format (scan_page, scan_records, python_encode_record),
  * store.messaging.page_scan (python_paged_runs), store.messaging.message_records
- * (PagedMessage.decode and write_packed, python_new_paged) and store.messaging.page_cache
- * (PageCache.walk's Python walk). Tests: tests/messaging/test_page_scan.py,
- * tests/messaging/test_paged_decode.py, tests/messaging/test_read_ahead.py,
- * tests/messaging/test_compiled_paged_record.py, tests/paging/test_compiled_framing.py.
+ * (PagedMessage.decode and write_packed, python_new_paged) and store.messaging.pager_cursors
+ * (PagerCursors._read_ahead's walk, which store.messaging.page_cache hands here). Tests:
+ * tests/messaging/test_page_scan.py, tests/messaging/test_paged_decode.py,
+ * tests/messaging/test_read_ahead.py, tests/messaging/test_compiled_paged_record.py,
+ * tests/paging/test_compiled_framing.py.
  *
  * scan_page(data) -> (records, offset): store.paging.format.scan_page's loop over the records
  * of a page's bytes (big-endian framing: 0x7B, length u32, CRC-32 of the length's 4 bytes and
