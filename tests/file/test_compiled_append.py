@@ -21,6 +21,7 @@ from store.file.reader import Cursor, python_scan
 from store.journal.api import DELETE, DELETE_TX
 from store.speedups import SPEEDUPS
 from tests.file.test_reader import require_speedups
+from tests.support.profile import examples
 
 F = 65536  # the file id of the records under test
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -200,7 +201,7 @@ def test_the_compiled_run_refuses_what_its_caller_never_passes(
 _i64 = st.integers(I64_MIN, I64_MAX)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     ids=st.lists(st.one_of(_i64, st.integers(0, 50)), max_size=60),
     data=st.data(),

@@ -44,6 +44,7 @@ from store.journal.api import (
 from store.journal.replay import Replayer
 from store.speedups import SPEEDUPS
 from tests.file.test_reader import require_speedups
+from tests.support.profile import examples
 
 F = 65536  # the file id of the file under test
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -227,7 +228,7 @@ def _raw_records(draw: st.DrawFn) -> RawRecord:
     return raw(rtype, rid, draw(st.binary(max_size=20)), urt=draw(st.integers(0, 255)), tx=3)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(records=st.lists(_raw_records(), max_size=30), data=st.data(), with_index=st.booleans())
 def test_any_run_of_adds_and_updates_replays_as_the_python_loop_replays_it(
     records: list[RawRecord], data: st.DataObject, with_index: bool
@@ -413,7 +414,7 @@ def _files(draw: st.DrawFn) -> tuple[bytes, list[tuple[int, int, bytes]]]:
     return journal_file(*pieces, size=at + 2 * fmt.PAD_UNIT), written
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(file=_files(), damage=st.data(), with_index=st.booleans())
 def test_any_file_replays_as_the_python_scan_and_loop_replay_it(
     file: tuple[bytes, list[tuple[int, int, bytes]]], damage: st.DataObject, with_index: bool

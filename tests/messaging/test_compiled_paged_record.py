@@ -18,6 +18,7 @@ from store.messaging.codec import VERSION
 from store.messaging.message_records import PagedMessage
 from store.speedups import SPEEDUPS
 from tests.file.test_reader import require_speedups
+from tests.support.profile import examples
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -140,7 +141,7 @@ _i64 = st.integers(I64_MIN, I64_MAX)
 _any_int = st.one_of(_i64, _i64, st.integers(-(2**65), 2**65))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     mid=_any_int,
     tx=_any_int,

@@ -18,6 +18,7 @@ from store.paging import format as page_format
 from store.paging.format import MAX_RECORD_SIZE, python_encode_record
 from store.speedups import SPEEDUPS
 from tests.file.test_reader import require_speedups
+from tests.support.profile import examples
 
 _bytes_256 = bytes(range(256))
 
@@ -96,7 +97,7 @@ def test_what_only_the_python_path_frames(payload: object, error: type[Exception
     assert python_encode_record(payload)[9:-1] == bytes(payload)  # type: ignore[arg-type]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(payloads=st.lists(st.binary(max_size=1500), max_size=12), kind=st.integers(0, 2))
 def test_framed_records_equal_the_python_ones_and_read_back_as_framed(
     payloads: list[bytes], kind: int
