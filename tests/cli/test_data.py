@@ -18,7 +18,7 @@ from store.cli.main import build_parser, main
 from store.errors import CorruptionError
 from store.file import survey
 from store.journal.api import RecordInfo
-from tests.support.cli import run_store
+from tests.support.cli import run_store, run_store_here
 
 SIZE = 4096
 
@@ -62,8 +62,16 @@ def _load(path: Path) -> StoreConfig:
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``store ARGV`` as a user runs it (a subprocess): (exit status, stdout, stderr)."""
-    del capsys  # the command's output is the subprocess's
+    """``store ARGV`` through its entry point in this process (``store.cli.main.main``):
+    (exit status, stdout, stderr)."""
+    del capsys  # the helper captures the command's output itself
+    done = run_store_here(*argv)
+    return done.returncode, done.stdout, done.stderr
+
+
+def _run_process(*argv: str) -> tuple[int, str, str]:
+    """``store ARGV`` as another process (a subprocess): for what this process's own lock on
+    the store must refuse. (exit status, stdout, stderr)."""
     done = run_store(*argv, timeout=120)
     return done.returncode, done.stdout, done.stderr
 
@@ -124,10 +132,10 @@ def test_print_safe_hides_bodies_and_max_records_limits(
 def test_print_refuses_a_store_in_use(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config_file(store_dir)
     with open_store(_load(config)):
-        code, _out, err = _run(capsys, "data", "print", "--config", str(config))
+        code, _out, err = _run_process("data", "print", "--config", str(config))
         assert code == 3
         assert "open for writing by another process" in err and "--force" in err
-        code, out, _err = _run(capsys, "data", "print", "--config", str(config), "--force")
+        code, out, _err = _run_process("data", "print", "--config", str(config), "--force")
         assert code == 0 and "summary" in out
 
 

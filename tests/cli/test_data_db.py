@@ -1,5 +1,6 @@
 """`store data verify|repair|compact|recover` on the database store, through the real command
-(a subprocess), on PostgreSQL, MariaDB and SQLite stores written by the real storage manager and
+(``store.cli.main.main`` in this process; a subprocess where another process must hold the
+store), on PostgreSQL, MariaDB and SQLite stores written by the real storage manager and
 damaged by rows written directly with SQL into the test's own tables."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from store.messaging import records as r
 from store.messaging.manager import StorageManager
 from store.messaging.values import Message
 from tests.support.backends import unique_prefix
-from tests.support.cli import run_store
+from tests.support.cli import run_store, run_store_here
 from tests.support.db_backends import DERBY_CLASSPATH, mysql_url, new_store_mapping, postgresql_url
 
 BACKENDS = ("postgresql", "mariadb", "sqlite")
@@ -31,6 +32,12 @@ LOCK_BACKENDS = (*BACKENDS, "derby")
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The command in this process: only its output, exit status and the tables matter."""
+    return run_store_here(*argv)
+
+
+def _cli_process(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The command as another process: the store lock this test's process holds refuses it."""
     return run_store(*argv, env={"CLASSPATH": DERBY_CLASSPATH}, timeout=120)
 
 
@@ -261,7 +268,7 @@ def _refused_while_held(s: DbStore) -> None:
     s.fill()
     with open_store(s.config):
         for command in ("verify", "repair"):
-            done = _cli("data", command, *s.options)
+            done = _cli_process("data", command, *s.options)
             assert done.returncode == 3, done.stdout + done.stderr
             # The holder: its pid (PostgreSQL, SQLite), its connection (MariaDB's GET_LOCK),
             # the embedded database's boot lock (Derby: the store lock is per process there).
@@ -270,11 +277,11 @@ def _refused_while_held(s: DbStore) -> None:
                 "derby": ("is open in another process",),
             }.get(s.which, ("is held by", f"pid {os.getpid()}"))
             assert all(text in done.stderr for text in holder), done.stderr
-        forced = _cli("data", "verify", "--force", *s.options)
+        forced = _cli_process("data", "verify", "--force", *s.options)
         # --force reads without the store lock; Derby's boot lock cannot be read around.
         assert forced.returncode == (3 if s.which == "derby" else 0), forced.stdout + forced.stderr
     # Released: verify takes the lock and gives it back, so the store opens afterwards.
-    assert _cli("data", "verify", *s.options).returncode == 0
+    assert _cli_process("data", "verify", *s.options).returncode == 0
     with open_store(s.config):
         pass
 

@@ -1,5 +1,6 @@
-"""``store data exp`` / ``store data imp`` through the real entry point, in a subprocess as a
-user runs them, on the file store, PostgreSQL and SQLite.
+"""``store data exp`` / ``store data imp`` through the real entry point (``store.cli.main.main``
+in this process; a subprocess where this process holds the store, a working folder matters or
+the peak memory is measured), on the file store, PostgreSQL and SQLite.
 
 "Identical XML" in these tests means: the same bytes, except (where the test says "modulo
 ids") the values of ``id="…"`` attributes, which ``imp`` assigns anew. Byte identity is checked
@@ -25,6 +26,7 @@ from store import load_config, open_store
 from store.db.migrate import drop_schema
 from store.messaging import Message, StorageManager
 from tests.support.backends import unique_prefix
+from tests.support.cli import run_store_here
 from tests.support.db_backends import new_store_mapping
 
 ROOT = Path(store.__file__).resolve().parent.parent
@@ -45,9 +47,16 @@ SETTINGS = (
 
 
 def run(
-    *argv: str, timeout: float = 120, cwd: Path | None = None
+    *argv: str, timeout: float = 120, cwd: Path | None = None, process: bool = False
 ) -> subprocess.CompletedProcess[bytes]:
-    """``store <argv>`` in a subprocess (in ``cwd``), with this checkout on PYTHONPATH."""
+    """``store <argv>``: through ``store.cli.main.main`` in this process, or in a subprocess
+    (in ``cwd``, with this checkout on PYTHONPATH) when ``process`` or ``cwd`` asks for one:
+    where this process holds the store's lock, or a relative path must resolve elsewhere."""
+    if not process and cwd is None:
+        done = run_store_here(*argv, env={"COLUMNS": "100"})
+        return subprocess.CompletedProcess(
+            done.args, done.returncode, done.stdout.encode(), done.stderr.encode()
+        )
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     return subprocess.run(
         [sys.executable, "-m", "store.cli.main", *argv],
@@ -111,8 +120,8 @@ class Backend:
         if self.kind not in ("file", "sqlite"):
             drop_schema(self.config)
 
-    def exp(self, *extra: str) -> subprocess.CompletedProcess[bytes]:
-        return run("data", "exp", "--config", str(self.path), "-q", *extra)
+    def exp(self, *extra: str, process: bool = False) -> subprocess.CompletedProcess[bytes]:
+        return run("data", "exp", "--config", str(self.path), "-q", *extra, process=process)
 
     def imp(self, path: Path, *extra: str) -> subprocess.CompletedProcess[bytes]:
         return run("data", "imp", "--config", str(self.path), "--input", str(path), "-q", *extra)
@@ -288,7 +297,7 @@ def test_export_of_a_store_a_live_process_holds_is_refused(stores: Any, kind: st
     source = stores(kind)
     populate(source)
     with source.manager():
-        done = source.exp()
+        done = source.exp(process=True)
     assert done.returncode == 3, done.stderr
     assert re.search(rf"pid[ =]{os.getpid()}\b".encode(), done.stderr)  # names the holder
     assert done.stdout == b"" and len(done.stderr.strip().splitlines()) <= 2

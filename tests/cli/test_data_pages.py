@@ -17,7 +17,7 @@ from store.paging.files import ADDRESS_FILE, FilePagingManager
 from store.paging.format import page_file_name
 from tests.paging.contract import PagingFactory
 from tests.support.backends import StoreFactory, unique_prefix
-from tests.support.cli import run_store
+from tests.support.cli import run_store_here
 from tests.support.db_backends import db_backend
 
 PAGE = 90
@@ -62,26 +62,26 @@ def file_store(tmp_path: Path) -> tuple[list[str], Path, Path]:
 def test_verify_and_adopt_a_page_folder_that_lost_its_address(file_store) -> None:
     options, paging, folder = file_store
     (folder / ADDRESS_FILE).unlink()
-    verified = run_store("data", "verify", *options)
+    verified = run_store_here("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "no address.txt" in verified.stdout and "pages: DAMAGED" in verified.stdout
     with pytest.raises(CorruptionError):
         _open_files(paging)
-    printed = run_store("data", "print", *options)
+    printed = run_store_here("data", "print", *options)
     assert printed.returncode == 5, printed.stdout + printed.stderr
     assert "DAMAGED" in printed.stdout and "no address.txt" in printed.stdout
-    adopted = run_store("data", "repair", "--adopt-pages", f"{folder}=orders", *options)
+    adopted = run_store_here("data", "repair", "--adopt-pages", f"{folder}=orders", *options)
     assert adopted.returncode == 0, adopted.stdout + adopted.stderr
     pm = _open_files(paging)
     assert _records(pm) == [b"%020d" % i for i in range(8)]
     pm.close()
-    assert run_store("data", "verify", *options).returncode == 0
+    assert run_store_here("data", "verify", *options).returncode == 0
 
 
 def test_remove_a_page_folder_with_the_operators_consent(file_store) -> None:
     options, paging, folder = file_store
     (folder / ADDRESS_FILE).unlink()
-    removed = run_store("data", "repair", "--remove-pages", str(folder), *options)
+    removed = run_store_here("data", "repair", "--remove-pages", str(folder), *options)
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert not folder.exists()
     assert _open_files(paging).addresses() == []
@@ -94,16 +94,16 @@ def test_verify_finds_a_damaged_and_a_missing_page_then_accept_the_loss(file_sto
     data[12] ^= 1
     page1.write_bytes(bytes(data))
     (folder / page_file_name(2)).unlink()
-    verified = run_store("data", "verify", *options)
+    verified = run_store_here("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "page 2 is missing" in verified.stdout
     assert str(page1) in verified.stdout.replace("\n", "") or "checksum" in verified.stdout
     with pytest.raises(LostDataError):
         _open_files(paging).store("orders")
-    printed = run_store("data", "print", *options)
+    printed = run_store_here("data", "print", *options)
     assert printed.returncode == 5, printed.stdout + printed.stderr
     assert "page 2 is missing" in printed.stdout
-    accepted = run_store("data", "repair", "--accept-lost-pages", "orders", *options)
+    accepted = run_store_here("data", "repair", "--accept-lost-pages", "orders", *options)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     pm = _open_files(paging)
     assert pm.store("orders").pages() == [1, 3]
@@ -117,7 +117,7 @@ def test_verify_leaves_the_page_stores_untouched(file_store) -> None:
     leftover = paging / "half"
     leftover.mkdir()
     before = sorted((p.name, p.stat().st_size) for p in paging.rglob("*"))
-    assert run_store("data", "verify", *options).returncode == 5
+    assert run_store_here("data", "verify", *options).returncode == 5
     assert sorted((p.name, p.stat().st_size) for p in paging.rglob("*")) == before
 
 
@@ -151,13 +151,13 @@ def test_a_lost_directory_row_is_adopted_back(db_pages) -> None:
     d = paging.schema.page_store
     with paging.side_engine.begin() as conn:
         conn.execute(d.delete().where(d.c.filename == DIRECTORY_ROW))
-    verified = run_store("data", "verify", *options)
+    verified = run_store_here("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "unlisted-page-table-with-pages" in verified.stdout
-    refused = run_store("data", "repair", *options)  # plain repair never drops it
+    refused = run_store_here("data", "repair", *options)  # plain repair never drops it
     assert refused.returncode == 5, refused.stdout + refused.stderr
     assert table.name in paging.existing_page_tables()
-    adopted = run_store("data", "repair", "--adopt-pages", f"{table.name}=orders", *options)
+    adopted = run_store_here("data", "repair", "--adopt-pages", f"{table.name}=orders", *options)
     assert adopted.returncode == 0, adopted.stdout + adopted.stderr
     pm = paging.open(page_size=PAGE)
     assert isinstance(pm, DatabasePagingManager)
@@ -175,13 +175,13 @@ def test_deleted_page_rows_then_accept_the_loss(db_pages) -> None:
     table = paging.schema.page_table(1)
     with paging.side_engine.begin() as conn:
         conn.execute(table.delete().where(table.c.filename == page_file_name(2)))
-    verified = run_store("data", "verify", *options)
+    verified = run_store_here("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "page 2 is missing" in verified.stdout
-    printed = run_store("data", "print", *options)
+    printed = run_store_here("data", "print", *options)
     assert printed.returncode == 5, printed.stdout + printed.stderr
     assert "page 2 is missing" in printed.stdout
-    accepted = run_store("data", "repair", "--accept-lost-pages", "orders", *options)
+    accepted = run_store_here("data", "repair", "--accept-lost-pages", "orders", *options)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert paging.open(page_size=PAGE).store("orders").pages() == [1, 3]
     paging.close()

@@ -1,4 +1,5 @@
-"""`store data print` at message level, through the real command in a subprocess, on stores the
+"""`store data print` at message level, through the real command (its entry point in this
+process; a subprocess where this process holds the store's lock), on stores the
 StorageManager wrote: the file store and the database store (PostgreSQL, MariaDB, SQLite).
 
 One store per test holds addresses, queues, messages with properties, an ack, a committed
@@ -28,6 +29,7 @@ from store.ha import open_node_manager
 from store.messaging import Message, StorageManager, Xid
 from tests.cli.test_data import _read_only_mount
 from tests.support.backends import unique_prefix
+from tests.support.cli import run_store_here
 from tests.support.db_backends import new_store_mapping
 
 SECRET_BODY = b"SECRET-BODY-4711"
@@ -177,6 +179,12 @@ def _fill(config: StoreConfig) -> Written:
 
 
 def _print(case: Case, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``store data print`` through ``store.cli.main.main`` in this process."""
+    return run_store_here("data", "print", *case.args, *extra)
+
+
+def _print_process(case: Case, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``store data print`` as another process: this one's lock on the store must refuse it."""
     root = str(Path(store.__file__).parent.parent)
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     return subprocess.run(
@@ -302,14 +310,14 @@ def test_safe_json_and_max_pages(case: Case) -> None:
 def test_a_store_a_live_process_holds_is_refused_and_force_reads_it(case2: Case) -> None:
     _fill(case2.config)
     with open_store(case2.config):
-        refused = _print(case2)
+        refused = _print_process(case2)
         assert refused.returncode == 3, refused.stderr
         assert refused.stdout == ""
         assert "pid" in refused.stderr and "--force" in refused.stderr
-        forced = _print(case2, "--force")
+        forced = _print_process(case2, "--force")
         assert forced.returncode == 0, forced.stderr
         assert 'QUEUE_BINDING_RECORD name="orders.eu"' in forced.stdout
-    again = _print(case2, "--skip-bindings")  # the lock was given back
+    again = _print_process(case2, "--skip-bindings")  # the lock was given back
     assert again.returncode == 0, again.stderr
     assert "bindings journal" not in again.stdout and "messages journal" in again.stdout
 

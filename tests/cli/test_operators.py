@@ -1,4 +1,5 @@
-"""The operators' commands as a user runs them: ``store …`` in a subprocess, on the file store
+"""The operators' commands as a user runs them: ``store …`` through its entry point (in this
+process; in a subprocess where a working folder is given), on the file store
 and on PostgreSQL (the ``store data`` commands have their own modules; these are the rest:
 ``db``, ``ha status``, ``mask``, ``perf-journal``, and ``-q`` silencing progress)."""
 
@@ -18,13 +19,14 @@ from store import StoreConfig
 from store.db.migrate import drop_schema
 from tests.ha.nodes import write_toml
 from tests.support.backends import unique_prefix
-from tests.support.cli import ROOT, run_store
+from tests.support.cli import ROOT, run_store, run_store_here
 from tests.support.db_backends import new_store_mapping
 
 
 def store(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``store ARGS`` in a subprocess; the completed process (never raises on exit status)."""
-    return run_store(*args, cwd=cwd)
+    """``store ARGS`` through ``store.cli.main.main`` in this process, or in a subprocess in
+    ``cwd`` when one is given; the completed process (never raises on exit status)."""
+    return run_store(*args, cwd=cwd) if cwd is not None else run_store_here(*args)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from store.large.chunks import CRC
 from store.large.database import chunk_name
 from store.messaging import Message, StorageManager
 from tests.large.support import Case, cli_case
-from tests.support.cli import run_store
+from tests.support.cli import run_store_here
 from tests.support.db_backends import DERBY_CLASSPATH, drop_schema
 
 BODY = 2 * (1 << 20) + 5000  # three chunks at the default chunk size
@@ -88,7 +88,8 @@ def _damage(case: Case, mid: int, how: str) -> None:
 
 
 def _cli(*argv: str) -> tuple[int, str]:
-    done = run_store(*argv, env={"CLASSPATH": DERBY_CLASSPATH}, timeout=180)
+    """The command through its entry point in this process: its exit status and output."""
+    done = run_store_here(*argv, env={"CLASSPATH": DERBY_CLASSPATH})
     return done.returncode, done.stdout + done.stderr
 
 

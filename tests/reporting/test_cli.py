@@ -1,6 +1,8 @@
-"""``store report`` end to end, as a user runs it (a subprocess), on PostgreSQL and SQLite (the
-Debian jar, issue 28; the file store's is in test_cluster.py): the files exist and their
-numbers are the store's; a missing driver or Java is one line and a non-zero exit."""
+"""``store report`` end to end on PostgreSQL, as a user runs it (a subprocess), and on SQLite (the
+Debian jar, issue 28) through the same entry point in this process, on the worker's Spark
+session (a second cold JVM and report would add a minute of CPU to the suite and check
+nothing more; the file store's subprocess run is in test_cluster.py): the files exist and
+their numbers are the store's; a missing driver or Java is one line and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 
 from tests.reporting.support import check_report, filled_store, python_live
 from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
+from tests.support.cli import run_store_here
 from tests.support.store_state import store_state
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,12 +46,22 @@ def _toml(path: Path, mapping: dict[str, Any]) -> Path:
     return path
 
 
-@pytest.mark.slow  # a `store report` process (a JVM, Spark) per back-end
-@pytest.mark.parametrize("which", ["postgresql", "sqlite"])
-def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> None:
+@pytest.mark.slow  # a `store report` process (a JVM, Spark), a report in this process
+@pytest.mark.parametrize(
+    ("which", "here"),
+    [pytest.param("postgresql", False, id="postgresql"), pytest.param("sqlite", True, id="sqlite")],
+)
+def test_store_report_writes_the_store_s_numbers(
+    which: str, here: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """The file store's end-to-end report is tests/reporting/test_cluster.py's (the same
-    command and checks, on a standalone cluster), which keeps the suite shorter."""
+    command and checks, on a standalone cluster), which keeps the suite shorter. ``here``:
+    ``store.cli.main.main`` in this process (the worker's SparkSession, which the command's
+    ``build_session`` returns), else a subprocess."""
     from tests.support.db_backends import new_store_mapping
+
+    if here:
+        request.getfixturevalue("spark")  # started (or reused) before the command asks for it
 
     factory = StoreFactory(backend_by_name(which), tmp_path, unique_prefix())
     try:
@@ -57,7 +70,8 @@ def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path) -> 
         config = _toml(tmp_path / "store.toml", mapping)
         out = tmp_path / "report"
         before = store_state(factory.config, tmp_path, skip=_NOT_THE_STORE)
-        done = _store("report", "--config", str(config), "--out", str(out), "--master", "local[2]")
+        argv = ("report", "--config", str(config), "--out", str(out), "--master", "local[2]")
+        done = run_store_here(*argv) if here else _store(*argv)
         assert done.returncode == 0, done.stderr[-3000:]
         # Read-only: not a byte or a row of the store changed (issue 25).
         assert store_state(factory.config, tmp_path, skip=_NOT_THE_STORE) == before

@@ -22,7 +22,7 @@ from store.file import survey
 from store.messaging import Message, StorageManager
 from store.reporting.report import SALVAGED, ReportSource, run_report
 from tests.support.backends import StoreFactory, backend_by_name, file_config_mapping, unique_prefix
-from tests.support.cli import run_store
+from tests.support.cli import run_store, run_store_here
 
 MESSAGES = 200
 
@@ -75,13 +75,15 @@ def test_report_of_a_journal_with_a_flipped_byte_is_verify_s_error_exit_5(
     assert not out.exists()  # nothing written, not even the folder
 
 
-@pytest.mark.slow  # a `store report` process (a JVM, Spark)
-def test_salvage_reports_what_is_readable_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.slow  # a whole report
+def test_salvage_reports_what_is_readable_and_says_so(spark: Any, tmp_path: Path) -> None:
+    """The command's own output and files, through ``store.cli.main.main`` in this process on
+    the worker's SparkSession (the refusal above and test_cli.py run it as a subprocess)."""
     config, refused = _flipped_journal(tmp_path)
     out = tmp_path / "report"
-    done = run_store(
+    done = run_store_here(
         "report", "--journal", config.journal_directory, "--out", str(out), "--salvage",
-        "--master", "local[2]", timeout=400,
+        "--master", "local[2]",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     first = done.stdout.splitlines()[0]
