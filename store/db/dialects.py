@@ -460,10 +460,20 @@ class MySQLJournalSQL(JournalSQL):
             self.dialect,
             (),
         )
-        # PyMySQL's executemany sends one statement per row for DELETE: delete many keys at once.
-        self._del_records_n = {
-            n: Compiled(
-                sa.delete(table).where(
+        # PyMySQL's executemany sends one statement per row for DELETE: delete many keys at
+        # once, in statements of _CHUNKS keys, each compiled when first needed (the largest
+        # takes SQLAlchemy about 50 ms: every open of a store, most of which never delete 256
+        # keys at once, paid for all five).
+        self._del_records_n: dict[int, Compiled] = {}
+
+    def _delete_records_of(self, n: int) -> Compiled:
+        """The DELETE of ``n`` (id, seq bound) keys, compiled once. Two threads asking at once
+        may both compile it; either result is the same statement."""
+        stmt = self._del_records_n.get(n)
+        if stmt is None:
+            c = self.table.c
+            stmt = self._del_records_n[n] = Compiled(
+                sa.delete(self.table).where(
                     c.recordtype.in_(_const("rt", _RECORD_ROWS)),
                     sa.or_(
                         *(sa.and_(c.id == _var(f"i{k}"), c.seq < _var(f"h{k}")) for k in range(n))
@@ -472,8 +482,7 @@ class MySQLJournalSQL(JournalSQL):
                 self.dialect,
                 [name for k in range(n) for name in (f"i{k}", f"h{k}")],
             )
-            for n in self._CHUNKS
-        }
+        return stmt
 
     def delete_records(self, cursor: Any, keys: list[tuple[int, int]]) -> None:
         biggest = self._CHUNKS[-1]
@@ -482,7 +491,7 @@ class MySQLJournalSQL(JournalSQL):
             size = next(n for n in self._CHUNKS if n >= len(chunk))
             # Pad with the last key: deleting the same rows twice in one statement is harmless.
             chunk = chunk + [chunk[-1]] * (size - len(chunk))
-            stmt = self._del_records_n[size]
+            stmt = self._delete_records_of(size)
             cursor.execute(stmt.sql, [v for key in chunk for v in key])
 
     def stream(

@@ -239,15 +239,7 @@ def _mysql(url: str, user: str | None, password: str | None) -> tuple[URL, dict[
     query: dict[str, str] = {}
     charset = lower.get("characterencoding") or lower.get("charset")
     query["charset"] = _MYSQL_CHARSETS.get((charset or "utf8mb4").lower(), charset or "utf8mb4")
-    ssl_mode = lower.get("sslmode", "").lower().replace("-", "_")
-    ssl = lower.get("usessl", "").lower() == "true" or ssl_mode in (
-        "required",
-        "verify_ca",
-        "verify_identity",
-        "verify_full",
-    )
-    if ssl:
-        args["ssl"] = {"check_hostname": ssl_mode in ("verify_identity", "verify_full")}
+    args.update(_mysql_tls(scheme, lower))
     if "connecttimeout" in lower:
         args["connect_timeout"] = max(1, int(lower["connecttimeout"]) // 1000)
     if "localsocket" in lower:
@@ -268,6 +260,26 @@ def _mysql(url: str, user: str | None, password: str | None) -> tuple[URL, dict[
         query=query,
     )
     return sa_url, args
+
+
+def _mysql_tls(scheme: str, lower: dict[str, str]) -> dict[str, Any]:
+    """PyMySQL's TLS arguments for a MySQL / MariaDB URL's parameters (lower-cased names), as
+    the JDBC driver the URL names would connect. ``useSSL=true`` or ``sslMode`` ``trust``,
+    ``required``, ``verify-ca``, ``verify-identity`` / ``verify-full``: TLS required (the
+    host name checked for the last two); ``useSSL=false`` or ``sslMode`` ``disable(d)``: no
+    TLS. Neither: MariaDB Connector/J (``jdbc:mariadb:``) does not use TLS unless asked, so
+    neither does the store; MySQL Connector/J (``jdbc:mysql:``) prefers it, and so does
+    PyMySQL (TLS when the server offers it). PyMySQL loads the system's CA certificates for
+    every connection it may encrypt (about 25 ms of CPU each): a store that never asked for
+    TLS does not pay that on each of its connections."""
+    mode = lower.get("sslmode", "").lower().replace("-", "_")
+    use = lower.get("usessl", "").lower()
+    required = ("trust", "required", "verify_ca", "verify_identity", "verify_full")
+    if use == "true" or mode in required:
+        return {"ssl": {"check_hostname": mode in ("verify_identity", "verify_full")}}
+    if use == "false" or mode in ("disable", "disabled") or (scheme == "mariadb" and not mode):
+        return {"ssl_disabled": True}
+    return {}
 
 
 def _sqlite(url: str) -> tuple[URL, str | None]:

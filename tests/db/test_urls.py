@@ -100,6 +100,26 @@ def test_mysql_parameters_are_translated_to_pymysql() -> None:
     assert "ssl" in target.connect_args
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("jdbc:mariadb://h/db", {"ssl_disabled": True}),  # Connector/J: no TLS unless asked
+        ("jdbc:mariadb://h/db?sslMode=trust", {"ssl": {"check_hostname": False}}),
+        ("jdbc:mariadb://h/db?sslMode=verify-full", {"ssl": {"check_hostname": True}}),
+        ("jdbc:mariadb://h/db?useSSL=true", {"ssl": {"check_hostname": False}}),
+        ("jdbc:mysql://h/db", {}),  # Connector/J 8: PREFERRED, PyMySQL's default too
+        ("jdbc:mysql://h/db?sslMode=DISABLED", {"ssl_disabled": True}),
+        ("jdbc:mysql://h/db?useSSL=false", {"ssl_disabled": True}),
+        ("jdbc:mysql://h/db?sslMode=VERIFY_IDENTITY", {"ssl": {"check_hostname": True}}),
+    ],
+)
+def test_mysql_tls_follows_the_jdbc_driver_the_url_names(url: str, expected: dict) -> None:
+    """TLS as MariaDB's and MySQL's Connector/J would use it for the same URL: a MariaDB URL
+    that does not ask for TLS gets none (and no CA bundle loaded per connection)."""
+    args = _target(url).connect_args
+    assert {k: v for k, v in args.items() if k in ("ssl", "ssl_disabled")} == expected
+
+
 def test_credentials_come_from_url_then_jdbc_user_then_data_source_properties() -> None:
     """jdbc-user/jdbc-password override the URL's; data-source properties username/password
     override both (Artemis gives the DataSource's own settings precedence)."""
