@@ -70,6 +70,7 @@ __all__ = [
     "audit",
     "dead_records",
     "AGE_BUCKETS",
+    "held_messages",
     "large_messages",
     "message_age_histogram",
     "message_ages",
@@ -230,14 +231,16 @@ def _paged_pending(live: DataFrame, paged: DataFrame) -> DataFrame:
     )
 
 
-def queue_depths(live: DataFrame, paged: DataFrame) -> DataFrame:
+def queue_depths(live: DataFrame, paged: DataFrame, *, held: DataFrame | None = None) -> DataFrame:
     """QUEUE_DEPTHS of the replayed ``live`` entries and the PAGED_MESSAGES rows ``paged``: a
     row for every queue (empty ones with 0), its unacknowledged messages (in the journal and
-    paged) and their stored bytes. Returns a lazy DataFrame."""
-    paged_held = _paged_pending(live, paged).select("queue_id", "bytes")
-    held = _on_queues(live).select("queue_id", "bytes").unionByName(paged_held)
-    counts = held.groupBy("queue_id").agg(
-        F.count("*").alias("messages"), F.sum("bytes").alias("bytes")
+    paged) and their stored bytes. ``held``: :func:`held_messages` of the same two, when the
+    caller has it computed already (the report: four jobs read it). Returns a lazy
+    DataFrame."""
+    counts = (
+        _or_held(held, live, paged)
+        .groupBy("queue_id")
+        .agg(F.count("*").alias("messages"), F.sum("bytes").alias("bytes"))
     )
     return (
         _queues(live)
@@ -250,21 +253,29 @@ def queue_depths(live: DataFrame, paged: DataFrame) -> DataFrame:
     )
 
 
-def _held(live: DataFrame, paged: DataFrame) -> DataFrame:
+def held_messages(live: DataFrame, paged: DataFrame) -> DataFrame:
     """(queue_id, message_id, address, timestamp, bytes) of every message an existing queue
-    still holds, in the journal or paged."""
+    still holds, in the journal or paged: what queue depths, message ages, the age histogram
+    and bytes per address count. Returns a lazy DataFrame."""
     columns = ("queue_id", "message_id", "address", "timestamp", "bytes")
     return (
         _on_queues(live).select(*columns).unionByName(_paged_pending(live, paged).select(*columns))
     )
 
 
-def message_ages(live: DataFrame, paged: DataFrame, now_ms: int) -> DataFrame:
+def _or_held(held: DataFrame | None, live: DataFrame, paged: DataFrame) -> DataFrame:
+    return held_messages(live, paged) if held is None else held
+
+
+def message_ages(
+    live: DataFrame, paged: DataFrame, now_ms: int, *, held: DataFrame | None = None
+) -> DataFrame:
     """MESSAGE_AGES of ``live`` and the PAGED_MESSAGES rows ``paged`` at ``now_ms`` (ms since
     the epoch, UTC): per queue, its waiting messages (paged ones included), the oldest and
-    newest timestamps and the oldest's age in seconds. Returns a lazy DataFrame."""
+    newest timestamps and the oldest's age in seconds. ``held`` as :func:`queue_depths`'s.
+    Returns a lazy DataFrame."""
     ages = (
-        _held(live, paged)
+        _or_held(held, live, paged)
         .groupBy("queue_id")
         .agg(
             F.count("*").alias("messages"),
@@ -298,18 +309,20 @@ AGE_BUCKETS: Final = (
 )
 
 
-def message_age_histogram(live: DataFrame, paged: DataFrame, now_ms: int) -> DataFrame:
+def message_age_histogram(
+    live: DataFrame, paged: DataFrame, now_ms: int, *, held: DataFrame | None = None
+) -> DataFrame:
     """MESSAGE_AGE_HISTOGRAM of ``live`` and the PAGED_MESSAGES rows ``paged`` at ``now_ms``
     (ms since the epoch, UTC): per queue and :data:`AGE_BUCKETS` bucket, the messages the
     queue still holds (paged ones included) whose age falls in it; a row for every queue and
-    bucket. Returns a lazy DataFrame."""
+    bucket. ``held`` as :func:`queue_depths`'s. Returns a lazy DataFrame."""
     age = F.greatest(F.lit(now_ms) - F.col("timestamp"), F.lit(0))
     index: Column = F.lit(len(AGE_BUCKETS) - 1)
     for i, (_name, bound) in reversed(list(enumerate(AGE_BUCKETS))):
         if bound is not None:
             index = F.when(age < bound, F.lit(i)).otherwise(index)
     counts = (
-        _held(live, paged)
+        _or_held(held, live, paged)
         .select("queue_id", index.alias("bucket_index"))
         .groupBy("queue_id", "bucket_index")
         .agg(F.count("*").alias("messages"))
@@ -332,13 +345,14 @@ def message_age_histogram(live: DataFrame, paged: DataFrame, now_ms: int) -> Dat
     )
 
 
-def address_bytes(live: DataFrame, paged: DataFrame) -> DataFrame:
+def address_bytes(live: DataFrame, paged: DataFrame, *, held: DataFrame | None = None) -> DataFrame:
     """ADDRESS_BYTES of ``live`` and the PAGED_MESSAGES rows ``paged``: per address, the
     messages some existing queue still holds (paged ones included) and their stored bytes (a
-    message on several queues counts once). Returns a lazy DataFrame."""
-    held = _held(live, paged).select("message_id", "address", "bytes")
-    held = held.dropDuplicates(["message_id"])
-    return held.groupBy("address").agg(
+    message on several queues counts once). ``held`` as :func:`queue_depths`'s. Returns a
+    lazy DataFrame."""
+    messages = _or_held(held, live, paged).select("message_id", "address", "bytes")
+    messages = messages.dropDuplicates(["message_id"])
+    return messages.groupBy("address").agg(
         F.count("*").cast("long").alias("messages"), F.sum("bytes").cast("long").alias("bytes")
     )
 

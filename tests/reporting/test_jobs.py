@@ -10,7 +10,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from store.reporting import jobs, schemas
-from store.reporting.report import ReportSource, _bodies, _records
+from store.reporting.report import ReportSource, _bodies, _pinned, _records, _settled
 from tests.reporting.support import (
     PAGED_QUEUES,
     QUEUES,
@@ -31,7 +31,7 @@ def _types(schema: Any) -> list[tuple[str, Any]]:
 def _read(spark: Any, factory: StoreFactory) -> tuple[Any, Any]:
     records, pages = _records(spark, ReportSource(config=factory.config))
     assert records is not None
-    return records.cache(), pages
+    return _pinned(records), _pinned(pages)
 
 
 def test_replay_depths_and_record_types_match_the_python_load(
@@ -39,7 +39,7 @@ def test_replay_depths_and_record_types_match_the_python_load(
 ) -> None:
     expected = filled_store(report_factory)
     records, pages = _read(spark, report_factory)
-    live = jobs.replay(records).cache()
+    live = _settled(jobs.replay(records))
 
     depths = jobs.queue_depths(live, pages)
     assert _types(depths.schema) == _types(schemas.QUEUE_DEPTHS)
@@ -95,7 +95,7 @@ def test_message_ages_and_address_bytes(spark: Any, tmp_path: Any, which: str) -
     try:
         expected = filled_store(factory, messages=12)
         records, pages = _read(spark, factory)
-        live = jobs.replay(records).cache()
+        live = _settled(jobs.replay(records))
         ages = {r["queue"]: r for r in jobs.message_ages(live, pages, now_ms=61_000).collect()}
         by_address = {r["address"]: r for r in jobs.address_bytes(live, pages).collect()}
     finally:
@@ -185,7 +185,8 @@ def test_depths_count_paged_and_large_messages_as_the_storage_manager(
         sm.close()
         records, pages = _records(spark, ReportSource(config=config))
         assert records is not None
-        live = jobs.replay(records).cache()
+        records, pages = _pinned(records), _pinned(pages)
+        live = _settled(jobs.replay(records))
         depths = {
             r["queue"]: (r["messages"], r["bytes"])
             for r in jobs.queue_depths(live, pages).collect()
