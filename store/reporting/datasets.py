@@ -58,7 +58,7 @@ PAGE_ROWS: Final = 500
 @dataclass(frozen=True)
 class Written:
     """One dataset as the report wrote it: ``count`` rows; ``table`` is its Arrow table when
-    collected, ``frame`` its (cached) DataFrame otherwise. Immutable."""
+    collected, ``frame`` its (computed and stored) DataFrame otherwise. Immutable."""
 
     name: str
     count: int
@@ -126,6 +126,8 @@ def write_dataset(frame: DataFrame, out: str, name: str) -> Written:
         os.makedirs(path)
         pq.write_table(table, os.path.join(path, "part-00000.parquet"))
         return Written(name, table.num_rows, table=table)
-    frame = frame.cache()
+    # computed once (its count, the page's rows and the sums read the stored rows, not the
+    # dataset's plan: store.reporting.report._pinned)
+    frame = frame.localCheckpoint(eager=True)
     frame.coalesce(1).write.mode("overwrite").parquet(path)
     return Written(name, int(frame.count()), frame=frame)

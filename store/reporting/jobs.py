@@ -254,10 +254,11 @@ def queue_depths(live: DataFrame, paged: DataFrame, *, held: DataFrame | None = 
 
 
 def held_messages(live: DataFrame, paged: DataFrame) -> DataFrame:
-    """(queue_id, message_id, address, timestamp, bytes) of every message an existing queue
-    still holds, in the journal or paged: what queue depths, message ages, the age histogram
-    and bytes per address count. Returns a lazy DataFrame."""
-    columns = ("queue_id", "message_id", "address", "timestamp", "bytes")
+    """(queue_id, message_id, address, timestamp, bytes, large, record_bytes) of every
+    message an existing queue still holds, in the journal or paged: what queue depths,
+    message ages, the age histogram, bytes per address and the kept large messages count.
+    Returns a lazy DataFrame."""
+    columns = ("queue_id", "message_id", "address", "timestamp", "bytes", "large", "record_bytes")
     return (
         _on_queues(live).select(*columns).unionByName(_paged_pending(live, paged).select(*columns))
     )
@@ -424,16 +425,16 @@ def _prepared(records: DataFrame) -> DataFrame:
     )
 
 
-def _kept_large(records: DataFrame, live: DataFrame, paged: DataFrame) -> DataFrame:
+def _kept_large(
+    records: DataFrame, live: DataFrame, paged: DataFrame, held: DataFrame | None
+) -> DataFrame:
     """(message_id, address, body_size, record_bytes) of every large message a load keeps,
     so keeps its body (:func:`store.messaging.loader._large_bodies`): held by an existing
     queue, in the journal or paged, or sent in a prepared transaction (a large send, or a
     paged one of its page transaction)."""
-    columns = ("message_id", "address", "body_size", "record_bytes")
-    held = _on_queues(live).filter(F.col("large")).select(*columns)
     body = (F.col("bytes") - F.col("record_bytes")).alias("body_size")
-    pages = (
-        _paged_pending(live, paged)
+    kept = (
+        _or_held(held, live, paged)
         .filter(F.col("large"))
         .select("message_id", "address", body, "record_bytes")
     )
@@ -451,20 +452,25 @@ def _kept_large(records: DataFrame, live: DataFrame, paged: DataFrame) -> DataFr
         .join(page_txs, "tx_id", "left_semi")
         .select("message_id", "address", body, "record_bytes")
     )
-    return held.unionByName(pages).unionByName(sends).unionByName(pending)
+    return kept.unionByName(sends).unionByName(pending)
 
 
 def large_messages(
-    records: DataFrame, live: DataFrame, paged: DataFrame, bodies: DataFrame
+    records: DataFrame,
+    live: DataFrame,
+    paged: DataFrame,
+    bodies: DataFrame,
+    *,
+    held: DataFrame | None = None,
 ) -> DataFrame:
     """LARGE_MESSAGES of RECORDS ``records``, their replayed ``live`` entries, the
     PAGED_MESSAGES rows ``paged`` and the LARGE_BODIES rows ``bodies`` (the large-message
     store as it is): every large message the load keeps, the body size its record claims
     beside what the store holds for it and a ``status`` (``ok``, ``size differs``,
     ``missing``, ``damaged``), and every body no such message refers to (``orphan``: what
-    the store's load sweeps). Returns a lazy DataFrame."""
+    the store's load sweeps). ``held`` as :func:`queue_depths`'s. Returns a lazy DataFrame."""
     kept = (
-        _kept_large(records, live, paged)
+        _kept_large(records, live, paged, held)
         .dropDuplicates(["message_id"])
         .withColumn("_kept", F.lit(True))
     )

@@ -454,7 +454,7 @@ def _report(
             )
             pages = _pinned(pages.filter(F.col("error").isNull()))
             live = _settled(jobs.replay(records))
-        # what four jobs count, computed once (each of them recomputing it was half a
+        # what five jobs count, computed once (each of them recomputing it was half a
         # small store's report)
         held = _pinned(jobs.held_messages(live, pages))
         steps += [
@@ -469,7 +469,9 @@ def _report(
             ("dead_records", lambda: jobs.dead_records(records, live)),
             (
                 "large_messages",
-                lambda: jobs.large_messages(records, live, pages, _bodies(spark, source)),
+                lambda: jobs.large_messages(
+                    records, live, pages, _bodies(spark, source), held=held
+                ),
             ),
             ("page_stores", lambda: jobs.page_stores(pages)),
         ]

@@ -1,8 +1,10 @@
-"""``store report`` end to end on PostgreSQL, as a user runs it (a subprocess), and on SQLite (the
-Debian jar, issue 28) through the same entry point in this process, on the worker's Spark
-session (a second cold JVM and report would add a minute of CPU to the suite and check
-nothing more; the file store's subprocess run is in test_cluster.py): the files exist and
-their numbers are the store's; a missing driver or Java is one line and a non-zero exit."""
+"""``store report`` end to end on PostgreSQL and on SQLite (the Debian jar, issue 28), through
+``store.cli.main.main`` in this process on the worker's Spark session: the files exist and
+their numbers are the store's, and the store is not changed. The command as a user runs it,
+a process of its own starting its own JVM, is tests/reporting/test_cluster.py's (the file
+store, the same checks, on a standalone cluster): a second and third cold JVM here added a
+minute and a half of CPU to the suite and checked nothing more. A missing driver or Java is
+one line and a non-zero exit (subprocesses: what they check is the process's own start)."""
 
 from __future__ import annotations
 
@@ -46,22 +48,12 @@ def _toml(path: Path, mapping: dict[str, Any]) -> Path:
     return path
 
 
-@pytest.mark.slow  # a `store report` process (a JVM, Spark), a report in this process
-@pytest.mark.parametrize(
-    ("which", "here"),
-    [pytest.param("postgresql", False, id="postgresql"), pytest.param("sqlite", True, id="sqlite")],
-)
-def test_store_report_writes_the_store_s_numbers(
-    which: str, here: bool, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """The file store's end-to-end report is tests/reporting/test_cluster.py's (the same
-    command and checks, on a standalone cluster), which keeps the suite shorter. ``here``:
-    ``store.cli.main.main`` in this process (the worker's SparkSession, which the command's
-    ``build_session`` returns), else a subprocess."""
+@pytest.mark.slow  # a report in this process
+@pytest.mark.parametrize("which", ["postgresql", "sqlite"])
+def test_store_report_writes_the_store_s_numbers(which: str, tmp_path: Path, spark: Any) -> None:
+    """``spark``: started (or reused) before the command asks for one, so that the command's
+    ``build_session`` returns it."""
     from tests.support.db_backends import new_store_mapping
-
-    if here:
-        request.getfixturevalue("spark")  # started (or reused) before the command asks for it
 
     factory = StoreFactory(backend_by_name(which), tmp_path, unique_prefix())
     try:
@@ -71,7 +63,7 @@ def test_store_report_writes_the_store_s_numbers(
         out = tmp_path / "report"
         before = store_state(factory.config, tmp_path, skip=_NOT_THE_STORE)
         argv = ("report", "--config", str(config), "--out", str(out), "--master", "local[2]")
-        done = run_store_here(*argv) if here else _store(*argv)
+        done = run_store_here(*argv)
         assert done.returncode == 0, done.stderr[-3000:]
         # Read-only: not a byte or a row of the store changed (issue 25).
         assert store_state(factory.config, tmp_path, skip=_NOT_THE_STORE) == before

@@ -16,7 +16,7 @@ import pytest
 
 from store.messaging import Message, StorageManager
 from store.reporting import jobs, snapshot
-from store.reporting.report import ReportSource, _records
+from store.reporting.report import ReportSource, _pinned, _records
 from store.reporting.sources import JdbcRead
 from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
 
@@ -73,9 +73,9 @@ def test_totals_are_one_instant_while_messages_move_between_queues(
                     )
                     records, pages = _records(spark, source)
                     assert records is not None
-                    # Cached as a report caches them (store.reporting.report): every partition
-                    # of each table is read once, at its own time, rather than once per use.
-                    records = records.cache()
+                    # Read once as a report reads them (store.reporting.report._pinned):
+                    # every partition of each table at its own time, inside the snapshot.
+                    records = _pinned(records)
                     live = jobs.replay(records)
                     depths = {
                         r["queue"]: r["messages"] for r in jobs.queue_depths(live, pages).collect()
