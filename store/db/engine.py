@@ -234,15 +234,40 @@ def create_store_engine(
     """Create the engine of the store ``config`` describes (connecting lazily).
 
     Returns ``(engine, target)``. Raises ConfigError for a URL or property that cannot be used,
-    StoreIOError when the folder of a SQLite database file cannot be created.
+    StoreIOError when the folder of a SQLite database file cannot be created. A connection the
+    database refuses to log in raises ConfigError (``key`` ``jdbc-password``) wherever the
+    engine connects (:func:`_refused_logins_are_config_errors`).
     """
     target = target or resolve_target(config)
+    engine = _engine(config, target)
+    _refused_logins_are_config_errors(engine, target)
+    return engine, target
+
+
+def _refused_logins_are_config_errors(engine: Engine, target: DatabaseTarget) -> None:
+    """Make a refused login (:func:`store.db.sqlstates.login_refused`) raise ConfigError in
+    place of the driver's error, at every connect of ``engine``: every caller's database
+    errors become StoreUnavailableError, which ``store`` exits 4 with and a script retries,
+    and trying again does not fix a wrong password (exit 2)."""
+    from store.db.sqlstates import refused_login_error
+
+    def handle_error(context: sa.engine.ExceptionContext) -> None:
+        refused = refused_login_error(
+            context.original_exception, f"the database of {target.display}"
+        )
+        if refused is not None:
+            raise refused from context.original_exception
+
+    event.listen(engine, "handle_error", handle_error)
+
+
+def _engine(config: DatabaseStoreConfig, target: DatabaseTarget) -> Engine:
     timeout_ms = config.jdbc_network_timeout
     pool = pool_options(config.data_source_properties)
     if target.dialect == "sqlite":
-        return _sqlite_engine(target, timeout_ms, pool), target
+        return _sqlite_engine(target, timeout_ms, pool)
     if target.jdbc is not None:
-        return _jdbc_engine(target, timeout_ms, pool), target
+        return _jdbc_engine(target, timeout_ms, pool)
     backend = target.url.get_backend_name()
     if backend == "postgresql":
         app = f"store:{config.message_table_name.lower()}"
@@ -251,5 +276,4 @@ def create_store_engine(
         url, args = target.url, _mysql_args(target, timeout_ms)
     else:
         url, args = target.url, dict(target.connect_args)
-    engine = sa.create_engine(url, connect_args=args, hide_parameters=True, **pool)
-    return engine, target
+    return sa.create_engine(url, connect_args=args, hide_parameters=True, **pool)

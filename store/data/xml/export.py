@@ -286,15 +286,21 @@ def require_store(config: StoreConfig) -> StoreConfig:
 def open_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A temporary file beside ``path`` to write an export into; it replaces ``path`` when
     the block exits normally and is removed when it raises. Yields the open binary file.
-    Raises StoreIOError naming ``path`` when the file cannot be created or renamed."""
+    Raises ConfigError naming ``path`` when the file cannot be created (a folder that does
+    not exist or may not be written: the caller's input, which trying again does not fix;
+    ``store data exp`` exits 2, not 4), StoreIOError naming it when writing or renaming it
+    fails."""
     target = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(
             prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or "."
         )
     except OSError as exc:
-        raise StoreIOError(
-            f"cannot write {target}: {exc.strerror or exc}", path=str(target)
+        raise ConfigError(
+            f"cannot write {target}: {exc.strerror or exc}",
+            key="output",
+            value=str(target),
+            allowed="a file in a folder this user may write",
         ) from exc
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20) as out:
@@ -330,9 +336,9 @@ def export_xml(
     written through :func:`open_output`); see the module docstring. ``on_open()`` is called
     once the store is loaded (a progress display starts then), ``on_progress(written,
     total)`` after each message. Returns the :class:`ExportResult`. Raises ConfigError when
-    there is no store, StoreIOError when the output cannot be written (before the store is
-    opened), StoreLockedError when another process holds the store, and what loading and
-    reading the store raise."""
+    there is no store or the output file cannot be created (before the store is opened),
+    StoreIOError when writing it fails, StoreLockedError when another process holds the
+    store, and what loading and reading the store raise."""
     config = require_store(config)
     if isinstance(output, (str, os.PathLike)):
         with open_output(output) as out:
