@@ -36,7 +36,7 @@ _MYSQL_LOGIN_REFUSED = frozenset({1044, 1045, 1698})
 _LOGIN_STATES = ("28", "08004")
 #: What PostgreSQL's server says when it refuses a login (a psycopg connection error has no
 #: SQLState: the server's message is all the client gets).
-_PG_LOGIN_TEXT = ("password authentication failed", "role \"", "no password supplied")
+_PG_LOGIN_TEXT = ("password authentication failed", 'role "', "no password supplied")
 
 
 def login_refused(exc: BaseException) -> bool:
