@@ -32,7 +32,10 @@ Crash safety, step by step:
 
 **What open may delete** (the rule, for this back-end): only what the store can prove is its
 own unfinished work. A tombstone folder (it renamed it); a folder without ``address.txt`` that
-holds no page record (a crash while it was created: nothing in it can be a message); a page
+holds no page record and nothing proving it ever held one (a crash while it was created:
+nothing in it can be a message; a ``pages.txt`` listing pages, a damaged one or a
+``summary.bin`` is such a proof, and the folder is then kept and reported as
+:class:`~store.errors.LostDataError`); a page
 file its manifest proves was being deleted. Anything else that is not a healthy store, above
 all a folder that holds page records but lost its ``address.txt``, an empty or undecodable
 ``address.txt``, two folders claiming one address, or a page its manifest lists that is
@@ -56,7 +59,7 @@ import os
 import uuid
 from collections.abc import Callable, Hashable
 
-from store.errors import CorruptionError, StoreIOError
+from store.errors import CorruptionError, LostDataError, StoreIOError
 from store.fs import FileHandle, FileSystem, OsFileSystem
 from store.paging.base import SUMMARY_NAME, GroupCommitPagingManager, PageBackend, Survey
 from store.paging.flusher import WriteBatch
@@ -126,9 +129,21 @@ class FilePageBackend(PageBackend):
                 continue
             if not self.fs.exists(os.path.join(path, ADDRESS_FILE)):
                 held = self.record_bytes(path)
-                if not held:
+                proof = None if held else self._proof_of_pages(path)
+                if not held and proof is None:
                     out.leftovers.append(
                         (path, f"no {ADDRESS_FILE} and no page record: a crash while created")
+                    )
+                    continue
+                if not held:
+                    out.problems.append(
+                        LostDataError(
+                            path,
+                            0,
+                            f"page store folder {path} has lost its {ADDRESS_FILE} and its "
+                            f"pages, but {proof}: pages existed; it is kept",
+                            hint=_REPAIR_HINT,
+                        )
                     )
                     continue
                 out.problems.append(
@@ -160,6 +175,23 @@ class FilePageBackend(PageBackend):
                 continue
             out.stores[address] = _Folder(path, manifest)
         return out
+
+    def _proof_of_pages(self, path: str) -> str | None:
+        """What in the folder at ``path`` (no ``address.txt``, no page record) proves it was a
+        working page store rather than one a crash interrupted while it was made (which writes
+        an empty ``pages.txt``, then ``address.txt``): a manifest listing pages, one that does
+        not decode, or a page summary (written at a clean close). None when nothing does.
+        Raises StoreIOError."""
+        if self.fs.exists(os.path.join(path, SUMMARY_NAME)):
+            return f"it holds a page summary ({SUMMARY_NAME})"
+        try:
+            manifest = self.read_manifest(path)
+        except CorruptionError:
+            return f"its {MANIFEST_NAME} is there and damaged"
+        if manifest is not None and manifest.listed():
+            pages = ", ".join(str(n) for n in sorted(manifest.listed()))
+            return f"its {MANIFEST_NAME} lists page(s) {pages}"
+        return None
 
     def _is_folder(self, path: str) -> bool:
         """Whether ``path`` is a folder. The seam has no such query: on a seam that is not the

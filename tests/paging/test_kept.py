@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from store.errors import CorruptionError, LostDataError
+from store.paging.base import SUMMARY_NAME
 from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, TOMBSTONE_ROW
 from store.paging.files import ADDRESS_FILE, FilePagingManager
 from store.paging.format import page_file_name
@@ -93,6 +94,36 @@ def test_a_folder_a_crash_left_while_creating_it_is_removed(tmp_path) -> None:
     assert pm.addresses() == ["kept"]
     assert pm.store("kept").read_page(1) == [_record(0), _record(1)]
     pm.close()
+
+
+@pytest.mark.parametrize("proof", ["manifest", "summary", "damaged manifest"])
+def test_a_folder_that_lost_address_txt_and_its_pages_but_not_their_proof_is_kept(
+    folder, tmp_path, proof: str
+) -> None:
+    """No address.txt and no page record, as a crash while a store is made leaves it, but a
+    pages.txt listing pages (or a damaged one), or a page summary: pages existed, so the
+    folder is not a crash's leftover; open raises LostDataError naming it and deletes
+    nothing (DESIGN 7.2), this open and the next."""
+    directory, path = folder
+    os.remove(os.path.join(path, ADDRESS_FILE))
+    for name in os.listdir(path):
+        if name.endswith(".page"):
+            os.remove(os.path.join(path, name))
+    manifest = Path(path, MANIFEST_NAME)
+    assert decode_manifest(manifest.read_bytes(), path=str(manifest)).listed() == {1, 2, 3}
+    if proof == "summary":
+        manifest.write_bytes(encode_manifest(Manifest()))  # as a crash while made leaves it
+        Path(path, SUMMARY_NAME).write_bytes(b"a summary written at a clean close")
+    elif proof == "damaged manifest":
+        manifest.write_bytes(manifest.read_bytes()[:-3])
+    before = _snapshot(path, tmp_path)
+    for _ in range(2):
+        with pytest.raises(LostDataError) as info:
+            _open(directory)
+        assert info.value.path == path
+        assert "lost its address.txt and its pages" in str(info.value)
+        assert "kept" in str(info.value)
+        assert _same_tree(before, path)
 
 
 @pytest.mark.parametrize("content", [b"", b"\n", b"\xff\xfe\n"], ids=["empty", "newline", "bad"])
