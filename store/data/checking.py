@@ -33,7 +33,7 @@ from store.config import StoreConfig
 from store.data import large_verify
 from store.data.db_check import repair as db_repair
 from store.data.db_check import verify as db_verify
-from store.errors import ConfigError
+from store.errors import ConfigError, CorruptionError
 from store.file import file_journal_options, repair, salvage, survey, verify
 from store.file.options import FileJournalOptions
 from store.paging import repair as page_repair
@@ -66,10 +66,13 @@ Step = Callable[[str], AbstractContextManager[object]]
 
 @dataclass(frozen=True, slots=True)
 class JournalVerify:
-    """One file journal's verify: ``name`` is ``"bindings"`` or ``"messages"``. Immutable."""
+    """One file journal's verify: ``name`` is ``"bindings"`` or ``"messages"``; ``salvage``,
+    when it has errors, what ``store data repair --salvage`` would keep and drop (a dry run;
+    None when nothing is damaged or no salvage can read it). Immutable."""
 
     name: str
     report: verify.VerifyReport
+    salvage: salvage.SalvageReport | None = None
 
     @property
     def error_count(self) -> int:
@@ -274,7 +277,8 @@ def verify_store(
     for name, opts in journals:
         with run.step(f"verifying the {name} journal"):
             found = verify.verify(opts.directory, prefix=opts.prefix, kind=opts.kind, force=force)
-        run.done(JournalVerify(name, found))
+            dry = _dry_salvage(opts) if found.errors else None
+        run.done(JournalVerify(name, found, dry))
     with run.step("verifying the large messages"):
         bodies, findings = large_verify.verify_file_large_messages(
             config, dict(journals).get("messages")
@@ -282,6 +286,15 @@ def verify_store(
     run.done(LargeMessagesVerify(config.large_messages_directory, bodies, findings))
     run.done(_verify_pages(config, run))
     return StoreVerifyResult(store_type, tuple(run.done_parts))
+
+
+def _dry_salvage(opts: FileJournalOptions) -> salvage.SalvageReport | None:
+    """What a salvage of the journal ``opts`` names would keep and drop, None when no salvage
+    can read it (files of another journal, two files with one id: CorruptionError)."""
+    try:
+        return salvage.salvage(opts.directory, prefix=opts.prefix, kind=opts.kind, dry_run=True)
+    except (CorruptionError, ConfigError):
+        return None
 
 
 def repair_store(

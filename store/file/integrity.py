@@ -223,6 +223,14 @@ def read_markers(data: bytes | memoryview, records: Iterable[Sequence[Any]]) -> 
     return found
 
 
+#: The advice of a checksum failure: the repair that drops only the damaged records.
+_SALVAGE_HINT = (
+    "`store data repair --salvage` drops only the damaged records (the original files are "
+    "copied aside first); `--force` cuts here and sets everything after aside; `store data "
+    "verify` says what each would drop"
+)
+
+
 def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
     """Raise ChecksumError if the records after the end of data prove it had been durable.
 
@@ -240,8 +248,7 @@ def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
             f"no valid record at this offset, but {len(tail.records)} valid record(s) follow "
             f"(first at offset {first.offset}, lsn {first.lsn}) and later files were written "
             "after this one was synced",
-            hint="inspect with `store data verify`; `store data repair --force` drops what "
-            "follows the damage (a .broken copy is kept)",
+            hint=_SALVAGE_HINT,
         )
     proof = next(
         (r for r in tail.records if r.durable_lsn >= missing_lsn or r.flags & fmt.FLAG_SYNCED),
@@ -254,8 +261,7 @@ def classify(path: str, tail: Tail, *, missing_lsn: int, is_last: bool) -> None:
             f"no valid record at this offset (lsn {missing_lsn} expected), but the record at "
             f"offset {proof.offset} (lsn {proof.lsn}) was written after lsn {proof.durable_lsn} "
             "was durable",
-            hint="inspect with `store data verify`; `store data repair --force` drops what "
-            "follows the damage (a .broken copy is kept)",
+            hint=_SALVAGE_HINT,
         )
 
 

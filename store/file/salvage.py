@@ -138,26 +138,40 @@ def salvage(
     kind: int | None = None,
     file_size: int | None = None,
     fs: FileSystem | None = None,
+    dry_run: bool = False,
 ) -> SalvageReport:
     """Salvage the journal ``prefix`` in ``directory`` (see the module docstring).
 
-    ``file_size`` is the size of the new files (default: the largest file present). Returns
-    the :class:`SalvageReport`. Raises ConfigError when ``directory`` holds no journal,
-    StoreLockedError when a live process holds the journal;
-    CorruptionError for two files with one id or a file of the other ``kind``; ConfigError when
-    a record does not fit ``file_size``; StoreIOError when the file system refuses.
+    ``file_size`` is the size of the new files (default: the largest file present).
+    ``dry_run``: read and judge everything as a salvage would, write nothing and take no lock
+    (``store data verify`` says so what a salvage would keep and drop; an interrupted
+    compaction is judged as the files are, not finished). Returns the
+    :class:`SalvageReport` (``changed`` False on a dry run). Raises ConfigError when
+    ``directory`` holds no journal, StoreLockedError when a live process holds the journal
+    (not on a dry run); CorruptionError for two files with one id or a file of the other
+    ``kind``; ConfigError when a record does not fit ``file_size``; StoreIOError when the file
+    system refuses.
     """
     fs = fs or OsFileSystem()
     require_journal(directory, prefix=prefix, fs=fs)  # before the lock, which creates a file
+    if dry_run:
+        return _salvage_locked(fs, directory, prefix, kind, file_size, dry_run=True)
     with held_while(directory, native=fs.native):
-        return _salvage_locked(fs, directory, prefix, kind, file_size)
+        return _salvage_locked(fs, directory, prefix, kind, file_size, dry_run=False)
 
 
 def _salvage_locked(
-    fs: FileSystem, directory: str, prefix: str, kind: int | None, file_size: int | None
+    fs: FileSystem,
+    directory: str,
+    prefix: str,
+    kind: int | None,
+    file_size: int | None,
+    *,
+    dry_run: bool,
 ) -> SalvageReport:
     naming = SegmentNaming(directory, prefix)
-    compaction.finish_interrupted(fs, naming)
+    if not dry_run:
+        compaction.finish_interrupted(fs, naming)
     js = scan_journal(directory, prefix=prefix, fs=fs, kind=kind)
     for problem in js.problems:
         if problem.kind in ("duplicate-id", "kind-mismatch"):
@@ -180,6 +194,16 @@ def _salvage_locked(
     result = replay.result()
     size = file_size or max((f.size for f in js.listing.files if f.header), default=0)
     _check_fits(replay, size)  # before anything is written
+    if dry_run:
+        return SalvageReport(
+            directory,
+            prefix,
+            dropped,
+            kept,
+            len(result.records),
+            len(result.prepared),
+            result.failed,
+        )
     backup = _backup(fs, directory, [f.path for f in js.listing.files])
     written = _write(fs, naming, js, replay, size, kind)
     # The switch: committed by the control file, carried out as a compaction's recovery would

@@ -182,6 +182,9 @@ def test_verify_and_repair_find_and_remove_every_kind_of_damage(db_store: DbStor
     done = _cli("data", "verify", *s.options)
     assert done.returncode == 5, done.stdout + done.stderr
     assert _finding(done.stdout, "undecodable", messages, garbled)
+    (hint,) = [line for line in done.stdout.splitlines() if line.startswith("hint: database:")]
+    assert "`store data repair --force` deletes the 1 damaged row(s)" in hint
+    assert f"(seq {garbled})" in hint and "nothing else" in hint
     rows_before = s.count(s.schema.messages)
     refused = _cli("data", "repair", *s.options)
     assert refused.returncode == 5, refused.stdout + refused.stderr

@@ -65,6 +65,8 @@ def test_verify_and_adopt_a_page_folder_that_lost_its_address(file_store) -> Non
     verified = run_store_here("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "no address.txt" in verified.stdout and "pages: DAMAGED" in verified.stdout
+    # verify names the repairs that settle it (the adopt below is one)
+    assert "hint: pages: `store data repair --adopt-pages FOLDER=ADDRESS`" in verified.stdout
     with pytest.raises(CorruptionError):
         _open_files(paging)
     printed = run_store_here("data", "print", *options)
@@ -97,6 +99,9 @@ def test_verify_finds_a_damaged_and_a_missing_page_then_accept_the_loss(file_sto
     verified = run_store_here("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "page 2 is missing" in verified.stdout
+    # a damaged record: no repair keeps the rest of its page, and verify says so before it
+    # names the removal of the whole address
+    assert "hint: pages: a damaged page record has no repair" in verified.stdout
     assert str(page1) in verified.stdout.replace("\n", "") or "checksum" in verified.stdout
     with pytest.raises(LostDataError):
         _open_files(paging).store("orders")
@@ -178,6 +183,7 @@ def test_deleted_page_rows_then_accept_the_loss(db_pages) -> None:
     verified = run_store_here("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "page 2 is missing" in verified.stdout
+    assert "hint: pages: `store data repair --adopt-pages" in verified.stdout
     printed = run_store_here("data", "print", *options)
     assert printed.returncode == 5, printed.stdout + printed.stderr
     assert "page 2 is missing" in printed.stdout

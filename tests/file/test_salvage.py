@@ -181,3 +181,39 @@ def test_print_exits_5_on_a_journal_the_load_refuses_and_the_cli_salvages_it(
     assert code == 0 and "a load returns" in out
     assert main(["data", "repair", *args, "--salvage"]) == 0
     assert "nothing to salvage" in capsys.readouterr().out
+
+
+# -- verify's advice, followed ---------------------------------------------------------------------
+
+
+def test_verify_advises_the_salvage_and_following_it_loses_only_the_damaged_record(
+    pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40: ``verify`` names the repair that drops least (salvage, not ``--force``, which
+    kept 330 of 505 messages), with what it drops; the files are unchanged by the advice (a
+    dry run); running the command it prints keeps every record but the damaged one."""
+    damaged, pristine = pair
+    scan, victim = _victim(damaged)
+    _flip(scan.file.path, victim.offset + 60)
+    before = {p.name: p.read_bytes() for p in damaged.iterdir() if p.is_file()}
+    args = ["--journal", str(damaged), "--skip-bindings"]
+
+    assert main(["data", "verify", *args]) == 5
+    out = capsys.readouterr().out
+    (hint,) = [line for line in out.splitlines() if line.startswith("hint: messages:")]
+    dry = salvage.salvage(str(damaged), dry_run=True)
+    assert not dry.changed and dry.dropped_ids == [victim.id]
+    assert "`store data repair --salvage` is the repair that drops least" in hint
+    assert f"keeps {dry.kept} valid record(s)" in hint
+    assert f"drops 1 damaged record(s) (lsn {victim.lsn}; ids {victim.id})" in hint
+    assert "`--force` would instead cut" in hint
+    assert {p.name: p.read_bytes() for p in damaged.iterdir() if p.is_file()} == before
+
+    command = hint.split("`")[1].split()
+    assert command[:3] == ["store", "data", "repair"]
+    assert main([*command[1:], *args]) == 1  # done, with a record dropped
+    capsys.readouterr()
+    expected = load(pristine)
+    assert load(damaged).records == [r for r in expected.records if r.id != victim.id]
+    assert main(["data", "verify", *args]) == 0
+    assert "hint:" not in capsys.readouterr().out

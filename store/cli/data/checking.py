@@ -20,6 +20,7 @@ from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
 from store.cli.output import progress_console
 from store.config import StoreConfig
 from store.data import repair_store, verify_store
+from store.data.advice import repair_advice
 from store.data.checking import (
     DatabaseVerify,
     JournalRepair,
@@ -147,7 +148,9 @@ def run_verify(args: argparse.Namespace) -> int:
     """Verify the store (each journal, the large messages and the page stores, or the
     database store's tables and page stores) and print its files and findings.
 
-    Returns 0 (nothing found), 1 (warnings only) or 5 (errors); raises StoreError.
+    For each damaged part a ``hint:`` line names the repair that drops least and what it
+    drops (:mod:`store.data.advice`). Returns 0 (nothing found), 1 (warnings only) or 5
+    (errors); raises StoreError.
     """
     config = _journals_config(args)
     console = common.console()
@@ -159,6 +162,8 @@ def run_verify(args: argparse.Namespace) -> int:
         step=progress_console(args).status,
         on_part=lambda part: _print_verified(console, part),
     )
+    for line in repair_advice(result):
+        console.print(f"hint: {line}", markup=False, highlight=False, soft_wrap=True)
     if result.error_count:
         return EXIT_CORRUPT
     return EXIT_PROBLEM if result.warning_count else EXIT_OK

@@ -1,0 +1,125 @@
+"""What ``store data verify`` advises after it found damage: for each damaged part, the repair
+that drops the least and what it drops (:func:`repair_advice`).
+
+- A file journal: ``store data repair --salvage`` whenever a salvage can read the journal
+  (it keeps every record a reader can still prove valid; :mod:`store.file.salvage`, run dry by
+  :func:`store.data.checking.verify_store`), with the records it would keep and drop (count,
+  lsns, the ids the damaged headers still show) and the transactions it would leave out;
+  ``--force`` (a cut at the first damage, every later record set aside) is named only as what
+  not to start with. Where no salvage can read it (two files with one id, a file of the other
+  journal), what is wrong is a mix-up of files, and the advice says to sort them out.
+- The database store: ``store data repair --force`` when its only errors are rows it can
+  delete one by one (undecodable, unknown record type), naming how many; rows that are gone
+  cannot be repaired, only restored.
+- Page stores: the repairs of :mod:`store.paging.repair` by finding; a damaged page record has
+  no repair that keeps the rest of its page, which the advice says rather than offering the
+  removal of the whole address first.
+
+Thread-safety: pure functions of immutable results.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from store.data.db_check.report import ids_text
+
+if TYPE_CHECKING:
+    from store.data.checking import StoreVerifyResult
+    from store.file.salvage import SalvageReport
+
+__all__ = ["repair_advice"]
+
+#: Database findings ``store data repair --force`` deletes row by row.
+_DB_FORCED = frozenset(("undecodable", "bad-record-type"))
+
+
+def repair_advice(result: StoreVerifyResult) -> list[str]:
+    """One line per damaged part of ``result``: the least destructive repair and what it
+    drops (module docstring); empty when nothing is damaged. Raises nothing."""
+    from store.data.checking import DatabaseVerify, JournalVerify, PagesVerify
+
+    lines: list[str] = []
+    for part in result.parts:
+        if not part.error_count:
+            continue
+        if isinstance(part, JournalVerify):
+            lines.append(_journal(part.name, part.salvage))
+        elif isinstance(part, DatabaseVerify):
+            errors = part.report.errors
+            lines.append(_database([(f.kind, f.seqs or _one(f.seq)) for f in errors]))
+        elif isinstance(part, PagesVerify):
+            lines.append(_pages([f.message for f in part.findings if f.severity == "error"]))
+        else:
+            lines.append(
+                "large messages: a body that is damaged or gone cannot be rebuilt; restore it "
+                "from a backup (the findings above name each file)"
+            )
+    return lines
+
+
+def _journal(name: str, report: SalvageReport | None) -> str:
+    if report is None:
+        return (
+            f"{name}: no repair can read this journal as it is (the findings above say why: "
+            "files of another journal or two files with one id); put the files right first"
+        )
+    dropped = sum(_lsn_count(d.lsns) for d in report.dropped if d.reason != "torn-tail")
+    ids = sorted({r.id for d in report.dropped if d.reason != "torn-tail" for r in d.records})
+    lsns = ", ".join(
+        f"{lo}" if lo == hi else f"{lo}-{hi}"
+        for d in report.dropped
+        if d.reason != "torn-tail" and d.lsns is not None
+        for lo, hi in [d.lsns]
+    )
+    what = f"drops {dropped} damaged record(s)" if dropped else "drops the damaged bytes"
+    if lsns:
+        what += f" (lsn {lsns}"
+        what += f"; ids {ids_text(ids)})" if ids else ")"
+    failed = (
+        f", and leaves out {len(report.failed)} transaction(s) that lost a record "
+        f"({ids_text(sorted(report.failed))})"
+        if report.failed
+        else ""
+    )
+    return (
+        f"{name}: `store data repair --salvage` is the repair that drops least: it "
+        f"keeps {report.kept} valid record(s) and {what}{failed}; the original files are "
+        "copied into repair-<time>/ first. (`--force` would instead cut the journal at the "
+        "first damage and set everything after it aside.)"
+    )
+
+
+def _one(seq: int | None) -> tuple[int, ...]:
+    return () if seq is None else (seq,)
+
+
+def _lsn_count(lsns: tuple[int, int] | None) -> int:
+    return 0 if lsns is None else lsns[1] - lsns[0] + 1
+
+
+def _database(errors: list[tuple[str, tuple[int, ...]]]) -> str:
+    if all(kind in _DB_FORCED for kind, _seqs in errors):
+        seqs = sorted({s for _kind, found in errors for s in found})
+        return (
+            f"database: `store data repair --force` deletes the {len(seqs)} damaged row(s) "
+            f"listed above (seq {ids_text(seqs)}) and nothing else; each one's record is "
+            "lost (`store data print` shows them first)"
+        )
+    return (
+        "database: rows the load needs are missing or inconsistent (the errors above); no "
+        "repair brings them back: restore the tables from a backup"
+    )
+
+
+def _pages(messages: list[str]) -> str:
+    if any("damaged page record" in m or "undecodable" in m for m in messages):
+        return (
+            "pages: a damaged page record has no repair that keeps the rest of its page yet: "
+            "restore the page file (or rows) from a backup; `store data repair "
+            "--remove-pages FOLDER` would drop every message of that address's pages"
+        )
+    return (
+        "pages: `store data repair --adopt-pages FOLDER=ADDRESS`, `--accept-lost-pages "
+        "ADDRESS` or `--remove-pages FOLDER` settles each finding above, as it names"
+    )
