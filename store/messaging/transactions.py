@@ -292,7 +292,15 @@ class Transaction:
             for address, qid, position, _ in self._work.held_pages:
                 if st.queue_address(qid) is not None:
                     st.pager.unhold(address, qid, position)
-            st.doom_bodies([s.message_id for s, _ in self._work.sends if s.large_size is not None])
+            # The large bodies of its sends, paged ones too: their page records stay in the
+            # page, invisible for ever, and the bodies waited for the page to go.
+            bodies = [s.message_id for s, _ in self._work.sends if s.large_size is not None]
+            bodies += [
+                p.message_id
+                for _a, _pos, p in self._work.paged_sends
+                if p.record_type == r.ADD_LARGE_MESSAGE
+            ]
+            st.doom_bodies(bodies)
         st.flush_messages(wrote and st.sync_tx)
         st.reap()
 

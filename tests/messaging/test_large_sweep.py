@@ -105,3 +105,31 @@ def test_the_bodies_of_a_prepared_transaction_are_kept_by_the_sweep(
     got = sm.receive("q", 5)
     assert [d.message.message_id for d in got] == sent
     assert all(_read(d.message) == BIG for d in got)
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["rolled back", "prepared, rolled back"])
+def test_a_rolled_back_transaction_deletes_its_paged_bodies_at_once(
+    h: Harness, prepared: bool
+) -> None:
+    """Issue 40: a rollback deletes the large bodies of its paged sends when it returns, as it
+    does those held in memory (they waited for their page to go, or for the next load's
+    sweep); a committed paged large message on the same page is kept and reads whole."""
+    sm = h.setup("q")
+    sm.send(msg(b"in memory"))
+    kept = sm.send(msg(BIG))  # paged: the address holds one message
+    tx = sm.begin()
+    lost = [tx.send(msg(BIG)), tx.send(msg(BIG))]
+    if prepared:
+        tx.prepare(Xid(9, b"rollback", b""))
+        sm = h.restart()
+        assert h.rec is not None
+        tx = h.rec.prepared[Xid(9, b"rollback", b"")]
+    assert sorted(_bodies(h)) == sorted([kept, *lost])
+    tx.rollback()
+    assert _bodies(h) == [kept]
+    ids = {d.message.message_id: d for d in sm.receive("q", 5)}
+    assert kept in ids and not set(lost) & set(ids)
+    assert _read(ids[kept].message) == BIG
+    sm = h.restart()
+    assert h.rec is not None and "large_bodies" not in h.rec.cleaned, h.rec.cleaned
+    assert _bodies(h) == [kept]
