@@ -197,6 +197,13 @@ class PageBackend(abc.ABC):
         """Replace the store's page summary with ``data`` (None: delete it), durably.
         Raises as ``discover``."""
 
+    def note_clean_close(self) -> None:
+        """After every write was made durable and none failed, at close: record what only a
+        clean close knows (the file store: each current page's final length in its manifest,
+        so damage to its last records is not taken for a crash's torn tail). Default:
+        nothing. Raises StoreIOError."""
+        return None
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release what the back-end holds (open files). Raises nothing."""
@@ -548,7 +555,11 @@ class GroupCommitPagingManager(PagingManager):
                 return
             self._closed = True
         error = self.flusher.close()
-        self.backend.close()
+        try:
+            if error is None and not self.read_only:
+                self.backend.note_clean_close()
+        finally:
+            self.backend.close()
         if error is not None:
             raise copy.copy(error) from error
 

@@ -23,7 +23,9 @@ Crash safety, step by step:
   every page below the highest is complete: only the highest page can have a torn tail, and
   it is cut back to its last valid record before anything is appended after it. After the
   first batch of a new page is synced the manifest is replaced (every earlier page at its
-  final length, the new one at its synced length) before the batch is acknowledged;
+  final length, the new one at its synced length) before the batch is acknowledged; a clean
+  close replaces it once more with the current page at its final length, so that after one
+  only what a crash can leave (bytes past the last length the manifest lists) is a torn tail;
 - deleting a page rewrites the manifest without it, then unlinks its file and fsyncs the
   folder;
 - removing a store renames its folder to ``<name>.removed`` (a tombstone, fsynced) and then
@@ -438,6 +440,24 @@ class FilePageBackend(PageBackend):
         elif self.fs.exists(path := os.path.join(folder.path, SUMMARY_NAME)):
             self.fs.remove(path)
             self.fs.fsync_dir(folder.path)
+
+    def note_clean_close(self) -> None:
+        """Each folder's current page, written to since open, gets its final length in the
+        manifest (``current <page> <length>``; the flusher synced every byte of it): at the
+        next open, a page shorter than that, or damaged before it, is LostDataError, not a
+        torn tail to cut (what a crash leaves is only ever past the last durable length)."""
+        for folder in self._folders:
+            handle, manifest = folder.handle, folder.manifest
+            if handle is None or manifest is None or manifest.current is None:
+                continue
+            page, listed = manifest.current
+            size = handle.size()
+            if page != folder.page or size <= listed:
+                continue
+            handle.datasync()
+            closed = Manifest(dict(manifest.pages), (page, size))
+            self._replace(folder.path, MANIFEST_NAME, encode_manifest(closed))
+            folder.manifest = closed
 
     def close(self) -> None:
         for folder in self._folders:

@@ -15,6 +15,7 @@ from store.errors import CorruptionError
 from store.paging.api import PagePosition
 from store.paging.files import FilePagingManager
 from store.paging.format import FRAMING, encode_record, page_file_name
+from store.paging.manifest import MANIFEST_NAME
 from tests.paging.contract import PagingFactory
 from tests.support.backends import StoreFactory, unique_prefix
 from tests.support.db_backends import db_backend
@@ -31,15 +32,20 @@ def _record(i: int) -> bytes:
 @pytest.fixture
 def pages(tmp_path: Path) -> tuple[str, str]:
     """A file page store of address "orders" with pages 1 and 2 full (records 0..5) and
-    page 3 holding records 6, 7, each record its own synced batch (so page 3's manifest lists
-    30 bytes, record 6: what a crash can tear is record 7); returns (paging directory, its
-    folder)."""
+    page 3 holding records 6, 7, each record its own synced batch, left as a crash leaves it
+    (page 3's manifest lists 30 bytes, record 6: what a crash can tear is record 7); returns
+    (paging directory, its folder)."""
     directory = str(tmp_path / "paging")
     pm = _open(directory)
     ps = pm.store("orders")
     assert [ps.append(_record(i), sync=True) for i in range(8)][-1] == P(3, 1)
-    pm.close()
     (folder,) = [os.path.join(directory, n) for n in os.listdir(directory)]
+    # The manifest a crash leaves: a clean close lists page 3 whole (60 bytes), and damage
+    # inside what it lists is then lost data (tests/paging/test_kept.py), not a torn tail.
+    manifest = Path(folder, MANIFEST_NAME)
+    crashed = manifest.read_bytes()
+    pm.close()
+    manifest.write_bytes(crashed)
     return directory, folder
 
 

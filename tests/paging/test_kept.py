@@ -182,12 +182,50 @@ def test_a_page_deleted_while_open_is_lost_data_on_read(folder) -> None:
 
 
 def test_a_torn_tail_past_the_durable_length_is_still_cut(folder) -> None:
+    """The state a crash leaves: the manifest lists page 3 at its first synced batch (30
+    bytes: a clean close would have listed all 60), and a later write was torn."""
     directory, path = folder
+    listed = Path(path, MANIFEST_NAME)
+    manifest = decode_manifest(listed.read_bytes(), path=str(listed))
+    listed.write_bytes(encode_manifest(Manifest(dict(manifest.pages), (3, 30))))
     page3 = os.path.join(path, page_file_name(3))
     os.truncate(page3, 45)  # record 7 (not in the manifest's durable 30 bytes) torn
     pm = _open(directory)
     assert pm.store("orders").read_page(3) == [_record(6)]
     pm.close()
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "cut by 10 bytes", "cut a record off"])
+def test_damage_to_the_last_page_after_a_clean_close_is_lost_data_not_a_torn_tail(
+    folder, tmp_path, damage: str
+) -> None:
+    """Issue 40: a clean close lists the current page's final length in the manifest, so the
+    end of the last page damaged afterwards (a flipped byte in its last record, a cut inside
+    it or at its start) is LostDataError naming the page, and nothing is cut: a torn tail is
+    only what lies past the last length the manifest lists."""
+    directory, path = folder
+    page3 = Path(path, page_file_name(3))
+    size = page3.stat().st_size
+    manifest = decode_manifest(Path(path, MANIFEST_NAME).read_bytes(), path="pages.txt")
+    assert manifest.current == (3, size)  # the close recorded the whole page
+    data = bytearray(page3.read_bytes())
+    if damage == "flipped byte":
+        data[-3] ^= 0xFF
+    elif damage == "cut by 10 bytes":
+        data = data[:-10]
+    else:
+        data = data[: size // 2]  # two records of 30 bytes: the second one gone
+    page3.write_bytes(bytes(data))
+    before = _snapshot(path, tmp_path)
+    for _ in range(2):
+        pm = _open(directory)
+        try:
+            with pytest.raises(LostDataError) as info:
+                pm.store("orders").read_page(3)
+        finally:
+            pm.close()
+        assert info.value.path == str(page3)
+        assert _same_tree(before, path)  # nothing cut, nothing rewritten
 
 
 def test_an_interrupted_page_delete_is_finished_at_open(folder) -> None:
