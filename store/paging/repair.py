@@ -101,6 +101,7 @@ def check_page_stores(config: StoreConfig) -> list[PageFinding]:
 def _check_store(backend: PageBackend, locator: Hashable) -> list[PageFinding]:
     problems = backend.problems(locator)
     out = [_error(exc) for exc in problems]
+    manifest = backend.manifest(locator)
     pages = backend.page_numbers(locator)
     for page in pages:
         data = backend.read_bytes(locator, page)
@@ -109,10 +110,23 @@ def _check_store(backend: PageBackend, locator: Hashable) -> list[PageFinding]:
         path, label = backend.page_path(locator, page)
         torn = page == pages[-1] and backend.torn_tails
         try:
-            scan_page(data, path=path, torn_tail=torn)
+            _records, end = scan_page(data, path=path, torn_tail=torn)
         except CorruptionError as exc:
             reason = f"{label}: {exc.reason}" if label else exc.reason
             out.append(PageFinding(ERROR, exc.path, exc.offset, reason))
+            continue
+        # a torn tail inside what the manifest lists written is damage, as open judges it
+        durable = manifest.expected(page) if manifest is not None else None
+        if torn and durable is not None and end < durable[0] and len(data) >= durable[0]:
+            out.append(
+                PageFinding(
+                    ERROR,
+                    path,
+                    end,
+                    f"page {page} has {end} valid bytes; its manifest lists {durable[0]} bytes "
+                    "written (records after the damage are gone)",
+                )
+            )
     return out
 
 
