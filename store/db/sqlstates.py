@@ -34,9 +34,12 @@ _MYSQL_LOGIN_REFUSED = frozenset({1044, 1045, 1698})
 #: specification" (PostgreSQL's 28000 and 28P01, MySQL's 28000), and Derby's 08004
 #: ("connection authentication failure").
 _LOGIN_STATES = ("28", "08004")
-#: What PostgreSQL's server says when it refuses a login (a psycopg connection error has no
-#: SQLState: the server's message is all the client gets).
-_PG_LOGIN_TEXT = ("password authentication failed", 'role "', "no password supplied")
+#: What PostgreSQL's server says when it refuses a login for a wrong password or user (a
+#: psycopg connection error has no SQLState: the server's message is all the client gets). A
+#: role that exists but may not log in now (``NOLOGIN``, what a DBA sets for a while) is not
+#: one: a node waits through that as through an outage.
+_PG_LOGIN_TEXT = ("password authentication failed", "no password supplied")
+_PG_NO_ROLE = ('role "', "does not exist")
 
 
 def login_refused(exc: BaseException) -> bool:
@@ -54,7 +57,9 @@ def login_refused(exc: BaseException) -> bool:
             return True
         if type(seen).__module__.startswith("psycopg"):
             text = str(seen)
-            if "FATAL" in text and any(t in text for t in _PG_LOGIN_TEXT):
+            if "FATAL" in text and (
+                any(t in text for t in _PG_LOGIN_TEXT) or all(t in text for t in _PG_NO_ROLE)
+            ):
                 return True
         seen = getattr(seen, "orig", None) or seen.__cause__
     return False

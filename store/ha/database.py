@@ -275,7 +275,7 @@ class DatabaseNodeManager(NodeManager):
             try:
                 if self.table.renew(BACKUP_ROW, self.holder, self._backup_generation) is None:
                     _log.warning("HA: the backup lock was taken by another node")
-            except sa.exc.SQLAlchemyError as exc:
+            except (sa.exc.SQLAlchemyError, StoreError) as exc:
                 _log.warning("HA: renewing the backup lock failed: %s", exc)
 
     def _renew_live(self) -> None:
