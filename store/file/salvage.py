@@ -37,6 +37,7 @@ Thread-safety: run one salvage at a time per journal; it takes the directory loc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -194,16 +195,11 @@ def _salvage_locked(
     result = replay.result()
     size = file_size or max((f.size for f in js.listing.files if f.header), default=0)
     _check_fits(replay, size)  # before anything is written
+    report = SalvageReport(
+        directory, prefix, dropped, kept, len(result.records), len(result.prepared), result.failed
+    )
     if dry_run:
-        return SalvageReport(
-            directory,
-            prefix,
-            dropped,
-            kept,
-            len(result.records),
-            len(result.prepared),
-            result.failed,
-        )
+        return report
     backup = _backup(fs, directory, [f.path for f in js.listing.files])
     written = _write(fs, naming, js, replay, size, kind)
     # The switch: committed by the control file, carried out as a compaction's recovery would
@@ -213,16 +209,8 @@ def _salvage_locked(
     compaction.write_control(fs, naming, ctl)
     compaction.apply_control(fs, naming, ctl)
     compaction.remove_control(fs, naming)
-    return SalvageReport(
-        directory,
-        prefix,
-        dropped,
-        kept,
-        len(result.records),
-        len(result.prepared),
-        result.failed,
-        backup,
-        [n[: -len(".cmp")] for n in written],
+    return dataclasses.replace(
+        report, backup_dir=backup, written=[n[: -len(".cmp")] for n in written]
     )
 
 
