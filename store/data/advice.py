@@ -8,9 +8,12 @@ that drops the least and what it drops (:func:`repair_advice`).
   ``--force`` (a cut at the first damage, every later record set aside) is named only as what
   not to start with. Where no salvage can read it (two files with one id, a file of the other
   journal), what is wrong is a mix-up of files, and the advice says to sort them out.
-- The database store: ``store data repair --force`` when its only errors are rows it can
-  delete one by one (undecodable, unknown record type), naming how many; rows that are gone
-  cannot be repaired, only restored.
+- Large-message bodies damaged or gone (either back-end): ``store data repair --salvage``,
+  which removes those messages (and only them) with their bodies
+  (:mod:`store.data.body_salvage`), naming their ids.
+- The database store: ``store data repair --force`` when its only other errors are rows it
+  can delete one by one (undecodable, unknown record type), naming how many; rows that are
+  gone cannot be repaired, only restored.
 - Page stores: the repairs of :mod:`store.paging.repair` by finding; a damaged page record has
   no repair that keeps the rest of its page, which the advice says rather than offering the
   removal of the whole address first.
@@ -20,6 +23,7 @@ Thread-safety: pure functions of immutable results.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from store.data.db_check.report import ids_text
@@ -32,6 +36,8 @@ __all__ = ["repair_advice"]
 
 #: Database findings ``store data repair --force`` deletes row by row.
 _DB_FORCED = frozenset(("undecodable", "bad-record-type"))
+#: Findings of a body ``store data repair --salvage`` removes with its message.
+_BODIES = frozenset(("damaged-body", "large-body-missing", "missing-chunks"))
 
 
 def repair_advice(result: StoreVerifyResult) -> list[str]:
@@ -47,15 +53,29 @@ def repair_advice(result: StoreVerifyResult) -> list[str]:
             lines.append(_journal(part.name, part.salvage))
         elif isinstance(part, DatabaseVerify):
             errors = part.report.errors
-            lines.append(_database([(f.kind, f.seqs or _one(f.seq)) for f in errors]))
+            bodies = [f for f in errors if f.kind in _BODIES]
+            if bodies:
+                lines.append(_bodies(sorted({i for f in bodies for i in f.ids})))
+            rows = [(f.kind, f.seqs or _one(f.seq)) for f in errors if f.kind not in _BODIES]
+            if rows:
+                lines.append(_database(rows))
         elif isinstance(part, PagesVerify):
             lines.append(_pages([f.message for f in part.findings if f.severity == "error"]))
         else:
-            lines.append(
-                "large messages: a body that is damaged or gone cannot be rebuilt; restore it "
-                "from a backup (the findings above name each file)"
-            )
+            names = [os.path.basename(f.path) for f in part.findings if f.kind in _BODIES]
+            ids = sorted(int(n[:-4]) for n in names if n.endswith(".msg") and n[:-4].isdigit())
+            lines.append(_bodies(ids))
     return lines
+
+
+def _bodies(ids: list[int]) -> str:
+    which = f" ({ids_text(ids)})" if ids else ""
+    return (
+        f"large messages: `store data repair --salvage` removes the {len(ids) or 'damaged'} "
+        f"large message(s){which} whose bodies are damaged or gone, and only them, with "
+        "their bodies (a file store moves them to attic/); every other message is kept. A "
+        "body cannot be rebuilt: restore it from a backup instead to keep its message"
+    )
 
 
 def _journal(name: str, report: SalvageReport | None) -> str:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from store.config import StoreConfig
-from store.data import large_verify
+from store.data import body_salvage, large_verify
 from store.data.db_check import repair as db_repair
 from store.data.db_check import verify as db_verify
 from store.errors import ConfigError, CorruptionError
@@ -39,6 +39,7 @@ from store.file.options import FileJournalOptions
 from store.paging import repair as page_repair
 
 __all__ = [
+    "BodySalvage",
     "DatabaseVerify",
     "JournalRepair",
     "JournalSalvage",
@@ -197,7 +198,17 @@ class PageRepair:
     done: str
 
 
-RepairPart = JournalRepair | JournalSalvage | db_repair.DatabaseRepairReport | PageRepair
+@dataclass(frozen=True, slots=True)
+class BodySalvage:
+    """The large-message bodies' salvage (:func:`store.data.body_salvage.salvage_bodies`):
+    the messages removed with their damaged or lost bodies. Immutable."""
+
+    report: body_salvage.BodySalvageReport
+
+
+RepairPart = (
+    JournalRepair | JournalSalvage | BodySalvage | db_repair.DatabaseRepairReport | PageRepair
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +226,13 @@ class StoreRepairResult:
 
     @property
     def dropped(self) -> int:
-        """Damaged ranges a salvage dropped (their records are lost; each is reported)."""
-        return sum(len(p.report.dropped) for p in self.parts if isinstance(p, JournalSalvage))
+        """Damaged ranges a salvage dropped and messages it removed with their bodies (their
+        records are lost; each is reported)."""
+        return sum(
+            len(p.report.dropped) if isinstance(p, JournalSalvage) else len(p.report.removed)
+            for p in self.parts
+            if isinstance(p, JournalSalvage | BodySalvage)
+        )
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -314,13 +330,15 @@ def repair_store(
 
     The file store: each journal is repaired (a torn tail zeroed, a ``.broken`` copy kept, an
     interrupted compaction finished; ``force`` also cuts at a checksum failure), or with
-    ``salvage_journals`` rewritten keeping every valid record. The database store: what a load
-    ignores is deleted in one transaction (``force`` also deletes undecodable rows and rows of
-    unknown record types). When a page-store repair is asked for — ``adopt_pages`` (target,
-    address), ``remove_pages`` (target), ``accept_lost_pages`` (address), on either back-end —
-    those run, in that order, and nothing else (whatever the store type: the page stores are
-    the configuration's). ``step`` and ``on_part`` are the optional hooks
-    of the module docstring.
+    ``salvage_journals`` rewritten keeping every valid record and then the large messages
+    whose bodies are damaged or gone removed (:mod:`store.data.body_salvage`; the bodies move
+    to ``attic/``). The database store: with ``salvage_journals`` those large messages first
+    (their rows deleted); then what a load ignores is deleted in one transaction (``force``
+    also deletes undecodable rows and rows of unknown record types). When a page-store repair
+    is asked for — ``adopt_pages`` (target, address), ``remove_pages`` (target),
+    ``accept_lost_pages`` (address), on either back-end — those run, in that order, and nothing
+    else (whatever the store type: the page stores are the configuration's). ``step`` and
+    ``on_part`` are the optional hooks of the module docstring.
 
     Returns the :class:`StoreRepairResult`. Raises ConfigError for a store without
     persistence (unless a page-store repair is asked for), for a salvage or a journal left
@@ -341,16 +359,23 @@ def repair_store(
             done = page_repair.accept_lost_pages(config, accept_lost_pages)
             run.done(PageRepair("accept-lost", done))
         return StoreRepairResult(config.store_type, tuple(run.done_parts))
-    store_type = _store_type(
-        config, "repair", bindings=bindings, messages=messages, salvage=salvage_journals
-    )
+    store_type = _store_type(config, "repair", bindings=bindings, messages=messages)
     if store_type == "database":
+        if salvage_journals:
+            _salvage_bodies(config, run)
         with run.step("repairing the store's tables"):
             run.done(db_repair.repair_database(config, force=force))
     else:
         for name, opts in file_journals(config, bindings=bindings, messages=messages):
             run.done(_repair_journal(name, opts, run, force=force, salvage_it=salvage_journals))
+        if salvage_journals and bindings and messages:
+            _salvage_bodies(config, run)
     return StoreRepairResult(store_type, tuple(run.done_parts))
+
+
+def _salvage_bodies(config: StoreConfig, run: _Parts[RepairPart]) -> None:
+    with run.step("salvaging the large messages"):
+        run.done(BodySalvage(body_salvage.salvage_bodies(config)))
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -405,16 +430,13 @@ def _verify_pages(config: StoreConfig, run: _Parts[VerifyPart]) -> PagesVerify:
         return PagesVerify(page_repair.check_page_stores(config))
 
 
-def _store_type(
-    config: StoreConfig, what: str, *, bindings: bool, messages: bool, salvage: bool = False
-) -> str:
+def _store_type(config: StoreConfig, what: str, *, bindings: bool, messages: bool) -> str:
     """``config``'s store type, ``"file"`` or ``"database"``; ConfigError for no persistence,
     or for a file-store-only choice on a database store."""
     if config.store_type == "database":
-        if salvage or not (bindings and messages):
+        if not (bindings and messages):
             raise ConfigError(
-                f"{what} of a database store: a salvage, or leaving a journal out, works on "
-                "the file store only",
+                f"{what} of a database store: leaving a journal out works on the file store only",
                 key="database-store",
                 allowed="the database store checked and repaired whole",
             )

@@ -33,8 +33,11 @@ one writer per id. A writer or a reader object belongs to one thread at a time.
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable
 from types import TracebackType
 from typing import BinaryIO
+
+from store.errors import UnknownRecordError
 
 __all__ = ["LargeMessageStore", "LargeMessageWriter", "check_body"]
 
@@ -116,6 +119,24 @@ class LargeMessageStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release the store; idempotent. Writers still open are aborted."""
+
+    def path(self, message_id: int) -> str:
+        """How errors name the body of ``message_id``: its file, ``<table>/<id>.msg`` on a
+        database. Raises nothing."""
+        return f"large message {message_id}"
+
+    def sizes(self, message_ids: Iterable[int]) -> dict[int, int]:
+        """The body sizes of those of ``message_ids`` that have a complete body, by id (the
+        messaging load checks every queued large message's body with it: a header read per
+        body, one query on a database). Raises CorruptionError for a damaged header, and what
+        the storage raises."""
+        found: dict[int, int] = {}
+        for message_id in message_ids:
+            try:
+                found[message_id] = self.size(message_id)
+            except UnknownRecordError:
+                continue
+        return found
 
 
 def check_body(store: LargeMessageStore, message_id: int) -> int:

@@ -352,6 +352,10 @@ class FileLargeMessages(LargeMessageStore):
         base = os.path.join(self.directory, str(message_id))
         return base + TMP, base + MSG
 
+    def path(self, message_id: int) -> str:
+        """The body file of ``message_id`` (``<directory>/<id>.msg``). Raises nothing."""
+        return self.paths(message_id)[1]
+
     def check_open(self) -> None:
         """Raises JournalClosedError after close; returns None otherwise."""
         if self._closed:

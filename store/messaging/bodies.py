@@ -8,16 +8,25 @@ rest of the stream are streamed to the large-message store, :data:`SLICE` bytes 
 so memory stays bounded whatever the body's size. The journal then holds an
 ADD_LARGE_MESSAGE (30) record with the headers and the body's size.
 
+A large message whose body is gone (a file deleted from outside, rows deleted by hand) is
+:class:`~store.errors.LostDataError` naming where the body was (:func:`lost_body`): at the
+load for every message of the message journal (each body checked to exist with its size,
+not read; :mod:`store.messaging.loader`), and at ``open_body()`` (:func:`body_opener`) for
+every message, a paged one included (the load does not read pages to find them: a deep
+queue's restart would read every page).
+
 Thread-safety: pure functions over the given store (which is thread-safe).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import BinaryIO, Final
 
+from store.errors import LostDataError, UnknownRecordError
 from store.large.api import LargeMessageStore
 
-__all__ = ["SLICE", "read_limited", "store_body"]
+__all__ = ["BODY_HINT", "SLICE", "body_opener", "lost_body", "read_limited", "store_body"]
 
 #: Bytes read from a stream or written to the store at a time.
 SLICE: Final = 1 << 20
@@ -72,3 +81,31 @@ def store_body(
             writer.write(chunk)
             size += len(chunk)
     return None, size
+
+
+#: What a lost or damaged body's error advises (docs/cli.md, ``store data repair``).
+BODY_HINT: Final = (
+    "run `store data verify` to list the damage; `store data repair --salvage` removes the"
+    " messages whose bodies are lost and keeps every other message"
+)
+
+
+def lost_body(store: LargeMessageStore, message_id: int, detail: str) -> LostDataError:
+    """The error of a large message whose body is gone: ``path`` where it was (the store's
+    :meth:`~store.large.api.LargeMessageStore.path`), ``offset`` 0. Raises nothing."""
+    reason = f"the body of large message {message_id} is gone ({detail})"
+    return LostDataError(store.path(message_id), 0, reason, hint=BODY_HINT)
+
+
+def body_opener(store: LargeMessageStore, message_id: int, size: int) -> Callable[[], BinaryIO]:
+    """What a large message's ``open_body()`` calls: the body of ``message_id`` from
+    ``store``; one that is gone raises :func:`lost_body`'s LostDataError instead of the
+    store's UnknownRecordError. Raises nothing itself."""
+
+    def open_large() -> BinaryIO:
+        try:
+            return store.open(message_id)
+        except UnknownRecordError:
+            raise lost_body(store, message_id, f"its record says {size} bytes") from None
+
+    return open_large

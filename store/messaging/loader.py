@@ -11,14 +11,15 @@ Thread-safety: called by ``StorageManager.load`` with the state's lock held.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
 
+from store.errors import CorruptionError
 from store.messaging import recovery
+from store.messaging.bodies import BODY_HINT, body_opener, lost_body
 from store.messaging.message_records import PagedMessage
 from store.messaging.queues import QueueEntry
 from store.messaging.records import ADD_LARGE_MESSAGE
@@ -113,7 +114,9 @@ def _load_into(st: ManagerState, progress: Progress | None) -> Recovery:
     prepared: dict[Xid, Transaction] = {}
     for state in messages.prepared:
         prepared[state.xid] = _prepared(st, state)
-    swept = _large_bodies(st, messages) if sweep else 0
+    present = st.large.ids()
+    _check_bodies(st, messages, present)
+    swept = _large_bodies(st, messages, present) if sweep else 0
     if swept:
         cleaned["large_bodies"] = swept
 
@@ -214,13 +217,42 @@ def _stored(st: ManagerState, loaded: LoadedMessage, refs: dict[int, QueueEntry]
         )
     if loaded.large_size is not None:
         assert m.message_id is not None
-        opener = functools.partial(st.large.open, m.message_id)
+        opener = body_opener(st.large, m.message_id, loaded.large_size)
         m = dataclasses.replace(m, _opener=opener)
     return StoredMessage(m, refs, loaded.size, large_size=loaded.large_size)
 
 
-def _large_bodies(st: ManagerState, state: MessagesState) -> int:
-    """Delete the large bodies no message refers to; returns how many.
+def _check_bodies(st: ManagerState, state: MessagesState, present: list[int]) -> None:
+    """Every large message the message journal holds (queued, or sent by a prepared
+    transaction) has its body, of the size its record says; checked, not read (a header read
+    per body; one query on a database). A paged message's body is checked when it is opened
+    (:func:`store.messaging.bodies.body_opener`): the load reads no page to find them.
+    Raises LostDataError for a body that is gone, CorruptionError for one of another size
+    (each naming the body and the message), and what the large-message store raises."""
+    wanted = {mid: s.large_size for mid, s in st.messages.items() if s.large_size is not None}
+    for tx in state.prepared:
+        for loaded, _ in tx.sends:
+            if loaded.large_size is not None:
+                wanted[loaded.message_id] = loaded.large_size
+    if not wanted:
+        return
+    have = set(present)
+    for mid in sorted(wanted):
+        if mid not in have:
+            raise lost_body(st.large, mid, f"its record says {wanted[mid]} bytes")
+    sizes = st.large.sizes(wanted)
+    for mid, size in sorted(wanted.items()):
+        found = sizes.get(mid)
+        if found is None:
+            raise lost_body(st.large, mid, f"its record says {size} bytes")
+        if found != size:
+            reason = f"the body of large message {mid} holds {found} bytes, its record {size}"
+            raise CorruptionError(st.large.path(mid), 0, reason, hint=BODY_HINT)
+
+
+def _large_bodies(st: ManagerState, state: MessagesState, present: list[int]) -> int:
+    """Delete the large bodies no message refers to (``present``: the store's body ids);
+    returns how many.
 
     The windows that leave such a body (each found by the kill -9 rounds of
     ``tests/messaging/test_kill9.py``, which count them after every load):
@@ -244,7 +276,7 @@ def _large_bodies(st: ManagerState, state: MessagesState) -> int:
         for loaded, _ in tx.sends
         if loaded.large_size is not None
     }
-    bodies = [mid for mid in st.large.ids() if mid not in wanted]
+    bodies = [mid for mid in present if mid not in wanted]
     paged = st.pager.large_ids
     if any(mid in paged for mid in bodies):
         wanted |= _deliverable_paged(st, state)

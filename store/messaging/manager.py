@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -55,9 +54,15 @@ from typing import TYPE_CHECKING
 
 from store.errors import JournalStateError, StoreError
 from store.messaging import records as r
+from store.messaging.bodies import body_opener
 from store.messaging.ids import DEFAULT_BATCH
 from store.messaging.loader import load_into
-from store.messaging.message_records import PagedMessage, decode_message, new_paged
+from store.messaging.message_records import (
+    PagedMessage,
+    decode_large_message,
+    decode_message,
+    new_paged,
+)
 from store.messaging.pager import DROP, PAGE
 from store.messaging.queues import MessageQueue
 from store.messaging.recovery import Progress, Recovery
@@ -432,11 +437,11 @@ class StorageManager:
         return None
 
     def _paged_message(self, paged: PagedMessage) -> Message:
-        message = paged.message()
-        if paged.record_type == r.ADD_LARGE_MESSAGE:
-            opener = functools.partial(self._state.large.open, paged.message_id)
-            message = dataclasses.replace(message, _opener=opener)
-        return message
+        if paged.record_type != r.ADD_LARGE_MESSAGE:
+            return paged.message()
+        message, size = decode_large_message(paged.record, paged.message_id)
+        opener = body_opener(self._state.large, paged.message_id, size)
+        return dataclasses.replace(message, _opener=opener)
 
     def browse(self) -> Iterator[tuple[Message, tuple[str, ...]]]:
         """Every message still on a queue (not acknowledged: ready, scheduled, delivered, held

@@ -21,7 +21,6 @@ method says "without the lock".
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import logging
 import threading
@@ -39,7 +38,7 @@ from store.errors import (
     UnknownRecordError,
 )
 from store.messaging import records as r
-from store.messaging.bodies import store_body
+from store.messaging.bodies import body_opener, store_body
 from store.messaging.dupcache import DuplicateIdCache
 from store.messaging.ids import DEFAULT_BATCH, IdGenerator
 from store.messaging.message_records import PagedMessage
@@ -299,7 +298,7 @@ class ManagerState:
             stored = StoredMessage(_copy(message, inline, mid))
         else:
             copy = dataclasses.replace(
-                message, body=b"", message_id=mid, _opener=functools.partial(large.open, mid)
+                message, body=b"", message_id=mid, _opener=body_opener(large, mid, size)
             )
             stored = StoredMessage(copy, large_size=size)
         stored.prepare()

@@ -300,9 +300,9 @@ def test_missing_tables_are_a_schema_error(tmp_path: Path) -> None:
 
 def test_file_only_options_are_refused_on_a_database_store(tmp_path: Path) -> None:
     s = DbStore("sqlite", tmp_path)
-    done = _cli("data", "repair", "--salvage", *s.options)
+    done = _cli("data", "repair", "--skip-bindings", *s.options)
     assert done.returncode == 2
-    assert "--salvage" in done.stderr and "file store only" in done.stderr
+    assert "--skip-bindings" in done.stderr and "file store only" in done.stderr
 
 
 def test_compact_a_postgresql_store_named_by_jdbc_options(tmp_path: Path) -> None:

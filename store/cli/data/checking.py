@@ -22,6 +22,7 @@ from store.config import StoreConfig
 from store.data import repair_store, verify_store
 from store.data.advice import repair_advice
 from store.data.checking import (
+    BodySalvage,
     DatabaseVerify,
     JournalRepair,
     JournalSalvage,
@@ -80,7 +81,9 @@ def register(sub: Any) -> None:
         "--salvage",
         action="store_true",
         help="rewrite the journal keeping every valid record: drop only damaged "
-        "records, report their lsns and ids, keep the originals in repair-<time>/",
+        "records, report their lsns and ids, keep the originals in repair-<time>/; then "
+        "remove the large messages whose bodies are damaged or gone (and only them), bodies "
+        "moved to attic/ (a database store: only the bodies, rows deleted)",
     )
     pages = r.add_argument_group(
         "page stores",
@@ -121,7 +124,7 @@ def _config(args: argparse.Namespace) -> StoreConfig:
     """The configuration of ``args``; ConfigError for file-only options on a database store."""
     config = store_config(args, command=f"store data {args.data_command}")
     if config.store_type == "database":
-        for option in ("skip_bindings", "skip_journal", "salvage"):
+        for option in ("skip_bindings", "skip_journal"):
             if getattr(args, option, False):
                 name = "--" + option.replace("_", "-")
                 raise ConfigError(
@@ -318,6 +321,8 @@ def _print_repaired(console: Console, part: RepairPart) -> None:
         _print_journal_repair(console, part)
     elif isinstance(part, JournalSalvage):
         _print_salvage(console, part)
+    elif isinstance(part, BodySalvage):
+        _print_body_salvage(console, part)
     elif isinstance(part, PageRepair):
         console.print(f"pages: {part.done}")
     else:
@@ -363,6 +368,31 @@ def _print_salvage(console: Console, part: JournalSalvage) -> None:
         )
     )
     console.print(f"{name}: the original files are in {report.backup_dir}")
+
+
+def _print_body_salvage(console: Console, part: BodySalvage) -> None:
+    report = part.report
+    for lost in report.left:
+        console.print(
+            f"large messages: KEPT message {lost.message_id} of a prepared transaction: "
+            f"{lost.reason} ({lost.path}); commit or roll it back, then repair again"
+        )
+    if not report.removed:
+        console.print(
+            f"large messages: nothing to salvage in {report.where} "
+            f"({report.checked} bodies read whole)"
+        )
+        return
+    for lost in report.removed:
+        where = f"; the body is in {lost.moved_to}" if lost.moved_to else ""
+        console.print(
+            f"large messages: REMOVED message {lost.message_id} ({lost.size} bytes): "
+            f"{lost.reason} ({lost.path}){where}"
+        )
+    console.print(
+        f"large messages: salvaged {report.where}: {len(report.removed)} message(s) removed "
+        f"with their bodies, {report.checked - len(report.removed)} read whole and kept"
+    )
 
 
 def _dropped_text(d: salvage.Dropped) -> str:

@@ -1,0 +1,112 @@
+"""A large message whose body is gone or replaced, each back-end (DESIGN §7.1, docs/large.md):
+the load checks every queued large message's body to exist with the size its record says and
+raises LostDataError (CorruptionError for another size) naming the body; ``open_body()`` of a
+message whose body went after the load, a paged one included, raises LostDataError naming it
+(the large-message store's own UnknownRecordError named no file)."""
+
+from __future__ import annotations
+
+import pytest
+
+from store.errors import CorruptionError, LostDataError
+from store.messaging import Xid
+from store.store import Store
+from tests.messaging.support import Harness, msg
+from tests.support.backends import StoreFactory
+
+LIMIT = 1024
+BIG = bytes(range(256)) * 14  # 3584 bytes, over LIMIT
+
+
+@pytest.fixture
+def h(messaging_factory: StoreFactory) -> Harness:
+    messaging_factory.config = messaging_factory.config.replace(min_large_message_size=LIMIT)
+    return Harness(messaging_factory)
+
+
+def _store(h: Harness) -> Store:
+    store = h.factory.store
+    assert isinstance(store, Store)
+    return store
+
+
+def _offline(h: Harness) -> Store:
+    """The manager closed and the store opened again without one (as a person with the
+    files or the table in hand)."""
+    assert h.sm is not None
+    h.sm.close()
+    h.sm = None
+    store = h.factory.open()
+    assert isinstance(store, Store)
+    return store
+
+
+def test_the_load_refuses_a_queued_large_message_whose_body_is_gone(h: Harness) -> None:
+    sm = h.setup("q")
+    sm.send(msg(b"small"))
+    mid = sm.send(msg(BIG))
+    store = _offline(h)
+    where = store.large_messages.path(mid)
+    store.large_messages.delete(mid)
+    h.factory.close()
+    with pytest.raises(LostDataError) as caught:
+        h.open()
+    assert caught.value.path == where and str(mid) in where
+    assert f"large message {mid}" in caught.value.reason and "3584 bytes" in caught.value.reason
+    assert caught.value.hint is not None and "repair --salvage" in caught.value.hint
+
+
+def test_the_load_refuses_a_prepared_send_whose_body_is_gone(h: Harness) -> None:
+    sm = h.setup("q")
+    tx = sm.begin()
+    mid = tx.send(msg(BIG))
+    tx.prepare(Xid(1, b"lost", b""))
+    store = _offline(h)
+    store.large_messages.delete(mid)
+    h.factory.close()
+    with pytest.raises(LostDataError, match=f"large message {mid}"):
+        h.open()
+
+
+def test_the_load_refuses_a_body_of_another_size_than_its_record(h: Harness) -> None:
+    sm = h.setup("q")
+    mid = sm.send(msg(BIG))
+    store = _offline(h)
+    store.large_messages.delete(mid)
+    with store.large_messages.create(mid) as w:  # an older or another copy, same id
+        w.write(BIG[:2000])
+    h.factory.close()
+    with pytest.raises(CorruptionError) as caught:
+        h.open()
+    assert not isinstance(caught.value, LostDataError)
+    assert caught.value.path == store.large_messages.path(mid)
+    assert "holds 2000 bytes, its record 3584" in caught.value.reason
+
+
+def test_open_body_of_a_body_gone_after_the_load_names_it(h: Harness) -> None:
+    sm = h.setup("q")
+    mid = sm.send(msg(BIG))
+    sm = h.restart()
+    (d,) = sm.receive("q", 1)
+    _store(h).large_messages.delete(mid)
+    with pytest.raises(LostDataError) as caught:
+        d.message.open_body()
+    assert caught.value.path == _store(h).large_messages.path(mid)
+
+
+def test_open_body_of_a_paged_message_whose_body_is_gone_names_it(h: Harness) -> None:
+    h.factory.config = h.factory.config.replace(
+        address_settings={"orders": {"max_size_messages": 1, "address_full_policy": "PAGE"}}
+    )
+    sm = h.setup("q")
+    sm.send(msg(b"small"))
+    mid = sm.send(msg(BIG))  # paged: only its page names it, the load does not check it
+    store = _offline(h)
+    store.large_messages.delete(mid)
+    h.factory.close()
+    sm = h.open()
+    got = sm.receive("q", 2)
+    assert [d.message.message_id for d in got] == [got[0].message.message_id, mid]
+    with pytest.raises(LostDataError) as caught:
+        got[1].message.open_body()
+    assert caught.value.path == _store(h).large_messages.path(mid)
