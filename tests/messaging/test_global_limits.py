@@ -127,3 +127,38 @@ def test_a_sender_blocked_by_the_global_limit_is_released_by_an_ack_on_another_a
     sender.join(10)
     assert not sender.is_alive() and sent and sent[0] is not None
     assert bodies(drain(sm, "orders")) == [b"m"]
+
+
+def _hold_and_release(h: Harness, how: str) -> None:
+    """Make "other" hold two messages in memory and then release them, ``how``: acked after
+    a restart (the load counts them), committed in a transaction and acked, or sent in a
+    transaction that rolls back."""
+    sm = h.sm
+    assert sm is not None
+    if how == "restart":
+        _send(h, "other", b"o" * 1000, b"p" * 1000)
+        sm = h.restart()
+    else:
+        tx = sm.begin()
+        tx.send(Message("other", b"o" * 1000))
+        tx.send(Message("other", b"p" * 1000))
+        if how == "rollback":
+            tx.rollback()
+            return
+        tx.commit()
+    assert bodies(drain(sm, "other")) == [b"o" * 1000, b"p" * 1000]
+
+
+@pytest.mark.parametrize("how", ["restart", "commit", "rollback"])
+def test_global_max_size_is_freed_when_held_messages_go(h: Harness, how: str):
+    # The bytes count, not only the message count, goes down: room for exactly two messages
+    # (a message's record is a little over its 1000-byte body).
+    _configure(h, global_max_size=2 * (MEMORY_PER_MESSAGE + 1000))
+    _setup(h, "other", "orders")
+    for _ in range(3):  # each time the same room comes back
+        _hold_and_release(h, how)
+        _send(h, "orders", b"a" * 1000, b"b" * 1000)
+        assert _paged_addresses(h) == set(), how
+        assert h.sm is not None and bodies(drain(h.sm, "orders")) == [b"a" * 1000, b"b" * 1000]
+    _send(h, "orders", b"a" * 1000, b"b" * 1000, b"c" * 1000)
+    assert _paged_addresses(h) == {"orders"}  # the limit still holds
