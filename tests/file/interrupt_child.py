@@ -20,6 +20,10 @@ from tests.file.test_writer import _held_sync_journal, _sync_appender, _waiting
 
 
 def main() -> None:
+    # A child inherits an ignored SIGINT (a test runner's worker, a shell's background job),
+    # and Python then installs no handler of its own: the signal below would be ignored and
+    # the test fail (seen in a run where the worker's SIGINT was ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     fs, journal, holding, go = _held_sync_journal()
     leader = _sync_appender(journal, 1)
     leader.start()
