@@ -14,9 +14,9 @@ that drops the least and what it drops (:func:`repair_advice`).
 - The database store: ``store data repair --force`` when its only other errors are rows it
   can delete one by one (undecodable, unknown record type), naming how many; rows that are
   gone cannot be repaired, only restored.
-- Page stores: the repairs of :mod:`store.paging.repair` by finding; a damaged page record has
-  no repair that keeps the rest of its page, which the advice says rather than offering the
-  removal of the whole address first.
+- Page stores: the repairs of :mod:`store.paging.repair` by finding; a damaged page record:
+  ``store data repair --salvage`` (:mod:`store.data.page_salvage`), which drops only its
+  message, rather than the removal of the whole address.
 
 Thread-safety: pure functions of immutable results.
 """
@@ -133,11 +133,30 @@ def _database(errors: list[tuple[str, tuple[int, ...]]]) -> str:
 
 
 def _pages(messages: list[str]) -> str:
-    if any("damaged page record" in m or "undecodable" in m for m in messages):
+    records = sum("damaged page record" in m for m in messages)
+    others = [m for m in messages if "damaged page record" not in m and "undecodable" not in m]
+    if records and others:
         return (
-            "pages: a damaged page record has no repair that keeps the rest of its page yet: "
-            "restore the page file (or rows) from a backup; `store data repair "
-            "--remove-pages FOLDER` would drop every message of that address's pages"
+            "pages: first settle the findings above that are not damaged records with `store "
+            "data repair --adopt-pages FOLDER=ADDRESS`, `--accept-lost-pages ADDRESS` or "
+            "`--remove-pages FOLDER`, as each names; then `store data repair --salvage` "
+            f"replaces the {records} damaged page record(s) with records no queue receives, "
+            "dropping only the message each held"
+        )
+    if records:
+        return (
+            f"pages: `store data repair --salvage` replaces the {records} damaged page "
+            "record(s) listed above with records no queue receives, and drops only the "
+            "message each held (it reports the ids their headers still read; a file store "
+            "keeps the damaged bytes in attic/); every other message of the address is "
+            "delivered in order. (`--remove-pages FOLDER` would drop every message of that "
+            "address's pages.)"
+        )
+    if any("undecodable" in m for m in messages):
+        return (
+            "pages: an undecodable page record has no repair that keeps it: restore the page "
+            "file (or rows) from a backup; `store data repair --remove-pages FOLDER` would "
+            "drop every message of that address's pages"
         )
     return (
         "pages: `store data repair --adopt-pages FOLDER=ADDRESS`, `--accept-lost-pages "

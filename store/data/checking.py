@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from store.config import StoreConfig
-from store.data import body_salvage, large_verify
+from store.data import body_salvage, large_verify, page_salvage
 from store.data.db_check import repair as db_repair
 from store.data.db_check import verify as db_verify
 from store.errors import ConfigError, CorruptionError
@@ -46,6 +46,7 @@ __all__ = [
     "JournalVerify",
     "LargeMessagesVerify",
     "PageRepair",
+    "PageSalvage",
     "PagesVerify",
     "RepairPart",
     "StoreRepairResult",
@@ -206,8 +207,21 @@ class BodySalvage:
     report: body_salvage.BodySalvageReport
 
 
+@dataclass(frozen=True, slots=True)
+class PageSalvage:
+    """The page stores' salvage (:func:`store.data.page_salvage.salvage_pages`): the damaged
+    page records replaced, each dropping its message. Immutable."""
+
+    report: page_salvage.PageSalvageReport
+
+
 RepairPart = (
-    JournalRepair | JournalSalvage | BodySalvage | db_repair.DatabaseRepairReport | PageRepair
+    JournalRepair
+    | JournalSalvage
+    | BodySalvage
+    | PageSalvage
+    | db_repair.DatabaseRepairReport
+    | PageRepair
 )
 
 
@@ -228,11 +242,15 @@ class StoreRepairResult:
     def dropped(self) -> int:
         """Damaged ranges a salvage dropped and messages it removed with their bodies (their
         records are lost; each is reported)."""
-        return sum(
-            len(p.report.dropped) if isinstance(p, JournalSalvage) else len(p.report.removed)
-            for p in self.parts
-            if isinstance(p, JournalSalvage | BodySalvage)
-        )
+        dropped = 0
+        for p in self.parts:
+            if isinstance(p, JournalSalvage):
+                dropped += len(p.report.dropped)
+            elif isinstance(p, BodySalvage):
+                dropped += len(p.report.removed)
+            elif isinstance(p, PageSalvage):
+                dropped += len(p.report.replaced)
+        return dropped
 
 
 # -- entry points ------------------------------------------------------------------------------
@@ -330,9 +348,10 @@ def repair_store(
 
     The file store: each journal is repaired (a torn tail zeroed, a ``.broken`` copy kept, an
     interrupted compaction finished; ``force`` also cuts at a checksum failure), or with
-    ``salvage_journals`` rewritten keeping every valid record and then the large messages
+    ``salvage_journals`` rewritten keeping every valid record, then the large messages
     whose bodies are damaged or gone removed (:mod:`store.data.body_salvage`; the bodies move
-    to ``attic/``). The database store: with ``salvage_journals`` those large messages first
+    to ``attic/``) and the damaged page records replaced (:mod:`store.data.page_salvage`).
+    The database store: with ``salvage_journals`` those large messages and page records first
     (their rows deleted); then what a load ignores is deleted in one transaction (``force``
     also deletes undecodable rows and rows of unknown record types). When a page-store repair
     is asked for — ``adopt_pages`` (target, address), ``remove_pages`` (target),
@@ -374,8 +393,11 @@ def repair_store(
 
 
 def _salvage_bodies(config: StoreConfig, run: _Parts[RepairPart]) -> None:
+    """The large messages' salvage, then the page stores'."""
     with run.step("salvaging the large messages"):
         run.done(BodySalvage(body_salvage.salvage_bodies(config)))
+    with run.step("salvaging the page stores"):
+        run.done(PageSalvage(page_salvage.salvage_pages(config)))
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -176,6 +176,12 @@ class PageBackend(abc.ABC):
         StoreIOError / StoreUnavailableError."""
 
     @abc.abstractmethod
+    def overwrite(self, locator: Hashable, page: int, offset: int, data: bytes) -> None:
+        """Replace ``len(data)`` bytes of the page from ``offset`` (within its length: the
+        page keeps its length), durably; an offline salvage's replacement of a damaged
+        record. Raises ValueError past the page's end, and as ``discover``."""
+
+    @abc.abstractmethod
     def delete_page(self, locator: Hashable, page: int) -> None:
         """Remove the page and its storage. Raises as ``discover``."""
 

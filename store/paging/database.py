@@ -531,6 +531,26 @@ class DatabasePageBackend(PageBackend):
     def cut(self, locator: Hashable, page: int, length: int) -> None:
         del locator, page, length  # never called: a database page has no torn tail
 
+    def overwrite(self, locator: Hashable, page: int, offset: int, data: bytes) -> None:
+        t = _table(locator).table
+        with self._errors(f"rewriting page {page}", t.name), self._write() as conn:
+            rows = conn.execute(
+                sa.select(t.c.id, t.c.data)
+                .where(t.c.filename == page_file_name(page))
+                .order_by(t.c.id)
+            ).all()
+            start, stop = offset, offset + len(data)
+            if offset < 0 or stop > sum(len(bytes(r[1] or b"")) for r in rows):
+                raise ValueError(f"bytes {start}..{stop} are past page {page}")
+            at = 0
+            for row_id, value in rows:
+                chunk = bytearray(value or b"")
+                lo, hi = max(start, at), min(stop, at + len(chunk))
+                if lo < hi:
+                    chunk[lo - at : hi - at] = data[lo - start : hi - start]
+                    conn.execute(sa.update(t).where(t.c.id == row_id).values(data=bytes(chunk)))
+                at += len(chunk)
+
     def write(self, batch: WriteBatch) -> None:
         names = ", ".join(_table(loc).table.name for loc, _ in batch)
         with self._errors("appending page records", names):

@@ -10,6 +10,8 @@ Layout::
                                     (store.messaging.page_summary; deleted at open)
             000000001.page          pages: records as store.paging.format lays them out
             000000002.page
+        attic/                      damaged page records a salvage replaced
+                                    (store.data.page_salvage); never a page store
 
 Crash safety, step by step:
 
@@ -74,11 +76,13 @@ from store.paging.manifest import (
     manifest_problems,
 )
 
-__all__ = ["ADDRESS_FILE", "FilePageBackend", "FilePagingManager", "TOMBSTONE_SUFFIX"]
+__all__ = ["ADDRESS_FILE", "ATTIC", "FilePageBackend", "FilePagingManager", "TOMBSTONE_SUFFIX"]
 
 _log = logging.getLogger(__name__)
 
 ADDRESS_FILE = "address.txt"
+#: The folder of the paging directory that holds what a salvage set aside (not a page store).
+ATTIC = "attic"
 TOMBSTONE_SUFFIX = ".removed"
 _TMP_SUFFIX = ".tmp"
 _REPAIR_HINT = (
@@ -124,7 +128,7 @@ class FilePageBackend(PageBackend):
             return out
         for name in sorted(self.fs.listdir(self.directory)):
             path = os.path.join(self.directory, name)
-            if not self._is_folder(path):
+            if name == ATTIC or not self._is_folder(path):
                 continue
             if name.endswith(TOMBSTONE_SUFFIX):
                 out.leftovers.append((path, "a removal the store had committed"))
@@ -347,6 +351,16 @@ class FilePageBackend(PageBackend):
         handle = self.fs.open(self._page_file(_folder(locator), page))
         try:
             handle.truncate(length)
+            handle.datasync()
+        finally:
+            handle.close()
+
+    def overwrite(self, locator: Hashable, page: int, offset: int, data: bytes) -> None:
+        handle = self.fs.open(self._page_file(_folder(locator), page))
+        try:
+            if offset < 0 or offset + len(data) > handle.size():
+                raise ValueError(f"bytes {offset}..{offset + len(data)} are past page {page}")
+            handle.pwrite(data, offset)
             handle.datasync()
         finally:
             handle.close()

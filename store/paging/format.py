@@ -35,6 +35,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final, overload
 
 from store.errors import CorruptionError
@@ -46,6 +47,8 @@ __all__ = [
     "PageRecords",
     "RECORD_END",
     "RECORD_START",
+    "DamagedRecord",
+    "damaged_records",
     "decode_page",
     "encode_record",
     "encoded_size",
@@ -235,6 +238,49 @@ class PageRecords(Sequence[bytes]):
 
     def __repr__(self) -> str:
         return f"PageRecords({list(self)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class DamagedRecord:
+    """A record of a page that fails its checks but whose framing still says where it ends:
+    its ``index`` among the page's records, ``offset`` and encoded ``length`` in the page, and
+    what is wrong. Immutable."""
+
+    index: int
+    offset: int
+    length: int
+    problem: str
+
+
+def damaged_records(data: bytes | bytearray | memoryview, *, path: str) -> list[DamagedRecord]:
+    """Every damaged record of a page a salvage can replace one for one: a record whose
+    start byte and length are intact (so the next record, or the page's end, follows it)
+    but whose checksum or end byte is not; empty for a page that reads whole. Indexes stay
+    those of the page as written. Raises CorruptionError naming ``path`` and the offset for
+    damage that leaves the records after it without a known start (a damaged start byte
+    or length: no one can tell how many records it covered)."""
+    view = memoryview(data).cast("B")
+    found: list[DamagedRecord] = []
+    offset = index = 0
+    while offset < len(view):
+        problem = _problem(view, offset)
+        if problem is None:
+            offset += FRAMING + int.from_bytes(view[offset + 1 : offset + 5], "big")
+            index += 1
+            continue
+        if len(view) - offset >= FRAMING and view[offset] == RECORD_START:
+            end = offset + FRAMING + int.from_bytes(view[offset + 1 : offset + 5], "big")
+            if end == len(view) or (end < len(view) and _problem(view, end) is None):
+                found.append(DamagedRecord(index, offset, end - offset, problem))
+                offset, index = end, index + 1
+                continue
+        raise CorruptionError(
+            path,
+            offset,
+            f"damaged page record: {problem}; its start or length is damaged too, so where "
+            "the records after it start is unknown",
+        )
+    return found
 
 
 def page_file_name(page: int) -> str:

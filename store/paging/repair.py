@@ -38,6 +38,7 @@ __all__ = [
     "accept_lost_pages",
     "adopt_page_store",
     "check_page_stores",
+    "page_backend",
     "remove_page_store",
 ]
 
@@ -58,7 +59,10 @@ class PageFinding:
 
 
 @contextmanager
-def _backend(config: StoreConfig) -> Iterator[PageBackend]:
+def page_backend(config: StoreConfig) -> Iterator[PageBackend]:
+    """The page back-end of ``config`` for offline work (a file store's folders, or a
+    database store's tables on an engine of its own, disposed after). Raises
+    StoreUnavailableError."""
     db = config.database_store
     if db is None:
         yield FilePageBackend(config.paging_directory)
@@ -88,7 +92,7 @@ def check_page_stores(config: StoreConfig) -> list[PageFinding]:
     missing or shortened against their manifest, and every record of every page (a damaged
     record is an error; only the highest page of a file store may end in a torn tail). Changes
     nothing. Raises StoreIOError / StoreUnavailableError."""
-    with _backend(config) as backend:
+    with page_backend(config) as backend:
         survey = backend.survey()
         out = [PageFinding(WARNING, where, 0, f"the next open removes it: {why}")
                for where, why in survey.leftovers]  # fmt: skip
@@ -136,7 +140,7 @@ def adopt_page_store(config: StoreConfig, target: str, address: str) -> str:
     store or an address another store holds, StoreIOError / StoreUnavailableError."""
     if not address:
         raise ConfigError("--adopt-pages: the address is empty", key="--adopt-pages")
-    with _backend(config) as backend:
+    with page_backend(config) as backend:
         holder = backend.survey().stores.get(address)
         if holder is not None:
             raise ConfigError(
@@ -170,7 +174,7 @@ def remove_page_store(config: StoreConfig, target: str) -> str:
     """Delete the folder or table ``target`` and its pages (module docstring); returns what
     was done. Raises ConfigError for a target that is not a page store's, StoreIOError /
     StoreUnavailableError."""
-    with _backend(config) as backend:
+    with page_backend(config) as backend:
         if isinstance(backend, FilePageBackend):
             path = _folder_target(backend, target)
             tombstone = path + ("" if path.endswith(TOMBSTONE_SUFFIX) else TOMBSTONE_SUFFIX)
@@ -189,7 +193,7 @@ def accept_lost_pages(config: StoreConfig, address: str) -> str:
     """Rewrite the manifest of ``address``'s page store to the pages present (module
     docstring); returns what was done. Raises ConfigError when the address has no page store,
     StoreIOError / StoreUnavailableError."""
-    with _backend(config) as backend:
+    with page_backend(config) as backend:
         locator = backend.survey().stores.get(address)
         if locator is None:
             raise ConfigError(

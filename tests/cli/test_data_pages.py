@@ -99,9 +99,11 @@ def test_verify_finds_a_damaged_and_a_missing_page_then_accept_the_loss(file_sto
     verified = run_store_here("data", "verify", *options)
     assert verified.returncode == 5, verified.stdout + verified.stderr
     assert "page 2 is missing" in verified.stdout
-    # a damaged record: no repair keeps the rest of its page, and verify says so before it
-    # names the removal of the whole address
-    assert "hint: pages: a damaged page record has no repair" in verified.stdout
+    # a lost page to settle first, then a damaged record the salvage replaces (dropping only
+    # its message), never the removal of the whole address first
+    hint = verified.stdout.replace("\n", " ")
+    assert "hint: pages: first settle" in hint and "--accept-lost-pages ADDRESS" in hint
+    assert "then `store data repair --salvage` replaces the 1 damaged page record" in hint
     assert str(page1) in verified.stdout.replace("\n", "") or "checksum" in verified.stdout
     with pytest.raises(LostDataError):
         _open_files(paging).store("orders")

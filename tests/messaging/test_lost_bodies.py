@@ -1,4 +1,4 @@
-"""A large message whose body is gone or replaced, each back-end (DESIGN §7.1, docs/large.md):
+"""A large message whose body is gone or replaced, each back-end (docs/large.md, "Integrity"):
 the load checks every queued large message's body to exist with the size its record says and
 raises LostDataError (CorruptionError for another size) naming the body; ``open_body()`` of a
 message whose body went after the load, a paged one included, raises LostDataError naming it

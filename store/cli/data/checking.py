@@ -29,6 +29,7 @@ from store.data.checking import (
     JournalVerify,
     LargeMessagesVerify,
     PageRepair,
+    PageSalvage,
     PagesVerify,
     RepairPart,
     VerifyPart,
@@ -323,6 +324,8 @@ def _print_repaired(console: Console, part: RepairPart) -> None:
         _print_salvage(console, part)
     elif isinstance(part, BodySalvage):
         _print_body_salvage(console, part)
+    elif isinstance(part, PageSalvage):
+        _print_page_salvage(console, part)
     elif isinstance(part, PageRepair):
         console.print(f"pages: {part.done}")
     else:
@@ -392,6 +395,25 @@ def _print_body_salvage(console: Console, part: BodySalvage) -> None:
     console.print(
         f"large messages: salvaged {report.where}: {len(report.removed)} message(s) removed "
         f"with their bodies, {report.checked - len(report.removed)} read whole and kept"
+    )
+
+
+def _print_page_salvage(console: Console, part: PageSalvage) -> None:
+    report = part.report
+    if not report.replaced:
+        console.print(f"pages: nothing to salvage ({report.pages} pages read whole)")
+        return
+    for r in report.replaced:
+        mid = "unknown" if r.message_id is None else str(r.message_id)
+        kept = f"; its bytes are in {r.kept_in}" if r.kept_in else ""
+        console.print(
+            f"pages: REPLACED the record at offset {r.offset} of page {r.page} of {r.address!r}"
+            f" ({r.length} bytes, {r.problem}): message {mid} (as its header reads) is "
+            f"dropped, {r.acks_deleted} cursor ack(s) of it deleted{kept}"
+        )
+    console.print(
+        f"pages: salvaged: {len(report.replaced)} damaged record(s) replaced by records no "
+        f"queue receives; every other message of the {report.pages} pages is kept"
     )
 
 
