@@ -21,11 +21,16 @@ none of the others.
   summary is stale (the pages were changed after it was written, say restored from a backup
   or repaired): it is ignored as a whole, with a warning.
 
-What a summary cannot see is a page damaged in place without a change of length after the
-clean close: that page is not read at open, and its damage is found when a queue reaches it
-(``depage`` raises :class:`~store.errors.CorruptionError` naming the page and offset), as
-Artemis finds it (its page counters are not rebuilt from the pages). ``store data verify``
-reads every page.
+What a summary cannot see is a page damaged or changed in place without a change of length
+after the clean close: that page is not read at open. Its damage is found when a queue
+reaches it (``depage`` raises :class:`~store.errors.CorruptionError` naming the page and
+offset), as Artemis finds it (its page counters are not rebuilt from the pages); and the
+first read of a page taken from the summary (by a queue, a browse, or the deletion of a page
+the summary says no queue needs) checks that it holds what the summary said: as many
+records, routed to the same queues in the same transactions, the same large messages
+(``PagerCursors.check_summary``). A difference is a CorruptionError naming the page, before
+anything is delivered from it or it is deleted; the summary was deleted at open, so the next
+load reads every page. ``store data verify`` reads every page.
 
 Format (little-endian; the blob is opaque to the page store)::
 

@@ -16,11 +16,14 @@ Thread-safety: none of its own; the storage manager's lock guards every call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from store.errors import CorruptionError
 from store.messaging.message_records import PagedMessage
 from store.messaging.page_cache import PageCache
+from store.messaging.page_scan import PagedRun, paged_runs
 from store.messaging.pager_state import AddressPaging, PagerBase
 from store.paging.api import PagePosition, make_position
 
@@ -206,8 +209,43 @@ class PagerCursors(PagerBase):
         cached = state.cache.get(page)
         if cached is None or cached.size < state.pages[page].size:
             ((_, raw),) = self._store(state.address).read_pages([page])
+            self.check_summary(state, page, raw)
             cached = state.cache[page] = PageCache(raw)
         return cached
+
+    def check_summary(self, state: AddressPaging, page_no: int, records: Sequence[bytes]) -> None:
+        """The first read of a page the load took from the page summary: what it holds must
+        be what the summary said (as many records, routed to the same queues in the same
+        transactions, the same large messages); a page written after its summary (a page file
+        replaced, rows changed) would otherwise be trusted as the summary describes it, and
+        its messages delivered to the wrong queues or dropped with it. Raises CorruptionError
+        naming the page (the summary was deleted at open: the next load reads every page);
+        returns None when they agree."""
+        page = state.pages.get(page_no)
+        if page is None or page.summary is None:
+            return
+        expected, page.summary = page.summary, None
+        count, runs, large, current = expected
+        # the page appends went to at load may have grown since: its first ``count`` records
+        grown = current and len(records) > count
+        held = list(records[:count]) if grown else records
+        got_runs, got_large = paged_runs(held)
+        if (
+            len(held) == count
+            and _per_record(got_runs) == _per_record(runs)
+            and tuple(got_large) == tuple(large)
+        ):
+            return
+        raise CorruptionError(
+            self._store(state.address).page_path(page_no),
+            0,
+            f"page {page_no} of address {state.address!r} is not the page its summary "
+            f"describes ({len(held)} records; the summary: {count}, routed and in "
+            "transactions as listed there): it was changed or replaced after the last clean "
+            "close",
+            hint="restore the page from a backup of the same moment as the rest of the store; "
+            "the next open reads every page instead of the summary",
+        )
 
     def _evict(self, state: AddressPaging) -> None:
         lowest = min((c.position.page for c in state.cursors.values()), default=0)
@@ -228,7 +266,9 @@ class PagerCursors(PagerBase):
             store = self._store(address)
             for page_no in sorted(state.pages):
                 page = state.pages[page_no]
-                for index, raw in enumerate(store.read_page(page_no)):
+                records = store.read_page(page_no)
+                self.check_summary(state, page_no, records)
+                for index, raw in enumerate(records):
                     paged = PagedMessage.decode(raw)
                     if not self._visible(paged):
                         continue
@@ -253,3 +293,12 @@ class PagerCursors(PagerBase):
         now, nothing cached, nothing changed; decode one with ``PagedMessage.decode``).
         Raises what the page store raises."""
         return self._store(address).read_page(page)
+
+
+def _per_record(runs: Sequence[PagedRun]) -> list[tuple[int, tuple[int, ...]]]:
+    """(transaction, queue ids) of each record the runs cover, in index order (two ways of
+    cutting the same records into runs compare equal). Raises nothing."""
+    out: list[tuple[int, tuple[int, ...]]] = []
+    for _start, count, tx_id, queue_ids in sorted(runs):
+        out.extend([(tx_id, tuple(queue_ids))] * count)
+    return out

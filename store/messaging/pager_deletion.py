@@ -90,6 +90,8 @@ class PagerDeletion(PagerCursors):
 
     def _delete_page(self, state: AddressPaging, page_no: int) -> None:
         page = state.pages[page_no]
+        if page.summary is not None:  # never read since the load took it from the summary
+            self.check_summary(state, page_no, self._store(state.address).read_page(page_no))
         if page.runs is not None:  # known whole (``_note_run``): its large ids too
             self._doomed.extend(page.large)
         else:

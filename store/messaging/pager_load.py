@@ -115,6 +115,9 @@ class PagerLoad(PagerDeletion):
             for page_no, size, runs, large_ids, records in self._page_runs(store, sweep=sweep):
                 known = runs if len(runs) <= MAX_RUNS else None
                 page = state.pages[page_no] = PageState(size=size, runs=known, large=large_ids)
+                if records is None:  # from the summary: checked when the page is first read
+                    current = page_no == store.current_page
+                    page.summary = (size, tuple(runs), tuple(large_ids), current)
                 large[address, page_no] = large_ids
                 routes[address, page_no] = [
                     self._load_run(address, page, page_no, run, records, page_txs, pending_txs)

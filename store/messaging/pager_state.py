@@ -54,6 +54,11 @@ class PageState:
     #: the page).
     runs: list[PagedRun] | None = field(default_factory=list)
     large: list[int] = field(default_factory=list)
+    #: What the page summary said of the page when the load took it from there (records,
+    #: runs, large ids, whether it was the page appends went to: sends may have added to it
+    #: since) instead of reading it: checked against the page when it is first read
+    #: (``PagerCursors.check_summary``), then None.
+    summary: tuple[int, tuple[PagedRun, ...], tuple[int, ...], bool] | None = None
 
 
 @dataclass(eq=False)

@@ -133,6 +133,11 @@ class PageStore(abc.ABC):
         keeps none and does nothing. Raises as ``append``."""
         del data
 
+    def page_path(self, page: int) -> str:
+        """How errors name the page (its file, or its table with the page); this default
+        names the address and the page. Raises nothing."""
+        return f"page {page} of address {self.address!r}"
+
     @property
     @abc.abstractmethod
     def current_page(self) -> int:

@@ -234,6 +234,10 @@ class _Store(PageStore):
         self._last_seq = 0
         self.removed = False
 
+    def page_path(self, page: int) -> str:
+        path, label = self._manager.backend.page_path(self.locator, page)
+        return f"{path} ({label})" if label else path
+
     def _check_locked(self) -> None:
         self._manager.check_locked()
         if self.removed:

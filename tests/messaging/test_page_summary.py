@@ -7,12 +7,14 @@ page is read)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
+from store.errors import CorruptionError
 from store.messaging import StorageManager, Xid
 from store.messaging.message_records import PagedMessage
 from store.messaging.page_summary import decode_summary, encode_summary
@@ -253,3 +255,38 @@ def test_the_summary_round_trips_and_refuses_runs_that_do_not_cover_the_page() -
     gap = {5: PageSummary(100, 4, ((0, 3, 0, (1,)),), ())}
     with pytest.raises(ValueError, match="do not cover"):
         decode_summary(encode_summary(gap))
+
+
+@pytest.mark.parametrize("lie", ["queues", "transaction", "count"])
+def test_a_summary_that_disagrees_with_its_page_is_corruption_naming_the_page(
+    h: Harness, lie: str
+) -> None:
+    """A summary of the right lengths whose page holds something else (its records routed to
+    other queues, in another transaction, or more of them than listed): trusted as it is, it
+    delivered the page's messages to the wrong queues or dropped them with the page. The
+    first read of that page (or the load, about to delete a page the summary says no queue
+    needs) compares it with the summary and raises CorruptionError naming the page; nothing
+    is delivered from it."""
+    _fill(h)
+    data = _summary(h)
+    assert data is not None
+    summary = decode_summary(data)
+    first = min(summary)
+    known = summary[first]
+    (start, count, tx_id, queue_ids), *rest = known.runs
+    if lie == "queues":
+        told = [(start, count, tx_id, queue_ids[:1]), *rest]
+        runs, records = told, known.records
+    elif lie == "transaction":
+        runs, records = [(start, count, 999, queue_ids), *rest], known.records
+    else:  # one record fewer than the page holds: the last run shortened
+        *head, (s, c, t, q) = known.runs
+        runs, records = [*head, (s, c - 1, t, q)], known.records - 1
+    summary[first] = dataclasses.replace(known, runs=tuple(runs), records=records)
+    _put_summary(h, encode_summary(summary))
+    with _raw_pages(h) as pages:
+        where = pages.page_path(first)
+    with pytest.raises(CorruptionError) as caught:  # at the load (a page it would delete)
+        drain(h.open(), "q2")  # or when a queue first reads it
+    assert caught.value.path == where and f"page {first} of address 'orders'" in str(caught.value)
+    assert "summary" in caught.value.reason

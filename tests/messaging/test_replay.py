@@ -231,6 +231,9 @@ def test_the_compiled_load_equals_the_python_reference(
         for how, mid, urt, body in appends:
             append = store.messages.append_add if how == "add" else store.messages.append_update
             append(mid, urt, _with_queue_ids(body, urt, ids), sync=False)
+            if how == "add" and urt == r.ADD_LARGE_MESSAGE:  # its body, as a send writes it
+                with store.large_messages.create(mid) as writer:
+                    writer.write(bytes(mr.decode_large_message(body, mid)[1]))
         store.messages.flush()
     finally:
         store.close()
