@@ -133,6 +133,13 @@ def _database(errors: list[tuple[str, tuple[int, ...]]]) -> str:
 
 
 def _pages(messages: list[str]) -> str:
+    if any("is not the page its summary describes" in m for m in messages):
+        return (
+            "pages: a page is not what the page summary of the last clean close describes "
+            "(a page file or its rows replaced or changed since): restore the pages from one "
+            "backup of the same moment as the journals; if these pages are the right ones, "
+            "an open deletes the summary, and the open after it reads the pages as they are"
+        )
     records = sum("damaged page record" in m for m in messages)
     others = [m for m in messages if "damaged page record" not in m and "undecodable" not in m]
     if records and others:

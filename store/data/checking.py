@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from store.config import StoreConfig
-from store.data import body_salvage, large_verify, page_salvage
+from store.data import body_salvage, large_verify, page_salvage, summary_check
 from store.data.db_check import repair as db_repair
 from store.data.db_check import verify as db_verify
 from store.errors import ConfigError, CorruptionError
@@ -449,7 +449,9 @@ def _repair_journal(
 
 def _verify_pages(config: StoreConfig, run: _Parts[VerifyPart]) -> PagesVerify:
     with run.step("checking the page stores"):
-        return PagesVerify(page_repair.check_page_stores(config))
+        return PagesVerify(
+            page_repair.check_page_stores(config) + summary_check.check_summaries(config)
+        )
 
 
 def _store_type(config: StoreConfig, what: str, *, bindings: bool, messages: bool) -> str:

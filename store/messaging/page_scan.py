@@ -35,7 +35,7 @@ from store.messaging.message_records import PagedMessage
 from store.paging.format import PageRecords
 from store.speedups import SPEEDUPS
 
-__all__ = ["PagedRun", "paged_runs", "python_paged_runs"]
+__all__ = ["PagedRun", "paged_runs", "per_record", "python_paged_runs"]
 
 _COMPILED_RUNS = getattr(SPEEDUPS, "paged_runs", None)
 _COMPILED_RUNS_IN = getattr(SPEEDUPS, "paged_runs_in", None)
@@ -78,3 +78,13 @@ def python_paged_runs(records: Sequence[bytes]) -> tuple[list[PagedRun], list[in
     if records:
         runs.append((start, len(records) - start, tx_id, queue_ids))
     return runs, large
+
+
+def per_record(runs: Sequence[PagedRun]) -> list[tuple[int, tuple[int, ...]]]:
+    """(transaction, queue ids) of each record ``runs`` cover, in index order: two ways of
+    cutting the same records into runs compare equal (what a page is checked against its
+    summary with). Raises nothing."""
+    out: list[tuple[int, tuple[int, ...]]] = []
+    for _start, count, tx_id, queue_ids in sorted(runs):
+        out.extend([(tx_id, tuple(queue_ids))] * count)
+    return out

@@ -23,7 +23,7 @@ from typing import Final
 from store.errors import CorruptionError
 from store.messaging.message_records import PagedMessage
 from store.messaging.page_cache import PageCache
-from store.messaging.page_scan import PagedRun, paged_runs
+from store.messaging.page_scan import paged_runs, per_record
 from store.messaging.pager_state import AddressPaging, PagerBase
 from store.paging.api import PagePosition, make_position
 
@@ -232,7 +232,7 @@ class PagerCursors(PagerBase):
         got_runs, got_large = paged_runs(held)
         if (
             len(held) == count
-            and _per_record(got_runs) == _per_record(runs)
+            and per_record(got_runs) == per_record(runs)
             and tuple(got_large) == tuple(large)
         ):
             return
@@ -293,12 +293,3 @@ class PagerCursors(PagerBase):
         now, nothing cached, nothing changed; decode one with ``PagedMessage.decode``).
         Raises what the page store raises."""
         return self._store(address).read_page(page)
-
-
-def _per_record(runs: Sequence[PagedRun]) -> list[tuple[int, tuple[int, ...]]]:
-    """(transaction, queue ids) of each record the runs cover, in index order (two ways of
-    cutting the same records into runs compare equal). Raises nothing."""
-    out: list[tuple[int, tuple[int, ...]]] = []
-    for _start, count, tx_id, queue_ids in sorted(runs):
-        out.extend([(tx_id, tuple(queue_ids))] * count)
-    return out

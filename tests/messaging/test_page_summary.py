@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from store.data import verify_store
+from store.data.advice import repair_advice
+from store.data.summary_check import check_summaries
 from store.errors import CorruptionError
 from store.messaging import StorageManager, Xid
 from store.messaging.message_records import PagedMessage
@@ -286,6 +289,10 @@ def test_a_summary_that_disagrees_with_its_page_is_corruption_naming_the_page(
     _put_summary(h, encode_summary(summary))
     with _raw_pages(h) as pages:
         where = pages.page_path(first)
+    found = [f for f in check_summaries(h.factory.config) if f.severity == "error"]
+    assert [f.where for f in found] == [where.split(" (")[0]]  # verify says so first
+    advice = " ".join(repair_advice(verify_store(h.factory.config)))
+    assert "summary of the last clean close" in advice
     with pytest.raises(CorruptionError) as caught:  # at the load (a page it would delete)
         drain(h.open(), "q2")  # or when a queue first reads it
     assert caught.value.path == where and f"page {first} of address 'orders'" in str(caught.value)
