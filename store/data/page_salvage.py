@@ -25,7 +25,9 @@ What the salvage does for each damaged record (the store opened, its lock held):
 The report names each replaced record: page, offset, what was wrong, and the message id and
 queue ids its header still reads (unverified: the header may be what is damaged). Damage
 that hides where the next record starts (a damaged start byte or length) is refused as
-CorruptionError naming the page and offset: no one can tell how many messages it covered.
+CorruptionError naming the page and offset: no one can tell how many messages it covered. On
+a file store's last page, a torn tail past its last durable write (what a crash leaves, and
+what open cuts silently) is not damage and is left to open.
 
 Thread-safety: each call works alone on its store, under the store lock.
 """
@@ -38,14 +40,14 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from store.config import StoreConfig
-from store.errors import ConfigError
+from store.errors import ConfigError, CorruptionError
 from store.messaging.message_records import PagedMessage, encode_message
 from store.messaging.page_records import ACKNOWLEDGE_CURSOR, CursorAck, decode_page_record
 from store.messaging.records import QUEUE_BINDING_RECORD, QueueRecord
 from store.messaging.values import Message
 from store.paging.base import PageBackend
 from store.paging.files import ATTIC, FilePageBackend
-from store.paging.format import FRAMING, damaged_records, encode_record
+from store.paging.format import FRAMING, damaged_records, encode_record, scan_page
 from store.paging.repair import page_backend
 from store.store import Store, open_store
 
@@ -105,12 +107,15 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
             for address, locator in sorted(backend.survey().stores.items()):
                 mine = {qid for qid, a in queues.items() if a == address}
                 before = len(replaced)
-                for page in backend.page_numbers(locator):
+                numbers = backend.page_numbers(locator)
+                for page in numbers:
                     data = backend.read_bytes(locator, page)
                     if data is None:
                         continue
                     pages += 1
                     path, _label = backend.page_path(locator, page)
+                    if backend.torn_tails and page == numbers[-1]:
+                        data = data[: _durable_end(backend, locator, page, data, path)]
                     for bad in damaged_records(data, path=path):
                         raw = data[bad.offset : bad.offset + bad.length]
                         kept = _keep(backend, locator, config, page, bad.offset, raw)
@@ -141,6 +146,20 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
         return PageSalvageReport(pages, tuple(replaced))
     finally:
         store.close()
+
+
+def _durable_end(backend: PageBackend, locator: Hashable, page: int, data: bytes, path: str) -> int:
+    """Where the records of a file store's last page end once a torn tail (what a crash
+    leaves past the last durable write, which open cuts silently) is left out: the end of
+    its valid records, or the length its manifest lists when damage lies inside that (a
+    record damaged after a clean close is damage, not a torn tail). Raises nothing."""
+    try:
+        _records, end = scan_page(data, path=path, torn_tail=True)
+    except CorruptionError:
+        return len(data)  # a valid record follows the damage: not a torn tail
+    manifest = backend.manifest(locator)
+    listed = manifest.expected(page) if manifest is not None else None
+    return max(end, min(listed[0], len(data))) if listed is not None else end
 
 
 def _queue_addresses(store: Store) -> dict[int, str]:

@@ -59,6 +59,7 @@ from store.db.writer import Fence, fence_before_commit, fenced_failure
 from store.errors import (
     CorruptionError,
     JournalClosedError,
+    LostDataError,
     StoreError,
     StoreUnavailableError,
     UnknownRecordError,
@@ -599,6 +600,8 @@ class DatabaseLargeMessages(LargeMessageStore):
         path = self.path(message_id)
         if not found and not self._rows("check body", self._sql.exists, (msg_name(message_id),)):
             raise UnknownRecordError(f"large message {message_id} was deleted while being read")
+        if not found:  # its descriptor is there, a chunk's row is gone
+            raise LostDataError(path, index * chunk_size, f"the row of chunk {index} is gone")
         raise CorruptionError(path, index * chunk_size, f"{len(found)} rows for chunk {index}")
 
     def _frame(self, message_id: int, index: int, chunk_size: int, row: Any) -> Frame:

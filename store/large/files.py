@@ -75,6 +75,7 @@ from typing import BinaryIO, Final, NamedTuple
 from store.errors import (
     CorruptionError,
     JournalClosedError,
+    LostDataError,
     StoreError,
     StoreIOError,
     UnknownRecordError,
@@ -174,7 +175,10 @@ def check_header(path: str, message_id: int, data: bytes, file_size: int) -> Bod
             chunk_length(index, body_size, chunk_size)
         ):
             index += 1
-        raise CorruptionError(
+        # Cut short: what was written is gone (LostDataError, DESIGN's rule for a body that
+        # must exist); too long: damage of another kind.
+        error = LostDataError if file_size < expected else CorruptionError
+        raise error(
             path,
             min(index * chunk_size, body_size),
             f"file holds {file_size} bytes, a body of {body_size} needs {expected}"

@@ -237,17 +237,46 @@ def _check_bodies(st: ManagerState, state: MessagesState, present: list[int]) ->
     if not wanted:
         return
     have = set(present)
-    for mid in sorted(wanted):
-        if mid not in have:
-            raise lost_body(st.large, mid, f"its record says {wanted[mid]} bytes")
-    sizes = st.large.sizes(wanted)
+    skip = st.pager.skip_damaged
+    damaged: dict[int, CorruptionError] = {}
+    if not skip:
+        sizes = st.large.sizes(mid for mid in wanted if mid in have)
+    else:  # one at a time: a damaged header is that body's damage only
+        sizes = {}
+        for mid in wanted:
+            try:
+                sizes.update(st.large.sizes([mid]) if mid in have else {})
+            except CorruptionError as exc:
+                damaged[mid] = exc
     for mid, size in sorted(wanted.items()):
         found = sizes.get(mid)
-        if found is None:
-            raise lost_body(st.large, mid, f"its record says {size} bytes")
-        if found != size:
+        error: CorruptionError
+        if mid in damaged:
+            error = damaged[mid]
+        elif found is None:
+            error = lost_body(st.large, mid, f"its record says {size} bytes")
+        elif found != size:
             reason = f"the body of large message {mid} holds {found} bytes, its record {size}"
-            raise CorruptionError(st.large.path(mid), 0, reason, hint=BODY_HINT)
+            error = CorruptionError(st.large.path(mid), 0, reason, hint=BODY_HINT)
+        else:
+            continue
+        if not skip:
+            raise error
+        _leave_out(st, mid)
+        st.pager.skipped.append(f"{error} (message {mid} left out)")
+
+
+def _leave_out(st: ManagerState, mid: int) -> None:
+    """A skip-damaged load's message ``mid`` (its body lost) taken off its queues and out of
+    memory, as if it were not in the store. Raises nothing."""
+    stored = st.messages.pop(mid, None)
+    if stored is None:
+        return  # sent by a prepared transaction: its body's read names it in the export
+    for qid in list(stored.refs):
+        queue = st.queues_by_id.get(qid)
+        if queue is not None:
+            queue.remove(mid)
+    st.pager.hold_memory(stored.peek().address, stored.size, -1)
 
 
 def _large_bodies(st: ManagerState, state: MessagesState, present: list[int]) -> int:

@@ -124,17 +124,28 @@ class StorageManager:
 
     # -- life cycle -------------------------------------------------------------------------
 
-    def load(self, progress: Progress | None = None) -> Recovery:
+    def load(self, progress: Progress | None = None, *, skip_damaged: bool = False) -> Recovery:
         """Load both journals and rebuild addresses, queues, messages, duplicate-id caches and
         prepared transactions (see :mod:`store.messaging.recovery`); returns the
         :class:`Recovery`. ``progress(phase, done, total)`` is called during long loads.
-        Raises JournalStateError when called twice, CorruptionError for an undecodable
-        record, and what the journals raise."""
+
+        ``skip_damaged`` (a store opened read-only only: what ``store data exp
+        --skip-damaged`` loads with): a queued large message whose body is gone or of another
+        size is left out instead of refusing the load, and a later :meth:`browse` reads a
+        page's damaged records (framing intact) as if they were not there; each is listed in
+        :attr:`skipped`. A damaged journal record still raises (salvage the journal first).
+
+        Raises JournalStateError when called twice, ValueError for ``skip_damaged`` on a
+        writable store, CorruptionError for an undecodable record or a lost body, and what
+        the journals raise."""
         st = self._state
         with st.lock:
             st.check_open()
             if st.loaded:
                 raise JournalStateError("StorageManager.load() was already called")
+            if skip_damaged and not self.read_only:
+                raise ValueError("skip_damaged loads a store opened read-only only")
+            st.pager.skip_damaged = skip_damaged
             rec = load_into(st, progress)
             st.mark_loaded()
             return rec
@@ -462,7 +473,7 @@ class StorageManager:
             }
             for mid, at_address, at, on in self._pager.browse_refs():
                 found.setdefault(mid, ((at_address, at), set()))[1].update(on)
-        page: tuple[str, int, list[bytes]] = ("", -1, [])
+        page: tuple[str, int, list[bytes | None]] = ("", -1, [])
         for mid in sorted(found):
             source, qids = found.pop(mid)
             if isinstance(source, StoredMessage):
@@ -473,11 +484,19 @@ class StorageManager:
                     with self._lock:
                         page = (address, position.page, [])  # the old page goes first
                         page = (address, position.page, self._pager.page_records(*page[:2]))
-                paged = PagedMessage.decode(page[2][position.index])
-                message = self._paged_message(paged)
+                raw = page[2][position.index]
+                assert raw is not None  # browse_refs leaves damaged records out
+                message = self._paged_message(PagedMessage.decode(raw))
             held = tuple(sorted(names[q] for q in qids if q in names))
             if held:
                 yield message, held
+
+    @property
+    def skipped(self) -> list[str]:
+        """What a ``load(skip_damaged=True)`` and the browses since left out, one line each
+        naming the file or table, the offset and what is wrong (empty otherwise). Raises
+        nothing."""
+        return list(self._pager.skipped)
 
     def address_id(self, name: str) -> int:
         """The id of address ``name``'s bindings record (Artemis's address-binding id).

@@ -25,7 +25,7 @@ from store.messaging.message_records import PagedMessage
 from store.messaging.page_cache import PageCache
 from store.messaging.page_scan import paged_runs, per_record
 from store.messaging.pager_state import AddressPaging, PagerBase
-from store.paging.api import PagePosition, make_position
+from store.paging.api import PagePosition, PageStore, make_position
 
 __all__ = ["READ_AHEAD", "READ_AHEAD_BYTES", "Cursor", "PagerCursors"]
 
@@ -266,9 +266,12 @@ class PagerCursors(PagerBase):
             store = self._store(address)
             for page_no in sorted(state.pages):
                 page = state.pages[page_no]
-                records = store.read_page(page_no)
-                self.check_summary(state, page_no, records)
+                records = self._browse_page(store, page_no, note=True)
+                if None not in records:
+                    self.check_summary(state, page_no, records)  # type: ignore[arg-type]
                 for index, raw in enumerate(records):
+                    if raw is None:
+                        continue  # damaged, listed in ``skipped``
                     paged = PagedMessage.decode(raw)
                     if not self._visible(paged):
                         continue
@@ -288,8 +291,19 @@ class PagerCursors(PagerBase):
     def _cursor_of(self, state: AddressPaging, qid: int) -> Cursor:
         return state.cursors.get(qid) or _NO_CURSOR
 
-    def page_records(self, address: str, page: int) -> list[bytes]:
+    def page_records(self, address: str, page: int) -> list[bytes | None]:
         """The records of page ``page`` of ``address`` as its page store holds them (read
-        now, nothing cached, nothing changed; decode one with ``PagedMessage.decode``).
-        Raises what the page store raises."""
-        return self._store(address).read_page(page)
+        now, nothing cached, nothing changed; decode one with ``PagedMessage.decode``); a
+        damaged one is None when the load was asked to skip damage. Raises what the page
+        store raises."""
+        return self._browse_page(self._store(address), page, note=False)
+
+    def _browse_page(self, store: PageStore, page: int, *, note: bool) -> list[bytes | None]:
+        """A page's records for a browse: read whole, or (``skip_damaged``) with its damaged
+        records as None, each listed in ``skipped`` when ``note``."""
+        if not self.skip_damaged:
+            return list(store.read_page(page))
+        records, damage = store.read_page_readable(page)
+        if note:
+            self.skipped.extend(damage)
+        return records

@@ -120,6 +120,11 @@ class PagerBase:
         self.pending_sends: dict[int, list[tuple[str, PagePosition, PagedMessage]]] = {}
         #: Ids of the large bodies the pages kept at the last load refer to.
         self.large_ids: set[int] = set()
+        #: A read-only tool's load that reads around damage (``StorageManager.load(
+        #: skip_damaged=True)``): a browse reads a page's damaged records as holes and lists
+        #: them in ``skipped`` (with what the load left out) instead of raising.
+        self.skip_damaged = False
+        self.skipped: list[str] = []
 
     @property
     def doomed(self) -> bool:

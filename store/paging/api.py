@@ -133,6 +133,14 @@ class PageStore(abc.ABC):
         keeps none and does nothing. Raises as ``append``."""
         del data
 
+    def read_page_readable(self, page: int) -> tuple[list[bytes | None], list[str]]:
+        """The page's records with each damaged record whose framing still says where it
+        ends as None (indexes stay the page's), and what is wrong with each (path, offset,
+        reason): what a tool that reads everything readable (``store data exp
+        --skip-damaged``) reads a page with. This default reads the page whole. Raises as
+        ``read_page`` for other damage (a page gone or cut short, a damaged length)."""
+        return list(self.read_page(page)), []
+
     def page_path(self, page: int) -> str:
         """How errors name the page (its file, or its table with the page); this default
         names the address and the page. Raises nothing."""

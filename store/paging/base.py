@@ -46,6 +46,7 @@ from store.paging.flusher import Flusher, WriteBatch
 from store.paging.format import (
     MAX_RECORD_SIZE,
     encode_record,
+    readable_records,
     scan_page,
     scan_records,
 )
@@ -237,6 +238,20 @@ class _Store(PageStore):
     def page_path(self, page: int) -> str:
         path, label = self._manager.backend.page_path(self.locator, page)
         return f"{path} ({label})" if label else path
+
+    def read_page_readable(self, page: int) -> tuple[list[bytes | None], list[str]]:
+        try:
+            return list(self.read_page(page)), []
+        except LostDataError:
+            raise
+        except CorruptionError:
+            pass  # damaged records: read around them below
+        data = self._manager.backend.read_bytes(self.locator, page) or b""
+        path = self.page_path(page)
+        records, bad = readable_records(data, path=path)
+        return records, [
+            f"{path} at offset {d.offset}: damaged page record: {d.problem}" for d in bad
+        ]
 
     def _check_locked(self) -> None:
         self._manager.check_locked()

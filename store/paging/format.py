@@ -54,6 +54,7 @@ __all__ = [
     "encoded_size",
     "page_file_name",
     "page_number_of",
+    "readable_records",
     "scan_page",
     "scan_records",
 ]
@@ -281,6 +282,26 @@ def damaged_records(data: bytes | bytearray | memoryview, *, path: str) -> list[
             "the records after it start is unknown",
         )
     return found
+
+
+def readable_records(
+    data: bytes | bytearray | memoryview, *, path: str
+) -> tuple[list[bytes | None], list[DamagedRecord]]:
+    """The records of a page with each damaged one (:func:`damaged_records`) as None, so
+    indexes stay those of the page, and the damaged ones. Raises CorruptionError as
+    damaged_records for damage that hides where the next record starts."""
+    bad = {d.offset: d for d in damaged_records(data, path=path)}
+    view = memoryview(data).cast("B")
+    records: list[bytes | None] = []
+    offset = 0
+    while offset < len(view):
+        length = int.from_bytes(view[offset + 1 : offset + 5], "big")
+        if offset in bad:
+            records.append(None)
+        else:
+            records.append(bytes(view[offset + _HEAD.size : offset + _HEAD.size + length]))
+        offset += FRAMING + length
+    return records, sorted(bad.values(), key=lambda d: d.offset)
 
 
 def page_file_name(page: int) -> str:

@@ -144,3 +144,53 @@ def test_salvage_replaces_only_the_damaged_page_record(factory: StoreFactory) ->
     again = repair_store(factory.config, salvage_journals=True)
     (pages_part,) = [p for p in again.parts if isinstance(p, PageSalvage)]
     assert pages_part.report.replaced == ()
+
+
+def _paged_store(factory: StoreFactory, count: int) -> list[int]:
+    sm = _manager(factory)
+    sm.create_address("orders", routing_types=("ANYCAST",))
+    sm.create_queue("q", address="orders", routing_type="ANYCAST")
+    ids = [sm.send(Message("orders", p)) for p in PAYLOADS[:count]]
+    sm.close()
+    return [i for i in ids if i is not None]
+
+
+def _last_page(factory: StoreFactory) -> str:
+    with page_backend(factory.config) as backend:
+        (locator,) = backend.survey().stores.values()
+        path, _ = backend.page_path(locator, backend.page_numbers(locator)[-1])
+        return path
+
+
+@pytest.mark.parametrize("factory", ["file-nio"], indirect=True)
+def test_salvage_leaves_a_torn_tail_of_the_last_page_to_open(factory: StoreFactory) -> None:
+    _paged_store(factory, 6)
+    with open(_last_page(factory), "ab") as f:  # a record cut short: what a crash leaves
+        f.write(bytes([0x7B]) + (500).to_bytes(4, "big") + b"\0" * 40)
+    done = repair_store(factory.config, salvage_journals=True)
+    (pages_part,) = [p for p in done.parts if isinstance(p, PageSalvage)]
+    assert pages_part.report.replaced == () and not done.dropped
+    sm = _manager(factory)
+    assert _drain(sm, "q") == PAYLOADS[:6]
+    sm.close()
+
+
+@pytest.mark.parametrize("factory", ["file-nio"], indirect=True)
+def test_salvage_replaces_the_damaged_last_record_of_a_cleanly_closed_last_page(
+    factory: StoreFactory,
+) -> None:
+    ids = _paged_store(factory, 6)
+    page = _last_page(factory)
+    size = os.path.getsize(page)
+    with open(page, "r+b") as f:  # inside the last record's body
+        f.seek(size - 20)
+        byte = f.read(1)
+        f.seek(size - 20)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    done = repair_store(factory.config, salvage_journals=True)
+    (pages_part,) = [p for p in done.parts if isinstance(p, PageSalvage)]
+    (replaced,) = pages_part.report.replaced
+    assert replaced.message_id == ids[-1]
+    sm = _manager(factory)
+    assert _drain(sm, "q") == PAYLOADS[:5]
+    sm.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from store import StoreConfig, open_store
-from store.errors import CorruptionError
+from store.errors import CorruptionError, LostDataError
 from store.large.database import DatabaseLargeMessages, msg_name
 from store.large.files import FileLargeMessages
 from tests.large.support import body_bytes, chunk_size_of, damage_chunk
@@ -103,7 +103,7 @@ def test_truncated_msg_file_raises_corruption_at_open(
 ) -> None:
     """A truncated ``.msg`` file is never a short body: open and size raise CorruptionError
     naming the file and the body offset of the first chunk it does not hold whole (0 when
-    the header itself is cut)."""
+    the header itself is cut); a cut past the header is LostDataError."""
     with open_store(_file_store(tmp_path)) as store:
         lm = store.large_messages
         cs = chunk_size_of(lm)
@@ -116,6 +116,8 @@ def test_truncated_msg_file_raises_corruption_at_open(
                 call(5)
             assert caught.value.path == path
             assert caught.value.offset == offset * cs
+            # past a whole header, what is missing was written: LostDataError (DESIGN §7.1)
+            assert isinstance(caught.value, LostDataError) == (offset > 0)
         assert lm.ids() == [5]  # listed: an operator sees it, and can delete it
         lm.delete(5)
         assert lm.ids() == []

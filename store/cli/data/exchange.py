@@ -32,7 +32,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from store.cli.data.options import add_store_options, store_config
-from store.cli.main import EXIT_BAD_INPUT, EXIT_OK
+from store.cli.main import EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEM
 from store.cli.output import progress_console
 from store.errors import ConfigError, StoreIOError
 
@@ -53,6 +53,13 @@ def register(sub: Any) -> None:
     )
     add_store_options(e)
     e.add_argument("--output", metavar="FILE", help="write the XML here (default: stdout)")
+    e.add_argument(
+        "--skip-damaged",
+        action="store_true",
+        help="export everything readable: leave out each large message whose body is damaged "
+        "or gone and each damaged page record, and list them (exit 1 when anything was left "
+        "out); without it a damaged store fails naming the damage",
+    )
     e.set_defaults(func=run_export)
     i = sub.add_parser(
         "imp",
@@ -147,13 +154,20 @@ def _progress(
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """Export the store. Returns 0; raises StoreError (no store, locked, I/O, corruption)."""
+    """Export the store. Returns 0, or 1 when ``--skip-damaged`` left something out (each
+    listed on stderr); raises StoreError (no store, locked, I/O, corruption)."""
     from store.data.xml.export import export_xml
 
     config = store_config(args, command="store data exp")
     with _progress(args, "exporting messages") as (start, update):
         output = args.output if args.output else sys.stdout.buffer
-        result = export_xml(config, output, on_open=lambda: start(0), on_progress=update)
+        result = export_xml(
+            config,
+            output,
+            on_open=lambda: start(0),
+            on_progress=update,
+            skip_damaged=args.skip_damaged,
+        )
         if not args.output:
             sys.stdout.buffer.flush()
     err = progress_console(args)
@@ -162,6 +176,11 @@ def run_export(args: argparse.Namespace) -> int:
         f"{result.messages} messages ({result.large_messages} large, {result.body_bytes} "
         f"body bytes) in {result.seconds:.1f} s" + (f" to {args.output}" if args.output else "")
     )
+    for line in result.skipped:
+        err.print(f"skipped: {line}", soft_wrap=True)
+    if result.skipped:
+        err.print(f"{len(result.skipped)} damaged part(s) left out of the export")
+        return EXIT_PROBLEM
     return EXIT_OK
 
 

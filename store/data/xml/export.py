@@ -66,7 +66,7 @@ from typing import BinaryIO, Final
 
 from store.config import StoreConfig
 from store.data.xml import format as f
-from store.errors import ConfigError, StoreError, StoreIOError
+from store.errors import ConfigError, CorruptionError, StoreError, StoreIOError
 from store.messaging import Message, StorageManager
 
 __all__ = ["ExportResult", "export_xml", "open_output", "write_xml"]
@@ -101,6 +101,9 @@ class ExportResult:
     large_messages: int
     body_bytes: int
     seconds: float
+    #: With ``skip_damaged``: what was left out, one line each (file or table, offset, what
+    #: is wrong); empty otherwise.
+    skipped: tuple[str, ...] = ()
 
 
 def _attr(value: str, what: str) -> str:
@@ -204,12 +207,20 @@ def _blocks(body: BinaryIO) -> Iterator[bytes]:
 
 
 def write_xml(
-    sm: StorageManager, out: BinaryIO, *, total: int = 0, on_progress: Progress | None = None
+    sm: StorageManager,
+    out: BinaryIO,
+    *,
+    total: int = 0,
+    on_progress: Progress | None = None,
+    skip_damaged: bool = False,
 ) -> ExportResult:
     """Write the export document of loaded storage manager ``sm`` to ``out`` (see the module
-    docstring); ``on_progress(written, total)`` is called after each message. Returns the
+    docstring); ``on_progress(written, total)`` is called after each message.
+    ``skip_damaged``: a large message whose body cannot be read whole is left out (its body
+    is read through once before anything of it is written) and listed, with what ``sm``'s
+    load and browse skipped, in the result's ``skipped``. Returns the
     :class:`ExportResult`. Raises StoreError for a name or value XML cannot carry, and what
-    the store and ``out`` raise."""
+    the store and ``out`` raise (CorruptionError for damage, without ``skip_damaged``)."""
     started = time.perf_counter()
     w = _Writer(out)
     w.line(0, f"<{f.ROOT}>")
@@ -234,7 +245,14 @@ def write_xml(
         w.line(2, f"<{f.QUEUE_BINDING} {_attrs(f'queue {q.name!r}', pairs)}/>")
     w.line(1, f"</{f.BINDINGS}>")
     w.line(1, f"<{f.MESSAGES}>")
+    skipped: list[str] = []
     for message, names in sm.browse():
+        if skip_damaged and message.is_large:
+            try:
+                _read_through(message)
+            except CorruptionError as exc:
+                skipped.append(f"{exc} (message {message.message_id} left out)")
+                continue
         w.message(message, names)
         if on_progress is not None:
             on_progress(w.messages, max(total, w.messages))
@@ -247,7 +265,16 @@ def write_xml(
         w.large,
         w.body_bytes,
         time.perf_counter() - started,
+        (*sm.skipped, *skipped),
     )
+
+
+def _read_through(message: Message) -> None:
+    """Read a large body to its end (every chunk checked), holding one block at a time.
+    Raises CorruptionError (LostDataError for a body gone) naming it."""
+    with message.open_body() as body:
+        while body.read(1 << 20):
+            pass
 
 
 def require_store(config: StoreConfig) -> StoreConfig:
@@ -331,19 +358,23 @@ def export_xml(
     *,
     on_progress: Progress | None = None,
     on_open: Callable[[], None] | None = None,
+    skip_damaged: bool = False,
 ) -> ExportResult:
     """Export the store ``config`` describes to ``output`` (a binary stream, or a file path
     written through :func:`open_output`); see the module docstring. ``on_open()`` is called
     once the store is loaded (a progress display starts then), ``on_progress(written,
-    total)`` after each message. Returns the :class:`ExportResult`. Raises ConfigError when
+    total)`` after each message. ``skip_damaged`` exports everything readable and lists what
+    it left out (large messages whose bodies are damaged or gone, damaged page records; see
+    ``StorageManager.load``), instead of failing at the first damage. Returns the
+    :class:`ExportResult`. Raises ConfigError when
     there is no store or the output file cannot be created (before the store is opened),
     StoreIOError when writing it fails, StoreLockedError when another process holds the
     store, and what loading and reading the store raise."""
     config = require_store(config)
     if isinstance(output, (str, os.PathLike)):
         with open_output(output) as out:
-            return _export(config, out, on_progress, on_open)
-    return _export(config, output, on_progress, on_open)
+            return _export(config, out, on_progress, on_open, skip_damaged)
+    return _export(config, output, on_progress, on_open, skip_damaged)
 
 
 def _export(
@@ -351,11 +382,14 @@ def _export(
     out: BinaryIO,
     on_progress: Progress | None,
     on_open: Callable[[], None] | None,
+    skip_damaged: bool,
 ) -> ExportResult:
     from store.store import open_store
 
     with StorageManager(open_store(config, read_only=True)) as sm:
-        rec = sm.load()
+        rec = sm.load(skip_damaged=skip_damaged)
         if on_open is not None:
             on_open()
-        return write_xml(sm, out, total=rec.messages, on_progress=on_progress)
+        return write_xml(
+            sm, out, total=rec.messages, on_progress=on_progress, skip_damaged=skip_damaged
+        )
