@@ -12,15 +12,16 @@ waited for), of exactly the damaged record's length, so the indexes and lengths 
 
 What the salvage does for each damaged record (the store opened, its lock held):
 
+0. The address's page summary is deleted, before anything else changes (it describes the
+   pages as they were; without it the next load reads the pages);
 1. The damaged bytes are kept: the file store copies them to
    ``<paging-directory>/attic/<folder>-<page>-<offset>.record`` first (a database store
    has no attic; the report holds what the record's header still reads);
-2. the record is overwritten in place (durable before the next);
-3. the message journal's cursor acknowledgements of that position are deleted (they belonged
-   to the message that is gone; kept, they would count toward the page's completion as if a
-   message still there had been acknowledged);
-4. the address's page summary is deleted (it described the page as it was; the next load
-   reads the pages instead).
+2. the message journal's cursor acknowledgements of that position are deleted, durably (they
+   belonged to the message that is gone; kept, they would count toward the page's completion
+   as if a message still there had been acknowledged);
+3. the record is overwritten in place, durably. A crash anywhere before leaves the record
+   damaged, and the salvage run again finishes the work; after, nothing is left to do.
 
 The report names each replaced record: page, offset, what was wrong, and the message id and
 queue ids its header still reads (unverified: the header may be what is damaged). Damage
@@ -117,17 +118,20 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
                     if backend.torn_tails and page == numbers[-1]:
                         data = data[: _durable_end(backend, locator, page, data, path)]
                     for bad in damaged_records(data, path=path):
+                        if len(replaced) == before:  # the summary goes first (a crash on)
+                            backend.write_summary(locator, None)
                         raw = data[bad.offset : bad.offset + bad.length]
                         kept = _keep(backend, locator, config, page, bad.offset, raw)
-                        backend.overwrite(locator, page, bad.offset, _placeholder(address, raw))
+                        placeholder = _placeholder(address, raw)
                         doomed = [
                             rid
                             for qid in sorted(mine)
                             for rid in acks.get((qid, page, bad.index), [])
                         ]
-                        for rid in doomed:
+                        for rid in doomed:  # before the record: a crash between, run again
                             store.messages.append_delete(rid)
                         store.messages.flush()
+                        backend.overwrite(locator, page, bad.offset, placeholder)
                         replaced.append(
                             ReplacedRecord(
                                 address,
@@ -141,8 +145,6 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
                                 kept,
                             )
                         )
-                if len(replaced) > before:
-                    backend.write_summary(locator, None)
         return PageSalvageReport(pages, tuple(replaced))
     finally:
         store.close()

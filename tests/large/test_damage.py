@@ -116,7 +116,7 @@ def test_truncated_msg_file_raises_corruption_at_open(
                 call(5)
             assert caught.value.path == path
             assert caught.value.offset == offset * cs
-            # past a whole header, what is missing was written: LostDataError (DESIGN §7.1)
+            # past a whole header, what is missing was written: LostDataError (docs/large.md)
             assert isinstance(caught.value, LostDataError) == (offset > 0)
         assert lm.ids() == [5]  # listed: an operator sees it, and can delete it
         lm.delete(5)
