@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from store.config import StoreConfig
 from store.errors import CorruptionError
+from store.journal.api import RecordInfo
 from store.large.api import LargeMessageStore, check_body
 from store.large.files import FileLargeMessages
 from store.messaging.message_records import decode_large_message
@@ -91,24 +93,11 @@ def salvage_bodies(config: StoreConfig, *, dry_run: bool = False) -> BodySalvage
         loaded = store.messages.load()
         large = store.large_messages
         present = set(large.ids())
-        removed: list[LostBody] = []
-        checked = 0
-        for rec in loaded.records:
-            if rec.is_update or rec.user_record_type != ADD_LARGE_MESSAGE:
-                continue
-            checked += 1
-            lost = _problem(large, present, rec.id, rec.data)
-            if lost is not None:
-                removed.append(lost)
-        left: list[LostBody] = []
-        for tx in loaded.prepared:
-            for rec in tx.records:
-                if rec.is_update or rec.user_record_type != ADD_LARGE_MESSAGE:
-                    continue
-                checked += 1
-                lost = _problem(large, present, rec.id, rec.data)
-                if lost is not None:
-                    left.append(lost)
+        committed = _large_adds(loaded.records)
+        prepared = _large_adds(rec for tx in loaded.prepared for rec in tx.records)
+        checked = len(committed) + len(prepared)
+        removed = [lost for rec in committed if (lost := _problem(large, present, rec))]
+        left = [lost for rec in prepared if (lost := _problem(large, present, rec))]
         where = _where(large)
         if dry_run or not removed:
             return BodySalvageReport(where, checked, tuple(removed), tuple(left), dry_run)
@@ -121,12 +110,16 @@ def salvage_bodies(config: StoreConfig, *, dry_run: bool = False) -> BodySalvage
         store.close()
 
 
-def _problem(
-    large: LargeMessageStore, present: set[int], message_id: int, data: bytes
-) -> LostBody | None:
-    """What is wrong with the body of large message ``message_id`` (``data`` its record),
-    None when it reads whole at the size its record says."""
-    _message, size = decode_large_message(data, message_id)
+def _large_adds(records: Iterable[RecordInfo]) -> list[RecordInfo]:
+    """The large messages' add records of ``records``."""
+    return [r for r in records if not r.is_update and r.user_record_type == ADD_LARGE_MESSAGE]
+
+
+def _problem(large: LargeMessageStore, present: set[int], rec: RecordInfo) -> LostBody | None:
+    """What is wrong with the body of the large message whose add record is ``rec``, None
+    when it reads whole at the size its record says."""
+    message_id = rec.id
+    _message, size = decode_large_message(rec.data, message_id)
     path = large.path(message_id)
     if message_id not in present:
         return LostBody(message_id, path, size, "the body is gone")

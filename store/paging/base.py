@@ -244,9 +244,8 @@ class _Store(PageStore):
             return list(self.read_page(page)), []
         except LostDataError:
             raise
-        except CorruptionError:
-            pass  # damaged records: read around them below
-        data = self._manager.backend.read_bytes(self.locator, page) or b""
+        except CorruptionError:  # damaged records: read around them
+            data = self._manager.backend.read_bytes(self.locator, page) or b""
         path = self.page_path(page)
         records, bad = readable_records(data, path=path)
         return records, [

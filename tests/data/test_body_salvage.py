@@ -20,9 +20,9 @@ from store.data.checking import BodySalvage
 from store.errors import CorruptionError
 from store.large.database import DatabaseLargeMessages, chunk_name
 from store.large.files import FileLargeMessages
-from store.messaging.manager import StorageManager
 from store.messaging.values import Message
 from store.store import Store
+from tests.data.support import loaded_manager
 from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
 
 LIMIT = 1024
@@ -37,14 +37,6 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFac
         yield made
     finally:
         made.teardown()
-
-
-def _manager(factory: StoreFactory) -> StorageManager:
-    store = factory.open()
-    assert isinstance(store, Store)
-    sm = StorageManager(store)
-    sm.load()
-    return sm
 
 
 def _flip_a_body_byte(store: Store, mid: int) -> None:
@@ -69,7 +61,7 @@ def _flip_a_body_byte(store: Store, mid: int) -> None:
 def test_salvage_removes_only_the_messages_whose_bodies_are_damaged_or_gone(
     factory: StoreFactory,
 ) -> None:
-    sm = _manager(factory)
+    sm = loaded_manager(factory)
     sm.create_address("orders", routing_types=("ANYCAST",))
     sm.create_queue("q", address="orders", routing_type="ANYCAST")
     sent = [sm.send(Message("orders", BIG if i % 2 else b"small %d" % i)) for i in range(8)]
@@ -82,7 +74,7 @@ def test_salvage_removes_only_the_messages_whose_bodies_are_damaged_or_gone(
     factory.close()
 
     with pytest.raises(CorruptionError) as refused:
-        _manager(factory)
+        loaded_manager(factory)
     assert str(deleted) in refused.value.path or str(flipped) in refused.value.path
     factory.close()
 
@@ -102,7 +94,7 @@ def test_salvage_removes_only_the_messages_whose_bodies_are_damaged_or_gone(
         assert os.path.basename(os.path.dirname(moved[flipped])) == "attic"
 
     assert verify_store(factory.config).ok
-    sm = _manager(factory)
+    sm = loaded_manager(factory)
     got = []
     while batch := sm.receive("q", 10):
         for d in batch:

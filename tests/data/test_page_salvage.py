@@ -23,6 +23,7 @@ from store.paging.files import FilePageBackend
 from store.paging.format import FRAMING
 from store.paging.repair import page_backend
 from store.store import Store
+from tests.data.support import loaded_manager
 from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
 
 PAYLOADS = [b"m%02d" % i + b"." * 150 for i in range(16)]
@@ -45,14 +46,6 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFac
         yield made
     finally:
         made.teardown()
-
-
-def _manager(factory: StoreFactory) -> StorageManager:
-    store = factory.open()
-    assert isinstance(store, Store)
-    sm = StorageManager(store)
-    sm.load()
-    return sm
 
 
 def _drain(sm: StorageManager, queue: str) -> list[bytes]:
@@ -86,7 +79,7 @@ def _flip_in_page_one(factory: StoreFactory, index: int) -> int:
 
 
 def test_salvage_replaces_only_the_damaged_page_record(factory: StoreFactory) -> None:
-    sm = _manager(factory)
+    sm = loaded_manager(factory)
     sm.create_address("orders", routing_types=("MULTICAST",))
     for q in ("q1", "q2"):
         sm.create_queue(q, address="orders", routing_type="MULTICAST")
@@ -128,12 +121,12 @@ def test_salvage_replaces_only_the_damaged_page_record(factory: StoreFactory) ->
         (locator,) = backend.survey().stores.values()
         assert backend.read_summary(locator) is None
 
-    sm = _manager(factory)
+    sm = loaded_manager(factory)
     kept = [p for i, p in enumerate(PAYLOADS) if i != DAMAGED]
     assert _drain(sm, "q2") == kept
     assert _drain(sm, "q1") == [PAYLOADS[DAMAGED - 1], *PAYLOADS[DAMAGED + 2 :]]
     sm.close()
-    sm = _manager(factory)  # nothing comes back, and every page went
+    sm = loaded_manager(factory)  # nothing comes back, and every page went
     assert _drain(sm, "q1") == [] and _drain(sm, "q2") == []
     sm.close()
     store = factory.open()
@@ -147,7 +140,7 @@ def test_salvage_replaces_only_the_damaged_page_record(factory: StoreFactory) ->
 
 
 def _paged_store(factory: StoreFactory, count: int) -> list[int]:
-    sm = _manager(factory)
+    sm = loaded_manager(factory)
     sm.create_address("orders", routing_types=("ANYCAST",))
     sm.create_queue("q", address="orders", routing_type="ANYCAST")
     ids = [sm.send(Message("orders", p)) for p in PAYLOADS[:count]]
@@ -170,7 +163,7 @@ def test_salvage_leaves_a_torn_tail_of_the_last_page_to_open(factory: StoreFacto
     done = repair_store(factory.config, salvage_journals=True)
     (pages_part,) = [p for p in done.parts if isinstance(p, PageSalvage)]
     assert pages_part.report.replaced == () and not done.dropped
-    sm = _manager(factory)
+    sm = loaded_manager(factory)
     assert _drain(sm, "q") == PAYLOADS[:6]
     sm.close()
 
@@ -191,6 +184,6 @@ def test_salvage_replaces_the_damaged_last_record_of_a_cleanly_closed_last_page(
     (pages_part,) = [p for p in done.parts if isinstance(p, PageSalvage)]
     (replaced,) = pages_part.report.replaced
     assert replaced.message_id == ids[-1]
-    sm = _manager(factory)
+    sm = loaded_manager(factory)
     assert _drain(sm, "q") == PAYLOADS[:5]
     sm.close()
