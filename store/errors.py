@@ -135,7 +135,19 @@ class StoreIOError(StoreError):
 
 
 class StoreUnavailableError(StoreError):
-    """Raised when the database cannot be reached, timed out, or dropped the connection."""
+    """Raised when the database cannot be reached, timed out, or dropped the connection.
+
+    ``in_doubt`` is False when the failed operation applied nothing. True only when the
+    database stayed away longer than ``jdbc-network-timeout`` while the operation waited for
+    its commit: the operation is still queued and is applied once the database is back (a
+    retried send with the same duplicate id is then refused as a duplicate, never stored
+    twice; docs/db.md "Outages")."""
+
+    in_doubt: bool = False
+
+    def __init__(self, message: str, *, hint: str | None = None, in_doubt: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        self.in_doubt = in_doubt
 
 
 class StoreLockedError(StoreError):

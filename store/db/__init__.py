@@ -258,6 +258,7 @@ def _journals(
                 max_record_size=sql.max_record_size(conn.driver_connection),
                 fence=fence,
                 seq_floor=seq_floor,
+                network_timeout=db.jdbc_network_timeout / 1000,
                 backlog=backlog,
             )
             out.append(DatabaseJournal(name=name, engine=engine, sql=sql, options=options))

@@ -173,6 +173,12 @@ class JournalSQL:
         self.del_rows = Compiled(sa.delete(table).where(c.seq == _var("seq")), dialect, ("seq",))
         self.load = Compiled(load_select(table), dialect, ())
         self.max_seq = Compiled(sa.select(sa.func.max(c.seq)), dialect, ())
+        # How many rows of a seq range exist: settles a batch whose commit's answer was lost.
+        self.count_seqs = Compiled(
+            sa.select(sa.func.count()).where(c.seq >= _var("lo"), c.seq <= _var("hi")),
+            dialect,
+            ("lo", "hi"),
+        )
         # Compaction's scan: no bodies, no order needed.
         self.scan = Compiled(
             sa.select(c.seq, c.id, c.recordtype, c.txid).where(c.seq <= _var("upto")),

@@ -56,6 +56,7 @@ from sqlalchemy.engine import Engine
 from store.db.dialects import JournalSQL
 from store.db.row_replay import RowReplay
 from store.db.rows import RowIndex
+from store.db.settle import invalidate, reconnect, reporter
 from store.db.writer import (
     Backlog,
     BacklogLimits,
@@ -117,6 +118,9 @@ class JournalOptions:
     largest loaded); the HA node manager sets it from its generation, so that a new live
     node's rows never share a key with the uncommitted rows of a frozen predecessor (an
     insert of the same key would wait for that predecessor's transaction).
+    ``network_timeout``: ``jdbc-network-timeout`` in seconds (default 0: none): the longest
+    a caller waits for a commit while the database is away before it gets an in-doubt
+    StoreUnavailableError (the writer rides outages out, :mod:`store.db.writer`).
     ``backlog``: bounds of what may be appended and not yet committed (default
     :class:`~store.db.writer.BacklogLimits`: 1,024 to 65,536 operations, adapted so the backlog
     commits in one sync period, and 8 MiB); an append beyond them waits (back-pressure).
@@ -131,6 +135,7 @@ class JournalOptions:
     max_record_size: int = 2**31 - 1
     fence: Fence | None = None
     seq_floor: int = 0
+    network_timeout: float = 0.0
     backlog: BacklogLimits = field(default_factory=BacklogLimits)
 
 
@@ -179,6 +184,9 @@ class DatabaseJournal(Journal):
             period=self._options.sync_period,
             run_batch=self._run_batch,
             limits=self._options.backlog,
+            retry=self._retry_batch,
+            timeout=self._options.network_timeout,
+            gave_up=reporter(self._options.fence, self.table_name),
         )
         cleanup = len(first.records) + len(first.transactions) + len(first.rows)
         if cleanup:
@@ -282,13 +290,16 @@ class DatabaseJournal(Journal):
             )
         except BaseException:
             self._writer_conn = None
-            try:
-                conn.invalidate()  # never hand a connection in an unknown state back to the pool
-            except Exception:
-                _log.debug("invalidating the writer's connection failed", exc_info=True)
+            invalidate(conn)  # never hand a connection in an unknown state back to the pool
             raise
 
-    # -- appends ------------------------------------------------------------------------------
+    def _retry_batch(self, batch: Batch) -> None:
+        """The writer's ``retry`` in an outage: settle ``batch`` on a fresh connection and
+        commit it again if it was not applied (:mod:`store.db.settle`). Raises ReconnectError
+        while no connection works, what :meth:`_run_batch` raises when it fails again."""
+        self._writer_conn, done = reconnect(self._engine, self._sql, batch, self.table_name)
+        if not done:
+            self._run_batch(batch, _nothing)
 
     def _started(self) -> GroupCommitWriter:
         writer = self._writer
@@ -312,7 +323,11 @@ class DatabaseJournal(Journal):
     def _row(self, id: int, rt: int, tx: int, urt: int, data: bytes, txdata: bytes | None) -> Any:
         # Called with the writer's lock held: seq order is queue order.
         self._seq += 1
-        return self._encode(id, rt, tx, urt, data, txdata, self._seq)
+        seq = self._seq
+        batch = self._writer.pending  # type: ignore[union-attr]  # appends come after load
+        batch.first_seq = batch.first_seq or seq
+        batch.last_seq = seq
+        return self._encode(id, rt, tx, urt, data, txdata, seq)
 
     def append_add(
         self, id: int, user_record_type: int, data: bytes, *, sync: bool = False
@@ -572,7 +587,12 @@ class DatabaseJournal(Journal):
             except Exception:
                 _log.debug("closing the writer's connection failed", exc_info=True)
         if w.failed is not None and failed_before is None:
-            raise refusal(w.failed) from w.failed
+            in_doubt = isinstance(w.failed, StoreUnavailableError) and w.failed.in_doubt
+            raise refusal(w.failed, in_doubt=in_doubt) from w.failed
 
     def __repr__(self) -> str:
         return f"DatabaseJournal(name={self.name!r}, table={self.table_name!r})"
+
+
+def _nothing() -> None:
+    pass

@@ -15,10 +15,44 @@ Policy (the same as the file journal's TimedBuffer):
 A batch is one transaction: the fence (the HA lease check, when there is one), then inserts,
 then the deletes of records, then the deletes of transactions' rows, then the fence's last
 check (share-locking the lease row, where the fence has one), then commit. If any
-step fails the transaction is rolled back, every waiter of the batch and of the batch pending
-behind it gets :class:`~store.errors.StoreUnavailableError`, and so does every later append:
-the journal must be reopened (a fresh load tells what the database holds). Nothing is retried,
-because a commit that failed may still have been applied.
+step fails the transaction is rolled back (where the connection still answers) and the
+database is taken to be away: an outage (below).
+
+Outages (docs/db.md "Outages"): a database restart, a killed connection or a network cut fails the
+running batch; the writer then rides the outage out instead of giving up:
+
+- new appends are refused at once with StoreUnavailableError (``in_doubt`` False: the append
+  applied nothing), also those waiting for room; what was queued before stays queued;
+- the writer reconnects (pauses of 50 ms doubling up to 0.4 s) and *settles* the failed
+  batch before anything else: its rows are looked up by their ``seq`` keys on a fresh
+  connection; found, the commit had been applied and only its answer was lost; not found, the
+  batch is committed again (a batch is one transaction, so it is all there or none of it is;
+  a batch whose every insert it deleted itself leaves nothing to find, and committing it again
+  leaves the same rows). The fence runs first in that transaction, so under a node manager the
+  generation is checked before the first write after the outage;
+- a caller waiting for a batch's commit gets the answer once it is settled: durable, with no
+  error, when the database is back within ``jdbc-network-timeout`` of its wait; past that it
+  gets StoreUnavailableError with ``in_doubt=True`` (its operation stays queued and is applied
+  once the database answers);
+- when a commit succeeds again the outage is over: one WARNING was logged when it began, one
+  INFO with its length when it ends, and :attr:`Health.outages` counts it.
+
+The writer stops for good (every waiter and later append gets the error, the journal must be
+reopened) only when the failure is not an outage: the fence's LockLostError, a batch that
+fails again on :data:`_RERUNS` fresh connections (a statement the database refuses), or a
+close while the database stays away for ``jdbc-network-timeout`` (then in doubt). Where a
+batch can fail and what its callers learn:
+
+=================================  ===================================================
+failure                            the callers of the batch (and of later appends)
+=================================  ===================================================
+connect, a statement, the commit   wait; durable once settled, or ``in_doubt`` after
+(connection lost, server gone)     the timeout; later appends refused until it answers
+the commit's answer lost           settled by reading back the rows: durable, once
+the fence (LockLostError)          LockLostError, for good (docs/ha.md#fencing)
+the same batch refused 3 times     StoreUnavailableError, for good; reopen the store
+close during an outage             close raises StoreUnavailableError, ``in_doubt``
+=================================  ===================================================
 
 Waiting is cheap because it happens in bulk: every waiter of a batch blocks on the batch's one
 lock, which the writer releases once; each waiter releases it for the next (a chain of
@@ -104,7 +138,9 @@ _log = logging.getLogger(__name__)
 #: installs one (fencing, :mod:`store.ha.database`). A fence may also have a
 #: ``before_commit(connection)`` attribute, run as the transaction's last statement (see
 #: :func:`fence_before_commit`), and an ``after_failure()`` attribute returning the error a
-#: failed batch should raise instead of StoreUnavailableError (see :func:`fenced_failure`).
+#: failed batch should raise instead of StoreUnavailableError (see :func:`fenced_failure`),
+#: and a ``gave_up(reason)`` attribute, called once when the writer stops for good (not for
+#: LockLostError): the node manager then gives the live lock up (:mod:`store.ha.database`).
 Fence = Callable[[Any], None]
 
 
@@ -133,6 +169,72 @@ def fenced_failure(fence: Fence | None) -> StoreError | None:
 
 # Weight of the newest batch in the smoothed commit rate (the rest is the history's).
 _RATE_WEIGHT = 0.3
+#: How often (seconds) a caller waiting for a commit or for room looks at the database's health.
+_WAIT_SLICE = 0.25
+#: The first pause between reconnect attempts during an outage (seconds); it doubles up to
+#: :data:`_RETRY_MAX`, so the store answers again within that much of the database answering.
+_RETRY_FIRST = 0.05
+_RETRY_MAX = 0.4
+#: Reruns of a batch on a fresh connection that failed again: past this the failure is the
+#: batch's (a statement the database refuses), not an outage, and the writer stops.
+_RERUNS = 3
+
+
+class ReconnectError(StoreUnavailableError):
+    """Raised by a writer's ``retry`` when it cannot get a working connection: the outage
+    goes on (no rerun of the batch was attempted)."""
+
+
+class Health:
+    """Whether the database answers, as the writer last saw it (module docstring, "Outages").
+
+    ``down_since``: the monotonic time the current outage was noticed (None: up);
+    ``committing_since``: when the running commit began (None: none running); ``outages``:
+    outages ridden through since open (each one a reconnect); ``timeout``:
+    ``jdbc-network-timeout`` in seconds (0: none, callers wait for the database).
+
+    Thread-safety: written by the writer thread; read by any thread (single-attribute reads).
+    """
+
+    def __init__(self, name: str, timeout: float) -> None:
+        self.name = name
+        self.timeout = timeout
+        self.down_since: float | None = None
+        self.committing_since: float | None = None
+        self.reason = ""
+        self.outages = 0
+
+    def stalled(self, started: float) -> StoreUnavailableError | None:
+        """For a caller waiting since ``started`` for a commit: the in-doubt error to raise
+        once it has waited ``timeout`` while the database is away or a commit has gone
+        unanswered that long; else None. Raises nothing."""
+        timeout = self.timeout
+        now = time.monotonic()
+        if timeout <= 0 or now - started < timeout:
+            return None
+        committing = self.committing_since
+        if self.down_since is None and (committing is None or now - committing < timeout):
+            return None
+        why = self.reason or "a commit has had no answer"
+        return StoreUnavailableError(
+            f"journal {self.name}: the database has not answered for {timeout:g} s ({why}); "
+            "this operation is not confirmed",
+            hint="it stays queued and is applied once the database answers again; a retried "
+            "send with the same duplicate id is refused as a duplicate, never stored twice",
+            in_doubt=True,
+        )
+
+    def refusal(self) -> StoreUnavailableError | None:
+        """The error a new append raises while the database is away (it applies nothing),
+        or None while it answers. Raises nothing."""
+        down = self.down_since
+        if down is None:
+            return None
+        return StoreUnavailableError(
+            f"journal {self.name}: the database is away (for {time.monotonic() - down:.1f} s: "
+            f"{self.reason}); nothing was written",
+            hint="the store reconnects by itself; retry once the database answers",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,8 +310,11 @@ class Batch:
         "done",
         "error",
         "first_at",
+        "first_seq",
         "future",
+        "health",
         "inserts",
+        "last_seq",
         "records",
         "rows",
         "size",
@@ -218,8 +323,13 @@ class Batch:
         "urgent",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, health: Health | None = None) -> None:
         self.inserts: list[Any] = []
+        #: ``seq`` of the first and last row inserted (0: none); a lost commit's answer is
+        #: settled by looking for these rows (:meth:`GroupCommitWriter` "Outages").
+        self.first_seq = 0
+        self.last_seq = 0
+        self.health = health
         self.records: list[tuple[int, int]] = []
         self.tx_records: list[tuple[int, int, int, int]] = []
         self.transactions: list[tuple[int, int, int]] = []
@@ -237,22 +347,32 @@ class Batch:
         self.done.acquire()
 
     def wait(self) -> None:
-        """Block until the batch is committed. Raises the batch's error if it failed."""
-        with self.done:
-            pass
+        """Block until the batch is committed. Raises the batch's error if it failed, and
+        StoreUnavailableError with ``in_doubt=True`` once the database has been away for
+        ``jdbc-network-timeout`` of this wait (the batch stays queued; see "Outages")."""
+        done = self.done
+        if not done.acquire(timeout=_WAIT_SLICE):
+            started = time.monotonic() - _WAIT_SLICE
+            health = self.health
+            while not done.acquire(timeout=_WAIT_SLICE):
+                stalled = None if health is None else health.stalled(started)
+                if stalled is not None:
+                    raise stalled
+        done.release()
         if self.error is not None:
             # A copy per waiter: one exception object raised in many threads would share (and
             # garble) its traceback.
             raise copy.copy(self.error) from self.error
 
 
-def refusal(failed: StoreError) -> StoreError:
+def refusal(failed: StoreError, *, in_doubt: bool = False) -> StoreError:
     """What a write raises once the writer failed with ``failed``: LockLostError stays
     LockLostError (a fenced-off node must see only that, docs/ha.md#fencing); anything else is
-    StoreUnavailableError with the same message and hint. Returns a new exception."""
+    StoreUnavailableError with the same message and hint (``in_doubt`` as given: a new write
+    applies nothing). Returns a new exception."""
     if isinstance(failed, LockLostError):
         return LockLostError(str(failed), hint=failed.hint)
-    return StoreUnavailableError(str(failed), hint=failed.hint)
+    return StoreUnavailableError(str(failed), hint=failed.hint, in_doubt=in_doubt)
 
 
 def commit_batch(
@@ -359,6 +479,12 @@ class GroupCommitWriter:
     ``run_batch(batch, sent)`` commits one batch (it calls :func:`commit_batch`, which calls
     ``sent()`` once the batch is on its way and only its commit is awaited); ``period`` is
     ``jdbc-journal-sync-period`` in seconds; ``limits`` bound the backlog (back-pressure).
+    ``retry(batch)``, when given, rides out an outage (module docstring, "Outages"): on a
+    fresh connection it settles whether a failed batch was applied and commits it if not,
+    raising :class:`ReconnectError` while no connection works; ``timeout`` is
+    ``jdbc-network-timeout`` in seconds (0: none). Without ``retry`` a failed batch stops
+    the writer for good. ``gave_up(error)`` is called once when the writer stops for good
+    with anything but LockLostError (the HA fence's ``gave_up``).
     """
 
     def __init__(
@@ -368,6 +494,9 @@ class GroupCommitWriter:
         period: float,
         run_batch: Callable[[Batch, Callable[[], None]], None],
         limits: BacklogLimits | None = None,
+        retry: Callable[[Batch], None] | None = None,
+        timeout: float = 0.0,
+        gave_up: Callable[[StoreError], None] | None = None,
     ) -> None:
         self.lock = threading.Lock()
         self._cond = threading.Condition(self.lock)
@@ -377,7 +506,11 @@ class GroupCommitWriter:
         self._period = period
         self._run_batch = run_batch
         self._limits = limits = limits or BacklogLimits()
-        self.pending = Batch()
+        self._retry = retry
+        self._gave_up = gave_up
+        #: the database's health as this writer sees it (outages ridden through: ``outages``).
+        self.health = Health(name, timeout)
+        self.pending = Batch(self.health)
         self._inflight: Batch | None = None
         self._idle = False
         self._closing = False
@@ -420,11 +553,15 @@ class GroupCommitWriter:
         """
         while True:
             self.check_open_locked()
+            on_writer = threading.current_thread() is self._thread
+            refused = None if on_writer else self.health.refusal()
+            if refused is not None:
+                raise refused
             batch = self.pending
             if (
                 batch.size == 0
                 or (batch.size < self._batch_records and batch.bytes + nbytes <= self._batch_bytes)
-                or threading.current_thread() is self._thread
+                or on_writer
             ):
                 return
             if not batch.urgent:  # full: the writer takes it as soon as it can
@@ -434,7 +571,7 @@ class GroupCommitWriter:
             self._waiting += 1
             self._waits += 1
             try:
-                self._room.wait()
+                self._room.wait(_WAIT_SLICE)  # an outage refuses waiting appenders too
             finally:
                 self._waiting -= 1
 
@@ -551,7 +688,7 @@ class GroupCommitWriter:
 
     def _next_locked(self) -> Batch:
         batch = self.pending
-        self.pending = Batch()
+        self.pending = Batch(self.health)
         self._inflight = batch
         if self._waiting:
             self._room.notify_all()  # the pending batch is empty again
@@ -577,7 +714,10 @@ class GroupCommitWriter:
         sent = _Deferred(None, None)
         while batch is not None:
             error: StoreError | None = None
+            gave_up: Callable[[StoreError], None] | None = None
             started = time.monotonic()
+            health = self.health
+            health.committing_since = started
             try:
                 self._run_batch(batch, sent)
             except StoreError as exc:
@@ -587,6 +727,10 @@ class GroupCommitWriter:
                 error.__cause__ = exc
             finally:
                 sent()
+            rode_out = isinstance(error, StoreUnavailableError) and self._retry is not None
+            if rode_out:
+                error = self._ride_out(batch, error)  # type: ignore[arg-type]
+            health.committing_since = None
             seconds = time.monotonic() - started
             following: Batch | None = None
             behind: Batch | None = None
@@ -595,16 +739,18 @@ class GroupCommitWriter:
                 if error is None:
                     self.batches += 1
                     self.operations += batch.size
-                    self._measured_locked(batch, seconds)
+                    if not rode_out:  # an outage's length says nothing about the commit rate
+                        self._measured_locked(batch, seconds)
                     ready = self.pending
                     if ready.size and (ready.urgent or self._closing):
                         following = self._next_locked()
                 else:
                     self.failed = error
+                    gave_up = None if isinstance(error, LockLostError) else self._gave_up
                     _log.error(
                         "journal %s: batch failed, refusing further writes: %s", self._name, error
                     )
-                    behind, self.pending = self.pending, Batch()
+                    behind, self.pending = self.pending, Batch(self.health)
                     self._room.notify_all()  # blocked appenders get the failure
                 future = batch.future
             if following is not None:
@@ -614,12 +760,77 @@ class GroupCommitWriter:
                 _complete(batch, future, error)
             if behind is not None:
                 _complete(behind, behind.future, error)
+            if error is not None and gave_up is not None:
+                try:
+                    gave_up(error)
+                except Exception:
+                    _log.exception("journal %s: reporting the stopped writer failed", self._name)
             batch = following if following is not None else self._take()
         with self.lock:
             pending = self.pending if self.pending.size else None
             failure = self.failed
         if pending is not None:  # queued after a failure: fail it too
             _complete(pending, pending.future, failure)
+
+    def _ride_out(self, batch: Batch, error: StoreUnavailableError) -> StoreError | None:
+        """The writer thread, after ``batch`` failed with ``error``: reconnect until the batch
+        is settled and committed (returns None), or return the error that stops the writer
+        (the fence's LockLostError, a batch that fails again on working connections, or the
+        journal closing while the database stays away). New appends are refused meanwhile;
+        what is queued stays queued. Module docstring, "Outages"."""
+        health = self.health
+        began = time.monotonic()
+        health.reason = _first_line(error)
+        health.down_since = began
+        with self.lock:
+            queued = batch.size + self.pending.size
+        _log.warning(
+            "journal %s: the database went away (%s); new writes are refused until it answers, "
+            "the %d operations queued are kept",
+            self._name,
+            health.reason,
+            queued,
+        )
+        reruns = 0
+        delay = _RETRY_FIRST
+        while True:
+            try:
+                assert self._retry is not None
+                self._retry(batch)
+            except ReconnectError as exc:  # no working connection yet: the outage goes on
+                health.reason = _first_line(exc)
+            except StoreUnavailableError as exc:  # connected, and the batch failed again
+                reruns += 1
+                if reruns >= _RERUNS:
+                    return exc
+            except StoreError as exc:  # the fence's verdict (LockLostError): never retried
+                return exc
+            except BaseException as exc:
+                failed = StoreUnavailableError(f"journal {self._name}: writer failed: {exc!r}")
+                failed.__cause__ = exc
+                return failed
+            else:
+                took = time.monotonic() - began
+                health.down_since = None
+                health.reason = ""
+                health.outages += 1
+                _log.info(
+                    "journal %s: the database answers again after %.1f s; the store carries on",
+                    self._name,
+                    took,
+                )
+                return None
+            with self.lock:
+                away = time.monotonic() - began
+                if self._closing and (health.timeout <= 0 or away >= health.timeout):
+                    return StoreUnavailableError(
+                        f"journal {self._name}: closed while the database was away "
+                        f"({away:.1f} s: {health.reason}); what was queued is not confirmed",
+                        hint="a fresh open of the store shows what the database holds",
+                        in_doubt=True,
+                    )
+                self._cond.wait(delay)
+            delay = min(delay * 2, _RETRY_MAX)
 
 
 class _Deferred:

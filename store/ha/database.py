@@ -34,14 +34,19 @@ the batch raises LockLostError too, never another error. A backup's acquiring ``
 waits for a batch that holds the share lock, so a batch either commits before the takeover or
 sees it.
 
-**A store that cannot write gives the lock up** (docs/ha.md#store-failure): every failed write of a
-fenced store (journal batch, page write, large-message transaction; a page store reports its
-failed reads here too) asks the fence's ``after_failure``; when the lock is still this node's
-(or the row cannot even be read) the failure is the store's own — a lost connection, a dead
-server — and ``after_failure`` calls :meth:`~store.ha.api.NodeManager.store_failed`: renewing
-stops, ``on_lock_lost`` runs, the lease is released, and the backup goes live on its next try
-instead of after an application restart. Without this the node manager's own engine, which
-reconnects, kept renewing the lease of a node whose journals refused every write.
+**A store that cannot write gives the lock up** (docs/ha.md#store-failure), and an outage it
+rides out does not (docs/db.md "Outages"): every failed write of a fenced store (journal batch, page
+write, large-message transaction; a page store reports its failed reads here too) asks the
+fence's ``after_failure``, which answers LockLostError when the row is no longer this node's
+and otherwise leaves the caller its own error: a killed connection or a database restart is
+an outage the journals ride out (:mod:`store.db.writer`, "Outages") while renewing carries on
+(retried until the lease would run out), so one killed connection never fails the pair over.
+When a journal's writer stops for good (a batch the database refuses again and again, a close
+during an outage) it calls the fence's ``gave_up``: that is
+:meth:`~store.ha.api.NodeManager.store_failed` — renewing stops, ``on_lock_lost`` runs, the
+lease is released, and the backup goes live on its next try instead of after an application
+restart (without it the node manager's own engine, which reconnects, would keep renewing the
+lease of a node whose journals refuse every write).
 
 The node manager has its own engine (a pool of its own: renews never wait behind a store's
 writers for a connection), whose sessions bound idle transactions by the expiration.
@@ -379,25 +384,23 @@ class LeaseFence:
     def after_failure(self) -> LockLostError | None:
         """After a batch failed with a database error: LockLostError when that was because
         this node lost the lock (frozen mid-batch, its session ended, the backup took over),
-        else None — and then the store can no longer write, so the node manager gives the
-        live lock up (:meth:`~store.ha.api.NodeManager.store_failed`). Raises the database's
-        errors (the caller keeps its own error then; the lock is given up all the same)."""
+        else None (an outage: the lock stays). Raises the database's errors (the caller keeps
+        its own error then)."""
         if not self._nm.holds(self._expected):
             return _lost(self._nm.loss_reason or "no longer held")
-        try:
-            row = self._nm.table.read(PRIMARY_ROW)
-        except Exception as exc:
-            self._nm.store_failed(f"a write failed and the live lock cannot be read: {exc!r}")
-            raise
+        row = self._nm.table.read(PRIMARY_ROW)  # the database away: its error, the caller's
         if row.raw != self._expected or not row.held:
             problem = f"the live lock held as {row.raw!r}, not {self._expected!r}"
             self._nm.lock_lost(f"a failed write found {problem}")
             return _lost(problem)
-        # Still ours: the write failed for its own reasons (a lost connection, a dead
-        # server). The part that failed refuses writes from now on, so this node can no
-        # longer serve: give the live lock up for the backup (module docstring).
-        self._nm.store_failed("a write to the database failed")
+        # Still ours: the write failed for its own reasons (a lost connection, a restart),
+        # an outage the journals ride out; the lock stays (module docstring).
         return None
+
+    def gave_up(self, reason: str) -> None:
+        """A journal's writer stopped for good (``reason``): this node can no longer serve,
+        so it gives the live lock up for the backup (module docstring). Raises nothing."""
+        self._nm.store_failed(f"a journal stopped writing: {reason}")
 
     def _verify(self, conn: Any, statement: Any) -> None:
         if not self._nm.holds(self._expected):

@@ -2,8 +2,10 @@
 connections (PostgreSQL ``pg_terminate_backend``, MariaDB ``KILL``), or the writing process
 is killed with SIGKILL. After reopening, the store holds exactly what was acknowledged plus
 possibly some of what was not, as a prefix of each writer's operations: never a hole, never a
-half-applied batch or transaction (docs/conventions.md#7). The writers get StoreUnavailableError and
-the journal refuses every later write until reopened.
+half-applied batch or transaction (docs/conventions.md#7). Killed connections are an outage
+the journal rides out (docs/db.md "Outages", :mod:`store.db.writer`): it reconnects by
+itself and the writers carry on; one refused while the database was away gets
+StoreUnavailableError that applied nothing (never in doubt: the database was back at once).
 
 Each writer thread runs its own sequence of operations on its own ids: plain adds (most not
 synced, every few a synced one), deletes of its earlier ids, and transactions of several
@@ -26,7 +28,6 @@ from typing import Any
 
 import psycopg
 import pymysql
-import pytest
 
 from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
@@ -125,36 +126,41 @@ def _workload(config: StoreConfig, kill: Any, seed: int) -> None:
     for t in threads:
         t.start()
     time.sleep(0.7)
+    health = store.messages._started().health
     killed = kill()
     assert killed >= 1, "no connection of the store was found to kill"
-    deadline = time.monotonic() + 30
-    for t in threads:
-        t.join(max(0.1, deadline - time.monotonic()))
+    deadline = time.monotonic() + 20
+    while health.outages < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert health.outages >= 1, f"seed {seed}: the journal never rode the outage out"
+    after = sum(w.acked for w in writers)
+    time.sleep(1.0)
     stop.set()
     for t in threads:
-        t.join(10)
-    assert all(w.error is not None for w in writers), f"seed {seed}: a writer never failed"
-    assert sum(w.acked for w in writers) > 0, "nothing was acknowledged before the kill"
-    with pytest.raises(StoreUnavailableError):
-        store.messages.append_add(1, 1, b"after the failure")
-    with pytest.raises(StoreUnavailableError):
-        store.messages.flush()
-    try:
-        store.close()
-    except StoreUnavailableError:
-        pass
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), f"seed {seed}: a writer hangs"
+    assert sum(w.acked for w in writers) > after, f"seed {seed}: no progress after reconnecting"
+    for w in writers:
+        if w.error is not None:
+            assert isinstance(w.error, StoreUnavailableError), repr(w.error)
+            assert not w.error.in_doubt, f"seed {seed}: {w.error!r}"
+    store.messages.append_add(1, 1, b"after the outage", sync=True)
+    store.close()  # the same store carried on: nothing to report
     with open_store(config) as again:
         again.bindings.load()
         loaded = again.messages.load()
-        _check_recovered(writers, {r.id for r in loaded.records}, seed)
+        ids = {r.id for r in loaded.records}
+        assert 1 in ids, "the write after the outage is missing"
+        _check_recovered(writers, ids - {1}, seed)
         again.messages.flush()
         assert again.messages.stats().extra["rows_dead"] == 0
 
 
 def test_postgresql_connections_terminated_mid_workload(tmp_path: Path) -> None:
-    """pg_terminate_backend on every connection of the store while 8 threads write: every
-    writer gets StoreUnavailableError, later writes are refused, and after reopening every
-    acknowledged operation is there and nothing is half-applied."""
+    """pg_terminate_backend on every connection of the store while 8 threads write: the
+    journal reconnects by itself, the writers carry on (none in doubt), a write after it
+    succeeds on the same store, and after reopening every acknowledged operation is there
+    and nothing is half-applied."""
     seed = random.randrange(2**32)
     config = db_backend("postgresql").make_config(tmp_path, unique_prefix())
     url, user, _ = postgresql_url()

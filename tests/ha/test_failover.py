@@ -151,21 +151,33 @@ def node_tag(node: Node) -> bytes:
 def test_a_database_outage_of_the_primary_fails_it_fast_and_the_backup_takes_over(
     tmp_path: Path,
 ) -> None:
-    """PostgreSQL: every connection of the primary (found by its application_name) is
-    terminated repeatedly; the primary stops writing and exits with an error within the
-    expiration; the backup goes live once the lease expires; nothing acknowledged is lost."""
+    """PostgreSQL: the primary, logged in as a role of its own, loses the database for good
+    (its role may no longer log in, its connections are terminated): renewing fails until
+    the lease runs out, the primary gives the lock up and exits with an error within the
+    expiration, the backup goes live once the lease expires, nothing acknowledged is lost.
+    (An outage the database comes back from within the lease is ridden out instead:
+    tests/ha/test_store_failure.py.)"""
     app = f"ha-out-{uuid.uuid4().hex[:8]}"
+    role = f"ha_out_{uuid.uuid4().hex[:8]}"
     p = Pair(tmp_path, "postgresql", app=app)
     admin = sa.create_engine("postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    with admin.begin() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {role} SUPERUSER LOGIN"))
+    primary_path = tmp_path / "primary.toml"
+    text = p.path.read_text()
+    assert 'jdbc-user = "postgres"' in text, text
+    primary_path.write_text(text.replace('jdbc-user = "postgres"', f'jdbc-user = "{role}"'))
     backup_path = tmp_path / "backup.toml"
-    backup_path.write_text(p.path.read_text().replace(f"?ApplicationName={app}", ""))
+    backup_path.write_text(text.replace(f"?ApplicationName={app}", ""))
     try:
-        primary = p.start("primary")
+        primary = p.start("primary", primary_path)
         primary.wait_live(30)
         backup = p.start("backup", backup_path)
         time.sleep(0.8)
         primary.wait_acks(20, 30)
         started = time.monotonic()
+        with admin.begin() as conn:
+            conn.execute(sa.text(f"ALTER ROLE {role} NOLOGIN"))
         while primary.proc.poll() is None and time.monotonic() - started < 10:
             with admin.begin() as conn:
                 conn.execute(
@@ -186,5 +198,14 @@ def test_a_database_outage_of_the_primary_fails_it_fast_and_the_backup_takes_ove
         records = p.records()
         assert set(primary.acks) | set(backup.acks) <= set(records)
     finally:
+        with admin.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = :r"
+                ),
+                {"r": role},
+            )
+            conn.execute(sa.text(f"REASSIGN OWNED BY {role} TO postgres"))
+            conn.execute(sa.text(f"DROP ROLE IF EXISTS {role}"))
         admin.dispose()
         p.close()

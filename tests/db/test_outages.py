@@ -1,0 +1,227 @@
+"""Database outages under a running storage manager (docs/db.md "Outages", :mod:`store.db.writer`
+"Outages"): a PostgreSQL restart, a crash and start, and every connection terminated, while
+producers send and a consumer acknowledges. The same store carries on by itself, and a
+fresh open afterwards holds every acknowledged send once, no send that raised without being
+in doubt, and no acknowledged ack.
+
+The cluster is private (:mod:`tests.support.pg_cluster`), one per module: the shared server
+is never stopped. Each test has its own table prefix in it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import psycopg
+import pytest
+
+from store import StoreConfig, open_store
+from store.db.migrate import drop_schema
+from store.errors import StoreError, StoreUnavailableError
+from store.messaging import Message, StorageManager
+from tests.support.backends import unique_prefix
+from tests.support.db_backends import store_mapping
+from tests.support.pg_cluster import PgCluster, private_cluster
+
+PRODUCERS = 3
+#: Long enough that none of these outages (well under a second) makes an answer in doubt.
+NETWORK_TIMEOUT_MS = 10_000
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[PgCluster]:
+    with private_cluster() as made:
+        yield made
+
+
+@pytest.fixture
+def config(cluster: PgCluster) -> Iterator[StoreConfig]:
+    made = StoreConfig.from_mapping(
+        store_mapping(
+            cluster.url,
+            unique_prefix(),
+            user="postgres",
+            **{"jdbc-network-timeout": NETWORK_TIMEOUT_MS},
+        )
+    )
+    yield made
+    drop_schema(made)
+
+
+@dataclass
+class Traffic:
+    """What the producers and the consumer were told."""
+
+    sent: dict[str, int] = field(default_factory=dict)  # body -> id, the send returned
+    refused: set[str] = field(default_factory=set)  # raised, not in doubt: applied nothing
+    in_doubt: set[str] = field(default_factory=set)
+    acked: set[int] = field(default_factory=set)  # the ack returned
+    sent_at: list[float] = field(default_factory=list)  # when each send returned
+    errors: list[BaseException] = field(default_factory=list)  # anything else
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _produce(sm: StorageManager, k: int, traffic: Traffic, stop: threading.Event) -> None:
+    n = 0
+    while not stop.is_set():
+        body = f"p{k}-{n}"
+        n += 1
+        try:
+            mid = sm.send(Message("orders", body.encode()), dup_id=body)
+        except StoreUnavailableError as exc:
+            with traffic.lock:
+                (traffic.in_doubt if exc.in_doubt else traffic.refused).add(body)
+            time.sleep(0.01)
+            continue
+        except BaseException as exc:
+            traffic.errors.append(exc)
+            return
+        assert mid is not None
+        with traffic.lock:
+            traffic.sent[body] = mid
+            traffic.sent_at.append(time.monotonic())
+
+
+def _consume(sm: StorageManager, traffic: Traffic, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            deliveries = sm.receive("orders", 10)
+            for d in deliveries:
+                mid = d.message.message_id
+                assert mid is not None
+                sm.ack("orders", mid)
+                with traffic.lock:
+                    traffic.acked.add(mid)
+        except StoreUnavailableError:
+            time.sleep(0.01)
+            continue
+        except BaseException as exc:
+            traffic.errors.append(exc)
+            return
+        if not deliveries:
+            time.sleep(0.002)
+
+
+def _outage(cluster: PgCluster, how: str) -> None:
+    if how == "restart":
+        cluster.restart("fast")
+    elif how == "crash":
+        cluster.restart("immediate")
+    else:
+        with psycopg.connect(
+            f"host=127.0.0.1 port={cluster.port} dbname=postgres user=postgres", autocommit=True
+        ) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            )
+
+
+@pytest.mark.parametrize("how", ["restart", "crash", "terminate"])
+def test_the_store_carries_on_through_an_outage_and_answers_each_send_once(
+    cluster: PgCluster, config: StoreConfig, how: str
+) -> None:
+    store = open_store(config)
+    sm = StorageManager(store)
+    traffic = Traffic()
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+    try:
+        sm.load()
+        sm.create_address("orders")
+        sm.create_queue("orders", address="orders")
+        threads = [
+            threading.Thread(target=_produce, args=(sm, k, traffic, stop), daemon=True)
+            for k in range(PRODUCERS)
+        ]
+        threads.append(threading.Thread(target=_consume, args=(sm, traffic, stop), daemon=True))
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        before = len(traffic.sent)
+        assert before > 0, "nothing was sent before the outage"
+        _outage(cluster, how)
+        back = time.monotonic()  # the database accepts connections again
+        time.sleep(2.5)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads), "a producer or the consumer hangs"
+        assert not traffic.errors, traffic.errors
+        assert not traffic.in_doubt, f"answers in doubt after a short outage: {traffic.in_doubt}"
+        resumed = [t for t in traffic.sent_at if t > back]
+        assert resumed, "no send succeeded after the database came back"
+        assert resumed[0] - back < 2.0, f"the first send after it took {resumed[0] - back:.2f} s"
+        journal = store.messages._started()  # type: ignore[attr-defined]
+        assert journal.health.outages >= 1, "the outage was never noticed"
+        sm.close()
+        store.close()  # the same store carried on: nothing to report at close
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(5)
+        try:
+            sm.close()
+            store.close()
+        except StoreError:
+            pass
+
+    with open_store(config) as again:
+        reopened = StorageManager(again)
+        reopened.load()
+        bodies = [bytes(m.body).decode() for m, _ in reopened.browse()]  # type: ignore[arg-type]
+        reopened.close()
+    assert len(bodies) == len(set(bodies)), "a message is stored twice"
+    found = set(bodies)
+    waiting = {b for b, mid in traffic.sent.items() if mid not in traffic.acked}
+    assert waiting <= found, f"acknowledged sends lost: {sorted(waiting - found)[:10]}"
+    assert not (traffic.refused & found), f"refused sends applied: {traffic.refused & found}"
+    gone = {b for b, mid in traffic.sent.items() if mid in traffic.acked}
+    assert not (gone & found), f"acknowledged acks undone: {sorted(gone & found)[:10]}"
+
+
+def test_an_outage_longer_than_the_network_timeout_leaves_the_answer_in_doubt_then_applies_it(
+    cluster: PgCluster,
+) -> None:
+    """A sync append queued as the database goes away for longer than
+    ``jdbc-network-timeout`` raises in doubt within about that timeout; an append once the
+    outage is known is refused having applied nothing; when the database is back the
+    queued one is applied (settled at reconnect) and the same store writes again."""
+    config = StoreConfig.from_mapping(
+        store_mapping(
+            cluster.url, unique_prefix(), user="postgres", **{"jdbc-network-timeout": 1000}
+        )
+    )
+    try:
+        with open_store(config) as store:
+            store.bindings.load()
+            journal = store.messages
+            journal.load()
+            journal.append_add(1, 7, b"before", sync=True)
+            cluster.stop("fast")
+            try:
+                began = time.monotonic()
+                with pytest.raises(StoreUnavailableError) as doubt:
+                    journal.append_add(2, 7, b"queued as it went away", sync=True)
+                waited = time.monotonic() - began
+                assert doubt.value.in_doubt, doubt.value
+                assert 0.9 <= waited < 3.0, f"in doubt after {waited:.2f} s"
+                with pytest.raises(StoreUnavailableError) as refused:
+                    journal.append_add(3, 7, b"refused", sync=True)
+                assert not refused.value.in_doubt, refused.value
+            finally:
+                cluster.start()
+            deadline = time.monotonic() + 10
+            while journal._started().health.outages < 1:  # type: ignore[attr-defined]
+                assert time.monotonic() < deadline, "the journal never reconnected"
+                time.sleep(0.02)
+            journal.append_add(4, 7, b"after", sync=True)
+        with open_store(config) as again:
+            again.bindings.load()
+            ids = sorted(r.id for r in again.messages.load().records)
+        assert ids == [1, 2, 4], ids
+    finally:
+        drop_schema(config)
