@@ -19,8 +19,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
 from store.db.dialects import JournalSQL
-from store.db.writer import Batch, Fence, ReconnectError
-from store.errors import StoreError
+from store.db.writer import Batch, Fence, ReconnectError, is_outage
+from store.errors import StoreError, StoreUnavailableError
 
 __all__ = ["applied", "first_line", "forget_pool", "invalidate", "reconnect", "reporter"]
 
@@ -46,7 +46,10 @@ def reconnect(engine: Engine, sql: JournalSQL, batch: Batch, table: str) -> tupl
     except Exception as exc:
         invalidate(conn)
         forget_pool(engine)
-        raise ReconnectError(
+        # A read that fails for its own reasons (the table gone) is no outage: it counts
+        # as a failed rerun, so the writer stops instead of retrying for ever.
+        kind = ReconnectError if is_outage(exc) else StoreUnavailableError
+        raise kind(
             f"database read of table {table} failed: {type(exc).__name__}: {first_line(exc)}"
         ) from exc
     if done:

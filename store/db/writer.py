@@ -128,6 +128,7 @@ __all__ = [
     "commit_batch",
     "fence_before_commit",
     "fenced_failure",
+    "is_outage",
     "refusal",
 ]
 
@@ -183,6 +184,26 @@ _RERUNS = 3
 class ReconnectError(StoreUnavailableError):
     """Raised by a writer's ``retry`` when it cannot get a working connection: the outage
     goes on (no rerun of the batch was attempted)."""
+
+
+#: DB-API (and SQLAlchemy) error classes that say the connection or the server went away.
+_OUTAGE_CLASSES = frozenset({"OperationalError", "InterfaceError"})
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` or what caused it says the database or the connection went away (a
+    DB-API OperationalError or InterfaceError, a socket error), rather than that a statement
+    is wrong (a missing table is a ProgrammingError). Raises nothing."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, (ReconnectError, OSError)):
+            return True
+        if any(c.__name__ in _OUTAGE_CLASSES for c in type(seen).__mro__):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class Health:
@@ -727,7 +748,11 @@ class GroupCommitWriter:
                 error.__cause__ = exc
             finally:
                 sent()
-            rode_out = isinstance(error, StoreUnavailableError) and self._retry is not None
+            rode_out = (
+                isinstance(error, StoreUnavailableError)
+                and self._retry is not None
+                and is_outage(error)
+            )
             if rode_out:
                 error = self._ride_out(batch, error)  # type: ignore[arg-type]
             health.committing_since = None

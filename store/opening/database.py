@@ -82,4 +82,5 @@ def _paging(
         max_page_size=db.jdbc_max_page_size_bytes,
         where=journals.target.display,
         fence=fence,
+        network_timeout=db.jdbc_network_timeout / 1000,
     )

@@ -53,7 +53,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from store.db.dialects import SQLITE_WRITE_LOCK_OPTION
 from store.db.schema import StoreSchema
-from store.db.writer import Fence, fence_before_commit, fenced_failure
+from store.db.writer import Fence, fence_before_commit, fenced_failure, is_outage
 from store.errors import (
     ConfigError,
     CorruptionError,
@@ -582,6 +582,47 @@ class DatabasePageBackend(PageBackend):
             for (found, lengths), manifest_id in zip(updated, ids, strict=True):
                 self._noted(found, lengths, manifest_id)
 
+    def rewrite(self, batch: WriteBatch) -> None:
+        """After :meth:`write` of ``batch`` failed in an outage: settle whether it was applied
+        (one transaction, so every page store's page lengths read back are either those
+        before it or those after it) and write it if it was not. Raises
+        StoreUnavailableError while the database is away, CorruptionError when the lengths
+        are neither."""
+        applied: bool | None = None
+        for locator, chunks in batch:
+            found = _table(locator)
+            before = None if found.lengths is None else dict(found.lengths)
+            actual = self._page_lengths(found)  # read back (and kept in ``found``)
+            if before is None:  # the failed write stopped before its transaction
+                applied = False
+                continue
+            after = dict(before)
+            for c in chunks:
+                after[c.page] = after.get(c.page, 0) + len(c.data)
+            if actual == after:
+                applied = True
+            elif actual == before:
+                applied = False
+            else:
+                raise CorruptionError(
+                    found.table.name,
+                    0,
+                    f"page lengths {actual} after a write failed in an outage are neither "
+                    f"those before it ({before}) nor after it ({after})",
+                )
+        if applied:
+            for locator, _ in batch:
+                found = _table(locator)
+                t = found.table
+                with self._errors("reading the manifest", t.name), self.engine.connect() as conn:
+                    row = conn.execute(
+                        sa.select(t.c.id).where(t.c.filename == MANIFEST_NAME)
+                    ).first()
+                lengths = dict(found.lengths or {})
+                self._noted(found, lengths, None if row is None else int(row[0]))
+            return
+        self.write(batch)
+
     def delete_page(self, locator: Hashable, page: int) -> None:
         found = _table(locator)
         t = found.table
@@ -708,12 +749,19 @@ class DatabasePagingManager(GroupCommitPagingManager):
         where: str,
         fence: Fence | None = None,
         read_only: bool = False,
+        network_timeout: float = 0.0,
     ) -> None:
+        backend = DatabasePageBackend(
+            engine, schema, max_page_size=max_page_size, where=where, fence=fence
+        )
+        backend.network_timeout = network_timeout
+        # Only a server has outages to ride out (SQLite's errors are its file's; Derby's are
+        # embedded); an outage is what the connection says it is (a missing table is not).
+        backend.rides_out = engine.dialect.name in ("postgresql", "mysql", "mariadb")
         super().__init__(
-            DatabasePageBackend(
-                engine, schema, max_page_size=max_page_size, where=where, fence=fence
-            ),
+            backend,
             page_size_of=page_size_of,
             sync_timeout_ns=sync_timeout_ns,
             read_only=read_only,
         )
+        self.flusher.is_outage = is_outage

@@ -15,8 +15,17 @@ Policy (the same idea as the journals' TimedBuffer, ``page-sync-timeout``):
   appenders wait until the flusher takes them, so memory stays bounded;
 - a write that fails fails the manager: every waiter of that batch, everything pending and
   every later call gets the error (:class:`~store.errors.StoreIOError` or
-  :class:`~store.errors.StoreUnavailableError`, whatever the back-end raised). Nothing is
-  retried and nothing appended is dropped silently: whoever appended it is told.
+  :class:`~store.errors.StoreUnavailableError`, whatever the back-end raised). Nothing
+  appended is dropped silently: whoever appended it is told;
+- except a database outage (a back-end with ``retry``, the database page store, whose write
+  raised StoreUnavailableError): the flusher rides it out as the journals' writer does
+  (docs/db.md "Outages"). New appends are refused at once (StoreUnavailableError, nothing
+  written); the flusher calls ``retry(batch)`` every 50-400 ms, which settles whether the
+  failed batch was applied (its pages' lengths read back) and writes it if not; a caller
+  waiting for it is answered durable once that succeeds, or gets StoreUnavailableError with
+  ``in_doubt=True`` after waiting ``outage_timeout`` seconds of the outage (its records stay queued
+  and are written once the database answers). A close during an outage gives up after
+  ``outage_timeout`` (the failure is then in doubt).
 
 ``lock`` is the manager's one lock: page stores update their roll state and queue records
 under it, so the queue order is the position order. ``io_lock`` is held by the flusher while
@@ -42,6 +51,12 @@ from store.errors import JournalClosedError, StoreError, StoreUnavailableError
 __all__ = ["Chunk", "Flusher", "WriteBatch"]
 
 _log = logging.getLogger(__name__)
+
+#: How often (seconds) a waiting caller looks at the database's health.
+_WAIT_SLICE = 0.25
+#: Pauses between retries in an outage: 50 ms doubling up to 400 ms.
+_RETRY_FIRST = 0.05
+_RETRY_MAX = 0.4
 
 
 @dataclass(slots=True)
@@ -71,6 +86,7 @@ class Flusher:
         timeout_ns: int,
         write: Callable[[WriteBatch], None],
         max_pending_bytes: int = 16 * 1024 * 1024,
+        retry: Callable[[WriteBatch], None] | None = None,
     ) -> None:
         self.lock = threading.Lock()
         self.io_lock = threading.Lock()
@@ -88,6 +104,16 @@ class Flusher:
         self._appended = 0  # sequence number of the last queued record
         self._durable = 0  # every record up to this sequence number is durable
         self._closing = False
+        self._retry = retry
+        #: the longest (seconds) a caller waits in an outage before its answer is in doubt
+        #: (``jdbc-network-timeout``; 0: no limit).
+        self.outage_timeout = 0.0
+        #: whether a failed write is an outage to ride out (the back-end's judgement).
+        self.is_outage: Callable[[StoreError], bool] = lambda error: False
+        #: when the current outage was noticed (None: the database answers).
+        self.down_since: float | None = None
+        #: outages ridden out since open.
+        self.outages = 0
         #: set once a write failed: every later call raises a copy of it.
         self.failed: StoreError | None = None
         #: batches written so far (how well appends share syncs).
@@ -116,6 +142,12 @@ class Flusher:
         while True:
             if self.failed is not None or self._closing:  # (no call per append when well)
                 self.check_locked()
+            if self.down_since is not None and threading.current_thread() is not self._thread:
+                raise StoreUnavailableError(
+                    f"paging {self._name}: the database is away (for "
+                    f"{time.monotonic() - self.down_since:.1f} s); nothing was written",
+                    hint="the store reconnects by itself; retry once the database answers",
+                )
             if (
                 self._pending_bytes == 0
                 or self._pending_bytes + nbytes <= self._max_pending
@@ -123,7 +155,7 @@ class Flusher:
             ):
                 return waited
             self._make_urgent_locked()
-            self._room.wait()
+            self._room.wait(_WAIT_SLICE)  # an outage refuses waiting appenders too
             waited = True
 
     def queue_locked(self, owner: Hashable, page: int, encoded: bytes) -> int:
@@ -165,14 +197,25 @@ class Flusher:
         """Return once every record up to ``seq`` is durable (writing the pending batch now
         if needed). Raises the failure of the write that should have made it durable, or
         JournalClosedError when the manager was closed before it could be."""
+        started = time.monotonic()
         with self.lock:
             while self._durable < seq:
                 if self.failed is not None:
                     raise copy.copy(self.failed) from self.failed
                 if self._closing and not self._thread.is_alive():
                     raise JournalClosedError(f"the paging manager of {self._name} is closed")
+                down = self.down_since
+                timeout = self.outage_timeout
+                now = time.monotonic()
+                if down is not None and timeout > 0 and now - max(down, started) >= timeout:
+                    raise StoreUnavailableError(
+                        f"paging {self._name}: the database has not answered for "
+                        f"{timeout:g} s; these page records are not confirmed",
+                        hint="they stay queued and are written once the database answers",
+                        in_doubt=True,
+                    )
                 self._make_urgent_locked()
-                self._durable_cond.wait()
+                self._durable_cond.wait(_WAIT_SLICE)
 
     def close(self) -> StoreError | None:
         """Write and sync everything pending, then stop the thread. Idempotent. Returns the
@@ -236,6 +279,12 @@ class Flusher:
                 except BaseException as exc:  # never leave waiters blocked
                     error = StoreUnavailableError(f"paging {self._name}: write failed: {exc!r}")
                     error.__cause__ = exc
+                if (
+                    isinstance(error, StoreUnavailableError)
+                    and self._retry is not None
+                    and self.is_outage(error)
+                ):
+                    error = self._ride_out(batch, error)
             with self.lock:
                 if error is None:
                     self._durable = max(self._durable, upto)
@@ -252,3 +301,52 @@ class Flusher:
         with self.lock:
             self._durable_cond.notify_all()
             self._room.notify_all()
+
+    def _ride_out(self, batch: WriteBatch, error: StoreUnavailableError) -> StoreError | None:
+        """The flusher thread, ``io_lock`` held, after ``batch`` failed in an outage: retry
+        until it is settled and written (None), or return the error that stops the manager
+        (module docstring)."""
+        began = time.monotonic()
+        with self.lock:
+            self.down_since = began
+        _log.warning(
+            "paging %s: the database went away (%s); new appends are refused until it answers",
+            self._name,
+            error,
+        )
+        delay = _RETRY_FIRST
+        while True:
+            try:
+                assert self._retry is not None
+                self._retry(batch)
+            except StoreUnavailableError as exc:
+                if not self.is_outage(exc):  # a statement refused (a table gone): no outage
+                    return exc
+                error = exc
+            except StoreError as exc:
+                return exc
+            except BaseException as exc:
+                failed = StoreUnavailableError(f"paging {self._name}: write failed: {exc!r}")
+                failed.__cause__ = exc
+                return failed
+            else:
+                with self.lock:
+                    self.down_since = None
+                    self.outages += 1
+                _log.info(
+                    "paging %s: the database answers again after %.1f s; paging carries on",
+                    self._name,
+                    time.monotonic() - began,
+                )
+                return None
+            with self.lock:
+                away = time.monotonic() - began
+                timeout = self.outage_timeout
+                if self._closing and (timeout <= 0 or away >= timeout):
+                    return StoreUnavailableError(
+                        f"paging {self._name}: closed while the database was away ({away:.1f} "
+                        f"s: {error}); the page records queued are not confirmed",
+                        in_doubt=True,
+                    )
+                self._work.wait(delay)
+            delay = min(delay * 2, _RETRY_MAX)

@@ -22,8 +22,8 @@ from tests.support.backends import unique_prefix
 from tests.support.db_backends import db_backend
 
 
-class _LostAnswer(Exception):
-    """What the driver raises when the connection drops during a commit."""
+class OperationalError(Exception):  # the DB-API's name: what a driver raises
+    """What a DB-API driver raises when the connection drops during a commit."""
 
 
 class _FaultySQL:
@@ -50,7 +50,7 @@ class _FaultySQL:
             self._sql.commit(conn)
         else:
             self._sql.rollback(conn)
-        raise _LostAnswer("server closed the connection unexpectedly")
+        raise OperationalError("server closed the connection unexpectedly")
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])

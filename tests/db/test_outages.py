@@ -29,6 +29,7 @@ from tests.support.pg_cluster import PgCluster, private_cluster
 PRODUCERS = 3
 #: Long enough that none of these outages (well under a second) makes an answer in doubt.
 NETWORK_TIMEOUT_MS = 10_000
+PAGED = {"max_size_bytes": 4096, "address_full_policy": "PAGE", "page_size_bytes": 8192}
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +121,15 @@ def _outage(cluster: PgCluster, how: str) -> None:
             )
 
 
+@pytest.mark.parametrize("paged", [False, True], ids=["in-memory", "paged"])
 @pytest.mark.parametrize("how", ["restart", "crash", "terminate"])
 def test_the_store_carries_on_through_an_outage_and_answers_each_send_once(
-    cluster: PgCluster, config: StoreConfig, how: str
+    cluster: PgCluster, config: StoreConfig, how: str, paged: bool
 ) -> None:
+    """``paged``: the address pages past 4 KiB, so most sends and receives go through the
+    page store (its flusher rides the outage out as the journals do)."""
+    if paged:
+        config = config.replace(address_settings={"orders": PAGED})
     store = open_store(config)
     sm = StorageManager(store)
     traffic = Traffic()
@@ -156,7 +162,10 @@ def test_the_store_carries_on_through_an_outage_and_answers_each_send_once(
         assert resumed, "no send succeeded after the database came back"
         assert resumed[0] - back < 2.0, f"the first send after it took {resumed[0] - back:.2f} s"
         journal = store.messages._started()  # type: ignore[attr-defined]
-        assert journal.health.outages >= 1, "the outage was never noticed"
+        outages = journal.health.outages + store.paging.flusher.outages  # type: ignore[attr-defined]
+        assert outages >= 1, "the outage was never noticed"
+        if paged:
+            assert store.paging.addresses() == ["orders"], "nothing was paged"
         sm.close()
         store.close()  # the same store carried on: nothing to report at close
     finally:
