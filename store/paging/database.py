@@ -164,6 +164,9 @@ class DatabasePageBackend(PageBackend):
         self.directory = schema.page_store
         self._suffixes: set[int] = set()
         self._largest = 0
+        # The batch whose transaction write() began last, with each page store's page
+        # lengths before it; None once it committed (the flusher thread only).
+        self._attempt: tuple[WriteBatch, list[dict[int, int]]] | None = None
 
     def describe(self) -> str:
         return f"{self.where} table {self.directory.name}"
@@ -555,15 +558,20 @@ class DatabasePageBackend(PageBackend):
         names = ", ".join(_table(loc).table.name for loc, _ in batch)
         with self._errors("appending page records", names):
             updated: list[tuple[_Table, dict[int, int]]] = []
+            befores: list[dict[int, int]] = []
             for locator, chunks in batch:
                 found = _table(locator)
                 lengths = dict(
                     found.lengths if found.lengths is not None else self._page_lengths(found)
                 )
+                befores.append(dict(lengths))
                 for c in chunks:
                     lengths[c.page] = lengths.get(c.page, 0) + len(c.data)
                 updated.append((found, lengths))
             ids: list[int | None] = []
+            # What rewrite() compares with, should the transaction's answer be lost (a read
+            # of the pages meanwhile updates ``found.lengths`` with what the database holds).
+            self._attempt = (batch, befores)
             with self._write() as conn:
                 for (_, chunks), (found, lengths) in zip(batch, updated, strict=True):
                     t = found.table
@@ -579,6 +587,7 @@ class DatabasePageBackend(PageBackend):
                         ],
                     )
                     ids.append(self._note(conn, found, lengths))
+            self._attempt = None
             for (found, lengths), manifest_id in zip(updated, ids, strict=True):
                 self._noted(found, lengths, manifest_id)
 
@@ -588,14 +597,14 @@ class DatabasePageBackend(PageBackend):
         before it or those after it) and write it if it was not. Raises
         StoreUnavailableError while the database is away, CorruptionError when the lengths
         are neither."""
+        attempt = self._attempt
+        if attempt is None or attempt[0] is not batch:  # it stopped before its transaction
+            self.write(batch)
+            return
         applied: bool | None = None
-        for locator, chunks in batch:
+        for (locator, chunks), before in zip(batch, attempt[1], strict=True):
             found = _table(locator)
-            before = None if found.lengths is None else dict(found.lengths)
             actual = self._page_lengths(found)  # read back (and kept in ``found``)
-            if before is None:  # the failed write stopped before its transaction
-                applied = False
-                continue
             after = dict(before)
             for c in chunks:
                 after[c.page] = after.get(c.page, 0) + len(c.data)
@@ -620,6 +629,7 @@ class DatabasePageBackend(PageBackend):
                     ).first()
                 lengths = dict(found.lengths or {})
                 self._noted(found, lengths, None if row is None else int(row[0]))
+            self._attempt = None
             return
         self.write(batch)
 
