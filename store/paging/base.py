@@ -86,9 +86,6 @@ class PageBackend(abc.ABC):
     #: Whether the page being written can end in a torn tail (files: yes; a database
     #: commits atomically: no, any damage there is corruption).
     torn_tails: bool = True
-    #: An outage failing ``write`` is ridden out by :meth:`rewrite` (``store.paging.flusher``).
-    rides_out: bool = False
-    network_timeout: float = 0.0
 
     @abc.abstractmethod
     def describe(self) -> str:
@@ -178,10 +175,6 @@ class PageBackend(abc.ABC):
     def write(self, batch: WriteBatch) -> None:
         """Append and sync every chunk of ``batch`` (per locator, in order). Raises
         StoreIOError / StoreUnavailableError."""
-
-    def rewrite(self, batch: WriteBatch) -> None:
-        """After ``write(batch)`` failed in an outage: settle it, write it if not applied."""
-        raise NotImplementedError(f"{type(self).__name__} does not ride outages out")
 
     @abc.abstractmethod
     def overwrite(self, locator: Hashable, page: int, offset: int, data: bytes) -> None:
@@ -407,11 +400,9 @@ class GroupCommitPagingManager(PagingManager):
         self._stores: dict[str, _Store] = {}
         self._open_lock = threading.Lock()
         self._closed = False
-        retry = backend.rewrite if backend.rides_out else None
         self.flusher = Flusher(
-            name=backend.describe(), timeout_ns=sync_timeout_ns, write=backend.write, retry=retry
+            name=backend.describe(), timeout_ns=sync_timeout_ns, write=backend.write
         )
-        self.flusher.outage_timeout = backend.network_timeout
 
     def _survey(self) -> dict[str, Hashable]:
         """:meth:`PageBackend.discover` without removing anything (``read_only``)."""

@@ -764,14 +764,15 @@ class DatabasePagingManager(GroupCommitPagingManager):
         backend = DatabasePageBackend(
             engine, schema, max_page_size=max_page_size, where=where, fence=fence
         )
-        backend.network_timeout = network_timeout
-        # Only a server has outages to ride out (SQLite's errors are its file's; Derby's are
-        # embedded); an outage is what the connection says it is (a missing table is not).
-        backend.rides_out = engine.dialect.name in ("postgresql", "mysql", "mariadb")
         super().__init__(
             backend,
             page_size_of=page_size_of,
             sync_timeout_ns=sync_timeout_ns,
             read_only=read_only,
         )
-        self.flusher.is_outage = is_outage
+        # Only a server has outages to ride out (SQLite's errors are its file's; Derby's are
+        # embedded); an outage is what the connection says it is (a missing table is not).
+        if engine.dialect.name in ("postgresql", "mysql", "mariadb"):
+            self.flusher.retry = backend.rewrite
+            self.flusher.outage_timeout = network_timeout
+            self.flusher.is_outage = is_outage

@@ -86,7 +86,6 @@ class Flusher:
         timeout_ns: int,
         write: Callable[[WriteBatch], None],
         max_pending_bytes: int = 16 * 1024 * 1024,
-        retry: Callable[[WriteBatch], None] | None = None,
     ) -> None:
         self.lock = threading.Lock()
         self.io_lock = threading.Lock()
@@ -104,7 +103,9 @@ class Flusher:
         self._appended = 0  # sequence number of the last queued record
         self._durable = 0  # every record up to this sequence number is durable
         self._closing = False
-        self._retry = retry
+        #: rides an outage out (module docstring): settles a failed batch and writes it if
+        #: it was not applied; None (the default): a failed write stops the manager.
+        self.retry: Callable[[WriteBatch], None] | None = None
         #: the longest (seconds) a caller waits in an outage before its answer is in doubt
         #: (``jdbc-network-timeout``; 0: no limit).
         self.outage_timeout = 0.0
@@ -281,7 +282,7 @@ class Flusher:
                     error.__cause__ = exc
                 if (
                     isinstance(error, StoreUnavailableError)
-                    and self._retry is not None
+                    and self.retry is not None
                     and self.is_outage(error)
                 ):
                     error = self._ride_out(batch, error)
@@ -317,8 +318,8 @@ class Flusher:
         delay = _RETRY_FIRST
         while True:
             try:
-                assert self._retry is not None
-                self._retry(batch)
+                assert self.retry is not None
+                self.retry(batch)
             except StoreUnavailableError as exc:
                 if not self.is_outage(exc):  # a statement refused (a table gone): no outage
                     return exc
