@@ -44,8 +44,9 @@ from tests.support.model import JournalModel, assert_load_equal
 from tests.support.profile import rounds
 
 CHILD = str(Path(child.__file__).resolve())
-#: Kill -9 rounds per journal type (more under STORE_TEST_PROFILE=soak).
-ROUNDS = rounds(20)
+#: Kill -9 rounds per journal type: 10 in CI (20 until issue 39: no CI failure of this test was
+#: ever past its first rounds), 100 under STORE_TEST_PROFILE=soak.
+ROUNDS = rounds(10)
 
 
 def _config(directory: Path, journal_type: str) -> StoreConfig:

@@ -75,14 +75,14 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]:
 def test_kill_9_of_the_live_node_fails_over_within_the_lease_and_loses_nothing(
     pair: Pair,
 ) -> None:
-    """10 rounds: the live node is killed with SIGKILL while writing; the waiting backup goes
-    live within expiration + one renew period (+ scheduling slack) and every id the killed
-    node acknowledged is in the store at the end."""
+    """5 rounds in CI (10 until issue 39; 50 in a soak): the live node is killed with SIGKILL
+    while writing; the waiting backup goes live within expiration + one renew period (+
+    scheduling slack) and every id the killed node acknowledged is in the store at the end."""
     live = pair.start("primary")
     live.wait_live(30)
     acknowledged: set[int] = set()
     takeovers: list[float] = []
-    for _ in range(rounds(10)):
+    for _ in range(rounds(5)):
         backup = pair.start("backup")
         time.sleep(0.8)  # the backup is up and waiting
         live.wait_acks(20, 30)
@@ -105,13 +105,14 @@ def test_kill_9_of_the_live_node_fails_over_within_the_lease_and_loses_nothing(
 
 
 def test_split_brain_a_stopped_primary_is_fenced_off_when_it_wakes(pair: Pair) -> None:
-    """5 rounds: SIGSTOP the live node past its expiry; the backup takes over and writes;
-    SIGCONT: the old node's next write fails with LockLostError (exit 3, said on stderr), it
-    acknowledges nothing more, and the store holds none of its writes after the takeover."""
+    """3 rounds in CI (5 until issue 39; 30 in a soak): SIGSTOP the live node past its
+    expiry; the backup takes over and writes; SIGCONT: the old node's next write fails with
+    LockLostError (exit 3, said on stderr), it acknowledges nothing more, and the store holds
+    none of its writes after the takeover."""
     live = pair.start("primary")
     live.wait_live(30)
     frozen_nodes: list[tuple[Node, int]] = []
-    for _ in range(rounds(5)):
+    for _ in range(rounds(3)):
         backup = pair.start("backup")
         time.sleep(0.8)
         live.wait_acks(10, 30)

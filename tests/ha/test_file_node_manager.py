@@ -236,8 +236,9 @@ def _file_store_toml(file_config: StoreConfig, tmp_path: Path) -> Path:
 def test_kill_9_of_the_live_file_store_node_fails_over_and_loses_nothing(
     file_config: StoreConfig, tmp_path: Path
 ) -> None:
-    """HA-15: ``store ha run`` on a file store: kill -9 of the live node, 10 rounds as on the
-    database (each new live node is the next victim); the backup goes live within its poll
+    """HA-15: ``store ha run`` on a file store: kill -9 of the live node, 5 rounds in CI (10
+    until issue 39; 50 in a soak) as on the database (each new live node is the next
+    victim); the backup goes live within its poll
     (the kernel drops the dead node's lock, and a waiting node tries every 0.5 s) and every
     acknowledged id is in the journal."""
     path = _file_store_toml(file_config, tmp_path)
@@ -247,7 +248,7 @@ def test_kill_9_of_the_live_file_store_node_fails_over_and_loses_nothing(
         live.wait_live(30)
         acknowledged: set[int] = set()
         takeovers: list[float] = []
-        for _ in range(rounds(10)):
+        for _ in range(rounds(5)):
             backup = Node(path, "backup")
             nodes.append(backup)
             time.sleep(0.8)

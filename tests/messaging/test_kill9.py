@@ -99,10 +99,11 @@ def _rounds(config: StoreConfig, rounds: int, *, seed: int, longest: float) -> N
     assert ledger.sends > rounds * 5 and ledger.acks > rounds * 5, (ledger.sends, ledger.acks)
 
 
-def test_twenty_kill9_rounds_on_the_file_store_lose_nothing_acknowledged(tmp_path: Path):
+def test_kill9_rounds_on_the_file_store_lose_nothing_acknowledged(tmp_path: Path):
+    """10 rounds in CI (20 until issue 39), 100 in a soak (tests.support.profile)."""
     seed = random.SystemRandom().randrange(1 << 20)
     config = StoreConfig.from_mapping(file_config_mapping(tmp_path, "NIO"))
-    _rounds(config, profile.rounds(20), seed=seed, longest=1.0)
+    _rounds(config, profile.rounds(10), seed=seed, longest=1.0)
 
 
 @pytest.mark.parametrize(("name", "rounds"), [("postgresql", 5), ("mariadb", 3), ("sqlite", 3)])
