@@ -10,13 +10,25 @@ records. A page is kept while it holds records of an undecided transaction; the
 PAGE_TRANSACTION record (35) is deleted with the last page holding its records
 (:mod:`store.messaging.pager_sends`).
 
+A page's completion and deletion are the pager's own tidying after an operation that is
+applied already: the ack's cursor-ack record, a rollback, the send that rolled to a new page,
+a queue deleted. A database outage or a failing page store may refuse them; the operation
+then still returns as applied (it is: its record is queued, and raising would tell its caller
+nothing was written, so a consumer told its ack failed would expect the message again), and
+the page is logged and tidied at the next chance (the next such operation, else the next load,
+which completes and deletes whatever is left: a crash between the steps leaves the same).
+Each step is written to be run again: nothing in memory says a page is gone before its store
+deleted it.
+
 Thread-safety: none of its own; the storage manager's lock guards every call.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
+from store.errors import StoreError
 from store.messaging.page_records import (
     ACKNOWLEDGE_CURSOR,
     PAGE_CURSOR_COMPLETE,
@@ -30,6 +42,10 @@ from store.paging.api import PagePosition
 __all__ = ["PagerDeletion"]
 
 log = logging.getLogger("store.messaging.paging")  # the logger this code always logged to
+
+#: Pages left untidy are tried again at most this often (seconds): a page that fails each
+#: time (damaged) must not cost a page read per ack.
+_TIDY_AGAIN = 1.0
 
 
 class PagerDeletion(PagerCursors):
@@ -64,7 +80,43 @@ class PagerDeletion(PagerCursors):
             cursor.held.discard(position)
             cursor.in_memory.discard(position)
         state.live -= 1
-        self._check_page(state, page_no)
+        self.tidy(state, page_no)
+
+    def tidy(self, state: AddressPaging, page_no: int) -> None:
+        """:meth:`_check_page` after an operation that is applied already (module docstring):
+        a StoreError is logged and the page tried again later, never raised. Pages left from
+        earlier failures are tried first. Raises nothing of the store's."""
+        if self._untidy and time.monotonic() >= self._tidy_at:
+            self._tidy_left()
+        try:
+            self._check_page(state, page_no)
+        except StoreError as exc:
+            if (state.address, page_no) not in self._untidy:
+                log.warning(
+                    "page %d of %r: completing or deleting it failed (tried again later; "
+                    "nothing acknowledged is affected): %s",
+                    page_no,
+                    state.address,
+                    exc,
+                )
+            if not self._untidy:
+                self._tidy_at = time.monotonic() + _TIDY_AGAIN
+            self._untidy.add((state.address, page_no))
+
+    def _tidy_left(self) -> None:
+        """Try the pages an earlier :meth:`tidy` could not finish; stop at the first that
+        fails again (the store is still refusing)."""
+        self._tidy_at = time.monotonic() + _TIDY_AGAIN
+        for address, page_no in sorted(self._untidy):
+            state = self._addresses.get(address)
+            if state is None or page_no not in state.pages:
+                self._untidy.discard((address, page_no))
+                continue
+            try:
+                self._check_page(state, page_no)
+            except StoreError:
+                return
+            self._untidy.discard((address, page_no))
 
     def _check_page(self, state: AddressPaging, page_no: int) -> None:
         page = state.pages[page_no]
@@ -83,9 +135,12 @@ class PagerDeletion(PagerCursors):
     def _complete(self, page: PageState, page_no: int, qid: int, routed: int) -> None:
         tx, rid = self._next_id(), self._next_id()
         body = PageComplete(qid, page_no, routed).encode()
+        # (a refused append leaves an uncommitted transaction, dropped at load; run again, this
+        # writes a new one: the ack records are forgotten only once it is queued whole)
         self._journal.append_add_tx(tx, rid, PAGE_CURSOR_COMPLETE, body)
-        self._journal.append_deletes_tx(tx, page.ack_records.pop(qid, []))
+        self._journal.append_deletes_tx(tx, page.ack_records.get(qid, []))
         self._journal.append_commit(tx, sync=False)
+        page.ack_records.pop(qid, None)
         page.complete[qid] = rid
 
     def _delete_page(self, state: AddressPaging, page_no: int) -> None:
@@ -93,15 +148,16 @@ class PagerDeletion(PagerCursors):
         if page.summary is not None:  # never read since the load took it from the summary
             self.check_summary(state, page_no, self._store(state.address).read_page(page_no))
         if page.runs is not None:  # known whole (``_note_run``): its large ids too
-            self._doomed.extend(page.large)
+            large = list(page.large)
         else:
             records = self._records(state, page_no)
-            self._doomed.extend(
+            large = [
                 records[i].message_id for i in range(len(records)) if records[i].record_type == 30
-            )
+            ]
+        self._store(state.address).delete_page(page_no)  # (raises: the page stays, as it was)
         del state.pages[page_no]
         state.cache.pop(page_no, None)
-        self._store(state.address).delete_page(page_no)
+        self._doomed.extend(large)
         # After the page: a crash in between leaves records of a missing page, swept at load.
         for rid in [*page.complete.values(), *(r for rs in page.ack_records.values() for r in rs)]:
             self._journal.append_delete(rid)
@@ -129,4 +185,4 @@ class PagerDeletion(PagerCursors):
             page.routed.pop(qid, None)
         state.cursors.pop(qid, None)
         for page_no in sorted(state.pages):
-            self._check_page(state, page_no)
+            self.tidy(state, page_no)

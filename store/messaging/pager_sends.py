@@ -93,7 +93,7 @@ class PagerSends(PagerDeletion):
         if page_no != state.last_page:
             closed, state.last_page = state.last_page, page_no
             if closed in state.pages:
-                self._check_page(state, closed)
+                self.tidy(state, closed)
         cached = state.cache.get(page_no)
         if cached is not None and cached.size == index:
             cached.append(paged)
@@ -135,4 +135,4 @@ class PagerSends(PagerDeletion):
             page = state.pages.get(position.page)
             if page is not None:
                 page.pending -= 1
-                self._check_page(state, position.page)
+                self.tidy(state, position.page)

@@ -114,6 +114,10 @@ class PagerBase:
         self._global_max_size = config.global_max_size
         self._global_max_messages = config.global_max_messages
         self._doomed: list[int] = []  # large bodies of deleted pages, for the manager to delete
+        #: Pages whose completion or deletion failed after the ack, rollback or send that made
+        #: them due had been applied (:meth:`PagerDeletion.tidy`): (address, page), tried again.
+        self._untidy: set[tuple[str, int]] = set()
+        self._tidy_at = 0.0  # (monotonic) not before then
         #: Committed page transactions: transaction id -> its PAGE_TRANSACTION record id.
         self._visible_txs: dict[int, int] = {}
         #: Paged sends of prepared transactions found at load, by transaction id.
