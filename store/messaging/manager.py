@@ -516,12 +516,15 @@ class StorageManager:
         with self._lock:
             st.check_ready()
             q = st.queue(queue)
-            q.acknowledge(message_id)
+            q.delivered(message_id)
             stored = st.messages[message_id]
             durable = stored.message.durable
+            # The ack's record first: refused (the database away), it raises having changed
+            # nothing, and the message stays delivered here (a later ack or cancel works).
             if stored.position is not None:
                 self._pager.ack(q.info.address, q.info.id, stored.position)
             st.drop_ref(message_id, q.info.id, write_ack=True)
+            q.acknowledge(message_id)
         st.flush_messages(sync and durable and st.sync_non_tx)
         st.reap()
 

@@ -183,6 +183,11 @@ class MessageQueue:
         self._to_head(entry, now)
         return entry
 
+    def delivered(self, message_id: int) -> QueueEntry:
+        """The entry of a delivered message, left as it is. Raises UnknownMessageError when it
+        is not delivered on this queue."""
+        return self._entry(message_id, DELIVERED, "acknowledge")
+
     def acknowledge(self, message_id: int) -> QueueEntry:
         """Remove a delivered message; returns its entry. Raises UnknownMessageError when it is
         not delivered on this queue."""

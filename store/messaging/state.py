@@ -412,13 +412,19 @@ class ManagerState:
         stored = self.messages.get(mid)
         if stored is None:
             return
-        held = stored.remove_ref(qid)
         if stored.position is not None:  # paged: no journal record; the cursor tracks it
-            if not held:
+            if not stored.remove_ref(qid):
                 del self.messages[mid]
             return
         message = stored.message
         durable = message.durable
+        # The journal first: an append refused raises with nothing changed here.
+        held = stored.held_without(qid)
+        if held and durable and write_ack:
+            self.journal.append_update(mid, r.ACKNOWLEDGE_REF, r.queue_id_body(qid))
+        elif not held and durable:
+            self.journal.append_delete(mid)
+        stored.remove_ref(qid)
         if not held:
             # The message's last ref: its DELETE (which drops every record of the message)
             # is the ack, written without an ACKNOWLEDGE_REF before it. An ack that waits
@@ -428,12 +434,8 @@ class ManagerState:
             self.pager.hold_memory(message.address, stored.size, -1)
             if self.blocked:
                 self.space.notify_all()
-            if durable:
-                self.journal.append_delete(mid)
             if stored.large_size is not None:
                 self.doomed.append(mid)  # deleted by reap once the delete is durable
-        elif durable and write_ack:
-            self.journal.append_update(mid, r.ACKNOWLEDGE_REF, r.queue_id_body(qid))
 
     def flush_messages(self, wait: bool) -> None:
         """Without the lock: when ``wait``, return once the message journal is durable.

@@ -121,6 +121,14 @@ class StoredMessage:
         else:
             self.refs[qid] = entry
 
+    def held_without(self, qid: int) -> bool:
+        """Whether a queue other than ``qid`` holds the message. Raises nothing."""
+        if self._ref_queue is not None:
+            return self._ref_queue != qid
+        refs = self._refs
+        assert isinstance(refs, dict)
+        return any(other != qid for other in refs)
+
     def remove_ref(self, qid: int) -> bool:
         """Queue ``qid`` no longer holds the message (nothing happens if it did not); returns
         whether any queue still does. Raises nothing."""

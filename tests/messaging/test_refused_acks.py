@@ -1,5 +1,10 @@
-"""A page's completion and deletion after an ack are the pager's tidying, never the ack's
-failure (:mod:`store.messaging.pager_deletion`), all back-ends.
+"""Acks the store refuses (a database outage), all back-ends: an ack refused raises having
+changed nothing, and a page's completion and deletion after an ack are the pager's tidying,
+never the ack's failure (:mod:`store.messaging.pager_deletion`).
+
+An ack writes its record before it changes anything in memory: refused, it raises
+StoreUnavailableError and the message is still delivered to its consumer, who can ack it (or
+cancel it) again once the store answers.
 
 The ack of a page's last message queues its cursor-ack record, then completes and deletes the
 page. When that tidying is refused (a database outage refuses the completion's journal
@@ -149,3 +154,24 @@ def test_a_page_left_untidy_is_deleted_at_the_next_ack_once_the_store_works(
     h.sm = None
     again = h.open()
     assert bodies(drain(again, "orders")) == PAYLOADS[2 + held :]
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["in-memory", "paged"])
+def test_a_refused_ack_raises_and_leaves_the_message_delivered(h: Harness, paged: bool) -> None:
+    sm, journal, _store = _open(h)
+    got = sm.receive("orders", 2)  # the first is in memory, the second paged
+    d = got[1] if paged else got[0]
+    mid = d.message.message_id
+    assert mid is not None
+    journal.refuse = ("append_add", "append_update", "append_delete")  # every ack's record
+    with pytest.raises(StoreUnavailableError):
+        sm.ack("orders", mid)
+    assert journal.refused == 1
+    journal.refuse = ()  # the database answers again
+    sm.ack("orders", mid)  # still delivered: the second ack is the one that counts
+    other = got[0] if paged else got[1]
+    sm.cancel("orders", other.message.message_id)  # type: ignore[arg-type]
+    h.factory.close()
+    h.sm = None
+    again = h.open()
+    assert bodies(drain(again, "orders")) == [p for p in PAYLOADS if p != d.message.body]
