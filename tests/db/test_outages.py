@@ -20,7 +20,7 @@ import pytest
 
 from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
-from store.errors import StoreError, StoreUnavailableError
+from store.errors import DuplicateIdError, StoreError, StoreUnavailableError
 from store.messaging import Message, StorageManager
 from tests.support.backends import unique_prefix
 from tests.support.db_backends import store_mapping
@@ -232,5 +232,51 @@ def test_an_outage_longer_than_the_network_timeout_leaves_the_answer_in_doubt_th
             again.bindings.load()
             ids = sorted(r.id for r in again.messages.load().records)
         assert ids == [1, 2, 4], ids
+    finally:
+        drop_schema(config)
+
+
+def test_a_send_in_doubt_retried_with_its_duplicate_id_is_stored_once(cluster: PgCluster) -> None:
+    """A send whose answer is in doubt (the database away past ``jdbc-network-timeout``) is
+    applied once the database is back; the broker's retry with the same ``dup_id`` is then
+    refused as a duplicate (DuplicateIdError), never stored a second time."""
+    config = StoreConfig.from_mapping(
+        store_mapping(
+            cluster.url, unique_prefix(), user="postgres", **{"jdbc-network-timeout": 1000}
+        )
+    )
+    try:
+        with open_store(config) as store:
+            sm = StorageManager(store)
+            sm.load()
+            sm.create_address("orders")
+            sm.create_queue("orders", address="orders")
+            sm.send(Message("orders", b"before"), dup_id="a")
+            cluster.stop("fast")
+            try:
+                with pytest.raises(StoreUnavailableError) as doubt:
+                    sm.send(Message("orders", b"in doubt"), dup_id="b")
+                assert doubt.value.in_doubt, doubt.value
+            finally:
+                cluster.start()
+            deadline = time.monotonic() + 10
+            while True:  # the broker retries until the store answers
+                try:
+                    sm.send(Message("orders", b"in doubt"), dup_id="b")
+                except StoreUnavailableError as exc:
+                    assert not exc.in_doubt, exc
+                    assert time.monotonic() < deadline, "the store never answered again"
+                    time.sleep(0.05)
+                    continue
+                except DuplicateIdError:
+                    break
+                raise AssertionError("the retry of a send in doubt was stored again")
+            sm.close()
+        with open_store(config) as again:
+            reopened = StorageManager(again)
+            reopened.load()
+            bodies = [bytes(m.body) for m, _ in reopened.browse()]  # type: ignore[arg-type]
+            reopened.close()
+        assert bodies == [b"before", b"in doubt"], bodies
     finally:
         drop_schema(config)
