@@ -49,8 +49,9 @@ from store.db.jdbc_dialect import register_dialects
 from store.db.journal import DatabaseJournal, JournalOptions
 from store.db.lease import PRIMARY_ROW, LeaseTable
 from store.db.lock import StoreLock, acquire_store_lock
-from store.db.migrate import ensure_schema
+from store.db.migrate import ensure_schema, head_revision
 from store.db.schema import StoreSchema, TableNames
+from store.db.settle import revision_check
 from store.db.sqlstates import booted_elsewhere
 from store.db.urls import DatabaseTarget
 from store.db.writer import BacklogLimits, Fence
@@ -247,6 +248,8 @@ def _journals(
     db = config.database_store
     assert db is not None
     out = []
+    # (ensure_schema made it the head, or refused the store)
+    reconnected = revision_check(engine, schema.names.version_table, head_revision())
     conn = engine.raw_connection()
     try:
         for name, table in (("bindings", schema.bindings), ("messages", schema.messages)):
@@ -259,6 +262,7 @@ def _journals(
                 fence=fence,
                 seq_floor=seq_floor,
                 network_timeout=db.jdbc_network_timeout / 1000,
+                reconnected=reconnected,
                 backlog=backlog,
             )
             out.append(DatabaseJournal(name=name, engine=engine, sql=sql, options=options))

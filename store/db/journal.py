@@ -32,11 +32,9 @@ rollback     no row: the transaction's rows are deleted
 event        accepted and dropped (the database store keeps no retention)
 ===========  ===========  ====  ======  ==================  ================
 
-``journal-sync-non-transactional = false`` makes non-transactional appends never wait, and
-``journal-sync-transactional = false`` does the same for prepare / commit / rollback. "Never
-wait" is for the commit: every append still waits for room when the backlog of appended and
-not yet committed operations is full (back-pressure, bounded by ``JournalOptions.backlog``;
-the policy is in :mod:`store.db.writer`), so the sync period holds and memory stays flat.
+``journal-sync-non-transactional = false`` makes non-transactional appends never wait for
+their commit, ``journal-sync-transactional = false`` prepare / commit / rollback; every append
+still waits for room when the backlog is full (back-pressure, :mod:`store.db.writer`).
 
 Thread-safety: every public method may be called from any number of threads (the contract's
 rule); appends serialise on the writer's lock for a few microseconds each.
@@ -120,7 +118,8 @@ class JournalOptions:
     insert of the same key would wait for that predecessor's transaction).
     ``network_timeout``: ``jdbc-network-timeout`` in seconds (default 0: none): the longest
     a caller waits for a commit while the database is away before it gets an in-doubt
-    StoreUnavailableError (the writer rides outages out, :mod:`store.db.writer`).
+    StoreUnavailableError (the writer rides outages out, :mod:`store.db.writer`);
+    ``reconnected``: run first on each connection of an outage (settle.revision_check).
     ``backlog``: bounds of what may be appended and not yet committed (default
     :class:`~store.db.writer.BacklogLimits`: 1,024 to 65,536 operations, adapted so the backlog
     commits in one sync period, and 8 MiB); an append beyond them waits (back-pressure).
@@ -136,6 +135,7 @@ class JournalOptions:
     fence: Fence | None = None
     seq_floor: int = 0
     network_timeout: float = 0.0
+    reconnected: Callable[[Any], None] | None = None
     backlog: BacklogLimits = field(default_factory=BacklogLimits)
 
 
@@ -297,7 +297,9 @@ class DatabaseJournal(Journal):
         """The writer's ``retry`` in an outage: settle ``batch`` on a fresh connection and
         commit it again if it was not applied (:mod:`store.db.settle`). Raises ReconnectError
         while no connection works, what :meth:`_run_batch` raises when it fails again."""
-        self._writer_conn, done = reconnect(self._engine, self._sql, batch, self.table_name)
+        self._writer_conn, done = reconnect(
+            self._engine, self._sql, batch, self.table_name, self._options.reconnected
+        )
         if not done:
             self._run_batch(batch, _nothing)
 

@@ -1,6 +1,13 @@
 """Reconnecting a database journal's writer after an outage and settling the batch that
 failed (:mod:`store.db.writer`, "Outages"; docs/db.md "Outages").
 
+A fresh connection first passes the journal's ``reconnected`` check: the store's schema
+revision, read again (:func:`revision_check`), must be the one the store opened with. A
+database restored from an older backup, or migrated by someone else, while the store was away
+is then SchemaError, and the writer stops for good before it settles or writes anything
+(writing this code's rows into another revision's tables, or into a database that lost what
+the store had committed, would mix two histories).
+
 A batch is one transaction, so looking up its rows by their ``seq`` keys on a fresh
 connection tells whether its commit was applied (its answer lost) or not: any row of the
 range found means all of it is there; none found means it was not, or every row it inserted
@@ -15,23 +22,39 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
 from store.db.dialects import JournalSQL
 from store.db.writer import Batch, Fence, ReconnectError, is_outage
-from store.errors import StoreError, StoreUnavailableError
+from store.errors import SchemaError, StoreError, StoreUnavailableError
 
-__all__ = ["applied", "first_line", "forget_pool", "invalidate", "reconnect", "reporter"]
+__all__ = [
+    "applied",
+    "first_line",
+    "forget_pool",
+    "invalidate",
+    "reconnect",
+    "reporter",
+    "revision_check",
+]
 
 _log = logging.getLogger(__name__)
 
 
-def reconnect(engine: Engine, sql: JournalSQL, batch: Batch, table: str) -> tuple[Any, bool]:
+def reconnect(
+    engine: Engine,
+    sql: JournalSQL,
+    batch: Batch,
+    table: str,
+    check: Callable[[Any], None] | None = None,
+) -> tuple[Any, bool]:
     """A fresh writer connection from ``engine`` (prepared for writing) and whether ``batch``
-    was applied already.
+    was applied already; ``check`` runs first on the DB-API connection.
     Raises ReconnectError (naming ``table``) while no connection works; the pool's idle
-    connections are dropped then."""
+    connections are dropped then. Raises what ``check`` raises (SchemaError), the connection
+    given back."""
     try:
         conn = engine.raw_connection()
     except Exception as exc:
@@ -41,8 +64,13 @@ def reconnect(engine: Engine, sql: JournalSQL, batch: Batch, table: str) -> tupl
             f"{first_line(exc)}"
         ) from exc
     try:
+        if check is not None:
+            check(conn.driver_connection)
         done = batch.first_seq > 0 and applied(conn.driver_connection, sql, batch)
         sql.prepare_writer(conn.driver_connection)
+    except StoreError:
+        invalidate(conn)
+        raise
     except Exception as exc:
         invalidate(conn)
         forget_pool(engine)
@@ -109,3 +137,33 @@ def reporter(fence: Fence | None, table: str) -> Callable[[StoreError], None] | 
         report(f"table {table}: {error}")
 
     return gave_up
+
+
+def revision_check(engine: Engine, version_table: str, expected: str) -> Callable[[Any], None]:
+    """The ``reconnected`` check of a store's journals: on a DB-API connection, the revision
+    in ``version_table`` must be ``expected`` (module docstring). The check raises
+    SchemaError naming both, and what the driver raises when the read fails."""
+    query = str(
+        sa.select(sa.column("version_num"))
+        .select_from(sa.table(version_table))
+        .compile(dialect=engine.dialect)
+    )
+
+    def check(conn: Any) -> None:
+        cursor = conn.cursor()
+        try:
+            cursor.execute(query)
+            found = [str(row[0]) for row in cursor.fetchall()]
+        finally:
+            cursor.close()
+        conn.rollback()
+        if found != [expected]:
+            now = ", ".join(found) or "none (the table is empty)"
+            raise SchemaError(
+                f"after the database came back, {version_table} holds schema revision {now}, "
+                f"not {expected}, the revision this store opened with: the database was "
+                "restored or migrated while the store was away; the store stops writing",
+                hint="check what the database holds, then reopen the store (store db current)",
+            )
+
+    return check

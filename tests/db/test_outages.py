@@ -20,7 +20,7 @@ import pytest
 
 from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
-from store.errors import DuplicateIdError, StoreError, StoreUnavailableError
+from store.errors import DuplicateIdError, SchemaError, StoreError, StoreUnavailableError
 from store.messaging import Message, StorageManager
 from tests.support.backends import unique_prefix
 from tests.support.db_backends import store_mapping
@@ -280,3 +280,60 @@ def test_a_send_in_doubt_retried_with_its_duplicate_id_is_stored_once(cluster: P
         assert bodies == [b"before", b"in doubt"], bodies
     finally:
         drop_schema(config)
+
+
+def test_a_schema_revision_changed_while_the_database_was_away_stops_the_writer(
+    cluster: PgCluster,
+) -> None:
+    """The first thing a journal does on a fresh connection after an outage is to read the
+    store's schema revision again (store.db.settle.revision_check): a database restored or
+    migrated meanwhile is SchemaError for the batch that was waiting, nothing of it is
+    written, and the writer stops for good (later appends are refused)."""
+    prefix = unique_prefix()
+    role = f"r{prefix[1:-1]}"
+    admin = psycopg.connect(
+        f"host=127.0.0.1 port={cluster.port} dbname=postgres user=postgres", autocommit=True
+    )
+    admin.execute(f"CREATE ROLE {role} SUPERUSER LOGIN")
+    config = StoreConfig.from_mapping(
+        store_mapping(cluster.url, prefix, user=role, **{"jdbc-network-timeout": 10_000})
+    )
+    version = f"{prefix}bindings_version"
+    try:
+        store = open_store(config)
+        try:
+            store.bindings.load()
+            journal = store.messages
+            journal.load()
+            journal.append_add(1, 7, b"before", sync=True)
+            head = admin.execute(f"SELECT version_num FROM {version}").fetchone()
+            admin.execute(f"ALTER ROLE {role} NOLOGIN")  # away: no connection works
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                (role,),
+            )
+            journal.append_add(2, 7, b"waits through the outage")  # its batch fails
+            deadline = time.monotonic() + 10
+            while journal._started().health.down_since is None:  # type: ignore[attr-defined]
+                assert time.monotonic() < deadline, "the outage was never noticed"
+                time.sleep(0.02)
+            admin.execute(f"UPDATE {version} SET version_num = 'restored_backup'")
+            admin.execute(f"ALTER ROLE {role} LOGIN")  # back, with another revision
+            with pytest.raises(SchemaError, match="restored_backup"):
+                journal.flush()
+            with pytest.raises(StoreUnavailableError):
+                journal.append_add(3, 7, b"refused", sync=True)
+        finally:
+            try:
+                store.close()
+            except StoreError:
+                pass
+        ids = [row[0] for row in admin.execute(f"SELECT id FROM {prefix}messages ORDER BY id")]
+        assert ids == [1], f"rows written into the changed schema: {ids}"
+        assert head is not None
+        admin.execute(f"UPDATE {version} SET version_num = %s", (head[0],))
+    finally:
+        drop_schema(config)
+        admin.execute(f"REASSIGN OWNED BY {role} TO postgres")
+        admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.close()
