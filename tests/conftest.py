@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -124,6 +125,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (not any(t.get_closest_marker("slow") for t in tests), -len(tests))
 
     items[:] = [item for tests in sorted(by_file.values(), key=key) for item in tests]
+
+
+#: Folders whose files all go to one worker under ``--dist loadfile`` (one scope): the
+#: reporting tests then start one Spark JVM in the whole run, not one per worker (18 s each
+#: on a busy machine, and a second JVM's heap).
+ONE_WORKER = ("tests/reporting/",)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (what ``scripts/test`` runs) with the files of :data:`ONE_WORKER`
+    as one scope; None (xdist's own) for any other mode."""
+    if config.getoption("dist", "no") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndFolders(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return next((folder for folder in ONE_WORKER if path.startswith(folder)), path)
+
+    return FilesAndFolders(config, log)
 
 
 _durations: dict[str, float] = {}
