@@ -33,7 +33,7 @@ running batch; the writer then rides the outage out instead of giving up:
 - a caller waiting for a batch's commit gets the answer once it is settled: durable, with no
   error, when the database is back within ``jdbc-network-timeout`` of its wait; past that it
   gets StoreUnavailableError with ``in_doubt=True`` (its operation stays queued and is applied
-  once the database answers);
+  once the database answers); a ``sync_future`` fails with the same error then;
 - when a commit succeeds again the outage is over: one WARNING was logged when it began, one
   INFO with its length when it ends, and :attr:`Health.outages` counts it.
 
@@ -236,9 +236,14 @@ class Health:
         committing = self.committing_since
         if self.down_since is None and (committing is None or now - committing < timeout):
             return None
+        return self.doubt()
+
+    def doubt(self) -> StoreUnavailableError:
+        """The in-doubt error of an operation the database has not confirmed for ``timeout``
+        (see :meth:`stalled`). Raises nothing."""
         why = self.reason or "a commit has had no answer"
         return StoreUnavailableError(
-            f"journal {self.name}: the database has not answered for {timeout:g} s ({why}); "
+            f"journal {self.name}: the database has not answered for {self.timeout:g} s ({why}); "
             "this operation is not confirmed",
             hint="it stays queued and is applied once the database answers again; a retried "
             "send with the same duplicate id is refused as a duplicate, never stored twice",
@@ -854,6 +859,16 @@ class GroupCommitWriter:
                         hint="a fresh open of the store shows what the database holds",
                         in_doubt=True,
                     )
+                # Futures (sync_future) are answered in doubt after the timeout, as waiters are.
+                late = (
+                    [b.future for b in (batch, self.pending) if b.future and not b.future.done()]
+                    if 0 < health.timeout <= away
+                    else []
+                )
+            for future in late:  # (outside the lock: a future's callbacks run here)
+                if not future.done():
+                    future.set_exception(health.doubt())
+            with self.lock:
                 self._cond.wait(delay)
             delay = min(delay * 2, _RETRY_MAX)
 

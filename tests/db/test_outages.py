@@ -196,9 +196,10 @@ def test_an_outage_longer_than_the_network_timeout_leaves_the_answer_in_doubt_th
     cluster: PgCluster,
 ) -> None:
     """A sync append queued as the database goes away for longer than
-    ``jdbc-network-timeout`` raises in doubt within about that timeout; an append once the
-    outage is known is refused having applied nothing; when the database is back the
-    queued one is applied (settled at reconnect) and the same store writes again."""
+    ``jdbc-network-timeout`` raises in doubt within about that timeout, and a ``sync_future``
+    taken for it fails in doubt as well; an append once the outage is known is refused
+    having applied nothing; when the database is back the queued one is applied (settled at
+    reconnect) and the same store writes again."""
     config = StoreConfig.from_mapping(
         store_mapping(
             cluster.url, unique_prefix(), user="postgres", **{"jdbc-network-timeout": 1000}
@@ -218,6 +219,9 @@ def test_an_outage_longer_than_the_network_timeout_leaves_the_answer_in_doubt_th
                 waited = time.monotonic() - began
                 assert doubt.value.in_doubt, doubt.value
                 assert 0.9 <= waited < 3.0, f"in doubt after {waited:.2f} s"
+                future = journal.sync_future()  # the same batch, still not confirmed
+                failed = future.exception(timeout=3.0)
+                assert isinstance(failed, StoreUnavailableError) and failed.in_doubt, failed
                 with pytest.raises(StoreUnavailableError) as refused:
                     journal.append_add(3, 7, b"refused", sync=True)
                 assert not refused.value.in_doubt, refused.value
