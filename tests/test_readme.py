@@ -192,3 +192,22 @@ def test_a_block_that_neither_runs_nor_says_why_fails_the_test(text: str) -> Non
     [block] = readme_blocks(text)
     with pytest.raises(AssertionError):
         _kind(block)
+
+
+def test_etc_holds_exactly_the_files_the_readme_shows() -> None:
+    """The README's ``<!-- file: etc/... -->`` blocks are the repository's ``etc/`` files,
+    byte for byte, and ``etc/`` holds nothing else: a user running an example from a clone
+    reads the configuration the README shows (issue 44)."""
+    blocks = readme_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    shown = {
+        block.marker[len("file:") :].strip(): block.text
+        for block in blocks
+        if block.marker is not None and block.marker.startswith("file:")
+    }
+    assert shown, "the README shows no configuration file"
+    for name, text in shown.items():
+        path = ROOT / name
+        assert path.is_file(), f"{name} is in the README but not in the repository"
+        assert path.read_bytes() == text.encode("utf-8"), f"{name} differs from the README's"
+    present = {str(p.relative_to(ROOT)) for p in (ROOT / "etc").rglob("*") if p.is_file()}
+    assert present == set(shown), f"etc/ files the README does not show: {present - set(shown)}"
