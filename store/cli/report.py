@@ -16,7 +16,9 @@ Damaged data (what ``store data verify`` calls an error, or a live record that d
 is exit 5 with the error's one line, before a report is written; ``--salvage`` reports what is
 readable instead, and its first summary line (and the page's header) says so. An embedded
 Derby or H2 database that a store or broker has open is exit 3 (the report's JVM cannot open
-it), one that does not exist exit 4 (docs/reporting.md#embedded).
+it), one that does not exist exit 4 (docs/reporting.md#embedded). An ``--out`` folder that
+holds anything already (an earlier report, or files of someone else's) is exit 2, left as it
+is, unless ``--force`` (then the report's own files in it are replaced).
 
 Thread-safety: a command runs once per process; nothing is shared.
 """
@@ -24,9 +26,11 @@ Thread-safety: a command runs once per process; nothing is shared.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from store.config import load_config
+from store.errors import ConfigError
 from store.extras import require
 
 __all__ = ["register", "run_report_command"]
@@ -51,6 +55,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--since", type=int, metavar="MS", help="audit window start, epoch ms")
     parser.add_argument("--until", type=int, metavar="MS", help="audit window end, epoch ms")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder the report goes to")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write into an --out folder that holds files already (an earlier report's are "
+        "replaced); without it such a folder is exit 2, left as it is",
+    )
     parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     parser.add_argument(
         "--partitions", type=int, default=4, help="parallel JDBC reads per table (default: 4)"
@@ -83,6 +93,21 @@ def _source(args: argparse.Namespace) -> Any:
     return ReportSource(journal=args.journal, bindings=args.bindings, history=args.history)
 
 
+def check_out(out: str, *, force: bool) -> None:
+    """Refuse an ``--out`` that is a file, or a folder holding anything, unless ``force``
+    (a file is refused even then). Raises ConfigError naming it; returns None."""
+    if os.path.isdir(out):
+        held = sorted(os.listdir(out))
+        if held and not force:
+            what = "a report" if "index.html" in held else f"{len(held)} entries"
+            raise ConfigError(
+                f"--out {out} holds {what} already; nothing was written",
+                hint="give a new folder, or --force to write the report into this one",
+            )
+    elif os.path.exists(out):
+        raise ConfigError(f"--out {out} is a file, not a folder; nothing was written")
+
+
 def run_report_command(args: argparse.Namespace) -> int:
     """Run the report and print its summary. Returns 0.
 
@@ -97,6 +122,7 @@ def run_report_command(args: argparse.Namespace) -> int:
     from store.reporting.report import AuditWindow, check_source, find_damage, run_report
     from store.reporting.session import build_session, jdbc_driver_for, require_java
 
+    check_out(args.out, force=args.force)
     source = _source(args)
     # Before Spark starts, fail fast: folders that are not there (exit 2), a database that
     # does not answer (exit 4), a JDBC driver jar or Java that is missing (exit 6).

@@ -19,7 +19,7 @@ import pytest
 from tests.reporting.support import check_report, filled_store, python_live
 from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
 from tests.support.cli import run_store_here
-from tests.support.store_state import store_state
+from tests.support.store_state import file_state, store_state
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What a report test's folder holds beside the store: the report, its configuration.
@@ -104,3 +104,37 @@ def test_report_error_is_a_store_error_in_the_drawn_tree() -> None:
     assert issubclass(store.ReportError, store.errors.StoreError)
     assert "ReportError" in store.__all__ and "ReportError" in store.errors.__all__
     assert "── ReportError " in (store.errors.__doc__ or "")
+
+
+@pytest.mark.parametrize("held", ["a report", "other files", "a file"])
+def test_an_out_folder_that_holds_something_is_refused_and_left_as_it_is(
+    tmp_path: Path, held: str
+) -> None:
+    """Exit 2 before Spark starts, naming ``--out`` and ``--force``; not a byte of what was
+    there changes (issue 44: a second report silently replaced the first)."""
+    out = tmp_path / "report"
+    if held == "a file":
+        out.write_bytes(b"mine")
+    else:
+        out.mkdir()
+        (out / ("index.html" if held == "a report" else "notes.txt")).write_bytes(b"mine")
+    before = file_state(tmp_path)
+    done = run_store_here("report", "--journal", str(tmp_path), "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    assert f"--out {out}" in done.stderr and "nothing was written" in done.stderr
+    if held != "a file":
+        assert "--force" in done.stderr
+        assert ("a report" in done.stderr) == (held == "a report")
+    assert file_state(tmp_path) == before
+
+
+def test_force_lets_a_report_go_into_a_folder_that_holds_one(tmp_path: Path) -> None:
+    from store.cli.report import check_out
+
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "index.html").write_bytes(b"an earlier report")
+    check_out(str(out), force=True)  # accepted: the report's own files are replaced
+    check_out(str(tmp_path / "new"), force=False)  # a folder that does not exist yet
+    (tmp_path / "empty").mkdir()
+    check_out(str(tmp_path / "empty"), force=False)  # an empty one
