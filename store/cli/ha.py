@@ -135,10 +135,23 @@ def run_status(args: argparse.Namespace) -> int:
     elif status.expires_at_ms is None:
         held = f"held by {status.holder}"
     else:
-        left = status.expires_at_ms - (status.database_now_ms or 0)
-        held = f"held by {status.holder}, expires at {status.expires_at_ms} ms ({left} ms left)"
+        expiry = _expiry(status.expires_at_ms, status.database_now_ms)
+        held = f"held by {status.holder}, expires {expiry}"
     print(f"live lock: {held}")
     print(f"generation: {status.generation}")
     print(f"node id: {status.node_id}")
     print(f"state: {status.state}")
     return 0
+
+
+def _expiry(expires_at_ms: int, now_ms: int | None) -> str:
+    """``at 2026-12-02T22:14:05.123Z (in 1.2 s)``: the lease's expiry in UTC, and how far off
+    it is by the database's clock (``… ago`` once past; no distance without that clock)."""
+    import datetime
+
+    at = datetime.datetime.fromtimestamp(expires_at_ms / 1000, tz=datetime.UTC)
+    text = f"at {at.isoformat(timespec='milliseconds').replace('+00:00', 'Z')}"
+    if now_ms is None:
+        return text
+    left = (expires_at_ms - now_ms) / 1000
+    return f"{text} ({f'in {left:.1f} s' if left >= 0 else f'{-left:.1f} s ago'})"

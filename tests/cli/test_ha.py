@@ -4,6 +4,7 @@ failovers of `store ha run` are in tests/ha)."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -39,7 +40,11 @@ def test_status_shows_holder_generation_expiry_node_id_and_state(tmp_path, capsy
         assert 0 < status["expires_at_ms"] - status["database_now_ms"] <= 1500
         assert main(["ha", "status", "--config", str(path)]) == 0
         text = capsys.readouterr().out
-        assert f"live lock: held by {nm.lease.holder}, expires at" in text
+        assert f"live lock: held by {nm.lease.holder}, expires at 20" in text
+        # ISO 8601 in UTC and the time left (issue 44: it was epoch milliseconds)
+        assert re.search(
+            r"expires at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(in \d+\.\d s\)", text
+        ), text
         assert "generation: 1\n" in text and "state: ACTIVE\n" in text
     finally:
         nm.close()
