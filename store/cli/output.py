@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-__all__ = ["StdoutConsole", "progress_console"]
+__all__ = ["StdoutConsole", "counted", "progress_console"]
 
 
 class StdoutConsole(Console):
@@ -33,3 +33,8 @@ def progress_console(args: argparse.Namespace) -> Console:
     """The stderr console progress displays draw on: silent with ``--quiet`` (``-q``), so a
     script gets only the command's results and its errors. Raises nothing."""
     return Console(stderr=True, quiet=bool(getattr(args, "quiet", False)))
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 warning``, ``2 warnings``, ``0 bodies`` (``plural`` when not ``noun`` + s)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

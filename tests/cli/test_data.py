@@ -183,7 +183,7 @@ def test_verify_a_torn_tail_exits_1(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, out, _err = _run(capsys, "data", "verify", "--config", str(config))
     assert code == 1
     assert "torn-tail" in out and f"torn at {batch[0].offset}" in out
-    assert "messages: ok: " in out and "1 warnings" in out
+    assert "messages: ok: " in out and "1 warning\n" in out
 
 
 def test_verify_a_checksum_failure_exits_5(

@@ -17,7 +17,7 @@ from rich.table import Table
 from store.cli.data import common
 from store.cli.data.options import FORCE_READ, add_store_options, store_config
 from store.cli.main import EXIT_CORRUPT, EXIT_OK, EXIT_PROBLEM
-from store.cli.output import progress_console
+from store.cli.output import counted, progress_console
 from store.config import StoreConfig
 from store.data import repair_store, verify_store
 from store.data.advice import repair_advice
@@ -193,8 +193,8 @@ def _print_journal(console: Console, part: JournalVerify) -> None:
         console.print(_findings_table(report))
     verdict = "ok" if report.ok else "DAMAGED"
     console.print(
-        f"{name}: {verdict}: {len(report.files)} files, {len(report.errors)} errors, "
-        f"{len(report.warnings)} warnings"
+        f"{name}: {verdict}: {counted(len(report.files), 'file')}, "
+        f"{counted(len(report.errors), 'error')}, {counted(len(report.warnings), 'warning')}"
     )
 
 
@@ -209,8 +209,8 @@ def _print_large_messages(console: Console, part: LargeMessagesVerify) -> None:
         console.print(table)
     verdict = "DAMAGED" if part.error_count else "ok"
     console.print(
-        f"large messages: {verdict}: {part.bodies} bodies, {part.error_count} errors, "
-        f"{part.warning_count} warnings"
+        f"large messages: {verdict}: {counted(part.bodies, 'body', 'bodies')}, "
+        f"{counted(part.error_count, 'error')}, {counted(part.warning_count, 'warning')}"
     )
 
 
@@ -221,7 +221,10 @@ def _print_pages(console: Console, part: PagesVerify) -> None:
             table.add_row(f.severity, f.where, str(f.offset), f.message)
         console.print(table)
     verdict = "ok" if not part.error_count else "DAMAGED"
-    console.print(f"pages: {verdict}: {part.error_count} errors, {part.warning_count} warnings")
+    console.print(
+        f"pages: {verdict}: {counted(part.error_count, 'error')}, "
+        f"{counted(part.warning_count, 'warning')}"
+    )
 
 
 def _print_database(console: Console, part: DatabaseVerify) -> None:
@@ -239,8 +242,8 @@ def _print_database(console: Console, part: DatabaseVerify) -> None:
         console.print(findings)
     verdict = "ok" if report.ok else "DAMAGED"
     console.print(
-        f"database: {verdict}: {len(report.tables)} tables, {len(report.errors)} errors, "
-        f"{len(report.warnings)} warnings"
+        f"database: {verdict}: {counted(len(report.tables), 'table')}, "
+        f"{counted(len(report.errors), 'error')}, {counted(len(report.warnings), 'warning')}"
     )
 
 

@@ -65,7 +65,9 @@ def run_compact(args: argparse.Namespace) -> int:
     finally:
         if done[0]:
             progress.stop()
-    table = Table("journal", "data files", "live bytes", "total bytes", "seconds")
+    # a database journal's "files" are its table's rows
+    unit = "rows" if config.database_store is not None else "data files"
+    table = Table("journal", unit, "live bytes", "total bytes", "seconds")
     for r in results:
         before_files = r.before.extra.get("data_files", r.before.files)
         after_files = r.after.extra.get("data_files", r.after.files)

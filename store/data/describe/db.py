@@ -123,8 +123,13 @@ def _wanted(
     checked = [t for _n, t in wanted] or [schema.bindings]
     missing = [t.name for t in checked if t.name.lower() not in existing]
     if missing:
+        absent = (
+            f"table {missing[0]} does not exist"
+            if len(missing) == 1
+            else f"tables {', '.join(missing)} do not exist"
+        )
         raise ConfigError(
-            f"no store in {where}: table {', '.join(missing)} does not exist",
+            f"no store in {where}: {absent}",
             key="bindings-table-name" if schema.bindings.name in missing else "message-table-name",
             value=missing[0],
             allowed="the table names of an existing store",
