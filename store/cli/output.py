@@ -31,8 +31,10 @@ class StdoutConsole(Console):
 
 def progress_console(args: argparse.Namespace) -> Console:
     """The stderr console progress displays draw on: silent with ``--quiet`` (``-q``), so a
-    script gets only the command's results and its errors. Raises nothing."""
-    return Console(stderr=True, quiet=bool(getattr(args, "quiet", False)))
+    script gets only the command's results and its errors. Lines it prints are never wrapped
+    by rich (``soft_wrap``): a pipe or a log got them cut at 80 columns, mid-word. Raises
+    nothing."""
+    return Console(stderr=True, quiet=bool(getattr(args, "quiet", False)), soft_wrap=True)
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

@@ -281,6 +281,9 @@ def test_export_to_a_file_replaces_it_only_when_complete(stores: Any, tmp_path: 
     done = run("data", "exp", "--config", str(source.path), "--output", str(out))
     assert done.returncode == 0 and done.stdout == b""
     assert b"exported 3 addresses, 3 queues, 9 messages" in done.stderr  # progress and summary
+    # one line, however long, at 100 columns too (issue 44: cut at the width, "in 0.0\ns to")
+    [summary] = [line for line in done.stderr.splitlines() if line.startswith(b"exported")]
+    assert summary.endswith(b" s to " + str(out).encode()), summary
     assert out.read_bytes() == _ok(source.exp())
     quiet = run("data", "exp", "--config", str(source.path), "--output", str(out), "--quiet")
     assert quiet.returncode == 0 and quiet.stderr == b""  # no progress, no summary
