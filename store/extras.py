@@ -15,12 +15,22 @@ Thread-safety: pure functions over a constant table.
 from __future__ import annotations
 
 import importlib
+import os
+import shlex
+import sys
 from types import ModuleType
 from typing import Final
 
 from store.errors import ConfigError
 
-__all__ = ["EXTRA_OF_MODULE", "extra_for", "install_hint", "missing_extra_message", "require"]
+__all__ = [
+    "EXTRA_OF_MODULE",
+    "checkout_root",
+    "extra_for",
+    "install_hint",
+    "missing_extra_message",
+    "require",
+]
 
 #: Top-level module -> the extra of pyproject.toml that installs it.
 EXTRA_OF_MODULE: Final = {
@@ -46,8 +56,26 @@ def extra_for(module: str | None) -> str | None:
 
 
 def install_hint(extra: str) -> str:
-    """The command that installs ``extra``: ``pip install 'store[EXTRA]'``."""
-    return f"pip install 'store[{extra}]'"
+    """The command that installs ``extra`` into the Python running this code, for how this
+    copy was installed: ``/venv/bin/python -m pip install -e '/checkout[EXTRA]'`` from a
+    checkout (the source tree beside a ``pyproject.toml``, editable or on ``PYTHONPATH``),
+    else ``/venv/bin/python -m pip install 'store[EXTRA]'``. A bare ``pip install
+    'store[EXTRA]'`` run outside the virtualenv installed an unrelated PyPI package called
+    ``store``; naming this interpreter's pip installs into the right place."""
+    python = shlex.quote(sys.executable or "python3")
+    root = checkout_root()
+    if root is not None:
+        return f"{python} -m pip install -e {shlex.quote(f'{root}[{extra}]')}"
+    return f"{python} -m pip install 'store[{extra}]'"
+
+
+def checkout_root() -> str | None:
+    """The source checkout this package runs from (the folder holding ``store/`` and a
+    ``pyproject.toml``), None for an installed copy in site-packages."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isfile(os.path.join(root, "pyproject.toml")) and "site-packages" not in root:
+        return root
+    return None
 
 
 def missing_extra_message(module: str, extra: str, needed_for: str | None = None) -> str:

@@ -18,8 +18,8 @@ Exit codes scripts can rely on:
 0     success
 1     the command ran and found a problem (verify found damage, perf lost a record)
 2     bad usage or bad configuration (ConfigError: an option naming a file that is not
-      there included), or a missing extra (the line names the ``pip install 'store[…]'``
-      that brings it)
+      there included), or a missing extra (the line names the pip command of this
+      Python that installs it)
 3     the store is locked by another process or the lock was lost
 4     the store or database is unavailable, or an I/O error
 5     corruption that needs an operator (CorruptionError)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from store.errors import ReportError
+from store.extras import install_hint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -193,7 +194,7 @@ def build_session(
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:
-        raise ReportError("PySpark is not installed: pip install 'store[spark]'") from exc
+        raise ReportError(f"PySpark is not installed: {install_hint('spark')}") from exc
     require_java()
     from store.reporting import jvm
 

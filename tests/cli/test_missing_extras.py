@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from store.extras import EXTRA_OF_MODULE
+from store.extras import EXTRA_OF_MODULE, install_hint
 from tests.ha.nodes import write_toml
 from tests.support.cli import ROOT
 
@@ -93,7 +93,10 @@ def test_a_database_command_without_its_driver_names_the_extra_in_one_line(
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.splitlines()  # one line, no traceback
         assert line.startswith("store: error: the Python module"), line
-        assert line.endswith(f"pip install 'store[{extra}]'"), line
+        assert line.endswith(install_hint(extra)), line
+        # this interpreter's pip, into this checkout (issue 44: a bare pip installed PyPI's
+        # unrelated "store" outside the virtualenv)
+        assert f"{sys.executable} -m pip install -e '{ROOT}[{extra}]'" in line, line
         assert repr(blocked[0]) in line
 
 
@@ -106,7 +109,7 @@ def test_report_without_the_spark_extra_names_it_before_reading_anything(tmp_pat
         )
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.splitlines()
-        assert repr(module) in line and line.endswith("pip install 'store[spark]'"), line
+        assert repr(module) in line and line.endswith(install_hint("spark")), line
     assert not (tmp_path / "r").exists()
 
 
@@ -131,8 +134,7 @@ def test_any_other_missing_module_of_an_extra_is_the_same_one_line(tmp_path: Pat
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
-        "store: error: the Python module 'matplotlib' is not installed: "
-        "pip install 'store[spark]'\n"
+        f"store: error: the Python module 'matplotlib' is not installed: {install_hint('spark')}\n"
     )
 
 
