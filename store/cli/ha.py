@@ -43,7 +43,12 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="ha_command", metavar="SUBCOMMAND", required=True)
 
     run = sub.add_parser(
-        "run", help="go live (primary or backup), then send messages until stopped"
+        "run",
+        help="go live (primary or backup), then send messages until stopped",
+        description="Wait to go live in this node's role, then write durable sends to the "
+        "queue store-ha.smoke (--pause seconds apart) and print the id of each one "
+        "acknowledged, until SIGTERM or Ctrl-C; exit 3 when the live lock is lost or the wait "
+        "times out (docs/ha.md).",
     )
     _config_arg(run)
     run.add_argument(
