@@ -129,8 +129,8 @@ def _check_text(c: RecoveryCheck) -> str:
     verdict = "[green]VERIFIED[/green]" if c.verified else "[red]FAILED[/red]"
     return (
         f"{c.sends:,} acknowledged sends, {c.acks:,} acknowledged acks, {c.recovered:,} "
-        f"messages back ({c.in_doubt:,} acks in flight): lost {c.lost:,}, duplicated "
-        f"{c.duplicated:,}, acks undone {c.undone:,}: {verdict}"
+        f"messages back on the queues checked ({c.in_doubt:,} acks in flight): lost "
+        f"{c.lost:,}, duplicated {c.duplicated:,}, acks undone {c.undone:,}: {verdict}"
     )
 
 
@@ -195,7 +195,8 @@ def print_result(out: Console, r: MessagingPerfResult) -> None:
         summary.add_row(
             "kill -9",
             f"worker {how} after {c.killed_after:.2f} s; recovery (load) {c.recovery_seconds:.2f}"
-            f" s, {c.recovered_messages:,} messages",
+            f" s, {c.recovered_messages:,} messages in the store (every queue: the check"
+            " below counts the queues whose sends and acks it follows)",
         )
         summary.add_row("after kill -9", _check_text(c.check))
     out.print(summary)
