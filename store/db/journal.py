@@ -46,6 +46,7 @@ import concurrent.futures
 import gc
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -77,13 +78,7 @@ from store.journal.api import ADD as _ADD
 from store.journal.api import ADD_TX as _ADD_TX
 from store.journal.api import COMMIT as _COMMIT
 from store.journal.api import DELETE_TX as _DELETE_TX
-from store.journal.api import (
-    MAX_ID,
-    MIN_ID,
-    Journal,
-    JournalStats,
-    LoadResult,
-)
+from store.journal.api import MAX_ID, MIN_ID, Journal, JournalStats, LoadResult
 from store.journal.api import PREPARE as _PREPARE
 from store.journal.api import UPDATE as _UPDATE
 from store.journal.api import UPDATE_TX as _UPDATE_TX
@@ -468,6 +463,11 @@ class DatabaseJournal(Journal):
         if wait:
             batch.wait()
 
+    def group(self, admit: bool = False) -> AbstractContextManager[None]:
+        """This thread's appends inside admitted as one operation: refused for an outage at
+        the first (or, with ``admit``, at entry) or not at all (:meth:`GroupCommitWriter.group`)."""
+        return self._started().group(admit)
+
     # -- durability ---------------------------------------------------------------------------
 
     def flush(self) -> None:
@@ -551,11 +551,8 @@ class DatabaseJournal(Journal):
             counts["batches"] = w.batches
             counts["batched_operations"] = w.operations
             backlog = w.backlog_locked()
-        counts["backlog_peak_records"] = backlog.peak_records
-        counts["backlog_peak_bytes"] = backlog.peak_bytes
-        counts["backlog_limit_records"] = backlog.limit_records
-        counts["backlog_limit_bytes"] = backlog.limit_bytes
-        counts["backlog_waits"] = backlog.waits
+        for key in ("peak_records", "peak_bytes", "limit_records", "limit_bytes", "waits"):
+            counts[f"backlog_{key}"] = getattr(backlog, key)
         rows, total_bytes, record_bytes = table_totals(self._engine, self._sql)
         extra = dict(counts)
         extra["rows_dead"] = max(0, rows - counts["rows_needed"])

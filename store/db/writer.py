@@ -22,7 +22,11 @@ Outages (docs/db.md "Outages"): a database restart, a killed connection or a net
 running batch; the writer then rides the outage out instead of giving up:
 
 - new appends are refused at once with StoreUnavailableError (``in_doubt`` False: the append
-  applied nothing), also those waiting for room; what was queued before stays queued;
+  applied nothing), also those waiting for room; what was queued before stays queued. An
+  operation of several appends (the storage manager's send: the message, its refs, its
+  duplicate id) makes them in one :meth:`GroupCommitWriter.group`: the refusal comes at its
+  entry or not at all, so an outage noticed between two of its appends never leaves its first
+  records queued while it raises "nothing written";
 - the writer reconnects (pauses of 50 ms doubling up to 0.4 s) and *settles* the failed
   batch before anything else: its rows are looked up by their ``seq`` keys on a fresh
   connection; found, the commit had been applied and only its answer was lost; not found, the
@@ -107,11 +111,12 @@ and queues the rows under it, so that the order of rows is the order of ``seq``)
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -555,6 +560,8 @@ class GroupCommitWriter:
         self._peak_bytes = 0
         self._waiting = 0
         self._waits = 0
+        # ``grouped.on``: this thread is inside :meth:`group` (its appends are admitted).
+        self._grouped = threading.local()
         self._thread = threading.Thread(
             target=self._loop, name=f"store-db-writer-{name}", daemon=True
         )
@@ -579,16 +586,20 @@ class GroupCommitWriter:
         """
         while True:
             self.check_open_locked()
-            on_writer = threading.current_thread() is self._thread
-            refused = None if on_writer else self.health.refusal()
+            # The writer's own appends and those of an admitted group are never held.
+            grouped = getattr(self._grouped, "on", None)
+            exempt = grouped is True or threading.current_thread() is self._thread
+            refused = None if exempt else self.health.refusal()
             if refused is not None:
                 raise refused
             batch = self.pending
             if (
                 batch.size == 0
                 or (batch.size < self._batch_records and batch.bytes + nbytes <= self._batch_bytes)
-                or on_writer
+                or exempt
             ):
+                if grouped is False:
+                    self._grouped.on = True  # the group's first: the rest are admitted
                 return
             if not batch.urgent:  # full: the writer takes it as soon as it can
                 batch.urgent = True
@@ -600,6 +611,29 @@ class GroupCommitWriter:
                 self._room.wait(_WAIT_SLICE)  # an outage refuses waiting appenders too
             finally:
                 self._waiting -= 1
+
+    @contextlib.contextmanager
+    def group(self, admit: bool = False) -> Iterator[None]:
+        """Admit the appends this thread makes inside as one operation (module docstring,
+        "Outages"): the first is admitted as any append is (it waits for room, and is refused
+        in an outage with nothing of the group queued); the later ones are neither refused
+        nor held by back-pressure (a group is a few records past the bound): they are queued
+        and committed once the database answers, as the batch in flight is. With ``admit``
+        the entry itself is that first admission (raising as :meth:`admit_locked`), for an
+        operation that writes elsewhere first (a page, another journal). Appends still raise
+        once the writer stopped for good or closed. A group entered inside another joins it."""
+        grouped = self._grouped
+        if getattr(grouped, "on", None) is not None:
+            yield
+            return
+        if admit:
+            with self.lock:
+                self.admit_locked(0)
+        grouped.on = admit  # False: open, nothing admitted yet; True: admitted
+        try:
+            yield
+        finally:
+            grouped.on = None
 
     def queued_locked(self, urgent: bool, nbytes: int = 0) -> Batch:
         """Account for one operation of ``nbytes`` bytes just queued in ``pending``; wake the

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import abc
 import concurrent.futures
+import contextlib
 import enum
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
@@ -198,6 +200,17 @@ class Journal(abc.ABC):
 
         Back-ends without retention (the database store, zero persistence) accept and drop it.
         """
+
+    def group(self, admit: bool = False) -> AbstractContextManager[None]:
+        """A context in which this thread's appends are admitted as one operation (a send's
+        message, refs and duplicate id; a commit and the deletes that follow it): a journal
+        that refuses appends for a while (a database journal during an outage,
+        :mod:`store.db.writer`) refuses the first of them or none, so an operation that
+        raises "nothing written" wrote nothing. With ``admit`` the refusal comes at the entry
+        instead, for an operation that writes elsewhere first (a page, the other journal).
+        Groups nest (the inner one joins). The default admits each append as it comes.
+        Raises what an append raises, at the entry only with ``admit``."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     def flush(self) -> None:

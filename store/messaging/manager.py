@@ -274,12 +274,15 @@ class StorageManager:
         with self._lock:
             st.check_ready()
             queue = st.queue(name)
-            self._store.bindings.append_delete(queue.info.id, sync=True)
-            del st.queues[name]
-            del st.queues_by_id[queue.info.id]
-            for mid in queue.message_ids():
-                queue.remove(mid)
-                st.drop_ref(mid, queue.info.id, write_ack=True)
+            # Refused, it raises before the queue's delete with nothing changed; once that is
+            # durable, the acks of its messages are admitted with it.
+            with self._journal.group(admit=True):
+                self._store.bindings.append_delete(queue.info.id, sync=True)
+                del st.queues[name]
+                del st.queues_by_id[queue.info.id]
+                for mid in queue.message_ids():
+                    queue.remove(mid)
+                    st.drop_ref(mid, queue.info.id, write_ack=True)
             self._pager.drop_queue(queue.info.address, queue.info.id)
         st.flush_messages(st.sync_non_tx)
         st.reap()
@@ -340,7 +343,9 @@ class StorageManager:
                 targets, decision = st.admit(message, queues, dup, transactional=False)
                 if not targets or decision == DROP:
                     return None
-                self._store_message(stored, [q.info.id for q in targets], dup, decision)
+                # Refused before its first record (its page included) or not at all.
+                with self._journal.group(admit=message.durable):
+                    self._store_message(stored, [q.info.id for q in targets], dup, decision)
                 stored_it = True
         finally:
             if not stored_it:

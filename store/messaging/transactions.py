@@ -239,7 +239,9 @@ class Transaction:
 
     def _commit(self) -> None:
         st = self._sm
-        with st.lock:
+        # One admitted group: the records after the COMMIT (old duplicate ids, messages left
+        # with no queue or no ref) are never refused once it is queued.
+        with st.lock, st.journal.group():
             self._check_state(ACTIVE, PREPARED)
             self._write_page_tx()
             wrote = self._work.wrote
@@ -272,7 +274,7 @@ class Transaction:
 
     def _rollback(self) -> None:
         st = self._sm
-        with st.lock:
+        with st.lock, st.journal.group():  # the delivery counts after it are admitted with it
             self._check_state(ACTIVE, PREPARED)
             wrote = self._work.wrote
             if wrote:

@@ -9,13 +9,34 @@ Thread-safety: none; one test's thread.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from store.journal.api import Journal
 from store.messaging import Delivery, Message, Recovery, StorageManager
 from store.store import Store
 from tests.support.backends import StoreFactory
 
-__all__ = ["Clock", "Harness", "bodies", "drain"]
+__all__ = [
+    "PAGE_EVERY_MESSAGE",
+    "Clock",
+    "Harness",
+    "JournalWrapper",
+    "bodies",
+    "drain",
+    "open_wrapped",
+]
+
+#: Address settings under which ``orders`` pages every message after the first (1 KiB pages).
+PAGE_EVERY_MESSAGE: dict[str, object] = {
+    "max_size_messages": 1,
+    "address_full_policy": "PAGE",
+    "page_size_bytes": 1024,
+}
+
+W = TypeVar("W", bound="JournalWrapper")
 
 
 @dataclass
@@ -89,3 +110,40 @@ def bodies(deliveries: list[Delivery]) -> list[bytes]:
 def msg(body: bytes, **kwargs: object) -> Message:
     """A message to "orders" with ``body``."""
     return Message("orders", body, **kwargs)  # type: ignore[arg-type]
+
+
+class JournalWrapper:
+    """A journal whose write calls (``append_*``) go through :meth:`write`, which a test
+    overrides to refuse, drop or follow them; everything else passes through."""
+
+    def __init__(self, inner: Journal) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if not name.startswith("append_"):
+            return target
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            return self.write(name, target, args, kwargs)
+
+        return write
+
+    def write(
+        self, name: str, target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """One write call ``name``; ``target(*args, **kwargs)`` makes it. Passes it through."""
+        return target(*args, **kwargs)
+
+
+def open_wrapped(h: Harness, wrap: Callable[[Journal], W]) -> tuple[StorageManager, W, Store]:
+    """Open ``h``'s store with its message journal wrapped by ``wrap`` and load a manager on
+    it (``h.sm``); returns the manager, the wrapper and the store."""
+    store = h.factory.open()
+    assert isinstance(store, Store)
+    journal = wrap(store.messages)
+    store._parts = dataclasses.replace(store._parts, messages=journal)  # type: ignore[arg-type]
+    sm = StorageManager(store, clock=h.clock)
+    sm.load()
+    h.sm = sm
+    return sm, journal, store

@@ -13,69 +13,54 @@ that ack comes back at most once."""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from store.journal.api import Journal
-from store.messaging.manager import StorageManager
 from store.store import Store
-from tests.messaging.support import Harness, bodies, drain, msg
+from tests.messaging.support import (
+    PAGE_EVERY_MESSAGE,
+    Harness,
+    JournalWrapper,
+    bodies,
+    drain,
+    msg,
+    open_wrapped,
+)
 from tests.support.backends import StoreFactory
 
 PAYLOADS = [b"m%02d" % i + b"." * 200 for i in range(12)]
 
 
-class CutJournal:
+class CutJournal(JournalWrapper):
     """A journal whose write calls stop reaching it after ``cut`` of them, once armed (the
     others are dropped, as a crash drops what was not yet written). Reads and ``flush``
     pass through. One thread (the manager's lock orders every call)."""
 
     def __init__(self, inner: Journal) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.armed = False
         self.cut: int | None = None
         self.writes = 0
 
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._inner, name)
-        if not name.startswith("append_"):
-            return target
-
-        def write(*args: Any, **kwargs: Any) -> Any:
-            if self.armed:
-                self.writes += 1
-                if self.cut is not None and self.writes > self.cut:
-                    return None
-            return target(*args, **kwargs)
-
-        return write
+    def write(
+        self, name: str, target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if self.armed:
+            self.writes += 1
+            if self.cut is not None and self.writes > self.cut:
+                return None
+        return target(*args, **kwargs)
 
 
 @pytest.fixture
 def h(messaging_factory: StoreFactory) -> Harness:
     messaging_factory.config = messaging_factory.config.replace(
-        address_settings={
-            "orders": {
-                "max_size_messages": 1,
-                "address_full_policy": "PAGE",
-                "page_size_bytes": 1024,
-            }
-        }
+        address_settings={"orders": PAGE_EVERY_MESSAGE}
     )
     return Harness(messaging_factory)
-
-
-def _open_cut(h: Harness) -> tuple[StorageManager, CutJournal]:
-    store = h.factory.open()
-    assert isinstance(store, Store)
-    journal = CutJournal(store.messages)
-    store._parts = dataclasses.replace(store._parts, messages=journal)  # type: ignore[arg-type]
-    sm = StorageManager(store, clock=h.clock)
-    sm.load()
-    h.sm = sm
-    return sm, journal
 
 
 def _first_page_count(h: Harness) -> int:
@@ -90,7 +75,7 @@ def _run_to_the_completing_ack(h: Harness, cut: int | None) -> tuple[int, CutJou
     """Send PAYLOADS to q1 and q2, ack on q1 every message of the first page, the last of
     those acks with the journal cut after ``cut`` writes; returns (messages q1 acked before
     that ack, the journal wrapper)."""
-    sm, journal = _open_cut(h)
+    sm, journal, _store = open_wrapped(h, CutJournal)
     sm.create_address("orders", routing_types=("MULTICAST",))
     for q in ("q1", "q2"):
         sm.create_queue(q, address="orders", routing_type="MULTICAST")

@@ -18,16 +18,25 @@ back after a restart.
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from store.errors import StoreUnavailableError
+from store.journal.api import Journal
 from store.messaging import pager_deletion
 from store.messaging.manager import StorageManager
 from store.store import Store
-from tests.messaging.support import Harness, bodies, drain, msg
+from tests.messaging.support import (
+    PAGE_EVERY_MESSAGE,
+    Harness,
+    JournalWrapper,
+    bodies,
+    drain,
+    msg,
+    open_wrapped,
+)
 from tests.support.backends import StoreFactory
 
 PAYLOADS = [b"m%02d" % i + b"." * 200 for i in range(12)]
@@ -35,52 +44,35 @@ PAYLOADS = [b"m%02d" % i + b"." * 200 for i in range(12)]
 _COMPLETION = ("append_add_tx", "append_deletes_tx", "append_commit")
 
 
-class RefusingJournal:
+class RefusingJournal(JournalWrapper):
     """The message journal, refusing the calls named in ``refuse`` as an outage does
     (StoreUnavailableError, nothing written); the rest pass through."""
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
+    def __init__(self, inner: Journal) -> None:
+        super().__init__(inner)
         self.refuse: tuple[str, ...] = ()
         self.refused = 0
 
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._inner, name)
-        if not name.startswith("append_"):
-            return target
-
-        def write(*args: Any, **kwargs: Any) -> Any:
-            if name in self.refuse:
-                self.refused += 1
-                raise StoreUnavailableError("the database is away; nothing was written")
-            return target(*args, **kwargs)
-
-        return write
+    def write(
+        self, name: str, target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if name in self.refuse:
+            self.refused += 1
+            raise StoreUnavailableError("the database is away; nothing was written")
+        return target(*args, **kwargs)
 
 
 @pytest.fixture
 def h(messaging_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch) -> Harness:
     messaging_factory.config = messaging_factory.config.replace(
-        address_settings={
-            "orders": {
-                "max_size_messages": 1,
-                "address_full_policy": "PAGE",
-                "page_size_bytes": 1024,
-            }
-        }
+        address_settings={"orders": PAGE_EVERY_MESSAGE}
     )
     monkeypatch.setattr(pager_deletion, "_TIDY_AGAIN", 0.0)  # try again at the next ack
     return Harness(messaging_factory)
 
 
 def _open(h: Harness) -> tuple[StorageManager, RefusingJournal, Store]:
-    store = h.factory.open()
-    assert isinstance(store, Store)
-    journal = RefusingJournal(store.messages)
-    store._parts = dataclasses.replace(store._parts, messages=journal)  # type: ignore[arg-type]
-    sm = StorageManager(store, clock=h.clock)
-    sm.load()
-    h.sm = sm
+    sm, journal, store = open_wrapped(h, RefusingJournal)
     sm.create_address("orders")
     sm.create_queue("orders", address="orders")
     for p in PAYLOADS:
