@@ -11,6 +11,10 @@ JVM options set here, and why:
 
 - ``derby.stream.error.file``: embedded Derby writes ``derby.log`` into the working directory
   otherwise; it goes to the temporary directory instead (one file per user).
+- ``$STORE_JVM_OPTIONS``: more options, separated by white space (``-Xmx2g`` for a large
+  embedded Derby database; the test suite sets ``-XX:TieredStopAtLevel=1 -XX:+UseSerialGC``,
+  which cut the CPU time of its short Derby tests by about a third). Read when the JVM starts;
+  an option the JVM refuses makes the start fail with StoreUnavailableError naming it.
 
 Nothing here downloads a driver: jars come from the configuration or ``$CLASSPATH`` (Debian's
 ``libderby-java``, ``libh2-java``, … put them in ``/usr/share/java``).
@@ -74,16 +78,20 @@ def ensure_jvm(classpath: Sequence[str]) -> bool:
             env = expand_classpath(os.environ.get("CLASSPATH", "").split(os.pathsep))
             full = wanted + [p for p in env if p not in wanted]
             log_file = os.path.join(tempfile.gettempdir(), f"store-derby-{os.getuid()}.log")
+            extra = os.environ.get("STORE_JVM_OPTIONS", "").split()
             try:
                 jpype.startJVM(
                     f"-Dderby.stream.error.file={log_file}",
+                    *extra,
                     classpath=full,
                     convertStrings=True,
                 )
             except (OSError, RuntimeError, jpype.JVMNotFoundException) as exc:
+                options = f" with STORE_JVM_OPTIONS={' '.join(extra)!r}" if extra else ""
                 raise StoreUnavailableError(
-                    "cannot start a Java VM for the JDBC driver",
-                    hint="install Java (e.g. apt-get install openjdk-17-jre-headless)",
+                    f"cannot start a Java VM for the JDBC driver{options}: {exc}",
+                    hint="install Java (e.g. apt-get install openjdk-17-jre-headless), and "
+                    "check the options STORE_JVM_OPTIONS gives",
                 ) from exc
             _started_with = frozenset(full)
             _log.info("started the JVM with %d class-path entries", len(full))
