@@ -44,10 +44,10 @@ static PyMethodDef methods[] = {
      "updated_only, file_key, add, update, other) -> (end, last_lsn, count, first_lsn, "
      "positives, live_bytes): scan and replay_adds in one pass, as store.file.reader."},
     {"scan_page", (PyCFunction)(void (*)(void))scan_page, METH_FASTCALL,
-     "scan_page(data) -> (records, offset): a page's valid records up to the first invalid "
+     "scan_page(data[, binding]) -> (records, offset): a page's valid records up to the first invalid "
      "one, as store.paging.format.scan_page."},
     {"scan_bounds", (PyCFunction)(void (*)(void))scan_bounds, METH_FASTCALL,
-     "scan_bounds(data) -> (bounds, offset): scan_page's records as (offset, length) pairs of "
+     "scan_bounds(data[, binding]) -> (bounds, offset): scan_page's records as (offset, length) pairs of "
      "native int64 in bounds."},
     {"paged_runs_in", (PyCFunction)(void (*)(void))paged_runs_in, METH_FASTCALL,
      "paged_runs_in(data, bounds, version) -> (runs, large) or None: paged_runs over the "
@@ -56,7 +56,7 @@ static PyMethodDef methods[] = {
      "paged_runs(records, version) -> (runs, large) or None: runs of paged messages, as "
      "store.messaging.page_scan.python_paged_runs."},
     {"frame_page_record", (PyCFunction)(void (*)(void))frame_page_record, METH_FASTCALL,
-     "frame_page_record(payload) -> bytes or None: store.paging.format.encode_record, "
+     "frame_page_record(payload[, binding]) -> bytes or None: store.paging.format.encode_record, "
      "compiled."},
     {"paged_record", (PyCFunction)(void (*)(void))paged_record, METH_FASTCALL,
      "paged_record(version, message_id, tx_id, record_type, record, queue_ids) -> bytes or "

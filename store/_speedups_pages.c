@@ -8,12 +8,13 @@
  * tests/messaging/test_read_ahead.py, tests/messaging/test_compiled_paged_record.py,
  * tests/paging/test_compiled_framing.py.
  *
- * scan_page(data) -> (records, offset): store.paging.format.scan_page's loop over the records
- * of a page's bytes (big-endian framing: 0x7B, length u32, CRC-32 of the length's 4 bytes and
- * the payload, payload, 0x7D), the payloads as bytes objects, up to the first record that is
- * not valid; offset is where that record starts (len(data) when every record is valid). The
+ * scan_page(data[, binding]) -> (records, offset): store.paging.format.scan_page's loop over
+ * the records of a page's bytes (big-endian framing: 0x7B, length u32, CRC-32 of the length's
+ * 4 bytes and the payload, payload, 0x7D; a record bound to its page starts with 0x5B and its
+ * CRC continues over the page's binding), the payloads as bytes objects, up to the first
+ * record that is not valid (a bound one is invalid without the binding it was written with); offset is where that record starts (len(data) when every record is valid). The
  * Python code decides what an invalid record means (a torn tail or a CorruptionError).
- * scan_bounds(data) -> (bounds, offset) is the same loop for scan_records: each payload as a
+ * scan_bounds(data[, binding]) -> (bounds, offset) is the same loop for scan_records: each payload as a
  * pair of native int64 (offset, length) in the bytes object bounds, no bytes object each.
  *
  * paged_runs(records, version) -> (runs, large) or None: store.messaging.page_scan's
@@ -27,48 +28,90 @@
  * located in a page's bytes (store.paging.format.PageRecords). */
 #include "_speedups.h"
 
+/* A page's binding (store.paging.format.page_binding) as given to scan_page, scan_bounds and
+   frame_page_record: absent or None (len -1) for none. */
+typedef struct {
+    Py_buffer view;
+    const unsigned char *p;
+    Py_ssize_t len;
+} Binding;
+
+/* Read the optional binding argument (args[1] when nargs is 2); -1 with an exception set. */
+static int binding_get(Binding *b, PyObject *const *args, Py_ssize_t nargs, const char *usage) {
+    b->p = NULL;
+    b->len = -1;
+    if (nargs != 1 && nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    if (nargs == 1 || args[1] == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(args[1], &b->view, PyBUF_SIMPLE) < 0)
+        return -1;
+    b->p = (const unsigned char *)b->view.buf;
+    b->len = b->view.len;
+    return 0;
+}
+
+static void binding_release(Binding *b) {
+    if (b->len >= 0)
+        PyBuffer_Release(&b->view);
+}
+
 /* Whether a valid page record starts at offset of d (n bytes): framing, length and CRC-32
-   (store.paging.format); its payload length in *length when it is. */
+   (store.paging.format); its payload length in *length when it is. A bound record (0x5B)
+   is valid only with the binding its CRC ends with. */
 static int page_record_valid(const unsigned char *d, Py_ssize_t n, Py_ssize_t offset,
-                             uint32_t *length) {
-    if (n - offset < 10 || d[offset] != 0x7B)
+                             uint32_t *length, const Binding *b) {
+    if (n - offset < 10)
+        return 0;
+    unsigned char start = d[offset];
+    if (start != 0x7B && (start != 0x5B || b->len < 0))
         return 0;
     *length = be32(d + offset + 1);
     if ((uint64_t)*length > (uint64_t)(n - offset - 10))
         return 0;
     const unsigned char *payload = d + offset + 9;
     uLong crc = fast_crc(fast_crc(0, d + offset + 1, 4), payload, (Py_ssize_t)*length);
+    if (start == 0x5B)
+        crc = zlib_crc(crc, b->p, b->len);
     return (uint32_t)crc == be32(d + offset + 5) && payload[*length] == 0x7D;
 }
 
 PyObject *scan_page(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (check_nargs(nargs, 1, "scan_page(data) takes 1 argument") < 0)
+    Binding b;
+    if (binding_get(&b, args, nargs, "scan_page(data[, binding]) takes 1 or 2 arguments") < 0)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        binding_release(&b);
         return NULL;
+    }
     const unsigned char *d = (const unsigned char *)view.buf;
     Py_ssize_t n = view.len, offset = 0;
     PyObject *records = PyList_New(0);
     if (records == NULL) {
         PyBuffer_Release(&view);
+        binding_release(&b);
         return NULL;
     }
     uint32_t length;
-    while (offset < n && page_record_valid(d, n, offset, &length)) {
+    while (offset < n && page_record_valid(d, n, offset, &length, &b)) {
         const unsigned char *payload = d + offset + 9;
         PyObject *record = PyBytes_FromStringAndSize((const char *)payload, (Py_ssize_t)length);
         if (record == NULL || PyList_Append(records, record) < 0) {
             Py_XDECREF(record);
             Py_DECREF(records);
             PyBuffer_Release(&view);
+            binding_release(&b);
             return NULL;
         }
         Py_DECREF(record);
         offset += 10 + (Py_ssize_t)length;
     }
     PyBuffer_Release(&view);
+    binding_release(&b);
     return Py_BuildValue("(Nn)", records, offset);
 }
 
@@ -241,26 +284,31 @@ done:
    of its own. */
 PyObject *scan_bounds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (check_nargs(nargs, 1, "scan_bounds(data) takes 1 argument") < 0)
+    Binding b;
+    if (binding_get(&b, args, nargs, "scan_bounds(data[, binding]) takes 1 or 2 arguments") < 0)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        binding_release(&b);
         return NULL;
+    }
     const unsigned char *d = (const unsigned char *)view.buf;
     Py_ssize_t n = view.len, offset = 0, used = 0, cap = 64;
     int64_t *out = PyMem_Malloc((size_t)cap * 2 * sizeof(int64_t));
     if (out == NULL) {
         PyBuffer_Release(&view);
+        binding_release(&b);
         return PyErr_NoMemory();
     }
     uint32_t length;
-    while (offset < n && page_record_valid(d, n, offset, &length)) {
+    while (offset < n && page_record_valid(d, n, offset, &length, &b)) {
         if (used == cap) {
             cap *= 2;
             int64_t *grown = PyMem_Realloc(out, (size_t)cap * 2 * sizeof(int64_t));
             if (grown == NULL) {
                 PyMem_Free(out);
                 PyBuffer_Release(&view);
+                binding_release(&b);
                 return PyErr_NoMemory();
             }
             out = grown;
@@ -271,6 +319,7 @@ PyObject *scan_bounds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         offset += 10 + (Py_ssize_t)length;
     }
     PyBuffer_Release(&view);
+    binding_release(&b);
     PyObject *bounds = PyBytes_FromStringAndSize((const char *)out, used * 2 * (Py_ssize_t)sizeof(int64_t));
     PyMem_Free(out);
     if (bounds == NULL)
@@ -386,32 +435,40 @@ static void put_be64(unsigned char *p, uint64_t v) {
     put_be32(p + 4, (uint32_t)v);
 }
 
-/* frame_page_record(payload) -> bytes or None: store.paging.format.encode_record's framed
-   record (0x7b, u32 length, u32 CRC-32 of the length's 4 bytes then the payload, the
-   payload, 0x7d), compiled; None for a payload past MAX_RECORD_SIZE (the Python path raises,
-   naming it). payload: any buffer. */
+/* frame_page_record(payload[, binding]) -> bytes or None: store.paging.format.encode_record's
+   framed record (0x7b, u32 length, u32 CRC-32 of the length's 4 bytes then the payload, the
+   payload, 0x7d; with a binding 0x5b and the CRC continued over the binding), compiled; None
+   for a payload past MAX_RECORD_SIZE (the Python path raises, naming it). payload and
+   binding: any buffer. */
 PyObject *frame_page_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (check_nargs(nargs, 1, "frame_page_record takes 1 argument") < 0)
+    Binding b;
+    if (binding_get(&b, args, nargs, "frame_page_record takes 1 or 2 arguments") < 0)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        binding_release(&b);
         return NULL;
+    }
     if ((unsigned long long)view.len > 0xFFFFFFFFULL - 10) {
         PyBuffer_Release(&view);
+        binding_release(&b);
         Py_RETURN_NONE;
     }
     PyObject *out = PyBytes_FromStringAndSize(NULL, view.len + 10);
     if (out != NULL) {
         unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-        o[0] = 0x7B;
+        o[0] = b.len >= 0 ? 0x5B : 0x7B;
         put_be32(o + 1, (uint32_t)view.len);
         uLong crc = fast_crc(zlib_crc(0, o + 1, 4), (const unsigned char *)view.buf, view.len);
+        if (b.len >= 0)
+            crc = zlib_crc(crc, b.p, b.len);
         put_be32(o + 5, (uint32_t)crc);
         memcpy(o + 9, view.buf, (size_t)view.len);
         o[9 + view.len] = 0x7D;
     }
     PyBuffer_Release(&view);
+    binding_release(&b);
     return out;
 }
 

@@ -48,7 +48,13 @@ from store.messaging.records import QUEUE_BINDING_RECORD, QueueRecord
 from store.messaging.values import Message
 from store.paging.base import PageBackend
 from store.paging.files import ATTIC, FilePageBackend
-from store.paging.format import FRAMING, damaged_records, encode_record, scan_page
+from store.paging.format import (
+    FRAMING,
+    damaged_records,
+    encode_record,
+    page_binding,
+    scan_page,
+)
 from store.paging.repair import page_backend
 from store.store import Store, open_store
 
@@ -115,14 +121,15 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
                         continue
                     pages += 1
                     path, _label = backend.page_path(locator, page)
+                    bound = page_binding(address, page)
                     if backend.torn_tails and page == numbers[-1]:
-                        data = data[: _durable_end(backend, locator, page, data, path)]
-                    for bad in damaged_records(data, path=path):
+                        data = data[: _durable_end(backend, locator, page, data, path, bound)]
+                    for bad in damaged_records(data, path=path, binding=bound):
                         if len(replaced) == before:  # the summary goes first (a crash on)
                             backend.write_summary(locator, None)
                         raw = data[bad.offset : bad.offset + bad.length]
                         kept = _keep(backend, locator, config, page, bad.offset, raw)
-                        placeholder = _placeholder(address, raw)
+                        placeholder = _placeholder(address, raw, bound)
                         doomed = [
                             rid
                             for qid in sorted(mine)
@@ -150,13 +157,15 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
         store.close()
 
 
-def _durable_end(backend: PageBackend, locator: Hashable, page: int, data: bytes, path: str) -> int:
+def _durable_end(
+    backend: PageBackend, locator: Hashable, page: int, data: bytes, path: str, bound: bytes
+) -> int:
     """Where the records of a file store's last page end once a torn tail (what a crash
     leaves past the last durable write, which open cuts silently) is left out: the end of
     its valid records, or the length its manifest lists when damage lies inside that (a
     record damaged after a clean close is damage, not a torn tail). Raises nothing."""
     try:
-        _records, end = scan_page(data, path=path, torn_tail=True)
+        _records, end = scan_page(data, path=path, torn_tail=True, binding=bound)
     except CorruptionError:
         return len(data)  # a valid record follows the damage: not a torn tail
     manifest = backend.manifest(locator)
@@ -173,11 +182,11 @@ def _queue_addresses(store: Store) -> dict[int, str]:
     }
 
 
-def _placeholder(address: str, damaged: bytes) -> bytes:
-    """A framed page record of exactly ``len(damaged)`` bytes: a paged message to
-    ``address`` routed to no queue, with the damaged header's message id where it reads.
-    Raises ConfigError when the damaged record is shorter than any paged message (it cannot
-    be one)."""
+def _placeholder(address: str, damaged: bytes, binding: bytes) -> bytes:
+    """A framed page record of exactly ``len(damaged)`` bytes, bound to ``binding`` (its
+    page): a paged message to ``address`` routed to no queue, with the damaged header's
+    message id where it reads. Raises ConfigError when the damaged record is shorter than
+    any paged message (it cannot be one)."""
     payload = len(damaged) - FRAMING
     mid = _message_id(damaged) or 0
     empty = Message(address, b"")
@@ -192,7 +201,7 @@ def _placeholder(address: str, damaged: bytes) -> bytes:
             f"a damaged page record of {len(damaged)} bytes is shorter than any paged message",
             key="--salvage",
         )
-    framed = encode_record(paged(payload - base))
+    framed = encode_record(paged(payload - base), binding)
     assert len(framed) == len(damaged), (len(framed), len(damaged))
     return framed
 

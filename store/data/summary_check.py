@@ -20,7 +20,7 @@ from store.config import StoreConfig
 from store.errors import CorruptionError
 from store.messaging.page_scan import paged_runs, per_record
 from store.messaging.page_summary import decode_summary
-from store.paging.format import scan_page
+from store.paging.format import page_binding, scan_page
 from store.paging.repair import ERROR, WARNING, PageFinding, page_backend
 
 __all__ = ["check_summaries"]
@@ -58,7 +58,8 @@ def check_summaries(config: StoreConfig) -> list[PageFinding]:
                 raw = backend.read_bytes(locator, page_no)
                 path, _label = backend.page_path(locator, page_no)
                 try:
-                    records, _end = scan_page(raw or b"", path=path, torn_tail=False)
+                    bound = page_binding(address, page_no)
+                    records, _end = scan_page(raw or b"", path=path, torn_tail=False, binding=bound)
                     runs, large = paged_runs(records)
                 except (CorruptionError, ValueError):
                     continue  # the page's own damage: its own finding

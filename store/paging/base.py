@@ -46,6 +46,8 @@ from store.paging.flusher import Flusher, WriteBatch
 from store.paging.format import (
     MAX_RECORD_SIZE,
     encode_record,
+    encoded_size,
+    page_binding,
     readable_records,
     scan_page,
     scan_records,
@@ -247,7 +249,7 @@ class _Store(PageStore):
         except CorruptionError:  # damaged records: read around them
             data = self._manager.backend.read_bytes(self.locator, page) or b""
         path = self.page_path(page)
-        records, bad = readable_records(data, path=path)
+        records, bad = readable_records(data, path=path, binding=page_binding(self.address, page))
         return records, [
             f"{path} at offset {d.offset}: damaged page record: {d.problem}" for d in bad
         ]
@@ -265,15 +267,15 @@ class _Store(PageStore):
             )
         if self._manager.read_only:
             self._manager.refuse_write(f"append to the page store of address {self.address!r}")
-        encoded = encode_record(data)
         manager = self._manager
         flusher = manager.flusher
         with flusher.lock:
             # _check_locked() unless all is well: admit_locked raises as it would for the
             # flusher, and returns True when it let the lock go (closed or removed since?).
-            if self.removed or manager._closed or flusher.admit_locked(len(encoded)):
+            if self.removed or manager._closed or flusher.admit_locked(encoded_size(len(data))):
                 self._check_locked()
             position = self._roller.place(len(data))
+            encoded = encode_record(data, page_binding(self.address, position.page))
             self._pages.add(position.page)
             seq = self._last_seq = flusher.queue_locked(self.locator, position.page, encoded)
         if sync:
@@ -474,7 +476,12 @@ class GroupCommitPagingManager(PagingManager):
         manifest = self.backend.manifest(locator)
         durable = manifest.expected(highest) if manifest is not None else None
         try:
-            records, end = scan_page(data, path=path, torn_tail=self.backend.torn_tails)
+            records, end = scan_page(
+                data,
+                path=path,
+                torn_tail=self.backend.torn_tails,
+                binding=page_binding(address, highest),
+            )
         except CorruptionError as exc:
             _log.warning(
                 "page store of address %r: current page %d is damaged (%s); appends go to page %d",
@@ -547,8 +554,10 @@ class GroupCommitPagingManager(PagingManager):
         if data is None:
             raise UnknownRecordError(f"address {store.address!r} has no page {page}")
         path, label = self.backend.page_path(store.locator, page)
+        binding = page_binding(store.address, page)
         try:
-            return scan(data, path=path, torn_tail=torn_tail and self.backend.torn_tails)[0]
+            torn = torn_tail and self.backend.torn_tails
+            return scan(data, path=path, torn_tail=torn, binding=binding)[0]
         except CorruptionError as exc:
             if not label:
                 raise

@@ -8,12 +8,22 @@ as Artemis's ``{ int size … }`` framing; ours adds a checksum (Artemis has non
 ======  ====  ============================================================================
 offset  size  field
 ======  ====  ============================================================================
-0       1     ``{`` (0x7B), record start
+0       1     ``[`` (0x5B), a record bound to its page (``{``, 0x7B: one written before)
 1       4     payload length ``n`` (unsigned)
-5       4     CRC-32 (zlib) of bytes 1..4 (the length) followed by the payload
+5       4     CRC-32 (zlib) of bytes 1..4 (the length), then the payload, then (``[``
+              only) the page's *binding*: :func:`page_binding`, its page number and address
 9       n     payload: the record as given to ``PageStore.append``
 9+n     1     ``}`` (0x7D), record end
 ======  ====  ============================================================================
+
+The binding makes a record read from another page than its own fail its checksum, the same
+as a damaged one: a page file replaced by another page of its address (a restore from the
+wrong backup, a copy by hand) is a :class:`~store.errors.CorruptionError` naming the page it
+is in and the page its records were written for (found by trying the address's other page
+numbers), never a page read as its own (whose messages were then acknowledged for good, or
+delivered twice). The binding costs no byte: it is not stored, only checked. Records
+``{`` of stores written before bindings read as before, unbound; every append writes ``[``.
+A page copied from another address reads as damage (its page cannot be named).
 
 So a record's framing is :data:`FRAMING` = 10 bytes, and its encoded size is ``n + 10``; the
 roll rule (``page-size-bytes``) counts encoded sizes.
@@ -45,6 +55,7 @@ __all__ = [
     "FRAMING",
     "MAX_RECORD_SIZE",
     "PageRecords",
+    "RECORD_BOUND",
     "RECORD_END",
     "RECORD_START",
     "DamagedRecord",
@@ -52,15 +63,23 @@ __all__ = [
     "decode_page",
     "encode_record",
     "encoded_size",
+    "page_binding",
     "page_file_name",
     "page_number_of",
+    "raise_misplaced",
     "readable_records",
     "scan_page",
     "scan_records",
 ]
 
 RECORD_START: Final = 0x7B
+#: The start byte of a record bound to its page (module docstring).
+RECORD_BOUND: Final = 0x5B
 RECORD_END: Final = 0x7D
+#: How many page numbers below a page a misplaced record's own page is looked for among (and
+#: :data:`_LOOK_ABOVE` above it): a page restored from an old backup is an old page.
+_LOOK_BELOW: Final = 100_000
+_LOOK_ABOVE: Final = 10_000
 _HEAD: Final = struct.Struct(">BII")
 FRAMING: Final = _HEAD.size + 1
 #: The largest payload a record can hold (the length field is 32-bit).
@@ -78,16 +97,27 @@ def encoded_size(payload_size: int) -> int:
     return payload_size + FRAMING
 
 
-def encode_record(payload: bytes | bytearray | memoryview) -> bytes:
-    """The framed record of ``payload``. Raises ValueError past :data:`MAX_RECORD_SIZE`."""
+def page_binding(address: str, page: int) -> bytes:
+    """What a record of ``address``'s page ``page`` is bound to (module docstring): the page
+    number (8 bytes, big-endian) and the address's name in UTF-8. Raises nothing for a page
+    number of 0 or more."""
+    return page.to_bytes(8, "big") + address.encode("utf-8", "surrogatepass")
+
+
+def encode_record(payload: bytes | bytearray | memoryview, binding: bytes | None = None) -> bytes:
+    """The framed record of ``payload``, bound to ``binding`` (:func:`page_binding`; None: an
+    unbound ``{`` record, as written before bindings). Raises ValueError past
+    :data:`MAX_RECORD_SIZE`."""
     if _COMPILED_FRAME is not None:  # the lines below, compiled (tested equal)
-        framed: bytes | None = _COMPILED_FRAME(payload)
+        framed: bytes | None = _COMPILED_FRAME(payload, binding)
         if framed is not None:
             return framed
-    return python_encode_record(payload)
+    return python_encode_record(payload, binding)
 
 
-def python_encode_record(payload: bytes | bytearray | memoryview) -> bytes:
+def python_encode_record(
+    payload: bytes | bytearray | memoryview, binding: bytes | None = None
+) -> bytes:
     """:func:`encode_record` in Python: the reference of the compiled one. Raises
     ValueError past :data:`MAX_RECORD_SIZE`."""
     data = bytes(payload)
@@ -95,51 +125,92 @@ def python_encode_record(payload: bytes | bytearray | memoryview) -> bytes:
         raise ValueError(f"a page record holds at most {MAX_RECORD_SIZE} bytes, not {len(data)}")
     length = len(data).to_bytes(4, "big")
     crc = crc32(data, crc32(length))
-    return b"".join((_HEAD.pack(RECORD_START, len(data), crc), data, bytes((RECORD_END,))))
+    start = RECORD_START
+    if binding is not None:
+        crc, start = crc32(binding, crc), RECORD_BOUND
+    return b"".join((_HEAD.pack(start, len(data), crc), data, bytes((RECORD_END,))))
 
 
-def _problem(data: memoryview, offset: int) -> str | None:
-    """Why the record at ``offset`` is not valid, or None if it is."""
+def _problem(data: memoryview, offset: int, binding: bytes | None = None) -> str | None:
+    """Why the record at ``offset`` is not valid (bound records checked against
+    ``binding``; None: every bound record is invalid), or None if it is."""
     size = len(data)
     if size - offset < FRAMING:
         return "record header cut off"
     start, length, crc = _HEAD.unpack_from(data, offset)
-    if start != RECORD_START:
-        return f"no record start (0x{start:02x} instead of 0x7b)"
+    if start != RECORD_START and start != RECORD_BOUND:
+        return f"no record start (0x{start:02x} instead of 0x5b or 0x7b)"
     end = offset + FRAMING + length
     if end > size:
         return f"record length {length} runs past the end of the page ({size} bytes)"
     payload = data[offset + _HEAD.size : end - 1]
-    if crc32(payload, crc32(length.to_bytes(4, "big"))) != crc:
+    found = crc32(payload, crc32(length.to_bytes(4, "big")))
+    if start == RECORD_BOUND:
+        if binding is None:
+            return "a record bound to a page, read without its page"
+        found = crc32(binding, found)
+    if found != crc:
         return "checksum mismatch"
     if data[end - 1] != RECORD_END:
         return f"no record end (0x{data[end - 1]:02x} instead of 0x7d)"
     return None
 
 
-def _valid_record_after(data: memoryview, offset: int) -> bool:
+def _own_page(data: memoryview, offset: int, binding: bytes | None) -> int | None:
+    """The page of this address whose binding the bound record at ``offset`` verifies
+    with, when that is not ``binding``'s page (a record in the wrong page); None when it is
+    no such record. Tries the page numbers near ``binding``'s (module docstring)."""
+    size = len(data)
+    if binding is None or size - offset < FRAMING or data[offset] != RECORD_BOUND:
+        return None
+    _, length, crc = _HEAD.unpack_from(data, offset)
+    end = offset + FRAMING + length
+    if end > size or data[end - 1] != RECORD_END:
+        return None
+    base = crc32(data[offset + _HEAD.size : end - 1], crc32(length.to_bytes(4, "big")))
+    page, address = int.from_bytes(binding[:8], "big"), binding[8:]
+    for other in range(max(0, page - _LOOK_BELOW), page + _LOOK_ABOVE):
+        if other != page and crc32(address, crc32(other.to_bytes(8, "big"), base)) == crc:
+            return other
+    return None
+
+
+def _valid_record_after(data: memoryview, offset: int, binding: bytes | None = None) -> bool:
     """Whether a valid record starts anywhere after ``offset``."""
     raw = data.obj if isinstance(data.obj, bytes) else bytes(data)
-    position = raw.find(bytes((RECORD_START,)), offset + 1)
-    while position != -1:
-        if _problem(data, position) is None:
-            return True
-        position = raw.find(bytes((RECORD_START,)), position + 1)
+    for start in (RECORD_START, RECORD_BOUND):
+        position = raw.find(bytes((start,)), offset + 1)
+        while position != -1:
+            if _problem(data, position, binding) is None:
+                return True
+            position = raw.find(bytes((start,)), position + 1)
     return False
 
 
-def decode_page(data: bytes | bytearray | memoryview, *, path: str, torn_tail: bool) -> list[bytes]:
+def decode_page(
+    data: bytes | bytearray | memoryview,
+    *,
+    path: str,
+    torn_tail: bool,
+    binding: bytes | None = None,
+) -> list[bytes]:
     """The records of one page's bytes, in order.
 
     ``torn_tail`` says the page is the one being written, whose torn tail is ignored (module
-    docstring). Returns the payloads. Raises CorruptionError naming ``path`` and the offset of
-    the first invalid record otherwise.
+    docstring); ``binding`` is the page's (:func:`page_binding`; None: only unbound records
+    are valid). Returns the payloads. Raises CorruptionError naming ``path`` and the offset
+    of the first invalid record otherwise (a record of another page of the address: always,
+    torn tail or not, naming that page).
     """
-    return scan_page(data, path=path, torn_tail=torn_tail)[0]
+    return scan_page(data, path=path, torn_tail=torn_tail, binding=binding)[0]
 
 
 def scan_page(
-    data: bytes | bytearray | memoryview, *, path: str, torn_tail: bool
+    data: bytes | bytearray | memoryview,
+    *,
+    path: str,
+    torn_tail: bool,
+    binding: bytes | None = None,
 ) -> tuple[list[bytes], int]:
     """As :func:`decode_page`, also returning where the valid records end (the length to cut
     a torn tail back to before appending after it). Raises CorruptionError as decode_page.
@@ -150,16 +221,21 @@ def scan_page(
     records: list[bytes] = []
     offset = 0
     if _COMPILED_SCAN is not None:
-        records, offset = _COMPILED_SCAN(view)
+        records, offset = _COMPILED_SCAN(view, binding)
 
     def add(start: int, length: int) -> None:
         records.append(bytes(view[start : start + length]))
 
-    return records, _scan_rest(view, offset, add, path=path, torn_tail=torn_tail)
+    end = _scan_rest(view, offset, add, path=path, torn_tail=torn_tail, binding=binding)
+    return records, end
 
 
 def scan_records(
-    data: bytes | bytearray | memoryview, *, path: str, torn_tail: bool
+    data: bytes | bytearray | memoryview,
+    *,
+    path: str,
+    torn_tail: bool,
+    binding: bytes | None = None,
 ) -> tuple[PageRecords, int]:
     """As :func:`scan_page`, the records as a :class:`PageRecords` over the page's bytes
     instead of a bytes object each (what a load reads every page with). Raises as
@@ -168,33 +244,61 @@ def scan_records(
     pairs = array("q")
     offset = 0
     if _COMPILED_BOUNDS is not None:
-        bounds, offset = _COMPILED_BOUNDS(raw)
+        bounds, offset = _COMPILED_BOUNDS(raw, binding)
         pairs.frombytes(bounds)
 
     def add(start: int, length: int) -> None:
         pairs.extend((start, length))
 
-    end = _scan_rest(memoryview(raw), offset, add, path=path, torn_tail=torn_tail)
+    end = _scan_rest(memoryview(raw), offset, add, path=path, torn_tail=torn_tail, binding=binding)
     return PageRecords(raw, pairs.tobytes()), end
 
 
 def _scan_rest(
-    view: memoryview, offset: int, add: Callable[[int, int], None], *, path: str, torn_tail: bool
+    view: memoryview,
+    offset: int,
+    add: Callable[[int, int], None],
+    *,
+    path: str,
+    torn_tail: bool,
+    binding: bytes | None,
 ) -> int:
     """The records from ``offset`` on, each valid one handed to ``add(payload offset,
     length)``, up to the end or a torn tail; returns where the valid records end. Raises
     CorruptionError for damage that is not a torn tail (module docstring)."""
     while offset < len(view):
-        problem = _problem(view, offset)
+        problem = _problem(view, offset, binding)
         if problem is None:
             length = int.from_bytes(view[offset + 1 : offset + 5], "big")
             add(offset + _HEAD.size, length)
             offset += FRAMING + length
             continue
-        if torn_tail and not _valid_record_after(view, offset):
+        raise_misplaced(view, offset, path=path, binding=binding)
+        if torn_tail and not _valid_record_after(view, offset, binding):
             break
         raise CorruptionError(path, offset, f"damaged page record: {problem}")
     return offset
+
+
+def raise_misplaced(
+    data: bytes | bytearray | memoryview, offset: int, *, path: str, binding: bytes | None
+) -> None:
+    """Raise CorruptionError naming both pages when the record at ``offset`` is a record of
+    another page of the address than ``binding``'s (a page copied or restored over this
+    one; never taken for a torn tail). Returns when it is not."""
+    view = memoryview(data).cast("B")
+    own = _own_page(view, offset, binding)
+    if own is None or binding is None:
+        return
+    page = int.from_bytes(binding[:8], "big")
+    raise CorruptionError(
+        path,
+        offset,
+        f"damaged page record: a record of page {own}, not of page {page}: this page's data "
+        f"is page {own}'s (a page file copied or restored over another)",
+        hint=f"restore page {page} from the backup it came from; `store data verify` lists "
+        "every page it affects",
+    )
 
 
 class PageRecords(Sequence[bytes]):
@@ -253,7 +357,9 @@ class DamagedRecord:
     problem: str
 
 
-def damaged_records(data: bytes | bytearray | memoryview, *, path: str) -> list[DamagedRecord]:
+def damaged_records(
+    data: bytes | bytearray | memoryview, *, path: str, binding: bytes | None = None
+) -> list[DamagedRecord]:
     """Every damaged record of a page a salvage can replace one for one: a record whose
     start byte and length are intact (so the next record, or the page's end, follows it)
     but whose checksum or end byte is not; empty for a page that reads whole. Indexes stay
@@ -264,14 +370,15 @@ def damaged_records(data: bytes | bytearray | memoryview, *, path: str) -> list[
     found: list[DamagedRecord] = []
     offset = index = 0
     while offset < len(view):
-        problem = _problem(view, offset)
+        problem = _problem(view, offset, binding)
         if problem is None:
             offset += FRAMING + int.from_bytes(view[offset + 1 : offset + 5], "big")
             index += 1
             continue
-        if len(view) - offset >= FRAMING and view[offset] == RECORD_START:
+        raise_misplaced(view, offset, path=path, binding=binding)
+        if len(view) - offset >= FRAMING and view[offset] in (RECORD_START, RECORD_BOUND):
             end = offset + FRAMING + int.from_bytes(view[offset + 1 : offset + 5], "big")
-            if end == len(view) or (end < len(view) and _problem(view, end) is None):
+            if end == len(view) or (end < len(view) and _problem(view, end, binding) is None):
                 found.append(DamagedRecord(index, offset, end - offset, problem))
                 offset, index = end, index + 1
                 continue
@@ -285,12 +392,12 @@ def damaged_records(data: bytes | bytearray | memoryview, *, path: str) -> list[
 
 
 def readable_records(
-    data: bytes | bytearray | memoryview, *, path: str
+    data: bytes | bytearray | memoryview, *, path: str, binding: bytes | None = None
 ) -> tuple[list[bytes | None], list[DamagedRecord]]:
     """The records of a page with each damaged one (:func:`damaged_records`) as None, so
     indexes stay those of the page, and the damaged ones. Raises CorruptionError as
     damaged_records for damage that hides where the next record starts."""
-    bad = {d.offset: d for d in damaged_records(data, path=path)}
+    bad = {d.offset: d for d in damaged_records(data, path=path, binding=binding)}
     view = memoryview(data).cast("B")
     records: list[bytes | None] = []
     offset = 0

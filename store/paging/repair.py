@@ -28,7 +28,7 @@ from store.config import StoreConfig
 from store.errors import ConfigError, CorruptionError
 from store.paging.base import PageBackend
 from store.paging.files import ADDRESS_FILE, TOMBSTONE_SUFFIX, FilePageBackend
-from store.paging.format import scan_page
+from store.paging.format import page_binding, scan_page
 from store.paging.manifest import MANIFEST_NAME, Manifest, encode_manifest
 
 __all__ = [
@@ -97,12 +97,12 @@ def check_page_stores(config: StoreConfig) -> list[PageFinding]:
         out = [PageFinding(WARNING, where, 0, f"the next open removes it: {why}")
                for where, why in survey.leftovers]  # fmt: skip
         out += [_error(exc) for exc in survey.problems]
-        for locator in survey.stores.values():
-            out += _check_store(backend, locator)
+        for address, locator in survey.stores.items():
+            out += _check_store(backend, address, locator)
         return out
 
 
-def _check_store(backend: PageBackend, locator: Hashable) -> list[PageFinding]:
+def _check_store(backend: PageBackend, address: str, locator: Hashable) -> list[PageFinding]:
     problems = backend.problems(locator)
     out = [_error(exc) for exc in problems]
     manifest = backend.manifest(locator)
@@ -114,7 +114,8 @@ def _check_store(backend: PageBackend, locator: Hashable) -> list[PageFinding]:
         path, label = backend.page_path(locator, page)
         torn = page == pages[-1] and backend.torn_tails
         try:
-            _records, end = scan_page(data, path=path, torn_tail=torn)
+            binding = page_binding(address, page)
+            _records, end = scan_page(data, path=path, torn_tail=torn, binding=binding)
         except CorruptionError as exc:
             reason = f"{label}: {exc.reason}" if label else exc.reason
             out.append(PageFinding(ERROR, exc.path, exc.offset, reason))

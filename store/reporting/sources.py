@@ -65,7 +65,7 @@ from store.file.segments import SegmentNaming
 from store.file.survey import HEADER_BAD, list_directory, loaded_files
 from store.fs import OsFileSystem
 from store.paging.database import ADDRESS_ROW, DIRECTORY_ROW, decode_directory
-from store.paging.format import decode_page, page_file_name, page_number_of
+from store.paging.format import decode_page, page_binding, page_file_name, page_number_of
 from store.reporting import jvm, large, schemas
 from store.reporting.decode import (
     decode_file_batches,
@@ -413,8 +413,10 @@ def _page_rows(addresses: dict[str, str]) -> Any:
                 page = page_number_of(name)
                 if page is None or folder not in addresses:
                     continue
+                address = addresses[folder]
+                bound = page_binding(address, page)
                 try:
-                    records = decode_page(content, path=local, torn_tail=True)
+                    records = decode_page(content, path=local, torn_tail=True, binding=bound)
                 except CorruptionError as exc:
                     yield page_error(addresses[folder], page, exc)
                     continue
@@ -478,7 +480,10 @@ def _page_table_rows(address: str) -> Any:
             data = b"".join(d for _id, d in sorted(rows))
             try:
                 records = decode_page(
-                    data, path=f"{address}/{page_file_name(page)}", torn_tail=False
+                    data,
+                    path=f"{address}/{page_file_name(page)}",
+                    torn_tail=False,
+                    binding=page_binding(address, page),
                 )
             except CorruptionError as exc:
                 yield page_error(address, page, exc)

@@ -26,7 +26,7 @@ from store.db.schema import StoreSchema, TableNames
 from store.paging.api import DEFAULT_PAGE_SIZE, PagingManager
 from store.paging.database import ADDRESS_ROW, DatabasePagingManager, decode_directory
 from store.paging.files import ADDRESS_FILE, FilePagingManager
-from store.paging.format import decode_page, page_file_name
+from store.paging.format import decode_page, page_binding, page_file_name
 from store.paging.memory import MemoryPagingManager
 from tests.support.backends import StoreFactory
 
@@ -171,12 +171,13 @@ class PagingFactory:
     def durable_records(self, address: str, page: int) -> list[bytes]:
         """The records of ``address``'s ``page`` as the storage holds them now (none when
         the page is not there)."""
+        bound = page_binding(address, page)
         if self.kind == "file":
             path = self.page_file(address, page)
             if not os.path.exists(path):
                 return []
             with open(path, "rb") as f:
-                return decode_page(f.read(), path="page", torn_tail=True)
+                return decode_page(f.read(), path="page", torn_tail=True, binding=bound)
         assert self.kind == "database"
         name = self.page_tables()[address]
         suffix = int(name[len(self.schema.names.page_store) :])
@@ -187,7 +188,8 @@ class PagingFactory:
                 .where(table.c.filename == page_file_name(page))
                 .order_by(table.c.id)
             ).all()
-        return decode_page(b"".join(bytes(r[0]) for r in rows), path=name, torn_tail=False)
+        data = b"".join(bytes(r[0]) for r in rows)
+        return decode_page(data, path=name, torn_tail=False, binding=bound)
 
     def teardown(self) -> None:
         """Close everything (errors of a store broken on purpose are ignored)."""

@@ -50,7 +50,7 @@ from store.large.files import FileLargeMessages
 from store.paging.base import PageBackend
 from store.paging.database import DatabasePageBackend
 from store.paging.files import FilePageBackend
-from store.paging.format import FRAMING, scan_page
+from store.paging.format import FRAMING, page_binding, scan_page
 
 __all__ = [
     "database_large_messages",
@@ -87,11 +87,13 @@ def _page_entries(
         path, _label = backend.page_path(locator, page)
         error = None
         torn = page == highest and backend.torn_tails
+        bound = page_binding(address, page)
         try:
-            payloads, _end = scan_page(data, path=path, torn_tail=torn)
+            payloads, _end = scan_page(data, path=path, torn_tail=torn, binding=bound)
         except CorruptionError as exc:
             error = f"{exc.reason} at offset {exc.offset}"
-            payloads, _end = scan_page(data[: exc.offset or 0], path=path, torn_tail=False)
+            before = data[: exc.offset or 0]
+            payloads, _end = scan_page(before, path=path, torn_tail=False, binding=bound)
         yield Page(address=address, page=page, messages=len(payloads), size=len(data), error=error)
         for index, payload in enumerate(payloads):
             yield PagedMessage(
