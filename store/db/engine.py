@@ -276,4 +276,12 @@ def _engine(config: DatabaseStoreConfig, target: DatabaseTarget) -> Engine:
         url, args = target.url, _mysql_args(target, timeout_ms)
     else:
         url, args = target.url, dict(target.connect_args)
-    return sa.create_engine(url, connect_args=args, hide_parameters=True, **pool)
+    engine = sa.create_engine(url, connect_args=args, hide_parameters=True, **pool)
+    if target.hosts:
+        from store.db.failover import connect_writable
+
+        @event.listens_for(engine, "do_connect")
+        def _first_writable(dialect: Any, record: Any, cargs: Any, cparams: Any) -> Any:
+            return connect_writable(dialect.loaded_dbapi, target.hosts, cparams)
+
+    return engine

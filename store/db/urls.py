@@ -131,6 +131,10 @@ class DatabaseTarget:
     display: str
     jdbc: JdbcTarget | None = None
     sqlite_path: str | None = None
+    #: MySQL/MariaDB with several hosts (``jdbc:mysql://h1,h2/db``, ``failover:`` …): each
+    #: (host, port) in order; every connection goes to the first that accepts it and is
+    #: writable (:func:`store.db.failover.connect_writable`). Empty: the URL's one host.
+    hosts: tuple[tuple[str, int | None], ...] = ()
 
 
 def _bad(value: str, allowed: str, *, hint: str | None = None) -> ConfigError:
@@ -248,8 +252,11 @@ def _mysql(url: str, user: str | None, password: str | None) -> tuple[URL, dict[
     password = password if password is not None else lower.get("password")
     known = {"characterencoding", "charset", "usessl", "sslmode", "connecttimeout"}
     _warn_unused(params, known | {"localsocket", "user", "password"})
-    host_port = netloc.split(",")[0] if netloc else "localhost"
-    host, _, port = host_port.partition(":")
+    entries = [h for h in netloc.split(",") if h] or ["localhost"]
+    pairs = [_host_port(h) for h in entries]
+    host, port = pairs[0]
+    if len(pairs) > 1:
+        args["hosts"] = tuple((h or "localhost", int(p) if p else None) for h, p in pairs)
     sa_url = URL.create(
         "mysql+pymysql",
         username=user,
@@ -441,7 +448,8 @@ def resolve_target(config: DatabaseStoreConfig) -> DatabaseTarget:
                 return DatabaseTarget("sqlite", sa_url, {}, redact_url(url), sqlite_path=path)
     except (ValueError, ArgumentError) as exc:
         raise _bad(url, "a jdbc: URL or a SQLAlchemy URL") from exc
-    return DatabaseTarget(dialect, sa_url, args, redact_url(url))
+    hosts = args.pop("hosts", ())
+    return DatabaseTarget(dialect, sa_url, args, redact_url(url), hosts=hosts)
 
 
 #: The Python driver of each database a SQLAlchemy URL may name (the store's fast paths are
