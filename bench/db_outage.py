@@ -1,21 +1,22 @@
-"""Time from a PostgreSQL restart to the database store's first successful send (issue 41,
-docs/db.md "Outages"), on a private cluster (:mod:`tests.support.pg_cluster`, the shared
-server is never restarted).
+"""Time from a PostgreSQL or MariaDB restart to the database store's first successful send
+(issue 41, docs/db.md "Outages"), on a private server (:mod:`tests.support.pg_cluster`,
+:mod:`tests.support.mariadb_server` with ``--mariadb``; the shared servers are never
+restarted).
 
 One storage manager on the private cluster, two producer threads sending durable messages
 (``sync=True``) as fast as they can, a consumer acknowledging them. Each round restarts the
-cluster (``pg_ctl restart -m fast``, or ``-m immediate`` with ``--crash``); the clock starts
-when ``pg_ctl start`` returns (the database accepts connections) and stops at the first send
-that returns after it. Then for ``--after`` seconds (default 10) it counts sends per second
-and any send that fails (a second outage of the store's own would show there). Reported:
-min / p50 / p99 / max of the time to the first send over ``--rounds`` restarts (default 10),
-the sends per second before and after, and the sends refused (during the outages, by design:
-StoreUnavailableError, nothing written) and in doubt (expected 0).
+cluster (``pg_ctl restart -m fast``, or ``-m immediate`` with ``--crash``; MariaDB: SIGTERM, or
+SIGKILL with ``--crash``); the clock starts when the server accepts connections again and stops
+at the first send that returns after it. Then for ``--after`` seconds (default 10) it counts
+sends per second and any send that fails (a second outage of the store's own would show there).
+Reported: min / p50 / p99 / max of the time to the first send over ``--rounds`` restarts
+(default 10), the sends per second before and after, and the sends refused (during the outages,
+by design: StoreUnavailableError, nothing written) and in doubt (expected 0).
 
-Reference, side by side: the same rounds' time for a plain psycopg connection loop (connect
-and ``INSERT`` + commit, retried every 10 ms): how soon anything can write at all.
+Reference, side by side: the same rounds' time for a plain driver connection loop (psycopg or
+PyMySQL: connect and ``INSERT`` + commit, retried every 10 ms): how soon anything can write.
 
-Run: ``python -m bench.db_outage [--rounds N] [--after S] [--crash]``.
+Run: ``python -m bench.db_outage [--rounds N] [--after S] [--crash] [--mariadb]``.
 
 Thread-safety: the main thread restarts the cluster; producers and consumer record under a
 lock.
@@ -30,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 import psycopg
+import pymysql
 from rich.console import Console
 from rich.table import Table
 
@@ -38,6 +40,7 @@ from store.errors import StoreUnavailableError
 from store.messaging import Message, StorageManager
 from tests.support.backends import unique_prefix
 from tests.support.db_backends import store_mapping
+from tests.support.mariadb_server import MariaDbServer, private_mariadb
 from tests.support.pg_cluster import PgCluster, private_cluster
 
 
@@ -93,6 +96,26 @@ def _psycopg_first(cluster: PgCluster, since: float) -> float:
             time.sleep(0.01)
 
 
+def _pymysql_first(server: MariaDbServer, since: float) -> float:
+    """Seconds from ``since`` to the first committed INSERT of a fresh PyMySQL connection."""
+    while True:
+        try:
+            conn = pymysql.connect(
+                host="127.0.0.1", port=server.port, user="root", database="test", connect_timeout=2
+            )
+        except pymysql.err.OperationalError:
+            time.sleep(0.01)
+            continue
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("CREATE TABLE IF NOT EXISTS bench_outage_ref (v int)")
+                cursor.execute("INSERT INTO bench_outage_ref VALUES (1)")
+            conn.commit()
+            return time.monotonic() - since
+        finally:
+            conn.close()
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if len(ordered) == 1:
@@ -104,17 +127,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--after", type=float, default=10.0)
-    parser.add_argument("--crash", action="store_true", help="pg_ctl stop -m immediate")
+    parser.add_argument("--crash", action="store_true", help="pg_ctl stop -m immediate / SIGKILL")
+    parser.add_argument("--mariadb", action="store_true", help="a private MariaDB server")
     args = parser.parse_args()
     console = Console(stderr=True)
     firsts: list[float] = []
     refs: list[float] = []
     rates_after: list[float] = []
     failed_after = 0
-    with private_cluster() as cluster:
-        config = StoreConfig.from_mapping(
-            store_mapping(cluster.url, unique_prefix(), user="postgres")
-        )
+    with private_mariadb() if args.mariadb else private_cluster() as cluster:
+        user = "root" if args.mariadb else "postgres"
+        config = StoreConfig.from_mapping(store_mapping(cluster.url, unique_prefix(), user=user))
         store = open_store(config)
         sm = StorageManager(store)
         sm.load()
@@ -130,10 +153,15 @@ def main() -> None:
         with counts.lock:
             rate_before = len(counts.ok) / 2.0
         for n in range(args.rounds):
-            cluster.stop("immediate" if args.crash else "fast")
-            cluster.start()
-            back = time.monotonic()
-            refs.append(_psycopg_first(cluster, back))
+            if isinstance(cluster, MariaDbServer):
+                cluster.restart(kill=args.crash)
+                back = time.monotonic()
+                refs.append(_pymysql_first(cluster, back))
+            else:
+                cluster.stop("immediate" if args.crash else "fast")
+                cluster.start()
+                back = time.monotonic()
+                refs.append(_psycopg_first(cluster, back))
             deadline = back + 30
             first = None
             while first is None and time.monotonic() < deadline:
@@ -160,13 +188,15 @@ def main() -> None:
         sm.close()
         store.close()
         health = store.messages._started().health  # type: ignore[attr-defined]
-    table = Table(title=f"PostgreSQL {'crash' if args.crash else 'restart'} x {args.rounds}")
+    name = "MariaDB" if args.mariadb else "PostgreSQL"
+    table = Table(title=f"{name} {'crash' if args.crash else 'restart'} x {args.rounds}")
     for column in ("", "min", "p50", "p99", "max"):
         table.add_column(column, justify="right")
-    for name, values in (("store: first send (ms)", firsts), ("psycopg: first commit", refs)):
+    driver = "pymysql" if args.mariadb else "psycopg"
+    for label, values in (("store: first send (ms)", firsts), (f"{driver}: first commit", refs)):
         if values:
             table.add_row(
-                name,
+                label,
                 *(
                     f"{1000 * v:.0f}"
                     for v in (min(values), _pct(values, 50), _pct(values, 99), max(values))

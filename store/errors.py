@@ -113,6 +113,11 @@ class CorruptionError(StoreError):
         self.offset = offset
         self.reason = reason
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # copy and pickle rebuild it from its own arguments (the writer hands each waiter of
+        # a failed batch a copy), not from the message alone
+        return (type(self), (self.path, self.offset, self.reason), self.__dict__)
+
 
 class TornTailError(CorruptionError):
     """Raised when a file ends in an incomplete write that ``repair`` may truncate."""

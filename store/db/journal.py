@@ -53,6 +53,7 @@ from typing import Any, Final
 from sqlalchemy.engine import Engine
 
 from store.db.dialects import JournalSQL
+from store.db.probes import Probes
 from store.db.row_replay import RowReplay
 from store.db.rows import RowIndex
 from store.db.settle import invalidate, reconnect, reporter
@@ -99,7 +100,7 @@ _NO_IDS: Final[set[int]] = set()  # replay_rows's updated_only: unused without a
 
 @dataclass(frozen=True, kw_only=True)
 class JournalOptions:
-    """How one database journal behaves.
+    """How one database journal behaves (immutable).
 
     ``sync_period``: ``jdbc-journal-sync-period`` in seconds (default 0.005): the longest a
     non-sync append waits for its commit; longer batches more rows per commit.
@@ -107,20 +108,15 @@ class JournalOptions:
     False makes the corresponding appends return without waiting for the commit.
     ``max_record_size``: the largest body accepted, in bytes (the database's blob limit).
     ``fence``: run in every batch's transaction before commit (the HA lease check).
-    ``seq_floor``: the least ``seq`` of this open's appends (default 0: right after the
-    largest loaded); the HA node manager sets it from its generation, so that a new live
-    node's rows never share a key with the uncommitted rows of a frozen predecessor (an
-    insert of the same key would wait for that predecessor's transaction).
-    ``network_timeout``: ``jdbc-network-timeout`` in seconds (default 0: none): the longest
-    a caller waits for a commit while the database is away before it gets an in-doubt
-    StoreUnavailableError (the writer rides outages out, :mod:`store.db.writer`);
-    ``reconnected``: run first on each connection of an outage (settle.revision_check).
+    ``seq_floor``: the least ``seq`` of this open's appends (default 0: after the largest
+    loaded); the HA node manager sets it from its generation, so a new live node's rows never
+    share a key with the uncommitted rows of a frozen predecessor.
+    ``network_timeout``: ``jdbc-network-timeout`` in seconds (default 0: none): the longest a
+    caller waits for a commit while the database is away before an in-doubt
+    StoreUnavailableError (:mod:`store.db.writer`); ``reconnected``: run first on each
+    connection of an outage (settle.revision_check), before the probes (store.db.probes).
     ``backlog``: bounds of what may be appended and not yet committed (default
-    :class:`~store.db.writer.BacklogLimits`: 1,024 to 65,536 operations, adapted so the backlog
-    commits in one sync period, and 8 MiB); an append beyond them waits (back-pressure).
-    Larger bounds give bigger batches, longer waits for the commit and more memory.
-
-    Thread-safety: immutable.
+    :class:`~store.db.writer.BacklogLimits`); an append beyond them waits (back-pressure).
     """
 
     sync_period: float = 0.005
@@ -135,11 +131,7 @@ class JournalOptions:
 
 
 class DatabaseJournal(Journal):
-    """A journal kept in one database table (see the module docstring).
-
-    Thread-safety: every method may be called from any number of threads; appends serialise on
-    the writer's lock for a few microseconds each.
-    """
+    """A journal kept in one database table (module docstring, also on thread-safety)."""
 
     def __init__(
         self, *, name: str, engine: Engine, sql: JournalSQL, options: JournalOptions
@@ -156,6 +148,7 @@ class DatabaseJournal(Journal):
         self._loaded = False
         self._closed = False
         self._writer_conn: Any = None
+        self._probes = Probes(sql, self.table_name, self._index.is_live)
 
     # -- load ---------------------------------------------------------------------------------
 
@@ -283,6 +276,7 @@ class DatabaseJournal(Journal):
                 fence=self._options.fence,
                 sent=sent,
             )
+            self._probes.committed(batch)
         except BaseException:
             self._writer_conn = None
             invalidate(conn)  # never hand a connection in an unknown state back to the pool
@@ -293,10 +287,18 @@ class DatabaseJournal(Journal):
         commit it again if it was not applied (:mod:`store.db.settle`). Raises ReconnectError
         while no connection works, what :meth:`_run_batch` raises when it fails again."""
         self._writer_conn, done = reconnect(
-            self._engine, self._sql, batch, self.table_name, self._options.reconnected
+            self._engine, self._sql, batch, self.table_name, self._reconnected
         )
         if not done:
             self._run_batch(batch, _nothing)
+        else:
+            self._probes.committed(batch)
+
+    def _reconnected(self, conn: Any) -> None:
+        """First on each connection of an outage: the schema revision, then the probes."""
+        if self._options.reconnected is not None:
+            self._options.reconnected(conn)
+        self._probes.check(conn)
 
     def _started(self) -> GroupCommitWriter:
         writer = self._writer
@@ -324,6 +326,8 @@ class DatabaseJournal(Journal):
         batch = self._writer.pending  # type: ignore[union-attr]  # appends come after load
         batch.first_seq = batch.first_seq or seq
         batch.last_seq = seq
+        if not tx:  # a plain ADD or UPDATE: the newest probe (store.db.probes)
+            batch.probe_seq, batch.probe_id = seq, id
         return self._encode(id, rt, tx, urt, data, txdata, seq)
 
     def append_add(
@@ -378,6 +382,7 @@ class DatabaseJournal(Journal):
                 raise UnknownRecordError(f"record {id} is not live in table {self.table_name}")
             self._seq += 1
             self._index.delete(id, self._seq, w.pending)
+            w.pending.gone_seq, w.pending.gone_id = self._seq, id
             batch = w.queued_locked(wait)
         if wait:
             batch.wait()
@@ -533,12 +538,10 @@ class DatabaseJournal(Journal):
     def stats(self) -> JournalStats:
         """Counts: ``records_live`` live ids, ``files`` rows in the table, ``bytes_live`` bytes
         of live records' bodies, ``bytes_total`` bytes of all bodies and XIDs; ``extra`` has
-        ``rows_needed``, ``rows_dead``, ``live_entries``, ``open_transactions``, ``batches`` and
-        ``batched_operations`` (commits and the appends they carried since open), and the
-        backlog's ``backlog_peak_records`` / ``backlog_peak_bytes`` (the most appended and not
-        yet committed at once since open), ``backlog_limit_records`` / ``backlog_limit_bytes``
-        (its bounds now) and ``backlog_waits`` (appends that waited for room). The backlog
-        itself is 0 here (stats flushes first); :meth:`backlog` looks without flushing.
+        ``rows_needed``, ``rows_dead``, ``live_entries``, ``open_transactions``, ``batches``,
+        ``batched_operations`` (commits and the appends they carried since open) and the
+        backlog's ``backlog_peak_records`` / ``backlog_peak_bytes`` (most not yet committed at
+        once), ``backlog_limit_records`` / ``backlog_limit_bytes`` and ``backlog_waits``.
 
         Raises JournalStateError before load, StoreUnavailableError on database failure.
         """

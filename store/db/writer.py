@@ -343,9 +343,13 @@ class Batch:
         "first_at",
         "first_seq",
         "future",
+        "gone_id",
+        "gone_seq",
         "health",
         "inserts",
         "last_seq",
+        "probe_id",
+        "probe_seq",
         "records",
         "rows",
         "size",
@@ -360,6 +364,9 @@ class Batch:
         #: settled by looking for these rows (:meth:`GroupCommitWriter` "Outages").
         self.first_seq = 0
         self.last_seq = 0
+        #: the last plain insert (seq, id) and the last delete (seq, id), 0: none: what a
+        #: reconnect checks the database still holds once this batch committed (store.db.probes)
+        self.probe_seq = self.probe_id = self.gone_seq = self.gone_id = 0
         self.health = health
         self.records: list[tuple[int, int]] = []
         self.tx_records: list[tuple[int, int, int, int]] = []

@@ -103,6 +103,40 @@ class PgCluster:
         self.stop(mode)
         self.start()
 
+    def standby(self) -> PgCluster:
+        """A streaming standby of this (running) cluster, made with ``pg_basebackup -R`` on a
+        port of its own, started (asynchronous unless :meth:`synchronous` names it). Remove
+        it with :meth:`remove`."""
+        other = PgCluster(Path(tempfile.mkdtemp(prefix="store-pg-standby-")), free_port())
+        if os.geteuid() == 0:
+            shutil.chown(other.root, "postgres", "postgres")
+        self._run(
+            "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+            "-D", str(other.data), "-R", "-X", "stream", "--no-sync",
+            "-d", f"application_name=standby{other.port}",
+        )  # fmt: skip
+        other.start()
+        return other
+
+    def synchronous(self, standby: PgCluster | None) -> None:
+        """Make commits wait for ``standby`` to flush them (None: for no standby)."""
+        names = "" if standby is None else f"standby{standby.port}"
+        self.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+        self.execute("SELECT pg_reload_conf()")
+
+    def promote(self) -> None:
+        """Promote this standby to a primary; returns once it accepts writes."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60", "promote")
+
+    def execute(self, statement: str) -> list[tuple[object, ...]]:
+        """Run ``statement`` as postgres in database postgres (autocommit); its rows."""
+        import psycopg
+
+        dsn = f"host=127.0.0.1 port={self.port} dbname=postgres user=postgres"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            cursor = conn.execute(statement)
+            return list(cursor.fetchall()) if cursor.description else []
+
     def remove(self) -> None:
         """Stop the server if it runs and delete its folder."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)

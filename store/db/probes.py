@@ -1,0 +1,120 @@
+"""What a journal checks the database still holds when it reconnects after an outage
+(docs/db.md "Outages"): acknowledged rows that a failover lost.
+
+A database that fails over to a standby the primary replicated to synchronously loses nothing
+committed. One that fails over to an asynchronous standby *behind* its primary (or is restored
+from an older backup with the same schema revision) has lost commits the store confirmed: sends
+whose rows are gone, and acks (deletes) that never happened there, so acknowledged messages
+would come back. The store cannot know the database's history, but it knows what it committed
+last, so on every fresh connection of an outage (before the failed batch is settled) it
+checks two probes:
+
+- the newest committed plain insert (an ADD or UPDATE outside a transaction) of a record that
+  is still live: its id must have a row at that ``seq`` or later (a delete and a new add of the
+  same id leave later rows);
+- the newest committed delete of a record that is not live again: its id must have no plain
+  row older than the delete.
+
+A probe that fails is :class:`~store.errors.LostDataError` naming the table, the record and the
+``seq``: the writer stops for good (every waiter and later append gets the error) and the store
+must be reopened once the operator has looked at what the database lost; it is never silent.
+The probes are the newest of the last :data:`_KEPT` committed batches that still apply, so one
+check is two indexed queries whatever the store's size.
+
+Thread-safety: :meth:`Probes.committed` is called by the writer thread only, :meth:`check` on
+the writer thread at reconnect; ``is_live`` reads the journal's row index (one dict lookup).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from store.db.dialects import Compiled, JournalSQL
+from store.db.writer import Batch
+from store.errors import LostDataError
+
+__all__ = ["Probes"]
+
+#: Probes kept: those of the last committed batches that had a plain insert or a delete.
+_KEPT: Final = 16
+
+
+class Probes:
+    """The probes of one journal table (module docstring)."""
+
+    def __init__(self, sql: JournalSQL, table: str, is_live: Callable[[int], bool]) -> None:
+        c = sql.table.c
+        bind = sa.bindparam
+        self._table = table
+        self._is_live = is_live
+        self._newest = Compiled(
+            sa.select(sa.func.max(c.seq)).where(c.id == bind("id", 0, type_=sa.BigInteger)),
+            sql.dialect,
+            ("id",),
+        )
+        self._older = Compiled(
+            sa.select(sa.func.count()).where(
+                c.id == bind("id", 0, type_=sa.BigInteger),
+                c.seq < bind("seq", 0, type_=sa.BigInteger),
+                c.txid == bind("tx", 0, type_=sa.BigInteger),
+            ),
+            sql.dialect,
+            ("id", "seq", "tx"),
+        )
+        self._inserts: deque[tuple[int, int]] = deque(maxlen=_KEPT)  # (seq, id)
+        self._deletes: deque[tuple[int, int]] = deque(maxlen=_KEPT)  # (seq, id)
+
+    def committed(self, batch: Batch) -> None:
+        """``batch`` committed: its probes (set by the journal as it queued rows) are kept.
+        Raises nothing."""
+        if batch.probe_seq:
+            self._inserts.append((batch.probe_seq, batch.probe_id))
+        if batch.gone_seq:
+            self._deletes.append((batch.gone_seq, batch.gone_id))
+
+    def check(self, conn: Any) -> None:
+        """On the DB-API connection ``conn``: raise LostDataError when a probe shows lost
+        commits (module docstring); the read transaction is ended. Raises what the driver
+        raises."""
+        insert = next(((s, i) for s, i in reversed(self._inserts) if self._is_live(i)), None)
+        delete = next(((s, i) for s, i in reversed(self._deletes) if not self._is_live(i)), None)
+        if insert is None and delete is None:
+            return
+        cursor = conn.cursor()
+        try:
+            lost = None
+            if insert is not None:
+                seq, rid = insert
+                cursor.execute(self._newest.sql, (rid,))
+                row = cursor.fetchone()
+                newest = row[0] if row else None
+                if newest is None or int(newest) < seq:
+                    lost = (
+                        seq,
+                        f"record {rid}, committed at seq {seq}, has no row at or after it "
+                        f"(newest: {newest if newest is not None else 'none'})",
+                    )
+            if lost is None and delete is not None:
+                seq, rid = delete
+                values = {"id": rid, "seq": seq, "tx": 0}
+                cursor.execute(self._older.sql, tuple(values[n] for n in self._older.order))
+                row = cursor.fetchone()
+                if row and int(row[0]):
+                    lost = (seq, f"record {rid}, deleted at seq {seq}, has its rows again")
+        finally:
+            cursor.close()
+        conn.rollback()
+        if lost is not None:
+            raise LostDataError(
+                self._table,
+                lost[0],
+                f"after the database came back it lacks commits the store confirmed: "
+                f"{lost[1]} (a failover to a standby behind its primary, or a restore?); "
+                "the store stops writing",
+                hint="find what the database lost (the old primary may still hold it), then "
+                "reopen the store; acknowledged messages may be missing or come back",
+            )
