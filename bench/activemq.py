@@ -43,7 +43,6 @@ HOME = Path("/usr/share/activemq")
 PG_JAR = Path("/usr/share/java/postgresql.jar")
 STORES = ("kahadb", "jdbc")
 #: The PostgreSQL the benchmarks share (trust authentication on loopback).
-PG_URL = "jdbc:postgresql://127.0.0.1:5432/test"
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 #: The broker's heap: Debian's default is 512 MiB; the memory limit below needs headroom.
 HEAP = "1G"
@@ -161,11 +160,11 @@ def stop_process(process: subprocess.Popen[bytes], seconds: float = STOP_SECONDS
             process.wait()
 
 
-def _drop_tables(prefix: str) -> None:
+def _drop_tables(prefix: str, dsn: str = PG_DSN) -> None:
     import psycopg
 
     tables = ", ".join(f"{prefix}activemq_{t}" for t in ("msgs", "acks", "lock"))
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {tables}")  # type: ignore[arg-type]
 
 
@@ -179,11 +178,13 @@ class Setup:
     base: Path
     port: int
     prefix: str
+    dsn: str = PG_DSN
 
 
-def configure(store: str, base: Path) -> Setup:
+def configure(store: str, base: Path, *, pg_port: int = 5432, database: str = "test") -> Setup:
     """Write a broker's ``activemq.xml`` for ``store`` under ``base`` (which must be empty or
-    absent). Raises ValueError for an unknown store."""
+    absent); the JDBC store uses PostgreSQL on ``pg_port`` (default the shared server), user
+    postgres, ``database``. Raises ValueError for an unknown store."""
     if store not in STORES:
         raise ValueError(f"store must be one of {STORES}, not {store!r}")
     conf, data = base / "conf", base / "data"
@@ -192,12 +193,14 @@ def configure(store: str, base: Path) -> Setup:
     port = _free_port()
     prefix = f"amqbench_{os.getpid()}_{secrets.token_hex(3)}_"
     persistence = _PERSISTENCE[store].format(data=data, prefix=prefix)
-    datasource = _DATASOURCE.format(url=PG_URL) if store == "jdbc" else ""
+    url = f"jdbc:postgresql://127.0.0.1:{pg_port}/{database}"
+    datasource = _DATASOURCE.format(url=url) if store == "jdbc" else ""
     (conf / "activemq.xml").write_text(
         _XML.format(data=data, persistence=persistence, port=port, datasource=datasource)
     )
     (conf / "log4j.properties").write_text(_LOG4J)
-    return Setup(store, base, port, prefix)
+    dsn = f"host=127.0.0.1 port={pg_port} user=postgres dbname={database}"
+    return Setup(store, base, port, prefix, dsn)
 
 
 def launch(setup: Setup) -> subprocess.Popen[bytes]:
@@ -230,7 +233,7 @@ def remove(setup: Setup) -> None:
     """Drop the broker's data (its folder, and its tables for JDBC); the broker must be
     stopped."""
     if setup.store == "jdbc":
-        _drop_tables(setup.prefix)
+        _drop_tables(setup.prefix, setup.dsn)
     shutil.rmtree(setup.base / "data", ignore_errors=True)
 
 

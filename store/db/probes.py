@@ -65,8 +65,10 @@ class Probes:
             sql.dialect,
             ("id", "seq", "tx"),
         )
+        self._max = Compiled(sa.select(sa.func.max(c.seq)), sql.dialect, ())
         self._inserts: deque[tuple[int, int]] = deque(maxlen=_KEPT)  # (seq, id)
         self._deletes: deque[tuple[int, int]] = deque(maxlen=_KEPT)  # (seq, id)
+        self._committed = 0  # the highest seq of a committed batch
 
     def committed(self, batch: Batch) -> None:
         """``batch`` committed: its probes (set by the journal as it queued rows) are kept.
@@ -75,6 +77,7 @@ class Probes:
             self._inserts.append((batch.probe_seq, batch.probe_id))
         if batch.gone_seq:
             self._deletes.append((batch.gone_seq, batch.gone_id))
+        self._committed = max(self._committed, batch.last_seq, batch.gone_seq)
 
     def check(self, conn: Any) -> None:
         """On the DB-API connection ``conn``: raise LostDataError when a probe shows lost
@@ -85,6 +88,7 @@ class Probes:
         if insert is None and delete is None:
             return
         cursor = conn.cursor()
+        top = 0
         try:
             lost = None
             if insert is not None:
@@ -105,6 +109,10 @@ class Probes:
                 row = cursor.fetchone()
                 if row and int(row[0]):
                     lost = (seq, f"record {rid}, deleted at seq {seq}, has its rows again")
+            if lost is not None:
+                cursor.execute(self._max.sql)
+                row = cursor.fetchone()
+                top = int(row[0]) if row and row[0] is not None else 0
         finally:
             cursor.close()
         conn.rollback()
@@ -113,8 +121,10 @@ class Probes:
                 self._table,
                 lost[0],
                 f"after the database came back it lacks commits the store confirmed: "
-                f"{lost[1]} (a failover to a standby behind its primary, or a restore?); "
-                "the store stops writing",
+                f"{lost[1]}; the table's newest row is seq {top}, this store committed up "
+                f"to seq {self._committed}: commits in seq {top + 1}..{self._committed} may "
+                "be gone (a failover to a standby behind its primary, or a restore?); the "
+                "store stops writing",
                 hint="find what the database lost (the old primary may still hold it), then "
                 "reopen the store; acknowledged messages may be missing or come back",
             )

@@ -22,7 +22,7 @@ from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
 from store.errors import StoreError, StoreUnavailableError
 from store.messaging import Message, StorageManager
-from tests.db.test_outages import Traffic
+from tests.db.test_outages import Traffic, check_reopened
 from tests.support.backends import unique_prefix
 from tests.support.db_backends import store_mapping
 from tests.support.tcp_proxy import TcpProxy
@@ -158,15 +158,4 @@ def test_a_network_cut_never_hangs_a_call_and_the_store_serves_again_after(
             store.close()
         except StoreError:
             pass
-    with open_store(config) as again:
-        reopened = StorageManager(again)
-        reopened.load()
-        bodies = [bytes(m.body).decode() for m, _ in reopened.browse()]  # type: ignore[arg-type]
-        reopened.close()
-    assert len(bodies) == len(set(bodies)), "a message is stored twice"
-    found = set(bodies)
-    waiting = {b for b, mid in traffic.sent.items() if mid not in traffic.acked | maybe}
-    assert waiting <= found, f"acknowledged sends lost: {sorted(waiting - found)[:10]}"
-    assert not (traffic.refused & found), f"refused sends applied: {traffic.refused & found}"
-    gone = {b for b, mid in traffic.sent.items() if mid in traffic.acked}
-    assert not (gone & found), f"acknowledged acks undone: {sorted(gone & found)[:10]}"
+    check_reopened(config, traffic, maybe)

@@ -5,6 +5,8 @@ runs say what the records say."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +18,7 @@ from store.messaging.message_records import PagedMessage
 from store.paging import format as page_format
 from store.speedups import SPEEDUPS
 from tests.file.test_reader import require_speedups
+from tests.support.page_scans import scan_outcome
 from tests.support.profile import examples
 
 _paged = st.builds(
@@ -164,16 +167,8 @@ def test_scan_records_finds_what_scan_page_finds(
         data[flip % len(data)] ^= 0x41
     data = data[: max(0, len(data) - cut)]
 
-    def outcome(scan: object, compiled: bool) -> object:
-        with pytest.MonkeyPatch.context() as m:
-            if not compiled:
-                m.setattr(page_format, "_COMPILED_SCAN", None)
-                m.setattr(page_format, "_COMPILED_BOUNDS", None)
-            try:
-                records, end = scan(bytes(data), path="p", torn_tail=torn_tail)  # type: ignore[operator]
-                return list(records), end
-            except CorruptionError as exc:
-                return (exc.path, exc.offset, exc.reason)
+    def outcome(scan: Callable[..., Any], compiled: bool) -> object:
+        return scan_outcome(scan, bytes(data), compiled=compiled, torn_tail=torn_tail)
 
     reference = outcome(page_format.scan_page, False)
     assert outcome(page_format.scan_records, False) == reference

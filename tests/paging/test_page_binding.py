@@ -6,6 +6,9 @@ tail or not, and a torn tail of a bound page is still cut silently."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +26,7 @@ from store.paging.format import (
 )
 from store.speedups import SPEEDUPS
 from tests.file.test_reader import require_speedups
+from tests.support.page_scans import scan_outcome
 from tests.support.profile import examples
 
 HERE = page_binding("orders", 7)
@@ -67,18 +71,9 @@ def test_the_compiled_scans_equal_the_python_reference(
         data[flip % len(data)] ^= 0x41
     data = data[: max(0, len(data) - cut)]
 
-    def outcome(scan: object, compiled: bool) -> object:
-        with pytest.MonkeyPatch.context() as m:
-            if not compiled:
-                m.setattr(page_format, "_COMPILED_SCAN", None)
-                m.setattr(page_format, "_COMPILED_BOUNDS", None)
-            try:
-                found, end = scan(  # type: ignore[operator]
-                    bytes(data), path="p", torn_tail=torn_tail, binding=reading
-                )
-                return list(found), end
-            except CorruptionError as exc:
-                return (exc.path, exc.offset, exc.reason)
+    def outcome(scan: Callable[..., Any], compiled: bool) -> object:
+        kwargs = {"torn_tail": torn_tail, "binding": reading}
+        return scan_outcome(scan, bytes(data), compiled=compiled, **kwargs)
 
     reference = outcome(page_format.scan_page, False)
     assert outcome(page_format.scan_page, True) == reference

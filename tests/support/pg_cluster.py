@@ -137,6 +137,14 @@ class PgCluster:
             cursor = conn.execute(statement)
             return list(cursor.fetchall()) if cursor.description else []
 
+    def terminate_clients(self) -> None:
+        """Kill every client connection (``pg_terminate_backend``), as a DBA or a pooler
+        restart does; the server stays up."""
+        self.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+
     def remove(self) -> None:
         """Stop the server if it runs and delete its folder."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
