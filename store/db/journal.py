@@ -9,11 +9,10 @@ rows physically and transaction rows go as soon as none of their records is live
 (:mod:`store.db.rows`); nothing waits for a compaction.
 
 Load streams the table once, in ``seq`` order, with a server-side cursor where the database
-has one (memory grows with the live records, not with the table), through the shared replay
-rules (:class:`store.journal.replay.Replayer`) and the table's one row dispatch
-(:mod:`store.db.row_replay`, which ``store data verify`` uses too). Rows no replay needs
-(transactions that never completed, stray commit rows, kinds this store never writes) are
-deleted by the first batch after the load, so a restart never leaves rows behind.
+has one (memory grows with the live records), through the shared replay rules
+(:class:`store.journal.replay.Replayer`) and the table's row dispatch (:mod:`store.db.row_replay`,
+which ``store data verify`` uses too). Rows no replay needs (transactions that never completed,
+stray commit rows, unknown kinds) are deleted by the first batch after the load.
 
 Rows this store writes (Artemis's numbers; ``-1`` where Artemis puts -1 or 0):
 
@@ -33,8 +32,8 @@ event        accepted and dropped (the database store keeps no retention)
 ===========  ===========  ====  ======  ==================  ================
 
 ``journal-sync-non-transactional = false`` makes non-transactional appends never wait for
-their commit, ``journal-sync-transactional = false`` prepare / commit / rollback; every append
-still waits for room when the backlog is full (back-pressure, :mod:`store.db.writer`).
+their commit, ``journal-sync-transactional = false`` prepare / commit / rollback; each still
+waits for room when the backlog is full (:mod:`store.db.writer`).
 
 Thread-safety: every public method may be called from any number of threads (the contract's
 rule); appends serialise on the writer's lock for a few microseconds each.
@@ -54,6 +53,7 @@ from sqlalchemy.engine import Engine
 
 from store.db.dialects import JournalSQL
 from store.db.probes import Probes
+from store.db.reconnects import reconnects
 from store.db.row_replay import RowReplay
 from store.db.rows import RowIndex
 from store.db.settle import invalidate, reconnect, reporter
@@ -103,20 +103,18 @@ class JournalOptions:
     """How one database journal behaves (immutable).
 
     ``sync_period``: ``jdbc-journal-sync-period`` in seconds (default 0.005): the longest a
-    non-sync append waits for its commit; longer batches more rows per commit.
-    ``sync_transactional`` / ``sync_non_transactional``: ``journal-sync-*`` (default True):
-    False makes the corresponding appends return without waiting for the commit.
-    ``max_record_size``: the largest body accepted, in bytes (the database's blob limit).
+    non-sync append waits for its commit. ``sync_transactional`` / ``sync_non_transactional``:
+    ``journal-sync-*`` (default True): False makes those appends not wait for the commit.
+    ``max_record_size``: the largest body accepted, in bytes (the database's blob limit);
     ``fence``: run in every batch's transaction before commit (the HA lease check).
     ``seq_floor``: the least ``seq`` of this open's appends (default 0: after the largest
     loaded); the HA node manager sets it from its generation, so a new live node's rows never
-    share a key with the uncommitted rows of a frozen predecessor.
+    share a key with a frozen predecessor's uncommitted rows.
     ``network_timeout``: ``jdbc-network-timeout`` in seconds (default 0: none): the longest a
-    caller waits for a commit while the database is away before an in-doubt
-    StoreUnavailableError (:mod:`store.db.writer`); ``reconnected``: run first on each
-    connection of an outage (settle.revision_check), before the probes (store.db.probes).
-    ``backlog``: bounds of what may be appended and not yet committed (default
-    :class:`~store.db.writer.BacklogLimits`); an append beyond them waits (back-pressure).
+    caller waits for a commit in an outage before an in-doubt StoreUnavailableError
+    (:mod:`store.db.writer`); ``reconnected``: run first on each connection of an outage
+    (settle.revision_check), before the probes (store.db.probes). ``backlog``: bounds of
+    what may be appended and not yet committed (:class:`~store.db.writer.BacklogLimits`).
     """
 
     sync_period: float = 0.005
@@ -148,7 +146,7 @@ class DatabaseJournal(Journal):
         self._loaded = False
         self._closed = False
         self._writer_conn: Any = None
-        self._probes = Probes(sql, self.table_name, self._index.is_live)
+        self._probes = Probes(sql, self.table_name, self._index.is_live, reconnects(engine))
 
     # -- load ---------------------------------------------------------------------------------
 
@@ -268,6 +266,8 @@ class DatabaseJournal(Journal):
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
         try:
+            if self._probes.due():  # another part reconnected after an outage
+                self._probes.check(conn.driver_connection)
             commit_batch(
                 conn.driver_connection,
                 self._sql,
@@ -298,7 +298,7 @@ class DatabaseJournal(Journal):
         """First on each connection of an outage: the schema revision, then the probes."""
         if self._options.reconnected is not None:
             self._options.reconnected(conn)
-        self._probes.check(conn)
+        self._probes.check(conn, reconnected=True)
 
     def _started(self) -> GroupCommitWriter:
         writer = self._writer

@@ -7,7 +7,8 @@ from an older backup with the same schema revision) has lost commits the store c
 whose rows are gone, and acks (deletes) that never happened there, so acknowledged messages
 would come back. The store cannot know the database's history, but it knows what it committed
 last, so on every fresh connection of an outage (before the failed batch is settled) it
-checks two probes:
+checks two probes (and before its next commit whenever another part of the store noticed an
+outage, :mod:`store.db.reconnects`):
 
 - the newest committed plain insert (an ADD or UPDATE outside a transaction) of a record that
   is still live: its id must have a row at that ``seq`` or later (a delete and a new add of the
@@ -34,6 +35,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from store.db.dialects import Compiled, JournalSQL
+from store.db.reconnects import Reconnects
 from store.db.writer import Batch
 from store.errors import LostDataError
 
@@ -46,8 +48,12 @@ _KEPT: Final = 16
 class Probes:
     """The probes of one journal table (module docstring)."""
 
-    def __init__(self, sql: JournalSQL, table: str, is_live: Callable[[int], bool]) -> None:
+    def __init__(
+        self, sql: JournalSQL, table: str, is_live: Callable[[int], bool], shared: Reconnects
+    ) -> None:
         c = sql.table.c
+        self._shared = shared
+        self._seen = shared.count
         bind = sa.bindparam
         self._table = table
         self._is_live = is_live
@@ -79,13 +85,23 @@ class Probes:
             self._deletes.append((batch.gone_seq, batch.gone_id))
         self._committed = max(self._committed, batch.last_seq, batch.gone_seq)
 
-    def check(self, conn: Any) -> None:
+    def due(self) -> bool:
+        """Whether a part of the store noticed an outage since the last :meth:`check`.
+        Raises nothing."""
+        return self._shared.count != self._seen
+
+    def check(self, conn: Any, *, reconnected: bool = False) -> None:
         """On the DB-API connection ``conn``: raise LostDataError when a probe shows lost
-        commits (module docstring); the read transaction is ended. Raises what the driver
-        raises."""
+        commits (module docstring); the read transaction is ended. ``reconnected``: this
+        journal is reconnecting after an outage (the other parts are told first). Raises
+        what the driver raises."""
+        if reconnected:
+            self._shared.bump()
+        seen = self._shared.count
         insert = next(((s, i) for s, i in reversed(self._inserts) if self._is_live(i)), None)
         delete = next(((s, i) for s, i in reversed(self._deletes) if not self._is_live(i)), None)
         if insert is None and delete is None:
+            self._seen = seen
             return
         cursor = conn.cursor()
         top = 0
@@ -116,6 +132,8 @@ class Probes:
         finally:
             cursor.close()
         conn.rollback()
+        if lost is None:
+            self._seen = seen
         if lost is not None:
             raise LostDataError(
                 self._table,

@@ -44,6 +44,7 @@ written); a writer or a reader belongs to one thread at a time.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import struct
 import threading
@@ -55,7 +56,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from store.db.dialects import PG_ASYNC_COMMIT, SQLITE_BEGIN_WRITE, Compiled
-from store.db.writer import Fence, fence_before_commit, fenced_failure
+from store.db.reconnects import reconnects
+from store.db.writer import Fence, fence_before_commit, fenced_failure, is_outage
 from store.errors import (
     CorruptionError,
     JournalClosedError,
@@ -75,6 +77,7 @@ from store.large.chunks import (
     open_body,
     settle_allocator,
 )
+from store.large.db_probes import BodyProbes
 from store.large.memory import check_message_id
 
 __all__ = [
@@ -393,6 +396,8 @@ class DatabaseLargeMessages(LargeMessageStore):
         # removes bodies, and create() need not ask the database (one round trip per body).
         self._complete: set[int] = set()
         self._closed = False
+        #: what the first write after an outage checks the database still holds
+        self._probes = BodyProbes(reconnects(engine), table.name, self._sql.exists, msg_name)
         self.read_only = read_only
         self.chunk_size: int = CHUNK_SIZE
         if not read_only:
@@ -411,11 +416,15 @@ class DatabaseLargeMessages(LargeMessageStore):
     def _run_unlocked(self, step: str, work: Callable[[Any], _T], *, write: bool) -> _T:
         conn = None
         try:
+            if write and self._probes.lost is not None:
+                raise copy.copy(self._probes.lost)
             conn = self.engine.raw_connection()
             if write:
                 self._sql.begin_write(conn)
                 if self._fence is not None:
                     self._fence(conn)
+                if self._probes.due():  # after an outage (store.large.db_probes)
+                    self._probes.check(conn)
             result = work(conn)
             if write:
                 if self._fence is not None:
@@ -427,6 +436,8 @@ class DatabaseLargeMessages(LargeMessageStore):
             raise
         except Exception as exc:
             _rollback_quietly(conn)
+            if is_outage(exc):
+                self._probes.outage()
             lost = fenced_failure(self._fence) if write else None
             if lost is not None:
                 raise lost from exc
@@ -550,6 +561,8 @@ class DatabaseLargeMessages(LargeMessageStore):
                 self._dirty.add(message_id)
             if completed:
                 self._complete.add(message_id)
+        if completed:
+            self._probes.completed(message_id)
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -680,12 +693,18 @@ class DatabaseLargeMessages(LargeMessageStore):
                 if r.message_id == message_id:
                     names.append(chunk_name(message_id, r.chunk))
         # The descriptor goes first: a concurrent delete of the same body finds it gone.
+        self._probes.deleting(message_id)
         try:
             self.delete_rows("delete body", names, first=msg_name(message_id))
         except UnknownRecordError:
+            self._probes.deleted(message_id, confirmed=False)
             with self._lock:
                 self._complete.discard(message_id)
             raise UnknownRecordError(f"large message {message_id} has no complete body") from None
+        except BaseException:
+            self._probes.deleted(message_id, confirmed=False)  # its answer may be lost
+            raise
+        self._probes.deleted(message_id, confirmed=True)
         with self._lock:
             self._complete.discard(message_id)
 

@@ -52,6 +52,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from store.db.dialects import SQLITE_WRITE_LOCK_OPTION
+from store.db.reconnects import reconnects
 from store.db.schema import StoreSchema
 from store.db.writer import Fence, fence_before_commit, fenced_failure, is_outage
 from store.errors import (
@@ -62,6 +63,7 @@ from store.errors import (
     StoreUnavailableError,
 )
 from store.paging.base import SUMMARY_NAME, GroupCommitPagingManager, PageBackend, Survey
+from store.paging.db_probes import PageProbes
 from store.paging.flusher import WriteBatch
 from store.paging.format import page_file_name, page_number_of
 from store.paging.manifest import (
@@ -167,6 +169,9 @@ class DatabasePageBackend(PageBackend):
         # The batch whose transaction write() began last, with each page store's page
         # lengths before it; None once it committed (the flusher thread only).
         self._attempt: tuple[WriteBatch, list[dict[int, int]]] | None = None
+        #: what the first write after an outage checks the database still holds
+        self._probes = PageProbes(reconnects(engine), lambda store: _table(store).table.name)
+        self._noticed: WriteBatch | None = None  # the failed batch the probes were told of
 
     def describe(self) -> str:
         return f"{self.where} table {self.directory.name}"
@@ -466,6 +471,11 @@ class DatabasePageBackend(PageBackend):
     def _page_lengths(self, found: _Table) -> dict[int, int]:
         """Every page's length as stored (and kept in ``found``). Raises CorruptionError for
         a row without a filename or data, or with a filename that is not one of the table's."""
+        found.lengths = self._stored_lengths(found)
+        return found.lengths
+
+    def _stored_lengths(self, locator: Hashable) -> dict[int, int]:
+        found = _table(locator)
         t = found.table
         with self._errors("listing pages", t.name), self.engine.connect() as conn:
             rows = conn.execute(sa.select(t.c.id, t.c.filename, sa.func.length(t.c.data))).all()
@@ -483,7 +493,6 @@ class DatabasePageBackend(PageBackend):
                     t.name, row_id, f"row id {row_id} of page {page} has no data (NULL)"
                 )
             lengths[page] = lengths.get(page, 0) + int(length)
-        found.lengths = lengths
         return lengths
 
     def manifest(self, locator: Hashable) -> Manifest | None:
@@ -557,6 +566,8 @@ class DatabasePageBackend(PageBackend):
     def write(self, batch: WriteBatch) -> None:
         names = ", ".join(_table(loc).table.name for loc, _ in batch)
         with self._errors("appending page records", names):
+            if self._probes.due():  # another part reconnected after an outage
+                self._probes.check(self._stored_lengths)
             updated: list[tuple[_Table, dict[int, int]]] = []
             befores: list[dict[int, int]] = []
             for locator, chunks in batch:
@@ -590,13 +601,22 @@ class DatabasePageBackend(PageBackend):
             self._attempt = None
             for (found, lengths), manifest_id in zip(updated, ids, strict=True):
                 self._noted(found, lengths, manifest_id)
+                self._probes.written(found, lengths)
 
     def rewrite(self, batch: WriteBatch) -> None:
         """After :meth:`write` of ``batch`` failed in an outage: settle whether it was applied
         (one transaction, so every page store's page lengths read back are either those
         before it or those after it) and write it if it was not. Raises
-        StoreUnavailableError while the database is away, CorruptionError when the lengths
-        are neither."""
+        StoreUnavailableError while the database is away, LostDataError when the lengths
+        are neither (or when the probes find commits lost, :mod:`store.paging.db_probes`)."""
+        if self._noticed is not batch:  # the first retry: tell the other parts
+            self._noticed = batch
+            self._probes.outage()
+        with self._errors("checking page lengths", self.directory.name):
+            self._probes.check(self._stored_lengths, skip=[loc for loc, _ in batch])
+        self._settle(batch)
+
+    def _settle(self, batch: WriteBatch) -> None:
         attempt = self._attempt
         if attempt is None or attempt[0] is not batch:  # it stopped before its transaction
             self.write(batch)
@@ -613,11 +633,13 @@ class DatabasePageBackend(PageBackend):
             elif actual == before:
                 applied = False
             else:
-                raise CorruptionError(
+                raise LostDataError(
                     found.table.name,
                     0,
                     f"page lengths {actual} after a write failed in an outage are neither "
-                    f"those before it ({before}) nor after it ({after})",
+                    f"those before it ({before}) nor after it ({after}): the database lacks "
+                    "page commits the store confirmed (a failover to a standby behind its "
+                    "primary, or a restore?); paging stops writing",
                 )
         if applied:
             for locator, _ in batch:
@@ -629,6 +651,7 @@ class DatabasePageBackend(PageBackend):
                     ).first()
                 lengths = dict(found.lengths or {})
                 self._noted(found, lengths, None if row is None else int(row[0]))
+                self._probes.written(found, lengths)
             self._attempt = None
             return
         self.write(batch)
@@ -641,10 +664,15 @@ class DatabasePageBackend(PageBackend):
                 found.lengths if found.lengths is not None else self._page_lengths(found)
             )
             lengths.pop(page, None)
-            with self._write() as conn:
-                conn.execute(t.delete().where(t.c.filename == page_file_name(page)))
-                manifest_id = self._note(conn, found, lengths)
+            try:
+                with self._write() as conn:
+                    conn.execute(t.delete().where(t.c.filename == page_file_name(page)))
+                    manifest_id = self._note(conn, found, lengths)
+            except BaseException:
+                self._probes.deleted(found, page, confirmed=False)  # its answer may be lost
+                raise
             self._noted(found, lengths, manifest_id)
+            self._probes.deleted(found, page, confirmed=True)
 
     def remove(self, locator: Hashable) -> None:
         found = _table(locator)
@@ -656,6 +684,7 @@ class DatabasePageBackend(PageBackend):
                     t.update().where(t.c.filename == ADDRESS_ROW).values(filename=TOMBSTONE_ROW)
                 )
             self._suffixes.discard(found.suffix)
+            self._probes.forget(found)
             with self._write() as conn:
                 t.drop(conn)
 
