@@ -155,7 +155,8 @@ def _pages(messages: list[str]) -> str:
             f"pages: `store data repair --salvage` replaces the {records} damaged page "
             "record(s) listed above with records no queue receives, and drops only the "
             "message each held (it reports the ids their headers still read; a file store "
-            "keeps the damaged bytes in attic/); every other message of the address is "
+            "keeps the damaged bytes in attic/), or mends a record whose start byte or length "
+            "alone is damaged and keeps its message; every other message of the address is "
             "delivered in order. (`--remove-pages FOLDER` would drop every message of that "
             "address's pages.)"
         )

@@ -249,7 +249,7 @@ class StoreRepairResult:
             elif isinstance(p, BodySalvage):
                 dropped += len(p.report.removed)
             elif isinstance(p, PageSalvage):
-                dropped += len(p.report.replaced)
+                dropped += p.report.dropped
         return dropped
 
 

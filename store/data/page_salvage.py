@@ -1,8 +1,16 @@
-"""``store data repair --salvage`` on the page stores: every damaged page record whose framing
-still says where it ends (a flipped byte in its payload or checksum: what one bad sector or
-one stray write leaves) is replaced by a record of the same length that no queue receives,
-and only it; every other message of the address stays and is delivered in order
-(:func:`salvage_pages`).
+"""``store data repair --salvage`` on the page stores: every damaged page record whose extent
+is known (:func:`store.paging.format.damaged_records`) is mended or replaced, and only it;
+every other message of the address stays and is delivered in order (:func:`salvage_pages`):
+
+- a record whose start byte or length alone is damaged (its checksum, which covers the length
+  and the payload, verifies with the header the bytes up to the next valid record give) is
+  **mended**: its header is written again and its message is kept, nothing dropped;
+- a record whose payload or checksum is damaged (a flipped byte: what one bad sector or one
+  stray write leaves) is replaced by a record of the same length that no queue receives;
+- damage across a header and more, up to the next valid record, is replaced the same way by
+  as many records as it held, which the page summary of the last clean close tells (its
+  record count for that page, trusted only at the page's length); without a summary that
+  count is unknown and the salvage refuses the page.
 
 Why a replacement and not a removal: a paged message is known by its position (page, index)
 — the cursor acknowledgements in the message journal name positions — so removing a record
@@ -23,12 +31,13 @@ What the salvage does for each damaged record (the store opened, its lock held):
 3. the record is overwritten in place, durably. A crash anywhere before leaves the record
    damaged, and the salvage run again finishes the work; after, nothing is left to do.
 
-The report names each replaced record: page, offset, what was wrong, and the message id and
-queue ids its header still reads (unverified: the header may be what is damaged). Damage
-that hides where the next record starts (a damaged start byte or length) is refused as
-CorruptionError naming the page and offset: no one can tell how many messages it covered. On
-a file store's last page, a torn tail past its last durable write (what a crash leaves, and
-what open cuts silently) is not damage and is left to open.
+A mended record goes through steps 0, 1 and 3 (its header rewritten), not 2. The report
+names each replaced stretch: page, offset, what was wrong, how many records it held, and the
+message id its header still reads (unverified: the header may be what is damaged), and each
+mended record. Damage whose record count is unknown is refused as CorruptionError naming the
+page and offset (nothing of that page changed). On a file store's last page, a torn tail past
+its last durable write (what a crash leaves, and what open cuts silently) is not damage and
+is left to open.
 
 Thread-safety: each call works alone on its store, under the store lock.
 """
@@ -44,6 +53,7 @@ from store.config import StoreConfig
 from store.errors import ConfigError, CorruptionError
 from store.messaging.message_records import PagedMessage, encode_message
 from store.messaging.page_records import ACKNOWLEDGE_CURSOR, CursorAck, decode_page_record
+from store.messaging.page_summary import decode_summary
 from store.messaging.records import QUEUE_BINDING_RECORD, QueueRecord
 from store.messaging.values import Message
 from store.paging.base import PageBackend
@@ -65,9 +75,10 @@ _PAGED_HEAD = struct.Struct(">Bqq")  # version, message id, tx id: what a header
 
 @dataclass(frozen=True, slots=True)
 class ReplacedRecord:
-    """One damaged page record the salvage replaced: where, why, what its header still
-    reads (``message_id`` and ``queue_ids``, None when not even that decodes), the cursor
-    acks deleted, and where its bytes were kept (None: a database store). Immutable."""
+    """Damaged bytes of a page the salvage replaced (or mended, in
+    :attr:`PageSalvageReport.mended`): where, why, what its header still reads
+    (``message_id``, None when not even that decodes), the cursor acks deleted, where its
+    bytes were kept (None: a database store), and how many records they held. Immutable."""
 
     address: str
     page: int
@@ -78,19 +89,27 @@ class ReplacedRecord:
     message_id: int | None
     acks_deleted: int
     kept_in: str | None
+    records: int = 1
 
 
 @dataclass(frozen=True, slots=True)
 class PageSalvageReport:
-    """What :func:`salvage_pages` did: ``pages`` read, ``replaced`` records. Immutable."""
+    """What :func:`salvage_pages` did: ``pages`` read, ``replaced`` stretches (their messages
+    dropped), ``mended`` records (a header written again, the message kept). Immutable."""
 
     pages: int
     replaced: tuple[ReplacedRecord, ...] = ()
+    mended: tuple[ReplacedRecord, ...] = ()
 
     @property
     def changed(self) -> bool:
         """True when the salvage changed the store."""
-        return bool(self.replaced)
+        return bool(self.replaced or self.mended)
+
+    @property
+    def dropped(self) -> int:
+        """The paged messages the replacements dropped."""
+        return sum(r.records for r in self.replaced)
 
 
 def salvage_pages(config: StoreConfig) -> PageSalvageReport:
@@ -111,9 +130,11 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
         with page_backend(config) as backend:
             pages = 0
             replaced: list[ReplacedRecord] = []
+            mended: list[ReplacedRecord] = []
             for address, locator in sorted(backend.survey().stores.items()):
                 mine = {qid for qid, a in queues.items() if a == address}
-                before = len(replaced)
+                counts = _summary_counts(backend, locator)
+                summary_kept = True
                 numbers = backend.page_numbers(locator)
                 for page in numbers:
                     data = backend.read_bytes(locator, page)
@@ -122,18 +143,30 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
                     pages += 1
                     path, _label = backend.page_path(locator, page)
                     bound = page_binding(address, page)
+                    held = counts.get((page, len(data)))
                     if backend.torn_tails and page == numbers[-1]:
                         data = data[: _durable_end(backend, locator, page, data, path, bound)]
-                    for bad in damaged_records(data, path=path, binding=bound):
-                        if len(replaced) == before:  # the summary goes first (a crash on)
+                    for bad in damaged_records(data, path=path, binding=bound, records=held):
+                        if summary_kept:  # the summary goes first (a crash on)
                             backend.write_summary(locator, None)
+                            summary_kept = False
                         raw = data[bad.offset : bad.offset + bad.length]
                         kept = _keep(backend, locator, config, page, bad.offset, raw)
-                        placeholder = _placeholder(address, raw, bound)
+                        if bad.header is not None:  # only its header: mend it, keep it all
+                            backend.overwrite(locator, page, bad.offset, bad.header)
+                            mended.append(
+                                ReplacedRecord(
+                                    address, page, bad.index, bad.offset, bad.length,
+                                    bad.problem, _message_id(raw), 0, kept,
+                                )
+                            )  # fmt: skip
+                            continue
+                        placeholder = _placeholders(address, raw, bound, bad.records)
                         doomed = [
                             rid
                             for qid in sorted(mine)
-                            for rid in acks.get((qid, page, bad.index), [])
+                            for index in range(bad.index, bad.index + bad.records)
+                            for rid in acks.get((qid, page, index), [])
                         ]
                         for rid in doomed:  # before the record: a crash between, run again
                             store.messages.append_delete(rid)
@@ -141,18 +174,12 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
                         backend.overwrite(locator, page, bad.offset, placeholder)
                         replaced.append(
                             ReplacedRecord(
-                                address,
-                                page,
-                                bad.index,
-                                bad.offset,
-                                bad.length,
-                                bad.problem,
-                                _message_id(raw),
-                                len(doomed),
-                                kept,
+                                address, page, bad.index, bad.offset, bad.length, bad.problem,
+                                _message_id(raw) if bad.records == 1 else None,
+                                len(doomed), kept, bad.records,
                             )
-                        )
-        return PageSalvageReport(pages, tuple(replaced))
+                        )  # fmt: skip
+        return PageSalvageReport(pages, tuple(replaced), tuple(mended))
     finally:
         store.close()
 
@@ -182,28 +209,40 @@ def _queue_addresses(store: Store) -> dict[int, str]:
     }
 
 
-def _placeholder(address: str, damaged: bytes, binding: bytes) -> bytes:
-    """A framed page record of exactly ``len(damaged)`` bytes, bound to ``binding`` (its
-    page): a paged message to ``address`` routed to no queue, with the damaged header's
-    message id where it reads. Raises ConfigError when the damaged record is shorter than
-    any paged message (it cannot be one)."""
-    payload = len(damaged) - FRAMING
-    mid = _message_id(damaged) or 0
+def _summary_counts(backend: PageBackend, locator: Hashable) -> dict[tuple[int, int], int]:
+    """(page, length) -> records, from the store's page summary (empty: none, or one that
+    does not decode). A count is trusted only for a page of the length it lists."""
+    data = backend.read_summary(locator)
+    try:
+        known = decode_summary(data) if data is not None else {}
+    except ValueError:
+        return {}
+    return {(page, p.length): p.records for page, p in known.items()}
+
+
+def _placeholders(address: str, damaged: bytes, binding: bytes, count: int) -> bytes:
+    """``count`` framed page records of ``len(damaged)`` bytes in all, bound to ``binding``
+    (their page): paged messages to ``address`` routed to no queue, the first with the
+    damaged header's message id where one record is replaced. Raises ConfigError when the
+    damaged bytes are too short for as many paged messages (they cannot have been)."""
+    mid = (_message_id(damaged) or 0) if count == 1 else 0
     empty = Message(address, b"")
 
     def paged(body: int) -> bytes:
         record = encode_message(empty, bytes(body))
         return PagedMessage(mid, 0, 45, record, ()).encode()
 
-    base = len(paged(0))
-    if payload < base:
+    smallest = len(paged(0)) + FRAMING
+    if len(damaged) < count * smallest:
         raise ConfigError(
-            f"a damaged page record of {len(damaged)} bytes is shorter than any paged message",
+            f"damaged page bytes ({len(damaged)}) are too few for the {count} paged "
+            "message(s) they held",
             key="--salvage",
         )
-    framed = encode_record(paged(payload - base), binding)
-    assert len(framed) == len(damaged), (len(framed), len(damaged))
-    return framed
+    out = b"".join(encode_record(paged(0), binding) for _ in range(count - 1))
+    out += encode_record(paged(len(damaged) - len(out) - smallest), binding)
+    assert len(out) == len(damaged), (len(out), len(damaged))
+    return out
 
 
 def _message_id(damaged: bytes) -> int | None:

@@ -13,12 +13,11 @@ turns that into the contract of :mod:`store.paging.api`:
 - appends go through the :class:`~store.paging.flusher.Flusher` (group commit);
 - ``delete_page`` of the current page moves appends to the next page, so a position is never
   handed out twice in one run (after a reopen the current page is the highest page present);
-- a :class:`PageStore` object whose address was removed refuses every call
-  (JournalClosedError); ``store(address)`` then gives a new, empty store.
+- a :class:`PageStore` whose address was removed refuses every call (JournalClosedError);
+  ``store(address)`` then gives a new, empty store.
 
-Locks, always taken in this order: ``open_lock`` (creating, loading and removing stores),
-the flusher's ``io_lock`` (no write in flight), the flusher's ``lock`` (the manager's state).
-I/O happens without ``lock``.
+Locks, always in this order: ``open_lock`` (creating, loading and removing stores), the
+flusher's ``io_lock`` (no write in flight), its ``lock`` (the state). I/O is without ``lock``.
 
 Thread-safety: every method may be called from any number of threads.
 """
@@ -250,8 +249,9 @@ class _Store(PageStore):
             data = self._manager.backend.read_bytes(self.locator, page) or b""
         path = self.page_path(page)
         records, bad = readable_records(data, path=path, binding=page_binding(self.address, page))
+        skipped = [d for d in bad if d.header is None]  # (one whose header alone is damaged: read)
         return records, [
-            f"{path} at offset {d.offset}: damaged page record: {d.problem}" for d in bad
+            f"{path} at offset {d.offset}: damaged page record: {d.problem}" for d in skipped
         ]
 
     def _check_locked(self) -> None:

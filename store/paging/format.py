@@ -347,27 +347,45 @@ class PageRecords(Sequence[bytes]):
 
 @dataclass(frozen=True, slots=True)
 class DamagedRecord:
-    """A record of a page that fails its checks but whose framing still says where it ends:
-    its ``index`` among the page's records, ``offset`` and encoded ``length`` in the page, and
-    what is wrong. Immutable."""
+    """Damaged bytes of a page whose extent is known: ``offset`` and ``length`` in the page,
+    the ``index`` of the first record they held and how many they held (``records``), and
+    what is wrong. ``header``: the start byte and length (5 bytes) that make them one valid
+    record again, when only those were damaged (its checksum, which covers the length and
+    the payload, verifies with them); None otherwise. Immutable."""
 
     index: int
     offset: int
     length: int
     problem: str
+    records: int = 1
+    header: bytes | None = None
 
 
 def damaged_records(
-    data: bytes | bytearray | memoryview, *, path: str, binding: bytes | None = None
+    data: bytes | bytearray | memoryview,
+    *,
+    path: str,
+    binding: bytes | None = None,
+    records: int | None = None,
 ) -> list[DamagedRecord]:
-    """Every damaged record of a page a salvage can replace one for one: a record whose
-    start byte and length are intact (so the next record, or the page's end, follows it)
-    but whose checksum or end byte is not; empty for a page that reads whole. Indexes stay
-    those of the page as written. Raises CorruptionError naming ``path`` and the offset for
-    damage that leaves the records after it without a known start (a damaged start byte
-    or length: no one can tell how many records it covered)."""
+    """Every damaged stretch of a page, in page order (empty for a page that reads whole),
+    so that a salvage can replace or mend each and keep every other record at its index:
+
+    - a record whose start byte and length are intact but whose checksum or end byte is not:
+      one record, its extent known;
+    - a damaged start byte or length: the next valid record is looked for byte by byte (a
+      bound record's checksum covers its page, so a chance match is about 2**-32); when the
+      bytes up to it verify as one record with a corrected header, that is the damage
+      (``header`` mends it, nothing is lost); otherwise how many records the bytes held is
+      known only from ``records``, the page's record count in the summary of the last clean
+      close: with it, the one such stretch of the page holds what the other records leave.
+
+    Raises CorruptionError naming ``path`` and the offset for damage whose record count is
+    unknown (no ``records``, or two such stretches on one page, or a count that does not
+    fit), and for a record of another page (:func:`raise_misplaced`)."""
     view = memoryview(data).cast("B")
     found: list[DamagedRecord] = []
+    unknown: DamagedRecord | None = None
     offset = index = 0
     while offset < len(view):
         problem = _problem(view, offset, binding)
@@ -382,33 +400,115 @@ def damaged_records(
                 found.append(DamagedRecord(index, offset, end - offset, problem))
                 offset, index = end, index + 1
                 continue
+        end = _next_valid(view, offset + 1, binding)
+        header = _mended_header(view, offset, end, binding)
+        if header is not None:
+            found.append(DamagedRecord(index, offset, end - offset, problem, 1, header))
+            offset, index = end, index + 1
+            continue
+        if records is None or unknown is not None:
+            raise CorruptionError(
+                path,
+                offset,
+                f"damaged page record: {problem}; its start or length is damaged and the "
+                f"{end - offset} bytes up to the next valid record (offset {end}) are not one "
+                "record: "
+                + (
+                    "how many records they held is unknown without the page summary of a "
+                    "clean close"
+                    if records is None
+                    else "a second such stretch on this page leaves their counts unknown"
+                ),
+            )
+        unknown = DamagedRecord(index, offset, end - offset, problem, 0)
+        found.append(unknown)
+        offset = end
+    if unknown is None or records is None:
+        return found
+    held = records - index  # what the records outside the stretch leave for it
+    if held < 1 or held * _MIN_RECORD > unknown.length:
         raise CorruptionError(
             path,
-            offset,
-            f"damaged page record: {problem}; its start or length is damaged too, so where "
-            "the records after it start is unknown",
+            unknown.offset,
+            f"damaged page record: {unknown.problem}; the page summary says the page holds "
+            f"{records} records, which leaves {held} for the {unknown.length} damaged bytes",
         )
-    return found
+    out = []
+    for d in found:
+        if d.offset < unknown.offset:
+            out.append(d)
+        elif d is unknown:
+            out.append(DamagedRecord(d.index, d.offset, d.length, d.problem, held))
+        else:
+            out.append(
+                DamagedRecord(d.index + held, d.offset, d.length, d.problem, d.records, d.header)
+            )
+    return out
+
+
+#: The fewest bytes a record takes: its framing (a salvage's replacement needs more).
+_MIN_RECORD: Final = FRAMING
+
+
+def _next_valid(view: memoryview, offset: int, binding: bytes | None) -> int:
+    """The offset of the first valid record at or after ``offset``, or the page's end."""
+    raw = view.obj if isinstance(view.obj, bytes | bytearray) else bytes(view)
+    size = len(view)
+    while offset < size:
+        hits = [i for i in (raw.find(b"[", offset), raw.find(b"{", offset)) if i >= 0]
+        if not hits:
+            return size
+        offset = min(hits)
+        if _problem(view, offset, binding) is None:
+            return offset
+        offset += 1
+    return size
+
+
+def _mended_header(view: memoryview, offset: int, end: int, binding: bytes | None) -> bytes | None:
+    """The start byte and length that make bytes ``offset..end`` one valid record, or None
+    when no such header verifies (more than the header is damaged)."""
+    length = end - offset - FRAMING
+    if length < 0 or view[end - 1] != RECORD_END:
+        return None
+    crc = int.from_bytes(view[offset + 5 : offset + 9], "big")
+    found = crc32(view[offset + _HEAD.size : end - 1], crc32(length.to_bytes(4, "big")))
+    size = length.to_bytes(4, "big")
+    if binding is not None and crc32(binding, found) == crc:
+        return bytes([RECORD_BOUND]) + size
+    if found == crc:
+        return bytes([RECORD_START]) + size
+    return None
 
 
 def readable_records(
-    data: bytes | bytearray | memoryview, *, path: str, binding: bytes | None = None
+    data: bytes | bytearray | memoryview,
+    *,
+    path: str,
+    binding: bytes | None = None,
+    records: int | None = None,
 ) -> tuple[list[bytes | None], list[DamagedRecord]]:
     """The records of a page with each damaged one (:func:`damaged_records`) as None, so
-    indexes stay those of the page, and the damaged ones. Raises CorruptionError as
-    damaged_records for damage that hides where the next record starts."""
-    bad = {d.offset: d for d in damaged_records(data, path=path, binding=binding)}
+    indexes stay those of the page (a record whose header alone is damaged is read with its
+    mended header), and the damaged stretches. ``records``: the page's record count when
+    known. Raises CorruptionError as damaged_records does."""
+    bad = {d.offset: d for d in damaged_records(data, path=path, binding=binding, records=records)}
     view = memoryview(data).cast("B")
-    records: list[bytes | None] = []
+    out: list[bytes | None] = []
     offset = 0
     while offset < len(view):
+        d = bad.get(offset)
+        if d is not None:
+            if d.header is not None:
+                out.append(bytes(view[offset + _HEAD.size : offset + d.length - 1]))
+            else:
+                out.extend([None] * d.records)
+            offset += d.length
+            continue
         length = int.from_bytes(view[offset + 1 : offset + 5], "big")
-        if offset in bad:
-            records.append(None)
-        else:
-            records.append(bytes(view[offset + _HEAD.size : offset + _HEAD.size + length]))
+        out.append(bytes(view[offset + _HEAD.size : offset + _HEAD.size + length]))
         offset += FRAMING + length
-    return records, sorted(bad.values(), key=lambda d: d.offset)
+    return out, sorted(bad.values(), key=lambda d: d.offset)
 
 
 def page_file_name(page: int) -> str:

@@ -17,6 +17,7 @@ import pytest
 from store.data import repair_store, verify_store
 from store.data.advice import repair_advice
 from store.data.checking import PageSalvage, PagesVerify
+from store.errors import CorruptionError
 from store.messaging.manager import StorageManager
 from store.messaging.values import Message
 from store.paging.files import FilePageBackend
@@ -58,8 +59,10 @@ def _drain(sm: StorageManager, queue: str) -> list[bytes]:
     return got
 
 
-def _flip_in_page_one(factory: StoreFactory, index: int) -> int:
-    """Flip a byte in the body of the ``index``-th record of page 1; returns its offset."""
+def _flip_in_page_one(factory: StoreFactory, index: int, at: int = 60, width: int = 1) -> int:
+    """Flip ``width`` bytes from ``at`` bytes into the ``index``-th record of page 1 (60:
+    inside the payload, past the paged message's header; 0: its start byte); returns the
+    record's offset."""
     with page_backend(factory.config) as backend:
         (locator,) = backend.survey().stores.values()
         data = backend.read_bytes(locator, 1)
@@ -67,18 +70,33 @@ def _flip_in_page_one(factory: StoreFactory, index: int) -> int:
         offset = 0
         for _ in range(index):
             offset += FRAMING + int.from_bytes(data[offset + 1 : offset + 5], "big")
-        at = offset + 60  # inside the payload: past the paged message's header
+        start = offset + at
+        flipped = bytes(b ^ 0xFF for b in data[start : start + width])
         if isinstance(backend, FilePageBackend):
             path, _ = backend.page_path(locator, 1)
             with open(path, "r+b") as f:
-                f.seek(at)
-                f.write(bytes([data[at] ^ 0xFF]))
+                f.seek(start)
+                f.write(flipped)
         else:
-            backend.overwrite(locator, 1, at, bytes([data[at] ^ 0xFF]))
+            backend.overwrite(locator, 1, start, flipped)
         return offset
 
 
-def test_salvage_replaces_only_the_damaged_page_record(factory: StoreFactory) -> None:
+def _record_length(factory: StoreFactory, index: int) -> int:
+    """The encoded length of the ``index``-th record of page 1 (as written)."""
+    with page_backend(factory.config) as backend:
+        (locator,) = backend.survey().stores.values()
+        data = backend.read_bytes(locator, 1)
+        assert data is not None
+        offset = 0
+        for _ in range(index):
+            offset += FRAMING + int.from_bytes(data[offset + 1 : offset + 5], "big")
+        return FRAMING + int.from_bytes(data[offset + 1 : offset + 5], "big")
+
+
+def _two_queues(factory: StoreFactory) -> list[int | None]:
+    """PAYLOADS sent to q1 and q2 (one in memory, the rest paged from page 1 on); q1 acks
+    messages 0..6 but 4. Returns the message ids."""
     sm = loaded_manager(factory)
     sm.create_address("orders", routing_types=("MULTICAST",))
     for q in ("q1", "q2"):
@@ -89,6 +107,11 @@ def test_salvage_replaces_only_the_damaged_page_record(factory: StoreFactory) ->
     for mid in acked:  # q1 acks 0..6 but 4, the damaged message (5) among them
         sm.ack("q1", mid)  # type: ignore[arg-type]
     sm.close()
+    return ids
+
+
+def test_salvage_replaces_only_the_damaged_page_record(factory: StoreFactory) -> None:
+    ids = _two_queues(factory)
     store = factory.open()
     assert isinstance(store, Store)
     pages = store.paging.store("orders")
@@ -187,3 +210,75 @@ def test_salvage_replaces_the_damaged_last_record_of_a_cleanly_closed_last_page(
     sm = loaded_manager(factory)
     assert _drain(sm, "q") == PAYLOADS[:5]
     sm.close()
+
+
+@pytest.mark.parametrize("at", [0, 1], ids=["start-byte", "length"])
+def test_salvage_mends_a_record_whose_header_alone_is_damaged_and_keeps_it(
+    factory: StoreFactory, at: int
+) -> None:
+    """One flipped byte in a record's start byte or the top byte of its length (the next
+    record's start is then unknown): verify reports it and advises the salvage, which writes
+    the header again (the record's checksum verifies with it) and drops nothing."""
+    ids = _two_queues(factory)
+    offset = _flip_in_page_one(factory, DAMAGED - 1, at=at)
+    found = verify_store(factory.config)
+    assert not found.ok
+    assert "repair --salvage" in " ".join(repair_advice(found))
+    done = repair_store(factory.config, salvage_journals=True)
+    (pages_part,) = [p for p in done.parts if isinstance(p, PageSalvage)]
+    assert pages_part.report.replaced == () and not done.dropped
+    (mended,) = pages_part.report.mended
+    assert (mended.page, mended.offset, mended.index) == (1, offset, DAMAGED - 1)
+    assert mended.message_id == ids[DAMAGED]
+    assert verify_store(factory.config).ok
+    sm = loaded_manager(factory)
+    assert _drain(sm, "q2") == PAYLOADS
+    assert _drain(sm, "q1") == [PAYLOADS[DAMAGED - 1], *PAYLOADS[DAMAGED + 2 :]]
+    sm.close()
+
+
+def test_salvage_replaces_damage_across_two_headers_by_the_records_the_summary_counts(
+    factory: StoreFactory,
+) -> None:
+    """Records 5 and 6 damaged from the first's start into the second's payload: where they
+    end is unknown, and the page summary of the clean close says how many records the
+    stretch held (2), so the salvage replaces it by two records no queue receives, deletes
+    q1's acks of both, and every other message is delivered in order."""
+    _two_queues(factory)
+    width = _record_length(factory, DAMAGED - 1) + 20  # into record 6's payload
+    offset = _flip_in_page_one(factory, DAMAGED - 1, at=0, width=width)
+    done = repair_store(factory.config, salvage_journals=True)
+    (pages_part,) = [p for p in done.parts if isinstance(p, PageSalvage)]
+    (replaced,) = pages_part.report.replaced
+    assert (replaced.page, replaced.offset, replaced.records) == (1, offset, 2)
+    assert replaced.acks_deleted == 2 and done.dropped == 2 and pages_part.report.mended == ()
+    assert verify_store(factory.config).ok
+    sm = loaded_manager(factory)
+    gone = (DAMAGED, DAMAGED + 1)
+    assert _drain(sm, "q2") == [p for i, p in enumerate(PAYLOADS) if i not in gone]
+    assert _drain(sm, "q1") == [PAYLOADS[DAMAGED - 1], *PAYLOADS[DAMAGED + 2 :]]
+    sm.close()
+
+
+def test_salvage_refuses_damage_across_headers_without_a_page_summary(
+    factory: StoreFactory,
+) -> None:
+    """The same damage with the summary gone (an open since the clean close deleted it):
+    how many records the stretch held is unknown, so the salvage refuses the page, naming
+    it and the offset, and changes nothing of it."""
+    _two_queues(factory)
+    with page_backend(factory.config) as backend:
+        (locator,) = backend.survey().stores.values()
+        backend.write_summary(locator, None)
+        before = backend.read_bytes(locator, 1)
+    width = _record_length(factory, DAMAGED - 1) + 20
+    offset = _flip_in_page_one(factory, DAMAGED - 1, at=0, width=width)
+    with page_backend(factory.config) as backend:
+        (locator,) = backend.survey().stores.values()
+        damaged = backend.read_bytes(locator, 1)
+    with pytest.raises(CorruptionError, match="page summary") as refused:
+        repair_store(factory.config, salvage_journals=True)
+    assert refused.value.offset == offset
+    with page_backend(factory.config) as backend:
+        (locator,) = backend.survey().stores.values()
+        assert backend.read_bytes(locator, 1) == damaged != before

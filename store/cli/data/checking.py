@@ -403,20 +403,33 @@ def _print_body_salvage(console: Console, part: BodySalvage) -> None:
 
 def _print_page_salvage(console: Console, part: PageSalvage) -> None:
     report = part.report
-    if not report.replaced:
+    if not report.changed:
         console.print(f"pages: nothing to salvage ({report.pages} pages read whole)")
         return
-    for r in report.replaced:
+    for r in report.mended:
         mid = "unknown" if r.message_id is None else str(r.message_id)
+        kept = f"; its bytes as they were are in {r.kept_in}" if r.kept_in else ""
+        console.print(
+            f"pages: MENDED the record at offset {r.offset} of page {r.page} of {r.address!r}"
+            f" ({r.length} bytes, {r.problem}): only its header was damaged; message {mid} "
+            f"is kept{kept}"
+        )
+    for r in report.replaced:
+        if r.records == 1:
+            mid = "unknown" if r.message_id is None else str(r.message_id)
+            what = f"message {mid} (as its header reads) is dropped"
+        else:
+            what = f"the {r.records} messages they held (as the page summary counts) are dropped"
         kept = f"; its bytes are in {r.kept_in}" if r.kept_in else ""
         console.print(
             f"pages: REPLACED the record at offset {r.offset} of page {r.page} of {r.address!r}"
-            f" ({r.length} bytes, {r.problem}): message {mid} (as its header reads) is "
-            f"dropped, {r.acks_deleted} cursor ack(s) of it deleted{kept}"
+            f" ({r.length} bytes, {r.problem}): {what}, {r.acks_deleted} cursor ack(s) of it "
+            f"deleted{kept}"
         )
     console.print(
-        f"pages: salvaged: {len(report.replaced)} damaged record(s) replaced by records no "
-        f"queue receives; every other message of the {report.pages} pages is kept"
+        f"pages: salvaged: {len(report.mended)} record(s) mended, {report.dropped} "
+        f"message(s) dropped in {len(report.replaced)} damaged stretch(es) replaced by "
+        f"records no queue receives; every other message of the {report.pages} pages is kept"
     )
 
 
