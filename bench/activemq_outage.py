@@ -143,20 +143,34 @@ def _consume(port: int, counts: Counts, stop: threading.Event) -> None:
 
 
 def _drain(port: int, destination: str) -> list[str]:
-    """Every body left on ``destination``, acknowledged as read."""
-    client = Stomp(port)
-    client.sock.settimeout(2.0)
-    client.send("SUBSCRIBE", {"destination": destination, "id": "d", "ack": "auto"})
+    """Every body left on ``destination``, acknowledged as read. A broker that closes the
+    connection meanwhile (it restarts itself after an outage it found late) is connected to
+    again, for up to 60 s."""
     found: list[str] = []
-    try:
-        while True:
-            command, _, body = client.read()
-            if command == "MESSAGE":
-                found.append(body.decode())
-    except TimeoutError:
-        pass
-    client.close()
-    return found
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client = Stomp(port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+            continue
+        client.sock.settimeout(2.0)
+        try:
+            client.send("SUBSCRIBE", {"destination": destination, "id": "d", "ack": "auto"})
+            while True:
+                command, _, body = client.read()
+                if command == "MESSAGE":
+                    found.append(body.decode())
+        except TimeoutError:
+            return found
+        except ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+        finally:
+            client.close()
 
 
 def main() -> None:

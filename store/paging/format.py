@@ -425,7 +425,15 @@ def damaged_records(
         offset = end
     if unknown is None or records is None:
         return found
-    held = records - index  # what the records outside the stretch leave for it
+    return _counted(found, unknown, records - index, path=path, records=records)
+
+
+def _counted(
+    found: list[DamagedRecord], unknown: DamagedRecord, held: int, *, path: str, records: int
+) -> list[DamagedRecord]:
+    """``found`` with the stretch ``unknown`` holding ``held`` records (what the page's
+    ``records`` leave it) and the indexes after it moved on by them. Raises CorruptionError
+    when that many records cannot be in it."""
     if held < 1 or held * _MIN_RECORD > unknown.length:
         raise CorruptionError(
             path,
