@@ -140,6 +140,15 @@ def _pages(messages: list[str]) -> str:
             "backup of the same moment as the journals; if these pages are the right ones, "
             "an open deletes the summary, and the open after it reads the pages as they are"
         )
+    lost = sum(m.endswith(" is gone") and "large message" in m for m in messages)
+    messages = [m for m in messages if not (m.endswith(" is gone") and "large message" in m)]
+    if lost and not messages:
+        return (
+            f"pages: `store data repair --salvage` replaces the page record of each of the "
+            f"{lost} paged large message(s) whose body is gone (listed above) with a record "
+            "no queue receives: those messages are dropped, every other one is delivered in "
+            "order; or restore the bodies from a backup of the same moment"
+        )
     records = sum("damaged page record" in m for m in messages)
     others = [m for m in messages if "damaged page record" not in m and "undecodable" not in m]
     if records and others:

@@ -23,7 +23,8 @@ finishes; the load refuses nothing it did):
 
 A large message sent by a prepared transaction keeps its record (the transaction's commit or
 rollback decides it; `store data print` lists it): it is reported in ``left``. A paged large
-message is not read here (its page is the record of it; a load does not require its body).
+message is not read here: its page is the record of it, and the page salvage replaces that
+record when its body is gone and some queue may still receive it (:mod:`store.data.page_salvage`).
 
 Thread-safety: each call works alone on its store, under the store lock.
 """

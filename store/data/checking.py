@@ -450,7 +450,9 @@ def _repair_journal(
 def _verify_pages(config: StoreConfig, run: _Parts[VerifyPart]) -> PagesVerify:
     with run.step("checking the page stores"):
         return PagesVerify(
-            page_repair.check_page_stores(config) + summary_check.check_summaries(config)
+            page_repair.check_page_stores(config)
+            + summary_check.check_summaries(config)
+            + page_salvage.lost_paged_bodies(config)
         )
 
 

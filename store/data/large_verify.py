@@ -19,8 +19,9 @@ kind                    severity  what
 
 Each body is read through :class:`store.large.files.FileLargeMessages` opened read-only (its
 own header check and reader, no second decoder), one chunk in memory at a time; nothing is
-changed. A paged large message's body is not required: its page is the record of it, and the
-load sweeps the bodies of paged messages no queue can receive again.
+changed. A paged large message's body is checked by the page stores' part of verify
+(:func:`store.data.page_salvage.lost_paged_bodies`: required while some queue may still receive
+it; the load sweeps the bodies of paged messages no queue can receive again).
 
 Thread-safety: each call works alone on its directory.
 """

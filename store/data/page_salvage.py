@@ -10,7 +10,12 @@ every other message of the address stays and is delivered in order (:func:`salva
 - damage across a header and more, up to the next valid record, is replaced the same way by
   as many records as it held, which the page summary of the last clean close tells (its
   record count for that page, trusted only at the page's length); without a summary that
-  count is unknown and the salvage refuses the page.
+  count is unknown and the salvage refuses the page;
+- a whole record of a large message whose body is gone (the load refuses the store for it,
+  :mod:`store.messaging.loader`), that some queue may still receive (visible: sent outside a
+  transaction or in one committed or prepared; routed to a queue that neither acknowledged
+  it nor completed its page), is replaced the same way: the message is dropped, as the body
+  salvage drops a queued one (:mod:`store.data.body_salvage`).
 
 Why a replacement and not a removal: a paged message is known by its position (page, index)
 — the cursor acknowledgements in the message journal name positions — so removing a record
@@ -50,9 +55,18 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from store.config import StoreConfig
-from store.errors import ConfigError, CorruptionError
+from store.errors import ConfigError, CorruptionError, StoreLockedError
+from store.journal.api import PreparedTransaction, RecordInfo
 from store.messaging.message_records import PagedMessage, encode_message
-from store.messaging.page_records import ACKNOWLEDGE_CURSOR, CursorAck, decode_page_record
+from store.messaging.page_records import (
+    ACKNOWLEDGE_CURSOR,
+    PAGE_CURSOR_COMPLETE,
+    PAGE_TRANSACTION,
+    CursorAck,
+    PageComplete,
+    PageTransaction,
+    decode_page_record,
+)
 from store.messaging.page_summary import decode_summary
 from store.messaging.records import QUEUE_BINDING_RECORD, QueueRecord
 from store.messaging.values import Message
@@ -60,15 +74,19 @@ from store.paging.base import PageBackend
 from store.paging.files import ATTIC, FilePageBackend
 from store.paging.format import (
     FRAMING,
+    DamagedRecord,
     damaged_records,
     encode_record,
     page_binding,
     scan_page,
 )
-from store.paging.repair import page_backend
+from store.paging.repair import ERROR, PageFinding, page_backend
 from store.store import Store, open_store
 
-__all__ = ["PageSalvageReport", "ReplacedRecord", "salvage_pages"]
+__all__ = ["LOST_BODY", "PageSalvageReport", "ReplacedRecord", "lost_paged_bodies", "salvage_pages"]
+
+#: What the findings and the report say of a paged large message whose body is gone.
+LOST_BODY = "the body of its large message {} is gone"
 
 _PAGED_HEAD = struct.Struct(">Bqq")  # version, message id, tx id: what a header still reads
 
@@ -121,12 +139,8 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
     try:
         queues = _queue_addresses(store)
         loaded = store.messages.load()
-        acks: dict[tuple[int, int, int], list[int]] = {}  # (queue, page, index): record ids
-        for rec in loaded.records:
-            if not rec.is_update and rec.user_record_type == ACKNOWLEDGE_CURSOR:
-                ack = decode_page_record(ACKNOWLEDGE_CURSOR, rec.data)
-                assert isinstance(ack, CursorAck)
-                acks.setdefault((ack.queue_id, ack.page, ack.index), []).append(rec.id)
+        acks, reader = _cursor_state(loaded.records, loaded.prepared)
+        reader.bodies = set(store.large_messages.ids())
         with page_backend(config) as backend:
             pages = 0
             replaced: list[ReplacedRecord] = []
@@ -146,7 +160,10 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
                     held = counts.get((page, len(data)))
                     if backend.torn_tails and page == numbers[-1]:
                         data = data[: _durable_end(backend, locator, page, data, path, bound)]
-                    for bad in damaged_records(data, path=path, binding=bound, records=held):
+                    found = damaged_records(data, path=path, binding=bound, records=held)
+                    if not found:  # a whole page: its large messages whose bodies are gone
+                        found = reader.lost_bodies(data, page, mine)
+                    for bad in found:
                         if summary_kept:  # the summary goes first (a crash on)
                             backend.write_summary(locator, None)
                             summary_kept = False
@@ -184,6 +201,47 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
         store.close()
 
 
+def lost_paged_bodies(config: StoreConfig) -> list[PageFinding]:
+    """For ``store data verify``: each page record of a large message some queue may still
+    receive whose body is gone (what the salvage replaces; module docstring), on every whole
+    page, as an error naming the page and the record's offset. The store is opened read-only;
+    a store whose message journal cannot be loaded (its own finding) or that another process
+    holds is left to the other checks (no finding here). Raises StoreIOError /
+    StoreUnavailableError."""
+    with page_backend(config) as backend:
+        if not backend.survey().stores:
+            return []  # nothing paged: no journal to load for it
+    try:
+        store = open_store(config, read_only=True)
+    except StoreLockedError:
+        return []
+    out: list[PageFinding] = []
+    try:
+        queues = _queue_addresses(store)
+        loaded = store.messages.load()
+        _acks, reader = _cursor_state(loaded.records, loaded.prepared)
+        reader.bodies = set(store.large_messages.ids())
+        with page_backend(config) as backend:
+            for address, locator in sorted(backend.survey().stores.items()):
+                mine = {qid for qid, a in queues.items() if a == address}
+                for page in backend.page_numbers(locator):
+                    data = backend.read_bytes(locator, page)
+                    path, _label = backend.page_path(locator, page)
+                    bound = page_binding(address, page)
+                    try:
+                        scan_page(data or b"", path=path, torn_tail=False, binding=bound)
+                    except CorruptionError:
+                        continue  # the page's own damage: its own finding
+                    for bad in reader.lost_bodies(data or b"", page, mine):
+                        message = f"page {page} of address {address!r}: {bad.problem}"
+                        out.append(PageFinding(ERROR, path, bad.offset, message))
+    except CorruptionError:
+        return []  # a damaged journal: its own finding
+    finally:
+        store.close()
+    return out
+
+
 def _durable_end(
     backend: PageBackend, locator: Hashable, page: int, data: bytes, path: str, bound: bytes
 ) -> int:
@@ -207,6 +265,85 @@ def _queue_addresses(store: Store) -> dict[int, str]:
         for rec in store.bindings.load().records
         if not rec.is_update and rec.user_record_type == QUEUE_BINDING_RECORD
     }
+
+
+class _Needed:
+    """What decides whether a page record's message may still be received: the queues that
+    exist, their acks and completed pages, the visible page transactions, the bodies present
+    (set by the caller)."""
+
+    def __init__(
+        self,
+        acks: dict[tuple[int, int, int], list[int]],
+        completes: set[tuple[int, int]],
+        visible: set[int],
+    ) -> None:
+        self.acks = acks
+        self.completes = completes
+        self.visible = visible
+        self.bodies: set[int] = set()
+
+    def lost_bodies(self, data: bytes, page: int, mine: set[int]) -> list[DamagedRecord]:
+        """The records of the whole page ``data`` (page ``page``; ``mine``: its address's
+        queue ids) of large messages some queue may still receive whose bodies are gone."""
+        out: list[DamagedRecord] = []
+        offset = index = 0
+        while offset < len(data):
+            length = FRAMING + int.from_bytes(data[offset + 1 : offset + 5], "big")
+            try:
+                paged = PagedMessage.decode(data[offset + FRAMING - 1 : offset + length - 1])
+            except (ValueError, struct.error):  # not a paged message: not this check's
+                offset, index = offset + length, index + 1
+                continue
+            if (
+                paged.record_type == 30
+                and paged.message_id not in self.bodies
+                and (paged.tx_id == 0 or paged.tx_id in self.visible)
+                and any(
+                    q in mine
+                    and (q, page) not in self.completes
+                    and (q, page, index) not in self.acks
+                    for q in paged.queue_ids
+                )
+            ):
+                problem = LOST_BODY.format(paged.message_id)
+                out.append(DamagedRecord(index, offset, length, problem))
+            offset += length
+            index += 1
+        return out
+
+
+def _cursor_state(
+    records: list[RecordInfo], prepared: list[PreparedTransaction]
+) -> tuple[dict[tuple[int, int, int], list[int]], _Needed]:
+    """The cursor acks of the message journal's committed ``records`` by (queue, page,
+    index) -> record ids, and what decides whether a paged message is still needed."""
+    acks: dict[tuple[int, int, int], list[int]] = {}
+    completes: set[tuple[int, int]] = set()
+    visible: set[int] = set()
+    for rec in records:
+        if rec.is_update:
+            continue
+        if rec.user_record_type == ACKNOWLEDGE_CURSOR:
+            ack = decode_page_record(ACKNOWLEDGE_CURSOR, rec.data)
+            assert isinstance(ack, CursorAck)
+            acks.setdefault((ack.queue_id, ack.page, ack.index), []).append(rec.id)
+        elif rec.user_record_type == PAGE_CURSOR_COMPLETE:
+            done = decode_page_record(PAGE_CURSOR_COMPLETE, rec.data)
+            assert isinstance(done, PageComplete)
+            completes.add((done.queue_id, done.page))
+        elif rec.user_record_type == PAGE_TRANSACTION:
+            ptx = decode_page_record(PAGE_TRANSACTION, rec.data)
+            assert isinstance(ptx, PageTransaction)
+            visible.add(ptx.transaction_id)
+    for tx in prepared:
+        visible.add(tx.tx_id)  # a prepared transaction's paged sends may still commit
+        for rec in tx.records:
+            if rec.user_record_type == PAGE_TRANSACTION and not rec.is_update:
+                ptx = decode_page_record(PAGE_TRANSACTION, rec.data)
+                assert isinstance(ptx, PageTransaction)
+                visible.add(ptx.transaction_id)
+    return acks, _Needed(acks, completes, visible)
 
 
 def _summary_counts(backend: PageBackend, locator: Hashable) -> dict[tuple[int, int], int]:

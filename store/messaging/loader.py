@@ -116,6 +116,7 @@ def _load_into(st: ManagerState, progress: Progress | None) -> Recovery:
         prepared[state.xid] = _prepared(st, state)
     present = st.large.ids()
     _check_bodies(st, messages, present)
+    _check_paged_bodies(st, present)
     swept = _large_bodies(st, messages, present) if sweep else 0
     if swept:
         cleaned["large_bodies"] = swept
@@ -225,8 +226,7 @@ def _stored(st: ManagerState, loaded: LoadedMessage, refs: dict[int, QueueEntry]
 def _check_bodies(st: ManagerState, state: MessagesState, present: list[int]) -> None:
     """Every large message the message journal holds (queued, or sent by a prepared
     transaction) has its body, of the size its record says; checked, not read (a header read
-    per body; one query on a database). A paged message's body is checked when it is opened
-    (:func:`store.messaging.bodies.body_opener`): the load reads no page to find them.
+    per body; one query on a database). Paged messages' bodies: :func:`_check_paged_bodies`.
     Raises LostDataError for a body that is gone, CorruptionError for one of another size
     (each naming the body and the message), and what the large-message store raises."""
     wanted = {mid: s.large_size for mid, s in st.messages.items() if s.large_size is not None}
@@ -264,6 +264,26 @@ def _check_bodies(st: ManagerState, state: MessagesState, present: list[int]) ->
             raise error
         _leave_out(st, mid)
         st.pager.skipped.append(f"{error} (message {mid} left out)")
+
+
+def _check_paged_bodies(st: ManagerState, present: list[int]) -> None:
+    """Every large paged message of a page no queue acknowledged anything of, each of whose
+    records is still deliverable (``Pager.needed_large``, from the load's runs: no page is
+    read for it), has its body. On the other pages a body may be gone by right (its message
+    acknowledged by every queue, or rolled back: the load's sweep and a rollback delete such
+    bodies while their page stays), so theirs are checked when opened
+    (:func:`store.messaging.bodies.body_opener`). Its size is checked when it is opened too
+    (the summary a load reads instead of the page does not hold it). Raises LostDataError
+    naming the body, the message and its page; a skip-damaged load checks nothing here (a
+    browse of the page meets it)."""
+    needed = st.pager.needed_large
+    if not needed or st.pager.skip_damaged:
+        return
+    have = set(present)
+    for mid in sorted(needed):
+        if mid not in have:
+            address, page = needed[mid]
+            raise lost_body(st.large, mid, f"a paged message of page {page} of {address!r}")
 
 
 def _leave_out(st: ManagerState, mid: int) -> None:

@@ -75,7 +75,7 @@ class PagerLoad(PagerDeletion):
         pages every queue has finished stay (they hold nothing to deliver)."""
         delete = self._journal.append_delete if sweep else _keep
         cleaned: dict[str, int] = defaultdict(int)
-        routes, large = self._read_pages(page_txs, pending_txs, sweep=sweep)
+        routes, large, whole = self._read_pages(page_txs, pending_txs, sweep=sweep)
         self._visible_txs = {
             tx: rid
             for tx, rid in page_txs.items()
@@ -98,17 +98,33 @@ class PagerLoad(PagerDeletion):
             if page_no in self._addresses[address].pages
             for mid in ids
         }
+        self.needed_large = {
+            mid: key
+            for key, ids in large.items()
+            if key in whole
+            and (page := self._addresses[key[0]].pages.get(key[1])) is not None
+            and not page.complete
+            and not any(page.acked.values())
+            for mid in ids
+        }
         return messages, dict(cleaned)
 
     def _read_pages(
         self, page_txs: dict[int, int], pending_txs: set[int], *, sweep: bool
-    ) -> tuple[dict[tuple[str, int], list[_LoadedRun]], dict[tuple[str, int], list[int]]]:
+    ) -> tuple[
+        dict[tuple[str, int], list[_LoadedRun]],
+        dict[tuple[str, int], list[int]],
+        set[tuple[str, int]],
+    ]:
         """Make the state of every page of every address (``page_txs``, ``pending_txs`` and
         ``sweep`` as :meth:`load`); returns each page's runs as accounted
-        (:meth:`_load_run`) and its large message ids, by (address, page). Raises what the
-        page stores raise."""
+        (:meth:`_load_run`) and its large message ids, by (address, page), and the pages each
+        of whose records some queue or a prepared transaction may still deliver (so every large
+        body they name must exist while no queue acknowledged anything of them). Raises what
+        the page stores raise."""
         routes: dict[tuple[str, int], list[_LoadedRun]] = {}
         large: dict[tuple[str, int], list[int]] = {}
+        whole: set[tuple[str, int]] = set()
         for address in self._paging.addresses():
             state = self.address(address)
             store = self._store(address)
@@ -123,9 +139,14 @@ class PagerLoad(PagerDeletion):
                     self._load_run(address, page, page_no, run, records, page_txs, pending_txs)
                     for run in runs
                 ]
+                if large_ids and all(
+                    r[2] in pending_txs or loaded[2]
+                    for r, loaded in zip(runs, routes[address, page_no], strict=True)
+                ):
+                    whole.add((address, page_no))
             state.pages = dict(sorted(state.pages.items()))
             state.last_page = store.current_page
-        return routes, large
+        return routes, large, whole
 
     def _attach_cursor_records(
         self,

@@ -124,6 +124,9 @@ class PagerBase:
         self.pending_sends: dict[int, list[tuple[str, PagePosition, PagedMessage]]] = {}
         #: Ids of the large bodies the pages kept at the last load refer to.
         self.large_ids: set[int] = set()
+        #: large paged messages whose bodies the load knows must exist: on a page no queue
+        #: acknowledged anything of, every run deliverable (id -> (address, page); pager_load)
+        self.needed_large: dict[int, tuple[str, int]] = {}
         #: A read-only tool's load that reads around damage (``StorageManager.load(
         #: skip_damaged=True)``): a browse reads a page's damaged records as holes and lists
         #: them in ``skipped`` (with what the load left out) instead of raising.

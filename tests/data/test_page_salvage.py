@@ -17,7 +17,7 @@ import pytest
 from store.data import repair_store, verify_store
 from store.data.advice import repair_advice
 from store.data.checking import PageSalvage, PagesVerify
-from store.errors import CorruptionError
+from store.errors import CorruptionError, LostDataError
 from store.messaging.manager import StorageManager
 from store.messaging.values import Message
 from store.paging.files import FilePageBackend
@@ -282,3 +282,41 @@ def test_salvage_refuses_damage_across_headers_without_a_page_summary(
     with page_backend(factory.config) as backend:
         (locator,) = backend.survey().stores.values()
         assert backend.read_bytes(locator, 1) == damaged != before
+
+
+def test_salvage_drops_a_paged_large_message_whose_body_is_gone(factory: StoreFactory) -> None:
+    """A large message paged on a page no queue touched, its body deleted from outside: the
+    load refuses the store naming the body, verify says so and advises the salvage, which
+    replaces its page record (the message is dropped, reported) and nothing else; then every
+    other message is delivered in order on both queues."""
+    factory.config = factory.config.replace(min_large_message_size=1024)
+    big = b"L" * 3000
+    payloads = [*PAYLOADS[:4], big, *PAYLOADS[4:8]]
+    sm = loaded_manager(factory)
+    sm.create_address("orders", routing_types=("MULTICAST",))
+    for q in ("q1", "q2"):
+        sm.create_queue(q, address="orders", routing_type="MULTICAST")
+    ids = [sm.send(Message("orders", p)) for p in payloads]
+    sm.close()
+    store = factory.open()
+    assert isinstance(store, Store)
+    mid = ids[4]
+    assert mid is not None
+    store.large_messages.delete(mid)
+    with pytest.raises(LostDataError, match=f"large message {mid}"):
+        StorageManager(store).load()
+    factory.close()
+    found = verify_store(factory.config)
+    assert not found.ok
+    assert "repair --salvage" in " ".join(repair_advice(found))
+
+    done = repair_store(factory.config, salvage_journals=True)
+    (pages_part,) = [p for p in done.parts if isinstance(p, PageSalvage)]
+    (replaced,) = pages_part.report.replaced
+    assert replaced.message_id == mid and "is gone" in replaced.problem
+    assert done.dropped == 1
+    assert verify_store(factory.config).ok
+    sm = loaded_manager(factory)
+    kept = [p for p in payloads if p is not big]
+    assert _drain(sm, "q1") == kept and _drain(sm, "q2") == kept
+    sm.close()

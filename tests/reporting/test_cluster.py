@@ -58,11 +58,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "SPARK_HOME": str(home),
         "SPARK_WORKER_DIR": str(work / "worker"),
         "SPARK_LOG_DIR": str(work),
+        # The daemons only pass messages: the client compiler and the serial collector start
+        # them in less CPU (as tests/conftest.py does for the other JVMs).
+        "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     }
     spark_class = str(home / "bin" / "spark-class")
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(name: str, *args: str, ready: str) -> None:
+    def start(name: str, *args: str) -> Path:
         log = work / f"{name}.log"
         argv = [spark_class, f"org.apache.spark.deploy.{name}", *args, "--host", "127.0.0.1"]
         argv += ["--webui-port", str(_free_port())]
@@ -71,13 +74,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
         procs.append(proc)
-        _wait_for(log, ready, procs[-1], 90)
+        return log
 
     try:
-        start("master.Master", "--port", str(port), ready="I have been elected leader")
+        # Both at once: the worker retries its registration until the master answers.
         url = f"spark://127.0.0.1:{port}"
-        worker = ("--cores", "2", "--memory", "1g")
-        start("worker.Worker", url, *worker, ready="Successfully registered with master")
+        master = start("master.Master", "--port", str(port))
+        worker = start("worker.Worker", url, "--cores", "2", "--memory", "1g")
+        _wait_for(master, "I have been elected leader", procs[0], 90)
+        _wait_for(worker, "Successfully registered with master", procs[1], 90)
         yield url
     finally:
         for proc in reversed(procs):
