@@ -128,7 +128,14 @@ def test_report_runs_on_a_standalone_cluster_whose_python_lacks_this_package(
         )
     )
     out = tmp_path / "report"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": str(worker_python)}
+    light = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # a tiny store: start-up is the cost
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PYSPARK_PYTHON": str(worker_python),
+        "PYSPARK_SUBMIT_ARGS": f'--driver-java-options "{light}" --conf '
+        f'"spark.executor.extraJavaOptions={light}" pyspark-shell',
+    }
     done = subprocess.run(
         [sys.executable, "-m", "store.cli.main", "report", "--config", str(config), "--out",
          str(out), "--master", cluster],
