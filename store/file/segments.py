@@ -18,15 +18,26 @@ again, so a file in use always has the highest id. Reused files are not re-zeroe
 compaction the journal trims the free list (:meth:`SegmentManager.trim`) to what it needs, so
 that an unbounded pool (``journal-pool-files`` -1) never makes a compacted store bigger.
 
+The ready file is made on a daemon thread (``journal-preopen``) right after a load and after
+each switch of files. A process that ends without closing its store (a script that forgets
+``close()``, an exception out of it) would kill that thread at interpreter exit, in the middle
+of ``create`` or ``stamp``, and leave ``<name>.tmp`` behind: harmless (the next load removes
+it; ``store data verify`` says so, and read-only opens leave it), but a leftover a healthy
+store should not show. So an ``atexit`` hook waits (up to :data:`EXIT_WAIT` seconds) for every
+preparation still running; only a killed process leaves one.
+
 Thread-safety: :class:`SegmentManager` is safe to call from several threads; a
 :class:`Segment`'s counters belong to the journal's append lock.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -39,6 +50,15 @@ __all__ = ["ID_STEP", "Segment", "SegmentManager", "SegmentNaming"]
 log = logging.getLogger(__name__)
 
 ID_STEP = 1 << 16
+#: How long interpreter exit waits for the ready files still being made (module docstring).
+EXIT_WAIT = 10.0
+_PREPARING: weakref.WeakSet[SegmentManager] = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_preparations() -> None:
+    for manager in list(_PREPARING):
+        manager.wait_idle(EXIT_WAIT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +307,7 @@ class SegmentManager:
             if self._ready is not None or self._preparing:
                 return
             self._preparing = True
+        _PREPARING.add(self)
         thread = threading.Thread(target=self._prepare_bg, name="journal-preopen", daemon=True)
         thread.start()
 
@@ -308,10 +329,12 @@ class SegmentManager:
                     self.free.append(seg)
             self._ready_cond.notify_all()
 
-    def wait_idle(self) -> None:
-        """Wait for a background preparation to finish (used before closing)."""
+    def wait_idle(self, timeout: float | None = None) -> None:
+        """Wait for a background preparation to finish (used before closing), at most
+        ``timeout`` seconds (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while self._preparing:
+            while self._preparing and (deadline is None or time.monotonic() < deadline):
                 self._ready_cond.wait(0.05)
 
     def unused_count(self) -> int:
