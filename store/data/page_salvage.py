@@ -137,10 +137,7 @@ def salvage_pages(config: StoreConfig) -> PageSalvageReport:
     durable), StoreLockedError naming the holder, StoreIOError / StoreUnavailableError."""
     store = open_store(config)
     try:
-        queues = _queue_addresses(store)
-        loaded = store.messages.load()
-        acks, reader = _cursor_state(loaded.records, loaded.prepared)
-        reader.bodies = set(store.large_messages.ids())
+        queues, acks, reader = _state(store)
         with page_backend(config) as backend:
             pages = 0
             replaced: list[ReplacedRecord] = []
@@ -217,10 +214,7 @@ def lost_paged_bodies(config: StoreConfig) -> list[PageFinding]:
         return []
     out: list[PageFinding] = []
     try:
-        queues = _queue_addresses(store)
-        loaded = store.messages.load()
-        _acks, reader = _cursor_state(loaded.records, loaded.prepared)
-        reader.bodies = set(store.large_messages.ids())
+        queues, _acks, reader = _state(store)
         with page_backend(config) as backend:
             for address, locator in sorted(backend.survey().stores.items()):
                 mine = {qid for qid, a in queues.items() if a == address}
@@ -311,6 +305,19 @@ class _Needed:
             offset += length
             index += 1
         return out
+
+
+def _state(
+    store: Store,
+) -> tuple[dict[int, str], dict[tuple[int, int, int], list[int]], _Needed]:
+    """Of ``store`` (its journals loaded here): every queue id with its address, the cursor
+    acks by position, and what decides whether a paged message is still needed (the bodies
+    present included)."""
+    queues = _queue_addresses(store)
+    loaded = store.messages.load()
+    acks, reader = _cursor_state(loaded.records, loaded.prepared)
+    reader.bodies = set(store.large_messages.ids())
+    return queues, acks, reader
 
 
 def _cursor_state(
