@@ -25,7 +25,9 @@ Limits, each a :class:`FrameError` (the handler answers with an ERROR frame and 
 connection, the rest of the broker carries on): a header block over ``max_header_size``, a
 body over ``max_frame_size`` (declared by content-length or found while waiting for its NUL),
 a content-length that is not a non-negative integer, a body with content-length whose next
-octet is not NUL, a command or header that is not UTF-8, a header line without a colon.
+octet is not NUL, a command or header that is not UTF-8, a header line without a colon, a NUL
+before the end of the headers (``garbage\0``: STOMP 1.2 says the server answers with ERROR and
+closes the connection).
 
 Thread-safety: none; one reader belongs to one connection's thread.
 """
@@ -101,6 +103,11 @@ class FrameReader:
         if pos == len(buf):
             return None
         end = _END_OF_HEADERS.search(buf, pos)
+        nul = buf.find(0, pos, len(buf) if end is None else end.start())
+        if nul >= 0:
+            raise FrameError(
+                f"not a STOMP frame: a NUL after {nul - pos} bytes, before the end of its headers"
+            )
         if end is None:
             if len(buf) - pos > self.max_header_size:
                 raise FrameError(f"frame headers longer than {self.max_header_size} bytes")

@@ -19,8 +19,11 @@ CONNECT, heart-beats and topics):
   ``ack`` header its ACK names.
 
 An error in a command is an ERROR frame (with ``receipt-id`` when the frame asked for a
-receipt) and the connection carries on, as coilmq does; an unknown command, a frame before
-CONNECT and bytes that are not a frame end the connection after their ERROR.
+receipt). A frame the broker cannot process as STOMP says (a ProtocolError: a SEND or SUBSCRIBE
+without a destination, an ACK of no message, an unknown transaction), an unknown command, a
+frame before CONNECT and bytes that are not a frame then end the connection, as STOMP 1.2
+requires (:class:`Answered`); an error of the store (a SEND refused while the database is away)
+keeps the connection, so the client retries on it.
 
 Thread-safety: a protocol object belongs to one connection's thread.
 """
@@ -42,9 +45,14 @@ from coilmq.util.frames import (  # type: ignore[import-untyped]
 
 from store.stomp.queue_manager import DurableQueueManager
 
-__all__ = ["DurableStomp10", "DurableStomp11", "DurableStomp12", "durable_protocol"]
+__all__ = ["Answered", "DurableStomp10", "DurableStomp11", "DurableStomp12", "durable_protocol"]
 
 _QUEUE_PREFIX = "/queue/"
+
+
+class Answered(ProtocolError):  # type: ignore[misc]
+    """A frame's protocol error, already answered with its ERROR frame: the connection ends
+    without another one."""
 
 
 class _Durable:
@@ -84,6 +92,8 @@ class _Durable:
             engine.log.debug("error in a %s frame", frame.cmd, exc_info=True)
             extra = {"receipt-id": receipt} if receipt else None
             connection.send_frame(ErrorFrame(str(exc) or type(exc).__name__, extra_headers=extra))
+            if isinstance(exc, ProtocolError):
+                raise Answered(str(exc)) from exc
 
     def send(self, frame: Frame) -> None:
         destination = frame.headers.get("destination")

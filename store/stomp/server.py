@@ -60,8 +60,9 @@ from coilmq.topic import TopicManager  # type: ignore[import-untyped]
 from coilmq.util.frames import ErrorFrame, Frame, ReceiptFrame  # type: ignore[import-untyped]
 
 from store.config import StoreConfig
+from store.errors import ConfigError
 from store.stomp.frames import DEFAULT_MAX_FRAME_SIZE, FrameReader
-from store.stomp.protocol import durable_protocol
+from store.stomp.protocol import Answered, durable_protocol
 from store.stomp.queue_manager import DEFAULT_PREFETCH, DurableQueueManager
 from store.stomp.queue_store import StompQueueStore, StreamedFrame, open_queue_store
 
@@ -75,6 +76,9 @@ STREAM_CHUNK = 256 * 1024
 POLL_SECONDS = 0.5
 #: How long closing the broker waits for its connections' threads to end (seconds).
 SHUTDOWN_WAIT = 5.0
+#: How long a connection may take to send its CONNECT frame (seconds; Artemis's default
+#: ``connection-ttl``): one that sends nothing, or a byte at a time, is closed after it.
+CONNECT_TIMEOUT = 60.0
 
 
 class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
@@ -112,6 +116,8 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
                 engine.process_frame(frame)
             if self.server.shutdown_requested.is_set():
                 self._say_goodbye()
+        except Answered as exc:
+            log.debug("connection closed after an ERROR: %s", exc)
         except ProtocolError as exc:
             self._refuse(exc)
         except AuthError:
@@ -143,11 +149,16 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         """The frames the client sends, until it closes or the server shuts down. Raises
         FrameError (a ProtocolError) for bytes that are not a frame."""
         stopping = self.server.shutdown_requested
+        deadline: float | None = time.monotonic() + self.server.connect_timeout
         while not stopping.is_set():
             for frame in self.buffer:
                 if stopping.is_set():
                     return  # not handled: the frame came after shutdown began
+                deadline = None
                 yield frame
+            if deadline is not None and time.monotonic() > deadline:
+                timeout = self.server.connect_timeout
+                raise ProtocolError(f"no CONNECT frame within {timeout:g} s")
             self.settle()  # nothing more to read now: receipts before waiting
             try:
                 data = self.request.recv(65536)
@@ -210,6 +221,7 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
 
     daemon_threads = True
     max_frame_size = DEFAULT_MAX_FRAME_SIZE
+    connect_timeout = CONNECT_TIMEOUT
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock = threading.Lock()  # the shutdown flag's check and the connections
@@ -266,7 +278,8 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
 class StompBroker:
     """coilmq's threaded STOMP server on a :class:`StompQueueStore` (see the module
     docstring). ``address`` is the (host, port) it listens on (the real port when 0 was
-    asked for)."""
+    asked for); ``connect_timeout``: seconds a connection has to send its CONNECT frame.
+    Raises ConfigError (key ``--port``) when the port cannot be bound."""
 
     def __init__(
         self,
@@ -276,17 +289,27 @@ class StompBroker:
         port: int = 61613,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         prefetch: int = DEFAULT_PREFETCH,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         self.queue_store = queue_store
         self.queue_manager = DurableQueueManager(queue_store, prefetch=prefetch)
-        self.server = _Server(
-            (host, port),
-            RequestHandlerClass=StoreStompHandler,
-            timeout=POLL_SECONDS,
-            queue_manager=self.queue_manager,
-            topic_manager=TopicManager(),
-        )
+        try:
+            self.server = _Server(
+                (host, port),
+                RequestHandlerClass=StoreStompHandler,
+                timeout=POLL_SECONDS,
+                queue_manager=self.queue_manager,
+                topic_manager=TopicManager(),
+            )
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                key="--port",
+                value=port,
+                hint="choose another --port (0: any free one), or stop what listens there",
+            ) from exc
         self.server.max_frame_size = max_frame_size
+        self.server.connect_timeout = connect_timeout
         self._serving = threading.Event()
 
     @property
@@ -331,14 +354,20 @@ def open_broker(
     prefetch: int = DEFAULT_PREFETCH,
     progress: Callable[[str, int, int], None] | None = None,
     node_manager: Any = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
 ) -> StompBroker:
     """Open and load the store ``config`` describes, then bind ``host``:``port``; returns
     the broker, not yet serving. Raises what opening and loading the store raise, and
-    OSError when the port cannot be bound (the store is closed again)."""
+    ConfigError naming ``--port`` when the port cannot be bound (the store is closed again)."""
     queue_store = open_queue_store(config, progress=progress, node_manager=node_manager)
     try:
         return StompBroker(
-            queue_store, host=host, port=port, max_frame_size=max_frame_size, prefetch=prefetch
+            queue_store,
+            host=host,
+            port=port,
+            max_frame_size=max_frame_size,
+            prefetch=prefetch,
+            connect_timeout=connect_timeout,
         )
     except BaseException:
         queue_store.close()

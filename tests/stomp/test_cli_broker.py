@@ -11,6 +11,7 @@ under STORE_TEST_PROFILE=soak).
 from __future__ import annotations
 
 import random
+import socket
 import threading
 import time
 from pathlib import Path
@@ -81,6 +82,29 @@ def test_a_missing_configuration_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = run_store("broker", "--config", str(tmp_path / "nope.toml"), "--port", "0")
     assert done.returncode == 2
     assert "nope.toml" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(file_factory: StoreFactory) -> None:
+    """The port taken by another socket: one line naming it and ``--port``, exit 2 (a
+    configuration error, not "unavailable": a script would retry that for ever), no
+    traceback, and the store closed again (a second broker on a free port opens it)."""
+    config = _config_file(file_factory)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_store("broker", "--config", str(config), "--port", str(port))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert f"cannot listen on 127.0.0.1:{port}" in lines[0] and "--port" in done.stderr
+    assert "Traceback" not in done.stderr
+    broker = BrokerProcess(config)
+    try:
+        conn, rec = client(broker.port)
+        send_all(conn, rec, "/queue/after", ["served"])
+        bye(conn, rec)
+    finally:
+        assert broker.terminate() == 0
 
 
 class _Consumer(stomp.ConnectionListener):  # type: ignore[misc]

@@ -1,10 +1,13 @@
 """The broker's frame reading over a real socket: pipelined SENDs, frames written one byte at
-a time, garbage, a frame over the limit and a client gone mid-frame (issue 29: coilmq 1.1.0
-dropped the connection on 200 pipelined SENDs)."""
+a time, garbage and frames STOMP cannot process (each an ERROR, then the connection closed, as
+STOMP 1.2 says), a frame over the limit, a client gone mid-frame (issue 29: coilmq 1.1.0
+dropped the connection on 200 pipelined SENDs), and connections that never send CONNECT."""
 
 from __future__ import annotations
 
+import select
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +76,10 @@ def test_frames_written_one_byte_at_a_time_are_all_read(file_config: StoreConfig
         pytest.param(b"\xff\xfe\x00\x01 not stomp\n\n\x00", id="binary"),
         pytest.param(CONNECT + b"SEND\ndestination:/queue/wire\nno colon\n\nx\x00", id="header"),
         pytest.param(CONNECT + b"FROB\n\n\x00", id="unknown-command"),
+        pytest.param(b"garbage\x00", id="no-headers"),
+        pytest.param(CONNECT + b"garbage\x00", id="no-headers-after-connect"),
+        pytest.param(CONNECT + b"SEND\nreceipt:r\n\nx\x00", id="send-without-destination"),
+        pytest.param(CONNECT + b"ACK\nreceipt:r\n\n\x00", id="ack-of-nothing"),
         pytest.param(CONNECT + b"SEND\ndestination:/queue/wire\n\n" + b"x" * 5000, id="too-big"),
     ],
 )
@@ -101,3 +108,30 @@ def test_a_client_gone_mid_frame_stores_nothing_of_it(file_config: StoreConfig) 
         assert frames[1][1]["receipt-id"] == "r0"
         sock.close()
         assert _consume(broker.address[1], 1) == [("http://h:1/0", "body 0\x00with NUL")]
+
+
+@pytest.mark.parametrize("pace", ["silent", "a-byte-at-a-time"])
+def test_a_connection_that_never_sends_connect_is_closed_after_the_bound(
+    file_config: StoreConfig, pace: str
+) -> None:
+    """Nothing at all, or a CONNECT frame one byte every 0.2 s (slowloris): after the
+    connect timeout (1 s here; 60 s by default, Artemis's connection-ttl) an ERROR naming it
+    and the connection closed; a client that connects at once is served meanwhile."""
+    with running_broker(file_config, connect_timeout=1.0) as broker:
+        sock = raw_connect(broker.address[1])
+        started = time.monotonic()
+        if pace == "a-byte-at-a-time":  # a header that never ends, until the broker answers
+            for byte in b"CONNECT\nx-pad:" + b"a" * 50:
+                if select.select([sock], [], [], 0.2)[0]:
+                    break
+                sock.sendall(bytes([byte]))
+        frames = read_frames(sock, 1, timeout=10)
+        assert [f[0] for f in frames] == ["ERROR"], frames
+        assert "no CONNECT frame within 1 s" in frames[0][1].get("message", "")
+        assert sock.recv(1) == b""
+        assert time.monotonic() - started < 6
+        sock.close()
+        conn, rec = client(broker.address[1])
+        conn.send("/queue/wire", "served", headers={"receipt": "ok", "url": "u"})
+        rec.wait_receipts({"ok"})
+        bye(conn, rec)
