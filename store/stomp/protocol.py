@@ -14,6 +14,10 @@ CONNECT, heart-beats and topics):
 - BEGIN / COMMIT / ABORT, and SEND / ACK with a ``transaction`` header, are the queue
   manager's store transactions;
 - SUBSCRIBE takes ``ack:auto|client|client-individual`` (1.0 included);
+- heart-beats (1.1, 1.2) are negotiated as the specification says, each direction at least
+  :data:`HEART_BEAT_MS` apart, and kept by the connection (``keep_heartbeats``: it sends them
+  and closes a client silent for twice its interval), not by coilmq's timer (which sent one
+  and never enforced any);
 - STOMP 1.2's CONNECT accepts any ``host`` (one virtual host; coilmq refuses any but its own
   FQDN, so a client connecting to 127.0.0.1 could not), and its MESSAGE frames carry the
   ``ack`` header its ACK names.
@@ -48,6 +52,8 @@ from store.stomp.queue_manager import DurableQueueManager
 __all__ = ["Answered", "DurableStomp10", "DurableStomp11", "DurableStomp12", "durable_protocol"]
 
 _QUEUE_PREFIX = "/queue/"
+#: The shortest heart-beat interval the broker sends or expects (milliseconds).
+HEART_BEAT_MS = 1000
 
 
 class Answered(ProtocolError):  # type: ignore[misc]
@@ -94,6 +100,16 @@ class _Durable:
             connection.send_frame(ErrorFrame(str(exc) or type(exc).__name__, extra_headers=extra))
             if isinstance(exc, ProtocolError):
                 raise Answered(str(exc)) from exc
+
+    def enable_heartbeat(self, cx: int, cy: int) -> tuple[int, int]:
+        """The CONNECT asked ``cx,cy`` (it sends every cx ms, wants one every cy ms; 0: not
+        at all): the broker sends every max(cy, HEART_BEAT_MS) ms when cy is set and expects
+        one every max(cx, HEART_BEAT_MS) ms when cx is set. Returns the CONNECTED frame's
+        ``heart-beat``."""
+        send = max(cy, HEART_BEAT_MS) if cy else 0
+        expect = max(cx, HEART_BEAT_MS) if cx else 0
+        self.engine.connection.keep_heartbeats(send / 1000, expect / 1000)
+        return send, expect
 
     def send(self, frame: Frame) -> None:
         destination = frame.headers.get("destination")

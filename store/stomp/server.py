@@ -76,6 +76,9 @@ STREAM_CHUNK = 256 * 1024
 POLL_SECONDS = 0.5
 #: How long closing the broker waits for its connections' threads to end (seconds).
 SHUTDOWN_WAIT = 5.0
+#: A client silent for this many times its heart-beat interval is gone (Artemis's
+#: ``heartBeatToConnectionTtlModifier``): an ERROR, and the connection closed.
+HEART_BEAT_GRACE = 2.0
 #: How long a connection may take to send its CONNECT frame (seconds; Artemis's default
 #: ``connection-ttl``): one that sends nothing, or a byte at a time, is closed after it.
 CONNECT_TIMEOUT = 60.0
@@ -92,6 +95,9 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         self._write_lock = threading.Lock()
         self._receipts: list[str | None] = []
         self._destinations: set[str] = set()
+        self._ended = threading.Event()  # the connection's thread is done with it
+        self._expect = 0.0  # seconds between the client's heart-beats (0: none asked)
+        self._last_read = self._last_write = time.monotonic()
 
     def handle(self) -> None:
         frames = self.iter_frames()
@@ -123,12 +129,34 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         except AuthError:
             log.debug("authentication failed; connection closed")
         finally:
+            self._ended.set()
             try:
                 self.settle()  # the client may be gone: its SENDs are durable all the same
             except Exception:
                 log.debug("settling a closed connection's SENDs failed", exc_info=True)
             finally:
                 engine.unbind()
+
+    # -- heart-beats ------------------------------------------------------------------------
+
+    def keep_heartbeats(self, send: float, expect: float) -> None:
+        """After CONNECT: send a heart-beat whenever nothing was written for ``send`` seconds
+        (a thread of this connection's), and end the connection when nothing was read for
+        ``HEART_BEAT_GRACE`` times ``expect`` seconds (0: either not at all)."""
+        self._expect = expect
+        if send > 0:
+            beats = threading.Thread(
+                target=self._beat, args=(send,), name="stomp-heart-beat", daemon=True
+            )
+            beats.start()
+
+    def _beat(self, every: float) -> None:
+        while not self._ended.wait(min(every / 4, POLL_SECONDS)):
+            if time.monotonic() - self._last_write >= every:
+                try:
+                    self.send_heartbeat()
+                except OSError:
+                    return
 
     def _say_goodbye(self) -> None:
         """At shutdown: the RECEIPTs of what was stored, then an ERROR frame."""
@@ -156,9 +184,15 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
                     return  # not handled: the frame came after shutdown began
                 deadline = None
                 yield frame
-            if deadline is not None and time.monotonic() > deadline:
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
                 timeout = self.server.connect_timeout
                 raise ProtocolError(f"no CONNECT frame within {timeout:g} s")
+            if self._expect and now - self._last_read > HEART_BEAT_GRACE * self._expect:
+                raise ProtocolError(
+                    f"no heart-beat or frame for {now - self._last_read:.1f} s (the client "
+                    f"promised one every {self._expect:g} s)"
+                )
             self.settle()  # nothing more to read now: receipts before waiting
             try:
                 data = self.request.recv(65536)
@@ -168,6 +202,7 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
                 return
             if not data:
                 return
+            self._last_read = time.monotonic()
             self.last_data = datetime.now()
             self.buffer.append(data)
 
@@ -201,17 +236,21 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
             packed = frame.pack()
             with self._write_lock:
                 self.request.sendall(packed)
+                self._last_write = time.monotonic()
             return
         head = "".join(f"{name}:{value}\n" for name, value in frame.headers.items())
         with frame.open_body() as body, self._write_lock:
             self.request.sendall(f"{frame.cmd}\n{head}\n".encode())
             while chunk := body.read(STREAM_CHUNK):
                 self.request.sendall(chunk)
+                self._last_write = time.monotonic()
             self.request.sendall(b"\x00")
+            self._last_write = time.monotonic()
 
     def send_heartbeat(self) -> None:
         with self._write_lock:
             self.request.sendall(b"\n")
+            self._last_write = time.monotonic()
 
 
 class _Server(ThreadedStompServer):  # type: ignore[misc]

@@ -135,3 +135,51 @@ def test_a_connection_that_never_sends_connect_is_closed_after_the_bound(
         conn.send("/queue/wire", "served", headers={"receipt": "ok", "url": "u"})
         rec.wait_receipts({"ok"})
         bye(conn, rec)
+
+
+def _raw_until_closed(sock: socket.socket, seconds: float, beat: float | None = None) -> bytes:
+    """Everything the broker writes to ``sock`` for up to ``seconds`` (less if it closes),
+    sending a heart-beat every ``beat`` seconds meanwhile when given."""
+    got = bytearray()
+    end = time.monotonic() + seconds
+    next_beat = time.monotonic() + (beat or 0)
+    while time.monotonic() < end:
+        if beat is not None and time.monotonic() >= next_beat:
+            sock.sendall(b"\n")
+            next_beat += beat
+        if select.select([sock], [], [], 0.05)[0]:
+            data = sock.recv(65536)
+            if not data:
+                break
+            got += data
+    return bytes(got)
+
+
+def test_heart_beats_are_sent_and_a_silent_client_is_dropped(file_config: StoreConfig) -> None:
+    """CONNECT asking ``heart-beat:500,500``: the broker answers ``1000,1000`` (its floor),
+    sends a heart-beat whenever it wrote nothing for a second, and closes the connection with
+    an ERROR once the client was silent for twice its interval (2 s); a client that keeps its
+    beats is kept, and served after."""
+    beats = b"CONNECT\naccept-version:1.2\nhost:127.0.0.1\nheart-beat:500,500\n\n\x00"
+    with running_broker(file_config) as broker:
+        silent = raw_connect(broker.address[1])
+        started = time.monotonic()
+        silent.sendall(beats)
+        wrote = _raw_until_closed(silent, 6.0)
+        took = time.monotonic() - started
+        head, _, rest = wrote.partition(b"\x00")
+        assert head.startswith(b"CONNECTED\n") and b"heart-beat:1000,1000" in head, head
+        before_error, _, error = rest.partition(b"ERROR")
+        assert before_error.count(b"\n") >= 1, rest  # a beat while the client kept quiet
+        assert b"no heart-beat or frame for" in error, rest
+        assert 1.9 < took < 5.0, took
+        silent.close()
+
+        kept = raw_connect(broker.address[1])
+        kept.sendall(beats)
+        wrote = _raw_until_closed(kept, 3.5, beat=0.5)
+        assert b"ERROR" not in wrote and wrote.count(b"\n") >= 3, wrote
+        kept.sendall(b"SEND\ndestination:/queue/wire\nreceipt:k\nurl:u\n\nkept\x00")
+        frames = read_frames(kept, 1)
+        assert frames[0][0] == "RECEIPT", frames
+        kept.close()
