@@ -175,25 +175,34 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
 
     def iter_frames(self) -> Iterator[Frame]:
         """The frames the client sends, until it closes or the server shuts down. Raises
-        FrameError (a ProtocolError) for bytes that are not a frame."""
+        FrameError (a ProtocolError) for bytes that are not a frame, ProtocolError for a
+        connection without CONNECT past the bound, or silent past its heart-beats. Silence is
+        counted only while this thread waits to read: the time it spends handling frames (a
+        flush that waits for a database, say) is never the client's."""
         stopping = self.server.shutdown_requested
         deadline: float | None = time.monotonic() + self.server.connect_timeout
+        listening = time.monotonic()  # since when this thread has been waiting to read
         while not stopping.is_set():
+            handled = False
             for frame in self.buffer:
                 if stopping.is_set():
                     return  # not handled: the frame came after shutdown began
                 deadline = None
+                handled = True
                 yield frame
+            self.settle()  # nothing more to read now: receipts before waiting
             now = time.monotonic()
+            if handled:
+                listening = now
             if deadline is not None and now > deadline:
                 timeout = self.server.connect_timeout
                 raise ProtocolError(f"no CONNECT frame within {timeout:g} s")
-            if self._expect and now - self._last_read > HEART_BEAT_GRACE * self._expect:
+            silent = now - max(self._last_read, listening)
+            if self._expect and silent > HEART_BEAT_GRACE * self._expect:
                 raise ProtocolError(
-                    f"no heart-beat or frame for {now - self._last_read:.1f} s (the client "
-                    f"promised one every {self._expect:g} s)"
+                    f"no heart-beat or frame for {silent:.1f} s (the client promised one "
+                    f"every {self._expect:g} s)"
                 )
-            self.settle()  # nothing more to read now: receipts before waiting
             try:
                 data = self.request.recv(65536)
             except TimeoutError:

@@ -99,3 +99,41 @@ def test_an_ack_naming_another_subscription_is_refused_and_the_message_stays(
         again.ack(redelivered.headers["message-id"], "s", receipt="right")
         arec.wait_receipts({"right"})
         bye(again, arec)
+
+
+@pytest.mark.parametrize("command", ["send", "ack"])
+def test_a_slow_flush_is_not_a_silent_client(file_config: StoreConfig, command: str) -> None:
+    """A client that keeps its heart-beats (every 0.5 s, promised 1 s) while a SEND or an
+    ACK with a receipt waits 3 s for the store's flush (a database away, say) is not dropped
+    for silence: the broker read nothing meanwhile, but the client said nothing late. Its
+    RECEIPT comes after."""
+    from tests.stomp.support import raw_connect, read_frames
+    from tests.stomp.test_wire import _raw_until_closed
+
+    with running_broker(file_config) as broker:
+        store: Any = broker.queue_manager.store
+        real = store.flush
+
+        def slow() -> None:
+            time.sleep(3.0)
+            real()
+
+        sock = raw_connect(broker.address[1])
+        sock.sendall(b"CONNECT\naccept-version:1.2\nhost:h\nheart-beat:500,500\n\n\x00")
+        assert read_frames(sock, 1)[0][0] == "CONNECTED"
+        if command == "send":
+            frame = b"SEND\ndestination:/queue/slow\nreceipt:r\n\nbody\x00"
+        else:
+            sock.sendall(b"SEND\ndestination:/queue/slow\nreceipt:s\n\nbody\x00")
+            sock.sendall(b"SUBSCRIBE\ndestination:/queue/slow\nid:1\nack:client-individual\n\n\x00")
+            got = read_frames(sock, 2)
+            assert [f[0] for f in got] == ["RECEIPT", "MESSAGE"], got
+            ack_id = got[1][1]["ack"]
+            frame = f"ACK\nid:{ack_id}\nreceipt:r\n\n\x00".encode()
+        store.flush = slow
+        sock.sendall(frame)
+        wrote = _raw_until_closed(sock, 4.5, beat=0.5)
+        store.flush = real
+        assert b"ERROR" not in wrote, wrote
+        assert b"RECEIPT\nreceipt-id:r" in wrote, wrote
+        sock.close()
