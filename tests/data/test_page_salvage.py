@@ -67,9 +67,7 @@ def _flip_in_page_one(factory: StoreFactory, index: int, at: int = 60, width: in
         (locator,) = backend.survey().stores.values()
         data = backend.read_bytes(locator, 1)
         assert data is not None
-        offset = 0
-        for _ in range(index):
-            offset += FRAMING + int.from_bytes(data[offset + 1 : offset + 5], "big")
+        offset = _offset_of(data, index)
         start = offset + at
         flipped = bytes(b ^ 0xFF for b in data[start : start + width])
         if isinstance(backend, FilePageBackend):
@@ -82,15 +80,21 @@ def _flip_in_page_one(factory: StoreFactory, index: int, at: int = 60, width: in
         return offset
 
 
+def _offset_of(data: bytes, index: int) -> int:
+    """Where the ``index``-th record of the page ``data`` starts (its framing intact)."""
+    offset = 0
+    for _ in range(index):
+        offset += FRAMING + int.from_bytes(data[offset + 1 : offset + 5], "big")
+    return offset
+
+
 def _record_length(factory: StoreFactory, index: int) -> int:
     """The encoded length of the ``index``-th record of page 1 (as written)."""
     with page_backend(factory.config) as backend:
         (locator,) = backend.survey().stores.values()
         data = backend.read_bytes(locator, 1)
         assert data is not None
-        offset = 0
-        for _ in range(index):
-            offset += FRAMING + int.from_bytes(data[offset + 1 : offset + 5], "big")
+        offset = _offset_of(data, index)
         return FRAMING + int.from_bytes(data[offset + 1 : offset + 5], "big")
 
 

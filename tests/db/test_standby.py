@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -245,16 +246,13 @@ def test_page_stores_find_page_commits_lost_while_the_store_was_away(
             f"AND tablename <> '{prefix}'"
         )
         with _side(cluster) as side:
-            saved = side.execute(
-                f"SELECT filename, extension, data FROM \"{table}\" WHERE extension = 'page'"
-            ).fetchall()
+            saved = _rows(side, table, "extension = 'page'")
             assert pages.append(b"2" * 6000, sync=True).page == 2
             pages.delete_page(1)
             if lost == "page":
                 side.execute(f"DELETE FROM \"{table}\" WHERE filename LIKE '%2.page'")
             elif lost == "deleted-page":
-                insert = f'INSERT INTO "{table}" (filename, extension, data) VALUES (%s, %s, %s)'
-                side.cursor().executemany(insert, saved)
+                _put_back(side, table, saved)
         cluster.terminate_clients()
         if noticed == "shared":
             store.messages.append_add(1, 7, b"reconnects", sync=True)
@@ -292,15 +290,12 @@ def test_the_large_message_store_finds_bodies_lost_while_the_store_was_away(
         _body(store, 1)
         with _side(cluster) as side:
             _body(store, 2)
-            saved = side.execute(
-                f"SELECT filename, extension, data FROM \"{table}\" WHERE filename = '2.msg'"
-            ).fetchall()
+            saved = _rows(side, table, "filename = '2.msg'")
             store.large_messages.delete(2)
             if lost == "body":
                 side.execute(f"DELETE FROM \"{table}\" WHERE filename LIKE '1.%'")
             elif lost == "deleted-body":
-                insert = f'INSERT INTO "{table}" (filename, extension, data) VALUES (%s, %s, %s)'
-                side.cursor().executemany(insert, saved)
+                _put_back(side, table, saved)
         cluster.terminate_clients()
         if noticed == "shared":
             store.messages.append_add(1, 7, b"reconnects", sync=True)
@@ -327,6 +322,17 @@ def _side(cluster: PgCluster) -> psycopg.Connection[tuple[object, ...]]:
     """A connection behind the store's back (autocommit)."""
     dsn = f"host=127.0.0.1 port={cluster.port} dbname=postgres user=postgres"
     return psycopg.connect(dsn, autocommit=True)
+
+
+def _rows(side: psycopg.Connection[tuple[object, ...]], table: str, where: str) -> list[Any]:
+    """The (filename, extension, data) of ``table``'s rows matching ``where``."""
+    return side.execute(f'SELECT filename, extension, data FROM "{table}" WHERE {where}').fetchall()
+
+
+def _put_back(side: psycopg.Connection[tuple[object, ...]], table: str, rows: list[Any]) -> None:
+    """Insert ``rows`` (from :func:`_rows`) into ``table`` again, behind the store's back."""
+    insert = f'INSERT INTO "{table}" (filename, extension, data) VALUES (%s, %s, %s)'
+    side.cursor().executemany(insert, rows)
 
 
 def _close(store: Store) -> None:

@@ -41,7 +41,9 @@ def _offline(h: Harness) -> Store:
     return store
 
 
-def test_the_load_refuses_a_queued_large_message_whose_body_is_gone(h: Harness) -> None:
+def _refused_without_body(h: Harness) -> tuple[int, str, LostDataError]:
+    """A small message, then a large one whose body is deleted offline; the next open's
+    load refuses the store. Returns the large message's id, where its body was, the error."""
     sm = h.setup("q")
     sm.send(msg(b"small"))
     mid = sm.send(msg(BIG))
@@ -51,9 +53,14 @@ def test_the_load_refuses_a_queued_large_message_whose_body_is_gone(h: Harness) 
     h.factory.close()
     with pytest.raises(LostDataError) as caught:
         h.open()
-    assert caught.value.path == where and str(mid) in where
-    assert f"large message {mid}" in caught.value.reason and "3584 bytes" in caught.value.reason
-    assert caught.value.hint is not None and "repair --salvage" in caught.value.hint
+    return mid, where, caught.value
+
+
+def test_the_load_refuses_a_queued_large_message_whose_body_is_gone(h: Harness) -> None:
+    mid, where, error = _refused_without_body(h)
+    assert error.path == where and str(mid) in where
+    assert f"large message {mid}" in error.reason and "3584 bytes" in error.reason
+    assert error.hint is not None and "repair --salvage" in error.hint
 
 
 def test_the_load_refuses_a_prepared_send_whose_body_is_gone(h: Harness) -> None:
@@ -101,17 +108,9 @@ def test_the_load_refuses_a_paged_large_message_whose_body_is_gone(h: Harness) -
     """On a page no queue acknowledged anything of, every record deliverable: the load
     knows the body must exist (from the page's runs, no page read) and names it."""
     h.factory.config = h.factory.config.replace(address_settings=PAGE_AFTER_ONE)
-    sm = h.setup("q")
-    sm.send(msg(b"small"))
-    mid = sm.send(msg(BIG))  # paged: only its page names it
-    store = _offline(h)
-    where = store.large_messages.path(mid)
-    store.large_messages.delete(mid)
-    h.factory.close()
-    with pytest.raises(LostDataError) as caught:
-        h.open()
-    assert caught.value.path == where
-    assert f"large message {mid}" in caught.value.reason and "page 1" in caught.value.reason
+    mid, where, error = _refused_without_body(h)  # the large one paged: only its page names it
+    assert error.path == where
+    assert f"large message {mid}" in error.reason and "page 1" in error.reason
 
 
 def test_open_body_of_a_paged_message_whose_body_is_gone_names_it(h: Harness) -> None:
