@@ -1,4 +1,4 @@
-"""Artemis's address settings: per-address paging limits by match (docs/config.md#address-settings).
+"""Artemis's address settings by match: paging limits, delivery policies (docs/config.md).
 
 A configuration holds address settings by *match*, each giving some of the keys::
 
@@ -26,6 +26,10 @@ key                        default                allowed
 ``address-full-policy``    ``PAGE``               PAGE, DROP, FAIL or BLOCK (any case in input)
 ``max-read-page-bytes``    2 x page-size-bytes    -1 (no limit) or a size from 1 byte to 2 GiB - 1
 =========================  =====================  =============================================
+
+and the delivery policies (``dead-letter-address``, ``max-delivery-attempts``, ``expiry-address``,
+``redelivery-delay``, …), whose table is :mod:`store.config.address_keys`'; the keys derived when
+not given are ``max-read-page-bytes`` and ``max-redelivery-delay`` (10 x ``redelivery-delay``).
 
 **Matches** use Artemis's default wildcard syntax: ``.`` separates words, ``*`` stands for
 exactly one word (more precisely, as in Artemis, for one or more characters other than ``.``,
@@ -72,7 +76,7 @@ when that address's settings are first merged (:func:`settings_for`, at its firs
 **Sources.** In TOML and :meth:`~store.config.StoreConfig.from_mapping` an unknown key inside an
 address setting is a :class:`~store.errors.ConfigError` naming the key and the match (with the
 closest known key); ``broker.xml`` carries many address-setting keys this library does not use
-(``dead-letter-address``, ``auto-create-queues``, …), which :mod:`store.config.broker_xml` skips. A
+(``auto-create-queues``, ``slow-consumer-policy``, …), which :mod:`store.config.broker_xml` skips. A
 bad value is a ``ConfigError`` whose key reads ``address-settings."<match>".<key>``; a bad
 match (``#`` before the end, empty) one whose key is ``address-settings``.
 
@@ -88,22 +92,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from store.config.values import (
-    INT32_MAX,
-    INT64_MAX,
-    SIZE_ALLOWED,
-    FrozenMap,
-    check_int,
-    invalid,
-    parse_int,
-    parse_size,
-    parse_text,
-    unknown_key,
-)
+from store.config.address_keys import ADDRESS_FULL_POLICIES, ADDRESS_RULES, checked_value
+from store.config.values import FrozenMap, invalid, unknown_key
 from store.errors import ConfigError
 
 __all__ = [
@@ -119,7 +113,6 @@ __all__ = [
     "settings_for",
 ]
 
-ADDRESS_FULL_POLICIES: Final = ("PAGE", "DROP", "FAIL", "BLOCK")
 DEFAULT_PAGE_SIZE_BYTES: Final = 10 * 1024 * 1024  # Artemis's AddressSettings.DEFAULT_PAGE_SIZE
 SECTION: Final = "address-settings"
 
@@ -129,61 +122,19 @@ _DELIMITER: Final = "."
 
 
 class _Derived(int):
-    """Marks max_read_page_bytes when it was not given (immutable; shareable)."""
+    """Marks a derived field (max_read_page_bytes, max_redelivery_delay) that was not given
+    (immutable; shareable)."""
 
 
-# Identity-compared: "derive from page_size_bytes"; never visible on a built object.
+# Identity-compared: "derive from another field"; never visible on a built object.
 _DERIVE: Final = _Derived(-2)
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """How one key's value is read from a text and checked (immutable; shareable)."""
-
-    parse: Callable[..., Any]
-    low: int
-    high: int
-    allowed: str
-    also: tuple[int, ...] = ()
-
-
-def _parse_policy(value: object, *, key: str) -> str:
-    return parse_text(value, key=key)
-
-
-_RULES: Final[Mapping[str, _Rule]] = {
-    "max_size_bytes": _Rule(
-        parse_size, 0, INT64_MAX, f"-1 (no limit) or {SIZE_ALLOWED}", also=(-1,)
-    ),
-    "max_size_messages": _Rule(
-        parse_int, 0, INT64_MAX, "-1 (no limit) or an integer of 0 or more", also=(-1,)
-    ),
-    "page_size_bytes": _Rule(
-        parse_size, 1, INT32_MAX, "a positive size in bytes up to 2G - 1 (e.g. 10M)"
-    ),
-    "address_full_policy": _Rule(_parse_policy, 0, 0, "PAGE, DROP, FAIL or BLOCK"),
-    "max_read_page_bytes": _Rule(
-        parse_size,
-        1,
-        INT32_MAX,
-        "-1 (no limit) or a positive size in bytes up to 2G - 1 (e.g. 20M)",
-        also=(-1,),
-    ),
+_DERIVED_FROM: Final = {
+    # field: (the field it follows, the factor): Artemis's defaults
+    "max_read_page_bytes": ("page_size_bytes", 2),
+    "max_redelivery_delay": ("redelivery_delay", 10),
 }
 #: The Artemis (kebab-case) names of the address-setting keys this library reads.
-ADDRESS_SETTING_KEYS: Final = tuple(name.replace("_", "-") for name in _RULES)
-
-
-def _checked_value(name: str, value: object, key: str) -> object:
-    """Check one typed value of field ``name``; return it normalised (policy in upper case)."""
-    rule = _RULES[name]
-    if name == "address_full_policy":
-        policy = value.strip().upper() if isinstance(value, str) else value
-        if policy not in ADDRESS_FULL_POLICIES:
-            raise invalid(key, value, rule.allowed)
-        return policy
-    check_int(key, value, rule.low, rule.high, rule.allowed, also=rule.also)
-    return value
+ADDRESS_SETTING_KEYS: Final = tuple(name.replace("_", "-") for name in ADDRESS_RULES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,16 +158,54 @@ class AddressSettings:
     #: Default 2 x ``page_size_bytes`` (derived when not given); -1 = no limit. How much paged
     #: data is read into memory at once while depaging: more is faster but holds more memory.
     max_read_page_bytes: int = _DERIVE
+    # -- delivery policies (what each does: store.messaging.policies) --------------------
+    #: Default None. Where a message goes once ``max_delivery_attempts`` deliveries failed;
+    #: None: it is removed, with a WARNING naming it.
+    dead_letter_address: str | None = None
+    #: Default 10; -1 (or 0) never. The cancel (or rollback) that brings a message's delivery
+    #: count to this moves it to ``dead_letter_address``.
+    max_delivery_attempts: int = 10
+    #: Default False. Create the dead-letter address and a queue
+    #: ``<prefix><address><suffix>`` on it, filtered on the original address, when needed.
+    auto_create_dead_letter_resources: bool = False
+    #: Default "DLQ.". The start of an auto-created dead-letter queue's name.
+    dead_letter_queue_prefix: str = "DLQ."
+    #: Default "". The end of an auto-created dead-letter queue's name.
+    dead_letter_queue_suffix: str = ""
+    #: Default None. Where an expired message goes; None: it is removed.
+    expiry_address: str | None = None
+    #: Default -1 (keep the message's own). Milliseconds after its send at which a message
+    #: without an expiration expires; when given, the min/max bounds are not applied.
+    expiry_delay: int = -1
+    #: Default -1 (none). No message expires sooner than this many ms after its send.
+    min_expiry_delay: int = -1
+    #: Default -1 (none). No message lives longer than this many ms after its send (one
+    #: without an expiration gets it).
+    max_expiry_delay: int = -1
+    #: Default False. As ``auto_create_dead_letter_resources``, for the expiry address.
+    auto_create_expiry_resources: bool = False
+    #: Default "EXP.". The start of an auto-created expiry queue's name.
+    expiry_queue_prefix: str = "EXP."
+    #: Default "". The end of an auto-created expiry queue's name.
+    expiry_queue_suffix: str = ""
+    #: Default 0 ms. A cancelled message is delivered again no sooner than this.
+    redelivery_delay: int = 0
+    #: Default 1.0. The delay is multiplied by this once per earlier delivery.
+    redelivery_delay_multiplier: float = 1.0
+    #: Default 10 x ``redelivery_delay`` (derived when not given). The delay's cap.
+    max_redelivery_delay: int = _DERIVE
 
     def __post_init__(self) -> None:
-        derive = self.max_read_page_bytes is _DERIVE
-        for name in _RULES:
-            if name != "max_read_page_bytes" or not derive:
-                value = _checked_value(name, getattr(self, name), name.replace("_", "-"))
+        derive = {name for name in _DERIVED_FROM if getattr(self, name) is _DERIVE}
+        for name in ADDRESS_RULES:
+            if name not in derive:
+                value = checked_value(name, getattr(self, name), name.replace("_", "-"))
                 object.__setattr__(self, name, value)
-        if derive:
-            # May exceed 2G - 1 for a page size near 2G: still the meaning Artemis gives it.
-            object.__setattr__(self, "max_read_page_bytes", 2 * self.page_size_bytes)
+        for name in derive:
+            # max_read_page_bytes may exceed 2G - 1 for a page size near 2G: still the
+            # meaning Artemis gives it.
+            source, factor = _DERIVED_FROM[name]
+            object.__setattr__(self, name, factor * getattr(self, source))
 
 
 def _value_key(match: str, key: str) -> str:
@@ -255,9 +244,9 @@ def freeze_address_settings(value: object) -> FrozenMap:
             raise invalid(where, partial, "a mapping of address-setting names to values")
         checked: dict[str, object] = {}
         for name, item in partial.items():
-            if name not in _RULES:
-                raise unknown_key(str(name), _RULES, where)
-            checked[name] = _checked_value(name, item, _value_key(match, name.replace("_", "-")))
+            if name not in ADDRESS_RULES:
+                raise unknown_key(str(name), ADDRESS_RULES, where)
+            checked[name] = checked_value(name, item, _value_key(match, name.replace("_", "-")))
         frozen[match] = FrozenMap(checked)
     result = FrozenMap(frozen)
     for match in result:  # the settings an address written as the match itself would get
@@ -288,7 +277,7 @@ def read_address_settings(section: object) -> dict[str, dict[str, Any]]:
             if not isinstance(key, str) or key not in ADDRESS_SETTING_KEYS:
                 raise unknown_key(str(key), ADDRESS_SETTING_KEYS, where)
             name = key.replace("-", "_")
-            values[name] = _RULES[name].parse(value, key=_value_key(match, key))
+            values[name] = ADDRESS_RULES[name].parse(value, key=_value_key(match, key))
         result[match] = values
     return result
 

@@ -73,6 +73,8 @@ _INT_RULES: Final[Mapping[str, tuple[int, int, str, tuple[int, ...]]]] = {
     "min_large_message_size": (1, INT32_MAX, "a positive size in bytes (e.g. 100K)", ()),
     "global_max_size": (0, INT64_MAX, "-1 (the default) or a size in bytes (e.g. 512M)", ()),
     "global_max_messages": (0, INT64_MAX, "-1 (no limit) or an integer of 0 or more", (-1,)),
+    "message_expiry_scan_period": (1, INT64_MAX, "-1 (no scan) or a positive number of ms", (-1,)),
+    "max_redelivery_records": (0, INT32_MAX, "-1 (no bound) or an integer of 0 or more", (-1,)),
     "journal_lock_acquisition_timeout": (
         1,
         INT64_MAX,
@@ -190,6 +192,16 @@ class StoreConfig:
     #: Default -1 (no limit). Artemis's ``global-max-messages``: the same as
     #: ``global_max_size``, counted in messages held in memory by all addresses together.
     global_max_messages: int = -1
+    #: Default 30000 ms; -1 = no scan. How often the storage manager looks for expired
+    #: messages on its own (an expired message is never delivered either way: a receive
+    #: checks it too); the scan costs in proportion to what expired, not to queue depth.
+    message_expiry_scan_period: int = 30000
+    #: Default 10; -1 = no bound. A cancelled message's delivery count and redelivery time
+    #: are written to the journal while its count is at most this; after that they are kept
+    #: in memory only (a restart may deliver it sooner and count from the last one written),
+    #: so a message redelivered for ever does not fill the journal (Artemis's
+    #: ``max-redelivery-records``).
+    max_redelivery_records: int = 10
     #: Default empty. Address settings by match (``"orders.#"``): a mapping of match to the
     #: snake_case fields of :class:`~store.config.addresses.AddressSettings` it gives; see
     #: :meth:`address_settings_for` for the merged settings of one address.

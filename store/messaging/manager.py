@@ -46,7 +46,6 @@ thread.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -54,17 +53,15 @@ from typing import TYPE_CHECKING
 
 from store.errors import JournalStateError, StoreError
 from store.messaging import records as r
-from store.messaging.bodies import body_opener
+from store.messaging.depaging import paged_message, take_ready
 from store.messaging.ids import DEFAULT_BATCH
 from store.messaging.loader import load_into
 from store.messaging.message_records import (
     PagedMessage,
-    decode_large_message,
-    decode_message,
     new_paged,
 )
+from store.messaging.moves import move_away
 from store.messaging.pager import DROP, PAGE
-from store.messaging.queues import MessageQueue
 from store.messaging.recovery import Progress, Recovery
 from store.messaging.state import ManagerState, TransactionWork
 from store.messaging.stored import StoredMessage
@@ -117,6 +114,7 @@ class StorageManager:
         self._store = store
         #: The store was opened read-only: the load sweeps nothing, close records nothing.
         self.read_only = store.read_only
+        st.dead_letter = lambda q, mid: move_away(st, self, q, mid, expiry=False)
         # Fixed for the manager's life, bound here for the hot paths.
         self._journal = st.journal
         self._lock = st.lock
@@ -385,79 +383,31 @@ class StorageManager:
 
     def receive(self, queue: str, max_messages: int = 1) -> list[Delivery]:
         """Up to ``max_messages`` messages of ``queue`` that are ready, in delivery order
-        (priority, then send order; scheduled ones once due); never blocks. Returns the
-        deliveries (empty when nothing is ready). Raises ValueError for ``max_messages`` < 1,
-        UnknownQueueError."""
+        (priority, then send order; scheduled ones once due); never blocks. A message past
+        its expiration is not delivered: it is moved to its expiry address or removed
+        (:mod:`store.messaging.policies`) and the next one taken. Returns the deliveries
+        (empty when nothing is ready). Raises ValueError for ``max_messages`` < 1,
+        UnknownQueueError, and what an expiry move raises."""
         st = self._state
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
             raise ValueError(f"max_messages must be at least 1, not {max_messages!r}")
-        with self._lock:
-            st.check_ready()
-            q = st.queue(queue)
-            now = st.clock()
-            taken = q.take(max_messages, now)
-            paged = None
-            if len(taken) < max_messages:  # paged messages come after those in memory
-                want = max_messages - len(taken)
-                paged = self._depage(q, want, now)
-                if paged is None:
-                    taken += q.take(want, now)
-                elif not taken:  # a receive of a deep queue: its next paged message
-                    return [paged]
-            deliveries = [
-                Delivery(st.messages[e.message_id].message, queue, e.delivery_count) for e in taken
-            ]
-            if paged is not None:
-                deliveries.append(paged)
-            return deliveries
-
-    def _depage(self, q: MessageQueue, n: int, now: int) -> Delivery | None:
-        """Lock held: put the next ``n`` paged messages of ``q`` on it (``q`` has nothing
-        ready: a receive's take came back short). One message read back and due now is the
-        next delivery whatever its priority: it goes on the queue delivered, and its
-        delivery is returned; otherwise None (the caller takes)."""
-        info = q.info
-        depaged = self._pager.depage(info.address, info.id, n)
-        if len(depaged) == 1:  # a receive of a deep queue: no loop, no heap
-            ((position, paged),) = depaged
-            mid = paged.message_id
-            stored = self._state.messages.get(mid)
-            if stored is None:  # (not read back by another queue of the address first)
-                m = (
-                    decode_message(paged.record, mid)
-                    if paged.record_type == r.ADD_MESSAGE_PROTOCOL
-                    else self._paged_message(paged)
-                )
-                if m.scheduled_delivery <= now:
-                    entry = q.add_delivered(
-                        mid, m.priority, next(self._state.order), m.scheduled_delivery
-                    )
-                    self._state.messages[mid] = StoredMessage.read_back(m, position, info.id, entry)
-                    return Delivery(m, q.info.name, 0)
-                stored = self._state.messages[mid] = StoredMessage(m, position=position)
-            depaged = [(position, paged)]
-        for position, paged in depaged:
-            stored = self._state.messages.get(paged.message_id)
-            if stored is None:
-                stored = StoredMessage(self._paged_message(paged), position=position)
-                self._state.messages[paged.message_id] = stored
-            m = stored.message
-            entry = q.add(
-                paged.message_id,
-                priority=m.priority,
-                order=next(self._state.order),
-                now=now,
-                scheduled=m.scheduled_delivery,
-            )
-            stored.add_ref(info.id, entry)
-        return None
-
-    def _paged_message(self, paged: PagedMessage) -> Message:
-        if paged.record_type != r.ADD_LARGE_MESSAGE:
-            return paged.message()
-        message, size = decode_large_message(paged.record, paged.message_id)
-        opener = body_opener(self._state.large, paged.message_id, size)
-        return dataclasses.replace(message, _opener=opener)
+        deliveries: list[Delivery] = []
+        while True:
+            wanted = max_messages - len(deliveries)
+            with self._lock:
+                st.check_ready()
+                q = st.queue(queue)
+                now = st.clock()
+                taken = take_ready(st, q, wanted, now)
+            expired = [d for d in taken if 0 < d.message.expiration <= now]
+            if not expired:
+                return deliveries + taken if deliveries else taken
+            for d in expired:
+                assert d.message.message_id is not None
+                move_away(st, self, q, d.message.message_id, expiry=True)
+            deliveries += [d for d in taken if not 0 < d.message.expiration <= now]
+            if len(deliveries) >= max_messages or len(taken) < wanted:
+                return deliveries
 
     def browse(self) -> Iterator[tuple[Message, tuple[str, ...]]]:
         """Every message still on a queue (not acknowledged: ready, scheduled, delivered, held
@@ -491,7 +441,7 @@ class StorageManager:
                         page = (address, position.page, self._pager.page_records(*page[:2]))
                 raw = page[2][position.index]
                 assert raw is not None  # browse_refs leaves damaged records out
-                message = self._paged_message(PagedMessage.decode(raw))
+                message = paged_message(st, PagedMessage.decode(raw))
             held = tuple(sorted(names[q] for q in qids if q in names))
             if held:
                 yield message, held
@@ -535,14 +485,18 @@ class StorageManager:
 
     def cancel(self, queue: str, message_id: int) -> None:
         """Put a delivered message back at the head of its queue with its delivery count + 1
-        (persisted, not waited for). Returns None. Raises UnknownQueueError,
-        UnknownMessageError when it is not delivered on that queue."""
+        (persisted, not waited for), deliverable again after its address's redelivery delay;
+        the cancel that brings the count to ``max-delivery-attempts`` moves it to the
+        dead-letter address instead (:mod:`store.messaging.policies`). Returns None. Raises
+        UnknownQueueError, UnknownMessageError when it is not delivered on that queue, and
+        what the journal raises (a move that failed leaves the message on its queue)."""
         st = self._state
         with self._lock:
             st.check_ready()
             q = st.queue(queue)
-            entry = q.cancel(message_id, st.clock())
-            st.write_delivery_count(message_id, q.info.id, entry.delivery_count)
+            dead = st.redeliver(q, message_id, held=False)
+        if dead:
+            move_away(st, self, q, message_id, expiry=False)
 
     def depth(self, queue: str) -> int:
         """Messages on ``queue`` not yet acknowledged (delivered, scheduled and held by a

@@ -170,17 +170,30 @@ class MessageQueue:
             )
         return entry
 
-    def _to_head(self, entry: QueueEntry, now: int) -> None:
+    def _to_head(self, entry: QueueEntry, now: int, delay: int) -> None:
         self._head -= 1
         entry.order = self._head
         entry.delivery_count += 1
+        if delay > 0:  # a redelivery delay: scheduled, at the head once due
+            entry.scheduled = now + delay
         self._make_ready_or_scheduled(entry, now)
 
-    def cancel(self, message_id: int, now: int) -> QueueEntry:
-        """Put a delivered message back at the head with its delivery count + 1; returns its
-        entry. Raises UnknownMessageError when it is not delivered on this queue."""
+    def cancel(self, message_id: int, now: int, delay: int = 0) -> QueueEntry:
+        """Put a delivered message back at the head with its delivery count + 1 (held back
+        ``delay`` ms when given); returns its entry. Raises UnknownMessageError when it is not
+        delivered on this queue."""
         entry = self._entry(message_id, DELIVERED, "cancel")
-        self._to_head(entry, now)
+        self._to_head(entry, now, delay)
+        return entry
+
+    def claim(self, message_id: int) -> QueueEntry | None:
+        """Mark a ready or scheduled message delivered (the manager moves it away: it
+        expired); returns its entry, None when it is not ready or scheduled here. Raises
+        nothing."""
+        entry = self._entries.get(message_id)
+        if entry is None or entry.state not in (READY, SCHEDULED):
+            return None
+        entry.state = DELIVERED  # its heap items are stale from here
         return entry
 
     def delivered(self, message_id: int) -> QueueEntry:
@@ -212,11 +225,26 @@ class MessageQueue:
         entry.state = HELD
         return entry
 
-    def unhold(self, message_id: int, now: int) -> QueueEntry:
-        """A rolled-back acknowledgement: back at the head with the delivery count + 1; returns
-        the entry. Raises UnknownMessageError when it is not held."""
+    def unhold(self, message_id: int, now: int, delay: int = 0) -> QueueEntry:
+        """A rolled-back acknowledgement: back at the head with the delivery count + 1 (held
+        back ``delay`` ms when given); returns the entry. Raises UnknownMessageError when it
+        is not held."""
         entry = self._entry(message_id, HELD, "roll back the acknowledgement of")
-        self._to_head(entry, now)
+        self._to_head(entry, now, delay)
+        return entry
+
+    def held(self, message_id: int) -> QueueEntry:
+        """The entry of a message held by a transaction, left as it is. Raises
+        UnknownMessageError when it is not held on this queue."""
+        return self._entry(message_id, HELD, "roll back the acknowledgement of")
+
+    def unhold_delivered(self, message_id: int) -> QueueEntry:
+        """A rolled-back acknowledgement of a message about to be moved away: delivered again
+        (nobody receives it meanwhile), its count + 1; returns the entry. Raises
+        UnknownMessageError when it is not held."""
+        entry = self._entry(message_id, HELD, "roll back the acknowledgement of")
+        entry.delivery_count += 1
+        entry.state = DELIVERED
         return entry
 
     def remove_held(self, message_id: int) -> QueueEntry:

@@ -43,6 +43,7 @@ from store.messaging.dupcache import DuplicateIdCache
 from store.messaging.ids import DEFAULT_BATCH, IdGenerator
 from store.messaging.message_records import PagedMessage
 from store.messaging.pager import BLOCK, DROP, Pager
+from store.messaging.policies import Policies
 from store.messaging.queues import MessageQueue
 from store.messaging.stored import StoredMessage
 from store.messaging.values import AddressInfo, Message, QueueInfo, Xid
@@ -108,6 +109,10 @@ class TransactionWork:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _no_mover(queue: MessageQueue, message_id: int) -> object:
+    raise StoreError("this storage manager moves no message")
 
 
 def _copy(message: Message, body: bytes, message_id: int) -> Message:
@@ -176,6 +181,11 @@ class ManagerState:
         self.pager = Pager(
             config, store.messages, store.paging, self.ids.next_id, self.queue_address
         )
+        #: Delivery policies: merged settings per address, expirations, moved counts.
+        self.policies = Policies(config)
+        #: Without the lock: move a message delivered on a queue away (dead letter); the
+        #: manager sets it (:mod:`store.messaging.moves`), a rollback calls it.
+        self.dead_letter: Callable[[MessageQueue, int], object] = _no_mover
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -285,6 +295,9 @@ class ManagerState:
         message.message_id = mid
         if not message.timestamp and self.stamp:  # the send time when none was given (Artemis)
             message.timestamp = self.clock()
+        expiration = self.policies.expiration_at_send(message, self.clock)
+        if expiration != message.expiration:
+            message.expiration = expiration
         body = message.body
         if type(body) is bytes and len(body) <= self.large_limit:  # most sends
             stored = StoredMessage(_copy(message, body, mid))
@@ -396,6 +409,8 @@ class ManagerState:
         self.messages[mid] = stored
         m = stored.message
         self.pager.hold_memory(m.address, stored.size, 1)
+        if m.expiration:
+            self.policies.watch(mid, m.expiration)
         for qid in live:
             entry = queues[qid].add(
                 mid,
@@ -443,14 +458,37 @@ class ManagerState:
         if wait:
             self.journal.flush()
 
-    def write_delivery_count(self, mid: int, qid: int, count: int) -> None:
-        """Record the delivery count of ``mid`` on queue ``qid``. Raises what the journal
-        raises."""
+    def write_delivery_count(self, mid: int, qid: int, count: int, scheduled: int = 0) -> None:
+        """Record the delivery count of ``mid`` on queue ``qid`` and, when ``scheduled``, the
+        time its redelivery delay ends, while ``count`` is within ``max-redelivery-records``
+        (:mod:`store.messaging.policies`). Raises what the journal raises."""
         # A paged message's count is kept in memory only: after a restart it starts at 0.
         stored = self.messages[mid]
-        if stored.message.durable and stored.position is None:
+        if stored.message.durable and stored.position is None and self.policies.records_kept(count):
             body = r.DeliveryCountRecord(qid, count).encode()
             self.journal.append_update(mid, r.UPDATE_DELIVERY_COUNT, body)
+            if scheduled:
+                body = r.ScheduledTimeRecord(qid, scheduled).encode()
+                self.journal.append_update(mid, r.SET_SCHEDULED_DELIVERY_TIME, body)
+
+    def redeliver(self, queue: MessageQueue, mid: int, *, held: bool) -> bool:
+        """A delivery of ``mid`` on ``queue`` failed (a cancel; ``held``: a rolled-back ack):
+        back at the head after its redelivery delay, its count recorded; or, when the count
+        reaches ``max-delivery-attempts``, kept delivered for :attr:`dead_letter` (returns
+        True then). Raises UnknownMessageError as the queue does, and what the journal
+        raises."""
+        address = queue.info.address
+        entry = queue.held(mid) if held else queue.delivered(mid)
+        count = entry.delivery_count + 1
+        if self.policies.dead_letter_due(address, count):
+            if held:
+                queue.unhold_delivered(mid)
+            return True
+        now = self.clock()
+        delay = self.policies.redelivery_delay(address, count)
+        entry = queue.unhold(mid, now, delay) if held else queue.cancel(mid, now, delay)
+        self.write_delivery_count(mid, queue.info.id, count, entry.scheduled if delay else 0)
+        return False
 
     # -- prepared transactions --------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from store.messaging import records as r
 from store.messaging.message_records import PagedMessage, new_paged
 from store.messaging.page_records import PAGE_TRANSACTION, PageTransaction
 from store.messaging.pager import DROP, PAGE
+from store.messaging.queues import MessageQueue
 from store.messaging.state import (
     ACTIVE,
     COMMITTED,
@@ -96,9 +97,24 @@ class Transaction:
 
     def rollback(self) -> None:
         """Roll back: its sends are gone, the messages it acknowledged are back at the head of
-        their queues with the delivery count + 1. Raises StoreError when already completed,
-        and what the journal raises."""
-        self._rollback()
+        their queues with the delivery count + 1 (after their redelivery delay), or moved to
+        their dead-letter address when that count reaches ``max-delivery-attempts``
+        (:mod:`store.messaging.policies`). Raises StoreError when already completed, and what
+        the journal raises."""
+        failed: BaseException | None = None
+        for queue, mid in self._rollback(policies=True):
+            try:  # each move on its own: one that fails leaves its message on its queue
+                self._sm.dead_letter(queue, mid)
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+
+    def rollback_without_policies(self) -> None:
+        """Roll back a transaction of the storage manager's own (a failed move): what it
+        acknowledged goes back to the head, whatever the policies. Raises as
+        :meth:`rollback`."""
+        self._rollback(policies=False)
 
     def __repr__(self) -> str:
         return f"Transaction(tx_id={self.tx_id}, state={self.state!r}, xid={self.xid!r})"
@@ -272,8 +288,11 @@ class Transaction:
         st.flush_messages(wrote and st.sync_tx)
         st.reap()
 
-    def _rollback(self) -> None:
+    def _rollback(self, *, policies: bool) -> list[tuple[MessageQueue, int]]:
+        """The rollback; returns the (queue, message id) due for their dead-letter address,
+        left delivered for the caller to move without the lock."""
         st = self._sm
+        dead: list[tuple[MessageQueue, int]] = []
         with st.lock, st.journal.group():  # the delivery counts after it are admitted with it
             self._check_state(ACTIVE, PREPARED)
             wrote = self._work.wrote
@@ -288,9 +307,13 @@ class Transaction:
             # Each goes to the head: in reverse, so they come back in the order acknowledged.
             for qid, mid in reversed(self._work.acks):
                 queue = st.queues_by_id.get(qid)
-                if queue is not None and mid in queue:
+                if queue is None or mid not in queue:
+                    continue
+                if not policies:
                     entry = queue.unhold(mid, now)
                     st.write_delivery_count(mid, qid, entry.delivery_count)
+                elif st.redeliver(queue, mid, held=True):
+                    dead.append((queue, mid))
             for address, qid, position, _ in self._work.held_pages:
                 if st.queue_address(qid) is not None:
                     st.pager.unhold(address, qid, position)
@@ -305,6 +328,7 @@ class Transaction:
             st.doom_bodies(bodies)
         st.flush_messages(wrote and st.sync_tx)
         st.reap()
+        return dead
 
     def _finish(self, state: str) -> None:
         if self._work.xid is not None:

@@ -47,8 +47,17 @@ def test_realistic_broker_xml_reads_only_the_persistence_settings():
         page_sync_timeout=40000,
         global_max_size=100 * MiB,  # its <global-max-size>100Mb</global-max-size>
         address_settings={
-            "activemq.management#": {"max_size_bytes": -1, "address_full_policy": "PAGE"},
+            "activemq.management#": {
+                "dead_letter_address": "DLQ",
+                "expiry_address": "ExpiryQueue",
+                "redelivery_delay": 0,
+                "max_size_bytes": -1,
+                "address_full_policy": "PAGE",
+            },
             "#": {
+                "dead_letter_address": "DLQ",
+                "expiry_address": "ExpiryQueue",
+                "redelivery_delay": 0,
                 "max_size_bytes": -1,
                 "max_size_messages": -1,
                 "page_size_bytes": 10 * MiB,
@@ -228,7 +237,8 @@ def test_bad_persistence_settings_in_xml_name_the_key(tmp_path, core, key):
 def test_unrelated_xml_elements_are_not_validated(tmp_path):
     cfg = xml_core(
         tmp_path,
-        "<message-expiry-scan-period>not a period</message-expiry-scan-period><name>${name}</name>"
+        "<message-expiry-thread-priority>not a priority</message-expiry-thread-priority>"
+        "<name>${name}</name>"
         "<journal-device-block-size>4096</journal-device-block-size>",
     )
     assert cfg == StoreConfig.from_mapping({}, base_dir=tmp_path)
@@ -395,9 +405,16 @@ def test_broker_xml_written_by_artemis_create_loads():
         80000,
     )
     assert cfg.page_sync_timeout == 80000
+    assert cfg.max_redelivery_records == 1
+    dla = {"dead_letter_address": "DLQ", "expiry_address": "ExpiryQueue", "redelivery_delay": 0}
     assert cfg.address_settings == {
-        "activemq.management#": {"max_size_bytes": -1, "address_full_policy": "PAGE"},
+        "activemq.management#": {
+            **dla,
+            "max_size_bytes": -1,
+            "address_full_policy": "PAGE",
+        },
         "#": {
+            **dla,
             "address_full_policy": "PAGE",
             "page_size_bytes": 10 * MiB,
             "max_size_bytes": -1,
@@ -405,12 +422,16 @@ def test_broker_xml_written_by_artemis_create_loads():
             "max_read_page_bytes": 20 * MiB,
         },
         "orders.#": {
+            "dead_letter_address": "orders.DLQ",
+            "max_delivery_attempts": 5,
             "max_size_bytes": 10 * MiB,
             "page_size_bytes": MiB,
             "address_full_policy": "BLOCK",
         },
     }
-    defaults = AddressSettings(max_read_page_bytes=20 * MiB)
+    defaults = AddressSettings(
+        max_read_page_bytes=20 * MiB, dead_letter_address="DLQ", expiry_address="ExpiryQueue"
+    )
     assert cfg.address_settings_for("activemq.management.x") == defaults
     assert cfg.address_settings_for("DLQ") == defaults
     # "#" gives max-read-page-bytes 20M itself, so orders' 1M pages do not derive 2M.
@@ -419,6 +440,9 @@ def test_broker_xml_written_by_artemis_create_loads():
         page_size_bytes=MiB,
         address_full_policy="BLOCK",
         max_read_page_bytes=20 * MiB,
+        dead_letter_address="orders.DLQ",
+        max_delivery_attempts=5,
+        expiry_address="ExpiryQueue",
     )
     assert cfg.address_settings_for("orders") == orders
     assert cfg.address_settings_for("orders.eu.de") == orders
@@ -466,12 +490,12 @@ def test_artemis_address_settings_we_do_not_read_are_logged_at_debug_only(tmp_pa
         xml_core(
             tmp_path,
             '<address-settings><address-setting match="#">'
-            "<redelivery-delay>5</redelivery-delay><page-limit-bytes>1M</page-limit-bytes>"
+            "<slow-consumer-policy>KILL</slow-consumer-policy><page-limit-bytes>1M</page-limit-bytes>"
             "</address-setting></address-settings>",
         )
     assert _xml_warnings(caplog) == []
     skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
-    assert any("<redelivery-delay>" in m for m in skipped)
+    assert any("<slow-consumer-policy>" in m for m in skipped)
     assert any("<page-limit-bytes>" in m for m in skipped)
 
 
@@ -486,8 +510,8 @@ def test_address_settings_in_xml_read_our_keys_and_skip_the_others(tmp_path, cap
             tmp_path,
             "<address-settings>"
             '<address-setting match="#"><page-size-bytes>2M</page-size-bytes>'
-            "<dead-letter-address>${dla}</dead-letter-address>"
-            "<redelivery-delay>not a number</redelivery-delay></address-setting>"
+            "<auto-create-queues>${auto}</auto-create-queues>"
+            "<redistribution-delay>not a number</redistribution-delay></address-setting>"
             '<address-setting match="orders.*"><max-size-messages>100</max-size-messages>'
             "<address-full-policy> drop </address-full-policy>"
             "<max-size-bytes>10Mb</max-size-bytes></address-setting>"

@@ -1111,7 +1111,8 @@ def test_bad_address_setting_value_names_the_key_and_match(key, given, reported)
         ("address-full-policies", "address-full-policy"),
         ("max-size-byte", "max-size-bytes"),
         ("adress-full-policy", "address-full-policy"),
-        ("dead-letter-address", None),
+        ("dead-letter-adress", "dead-letter-address"),
+        ("auto-create-queues", None),
     ],
 )
 def test_unknown_address_setting_key_is_an_error_naming_key_and_match(key, suggestion):

@@ -39,7 +39,9 @@ def _raw_message_records(h: Harness) -> list[int]:
 def test_a_message_is_routed_to_every_queue_and_survives_a_restart_until_acked(h: Harness) -> None:
     sm = h.setup("q1", "q2")
     props = {"region": "eu", "n": 7, "f": 1.5, "ok": True, "raw": b"\x00", "none": None}
-    sent = Message("orders", b"body-1", priority=6, timestamp=123, expiration=456, properties=props)
+    sent = Message(
+        "orders", b"body-1", priority=6, timestamp=123, expiration=4102444800000, properties=props
+    )
     mid = sm.send(sent)
     assert mid is not None and sent.message_id == mid
     sm.send(msg(b"body-2"))
