@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 from store.errors import JournalStateError, StoreError
 from store.messaging import records as r
 from store.messaging.depaging import paged_message, take_ready
+from store.messaging.expiry import ExpiryScanner, expire_due
 from store.messaging.ids import DEFAULT_BATCH
 from store.messaging.loader import load_into
 from store.messaging.message_records import (
@@ -115,6 +116,8 @@ class StorageManager:
         #: The store was opened read-only: the load sweeps nothing, close records nothing.
         self.read_only = store.read_only
         st.dead_letter = lambda q, mid: move_away(st, self, q, mid, expiry=False)
+        #: The expiry scan's thread, started by the load (message-expiry-scan-period).
+        self._scanner: ExpiryScanner | None = None
         # Fixed for the manager's life, bound here for the hot paths.
         self._journal = st.journal
         self._lock = st.lock
@@ -145,13 +148,20 @@ class StorageManager:
                 raise ValueError("skip_damaged loads a store opened read-only only")
             st.pager.skip_damaged = skip_damaged
             rec = load_into(st, progress)
+            st.policies.recovered_below = st.ids.peek  # every id after it is a new message
             st.mark_loaded()
+            period = st.policies.scan_period
+            if period > 0 and not self.read_only:
+                self._scanner = ExpiryScanner(st, self, period)
+                self._scanner.start()
             return rec
 
     def close(self) -> None:
         """Record the id generator's position (a clean stop), then close the store.
         Idempotent. Raises the first StoreError met, after closing the store."""
         st = self._state
+        if self._scanner is not None:
+            self._scanner.stop()  # without the lock: a scan in progress needs it to finish
         with st.lock:
             if not st.mark_closed():  # blocked senders see the close
                 return
@@ -497,6 +507,13 @@ class StorageManager:
             dead = st.redeliver(q, message_id, held=False)
         if dead:
             move_away(st, self, q, message_id, expiry=False)
+
+    def expire(self) -> int:
+        """Move every message in memory whose expiration has passed to its expiry address, or
+        remove it (what the scan every ``message-expiry-scan-period`` does; a paged message is
+        checked when read back). Returns how many were moved or removed (one per queue holding
+        it). Raises JournalStateError before load, and what a move raises."""
+        return expire_due(self._state, self)
 
     def depth(self, queue: str) -> int:
         """Messages on ``queue`` not yet acknowledged (delivered, scheduled and held by a

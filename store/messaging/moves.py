@@ -105,6 +105,8 @@ def move_away(
         _create_resources(st, creator, target, f"{prefix}{info.address}{suffix}", info.address)
     with st.lock:
         st.check_ready()
+        if mid not in queue or mid not in st.messages:
+            return None  # its queue was deleted meanwhile: nothing left to move
         message = st.messages[mid].message
         names = [] if target is None else _target_queues(st, target, message)
         counts = st.policies.expired if expiry else st.policies.dead_lettered

@@ -91,6 +91,10 @@ class Policies:
         #: (expiration, message id) of every message in memory that has one: a min-heap,
         #: with lazy deletion (an acknowledged message's item is dropped when popped).
         self.expirations: list[tuple[int, int]] = []
+        #: The recovered messages' expirations are on the heap (the scan's first run);
+        #: they are the messages with ids below ``recovered_below`` (set by the load).
+        self.loaded_watched = False
+        self.recovered_below = 0
         #: Messages moved or removed since the manager started, by their original address.
         self.dead_lettered: Counter[str] = Counter()
         self.expired: Counter[str] = Counter()

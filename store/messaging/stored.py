@@ -152,6 +152,20 @@ class StoredMessage:
             self._encoded = None
         return m
 
+    @property
+    def expiration(self) -> int:
+        """The message's expiration (ms since the epoch, 0 never), read from its encoded body
+        without decoding it when it is held encoded: the body starts with the version byte,
+        the address (u32 length and bytes), priority, durable, timestamp, then expiration
+        (:mod:`store.messaging.message_records`). Raises nothing."""
+        m = self._message
+        if m is not None:
+            return m.expiration
+        body = self._encoded
+        assert body is not None
+        at = 15 + int.from_bytes(body[1:5], "big")
+        return int.from_bytes(body[at : at + 8], "big", signed=True)
+
     def peek(self) -> Message:
         """The message, decoded from its encoded body without keeping the decoded form (a
         reader passing through, such as
