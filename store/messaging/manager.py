@@ -515,6 +515,14 @@ class StorageManager:
         it). Raises JournalStateError before load, and what a move raises."""
         return expire_due(self._state, self)
 
+    def policy_counts(self) -> dict[str, dict[str, int]]:
+        """What the delivery policies did since this manager was made, by original address:
+        ``{"dead_lettered": {address: n}, "expired": {address: n}}`` (moved or removed).
+        Raises nothing."""
+        with self._lock:
+            p = self._state.policies
+            return {"dead_lettered": dict(p.dead_lettered), "expired": dict(p.expired)}
+
     def depth(self, queue: str) -> int:
         """Messages on ``queue`` not yet acknowledged (delivered, scheduled and held by a
         transaction included). Raises UnknownQueueError."""

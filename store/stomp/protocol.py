@@ -111,12 +111,18 @@ class _Durable:
         self.engine.connection.keep_heartbeats(send / 1000, expect / 1000)
         return send, expect
 
+    def _is_queue(self, destination: str) -> bool:
+        """A ``/queue/`` destination, or one naming a queue the store holds (a dead-letter
+        or expiry queue, ``DLQ./queue/orders``): the durable queue manager's; any other is
+        a topic."""
+        return destination.startswith(_QUEUE_PREFIX) or self._qm.store.holds(destination)
+
     def send(self, frame: Frame) -> None:
         destination = frame.headers.get("destination")
         if not destination:
             raise ProtocolError("SEND without a destination")
         transaction = frame.headers.get("transaction")
-        if destination.startswith(_QUEUE_PREFIX):
+        if self._is_queue(destination):
             self._qm.store_frame(frame, transaction, self.engine.connection)
         elif transaction:
             raise ProtocolError("a transaction holds SENDs to /queue/ destinations only")
@@ -128,7 +134,7 @@ class _Durable:
         if not destination:
             raise ProtocolError("SUBSCRIBE without a destination")
         sub_id = frame.headers.get("id")
-        if destination.startswith(_QUEUE_PREFIX):
+        if self._is_queue(destination):
             mode = frame.headers.get("ack", "auto")
             self._qm.subscribe(self.engine.connection, destination, id=sub_id, ack=mode)
         else:
@@ -140,7 +146,7 @@ class _Durable:
         if destination is None and sub_id is None:
             raise ProtocolError("UNSUBSCRIBE without an id or a destination")
         self._qm.unsubscribe(self.engine.connection, destination, id=sub_id)
-        if destination is not None and not destination.startswith(_QUEUE_PREFIX):
+        if destination is not None and not self._is_queue(destination):
             self.engine.topic_manager.unsubscribe(self.engine.connection, destination, id=sub_id)
 
     def ack(self, frame: Frame) -> None:

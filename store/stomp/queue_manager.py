@@ -20,7 +20,10 @@ to ACK:
   subscription, ``client-individual`` that message alone; the store's ack is durable before
   the ACK's RECEIPT goes out (the protocol flushes first).
 - NACK, UNSUBSCRIBE and disconnect put the subscription's unacknowledged messages back at the
-  head of their queues with the delivery count + 1 (persisted); a redelivered MESSAGE carries
+  head of their queues with the delivery count + 1 (persisted), each a failed delivery for
+  the delivery policies: the one that reaches ``max-delivery-attempts`` moves the message to
+  its dead-letter address (:mod:`store.messaging.policies`), whose queues' subscribers then
+  get it with its ``_AMQ_ORIG_*`` headers; a redelivered MESSAGE carries
   ``redelivered:true``, as does every message stored before the broker started (it may have
   been delivered before a crash: the count is written at cancel, not at delivery).
 - BEGIN / COMMIT / ABORT: a store transaction. Its SENDs are invisible until COMMIT and
@@ -318,9 +321,13 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             sub, message_id = self._find(connection, frame, id)
             ids = list(sub.inflight)
             upto = ids[: ids.index(message_id) + 1] if sub.mode == "client" else [message_id]
+            moved = self.store.moved()
             for one in reversed(upto):  # each cancel goes to the head: the first ends first
                 self.store.cancel(sub.destination, sub.inflight.pop(one))
             self._dispatch(sub.destination)
+            if self.store.moved() != moved:  # dead-lettered: its queue's subscribers get it
+                for destination in list(self._by_destination):
+                    self._dispatch(destination)
 
     def _find(self, connection: Any, frame: Frame, id: Any) -> tuple[_Subscription, str]:
         headers = frame.headers

@@ -15,7 +15,12 @@ command                        property ``stomp.command``
 header ``NAME``                property ``stomp.header.NAME``, its value as given (a str from
                                the wire; an int or bool a program set stays one; any other
                                type is kept as its ``str``)
+header ``expires``             also the message's expiration (ms since the epoch), as in
+                               Artemis's STOMP: an expired message is never delivered
 =============================  =============================================================
+
+A message a dead-letter or expiry move made shows its ``_AMQ_ORIG_*`` (and
+``_AMQ_ACTUAL_EXPIRY``) properties as headers of the same names.
 
 so ``dequeue`` gives back a frame equal to the one enqueued (command, headers, body), in send
 order. The prefix keeps a header apart from the store's own properties; nothing else is
@@ -54,6 +59,7 @@ from coilmq.store import QueueStore  # type: ignore[import-untyped]
 from coilmq.util.frames import Frame  # type: ignore[import-untyped]
 
 from store.config import StoreConfig, load_config
+from store.errors import UnknownQueueError
 from store.messaging import Message, StorageManager, Transaction
 from store.messaging.values import ANYCAST, PropertyValue
 
@@ -74,6 +80,10 @@ __all__ = [
 HEADER_PREFIX: Final = "stomp.header."
 COMMAND_PROPERTY: Final = "stomp.command"
 TEXT_PROPERTY: Final = "stomp.text"
+#: The store's own properties a MESSAGE frame shows as headers: those a dead-letter or expiry
+#: move adds (``_AMQ_ORIG_ADDRESS``, ``_AMQ_ORIG_QUEUE``, ``_AMQ_ORIG_MESSAGE_ID``,
+#: ``_AMQ_ACTUAL_EXPIRY``), as Artemis's STOMP shows them.
+ARTEMIS_PREFIX: Final = "_AMQ_"
 
 
 def frame_to_message(destination: str, frame: Frame) -> Message:
@@ -90,7 +100,18 @@ def frame_to_message(destination: str, frame: Frame) -> Message:
         ):
             value = str(value)
         properties[HEADER_PREFIX + str(name)] = value
-    return Message(destination, bytes(body), properties=properties)
+    return Message(destination, bytes(body), properties=properties, expiration=_expires(frame))
+
+
+def _expires(frame: Frame) -> int:
+    """The message's expiration from the frame's ``expires`` header (ms since the epoch, as
+    Artemis's STOMP reads it); 0 (never) without one, or for one that is not a number."""
+    value = frame.headers.get("expires")
+    try:
+        expires = int(str(value).strip()) if value is not None else 0
+    except ValueError:
+        return 0
+    return expires if 0 < expires < 2**63 else 0
 
 
 class StreamedFrame(Frame):  # type: ignore[misc]
@@ -118,6 +139,9 @@ def message_to_frame(message: Message, *, stream: bool = False) -> Frame:
         for name, value in props.items()
         if name.startswith(HEADER_PREFIX)
     }
+    for name, value in props.items():  # a moved message's _AMQ_ORIG_* (Artemis's STOMP)
+        if name.startswith(ARTEMIS_PREFIX):
+            headers[name] = str(value)
     command = str(props.get(COMMAND_PROPERTY, "MESSAGE"))
     if stream and message.is_large and props.get(TEXT_PROPERTY) is not True:
         return StreamedFrame(command, headers, message.open_body)
@@ -212,6 +236,27 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
                 self.manager.create_queue(destination, address=destination)
             self._known.add(destination)
 
+    def holds(self, destination: str) -> bool:
+        """Whether the store has a queue named ``destination``."""
+        return destination in self._known or self._appeared(destination)
+
+    def _appeared(self, destination: str) -> bool:
+        """Whether a queue named ``destination`` exists now (one a dead-letter or expiry move
+        auto-created); it is known from then on."""
+        try:
+            self.manager.depth(destination)  # one lookup, whatever the number of queues
+        except UnknownQueueError:
+            return False
+        with self._lock:
+            self._known.add(destination)
+        return True
+
+    def moved(self) -> int:
+        """How many messages the delivery policies moved or removed so far (a change tells
+        the broker to deliver to the other destinations' subscribers)."""
+        counts = self.manager.policy_counts()
+        return sum(sum(c.values()) for c in counts.values())
+
     def put(self, destination: str, frame: Frame, *, sync: bool) -> int:
         """Store ``frame`` at the tail of ``destination`` (made on first use); returns the
         message id. Without ``sync`` it may not be durable yet: :meth:`flush` makes it so
@@ -233,7 +278,7 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
         """The next ready message of ``destination``, now delivered and held until
         :meth:`ack` or :meth:`cancel`; None when none is ready. With ``stream`` a large body
         stays in the store (:class:`StreamedFrame`)."""
-        if destination not in self._known:
+        if not self.holds(destination):
             return None
         with self._lock:  # held across receive so that size() never counts it twice
             ds = self.manager.receive(destination, 1)
