@@ -21,6 +21,7 @@ from store.errors import CorruptionError
 from store.messaging import recovery
 from store.messaging.bodies import BODY_HINT, body_opener, lost_body
 from store.messaging.message_records import PagedMessage
+from store.messaging.policies import ORIG_ADDRESS
 from store.messaging.queues import QueueEntry
 from store.messaging.records import ADD_LARGE_MESSAGE
 from store.messaging.recovery import (
@@ -127,6 +128,8 @@ def _load_into(st: ManagerState, progress: Progress | None) -> Recovery:
         prepared=prepared,
         messages=len(st.messages) + paged,
         cleaned=dict(cleaned),
+        dead_lettered=dict(st.policies.waiting_dead_lettered),
+        expired=dict(st.policies.waiting_expired),
     )
     log.info(
         "messaging load: done elapsed=%.2fs addresses=%d queues=%d messages=%d in_memory=%d"
@@ -216,6 +219,8 @@ def _stored(st: ManagerState, loaded: LoadedMessage, refs: dict[int, QueueEntry]
         return StoredMessage(
             None, refs, loaded.size, encoded=loaded.encoded, message_id=loaded.message_id
         )
+    if m.properties and ORIG_ADDRESS in m.properties:  # (a message without properties is
+        st.policies.count_waiting(m)  # held encoded, above: none of those was moved)
     if loaded.large_size is not None:
         assert m.message_id is not None
         opener = body_opener(st.large, m.message_id, loaded.large_size)

@@ -98,6 +98,16 @@ class Policies:
         #: Messages moved or removed since the manager started, by their original address.
         self.dead_lettered: Counter[str] = Counter()
         self.expired: Counter[str] = Counter()
+        #: The messages a load found waiting after a move, by their original address.
+        self.waiting_dead_lettered: Counter[str] = Counter()
+        self.waiting_expired: Counter[str] = Counter()
+
+    def count_waiting(self, message: Message) -> None:
+        """A loaded ``message`` that a move made (it has ``_AMQ_ORIG_ADDRESS``) counts in
+        :attr:`waiting_expired` or :attr:`waiting_dead_lettered`. Raises nothing."""
+        origin = str(message.properties.get(ORIG_ADDRESS))
+        expired = ACTUAL_EXPIRY in message.properties
+        (self.waiting_expired if expired else self.waiting_dead_lettered)[origin] += 1
 
     def settings(self, address: str) -> AddressSettings:
         """The merged settings of ``address`` (computed once). Raises ConfigError as

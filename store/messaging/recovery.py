@@ -120,6 +120,9 @@ class Recovery:
     counter records), "page_cursors" (cursor records of pages or queues that are gone),
     "page_transactions" (PAGE_TRANSACTION records of pages that are gone), "pages" (pages no
     existing queue still needs), "large_bodies" (bodies no message refers to).
+    ``dead_lettered`` and ``expired`` count, by original address, the messages in memory that
+    a dead-letter or expiry move put where they wait (their ``_AMQ_ORIG_ADDRESS``; a paged one
+    is not read at load, so not counted; :mod:`store.messaging.policies`).
     """
 
     addresses: dict[str, AddressInfo]
@@ -127,6 +130,8 @@ class Recovery:
     prepared: dict[Xid, Transaction]
     messages: int
     cleaned: dict[str, int] = field(default_factory=dict)
+    dead_lettered: dict[str, int] = field(default_factory=dict)
+    expired: dict[str, int] = field(default_factory=dict)
 
 
 def _decode(journal: str, rec: RecordInfo, decode: Callable[[bytes], T]) -> T:

@@ -71,6 +71,7 @@ def test_the_cancel_that_reaches_max_delivery_attempts_moves_it_to_the_dead_lett
     assert m.properties == {"k": "v", ORIG_ADDRESS: "orders", ORIG_QUEUE: "q", ORIG_MESSAGE_ID: mid}
     # on exactly one queue after a restart too, and the other message untouched
     sm = h.restart()
+    assert h.rec is not None and (h.rec.dead_lettered, h.rec.expired) == ({"orders": 1}, {})
     assert [d.message.message_id for d in drain(sm, "q")] == [other]
     [again] = drain(sm, "dead")
     assert again.message.properties[ORIG_MESSAGE_ID] == mid

@@ -66,6 +66,19 @@ def test_an_expired_message_is_not_delivered_but_moved_with_artemis_s_properties
     assert sm.depth("expired") == 0
 
 
+def test_the_load_counts_what_waits_after_an_expiry_move(messaging_factory: StoreFactory) -> None:
+    h = _harness(messaging_factory, expiry_address="EXP")
+    sm = h.setup("q")
+    _with_exp(sm)
+    for i in range(2):
+        sm.send(msg(b"m%d" % i, expiration=h.clock.now + 1))
+    h.clock.now += 1
+    assert sm.expire() == 2
+    assert sm.policy_counts() == {"dead_lettered": {}, "expired": {"orders": 2}}
+    sm = h.restart()
+    assert h.rec is not None and (h.rec.expired, h.rec.dead_lettered) == ({"orders": 2}, {})
+
+
 def test_without_an_expiry_address_it_is_removed_and_the_next_one_delivered(
     messaging_factory: StoreFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
