@@ -23,7 +23,9 @@ to ACK:
   head of their queues with the delivery count + 1 (persisted), each a failed delivery for
   the delivery policies: the one that reaches ``max-delivery-attempts`` moves the message to
   its dead-letter address (:mod:`store.messaging.policies`), whose queues' subscribers then
-  get it with its ``_AMQ_ORIG_*`` headers; a redelivered MESSAGE carries
+  get it with its ``_AMQ_ORIG_*`` headers; so do an expiry queue's subscribers, at once when
+  a delivery met the expired message, within :data:`MOVES_CHECK_SECONDS` when the store's
+  expiry scan moved it; a redelivered MESSAGE carries
   ``redelivered:true``, as does every message stored before the broker started (it may have
   been delivered before a crash: the count is written at cancel, not at delivery).
 - BEGIN / COMMIT / ABORT: a store transaction. Its SENDs are invisible until COMMIT and
@@ -72,7 +74,13 @@ from coilmq.util.frames import MESSAGE, Frame  # type: ignore[import-untyped]
 
 from store.stomp.queue_store import StompQueueStore, StompTransaction
 
-__all__ = ["ACK_MODES", "CONSUMERS_FIRST_WAIT", "DEFAULT_PREFETCH", "DurableQueueManager"]
+__all__ = [
+    "ACK_MODES",
+    "CONSUMERS_FIRST_WAIT",
+    "DEFAULT_PREFETCH",
+    "MOVES_CHECK_SECONDS",
+    "DurableQueueManager",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +91,10 @@ DEFAULT_PREFETCH: Final = 100
 #: The longest a SEND waits for acknowledgements in progress (seconds; "consumers first" in
 #: the module docstring).
 CONSUMERS_FIRST_WAIT: Final = 0.01
+#: How often the broker looks whether the expiry scan moved messages, whose expiry queues'
+#: subscribers it then serves (seconds): a poll of one counter, so a subscriber of an expiry
+#: queue gets a message the scan moved within this of the move.
+MOVES_CHECK_SECONDS: Final = 0.2
 
 
 @dataclass(eq=False)
@@ -123,11 +135,23 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         #: counter (unique as a uuid4 per frame is, without reading urandom per frame).
         self._id_prefix = uuid.uuid4().hex
         self._ids = itertools.count(1)
+        #: The store's count of messages moved or removed by the delivery policies when it
+        #: was last looked at (:meth:`_dispatch`), and the thread that looks every
+        #: :data:`MOVES_CHECK_SECONDS`.
+        self._moved_seen = store.moved()
+        self._closing = threading.Event()
+        self._watcher = threading.Thread(
+            target=self._watch_moves, name="stomp-moves-watch", daemon=True
+        )
+        self._watcher.start()
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the store (what coilmq's server calls at ``server_close``)."""
+        self._closing.set()
+        if self._watcher is not threading.current_thread():
+            self._watcher.join()
         with self._lock:
             self.store.close()
 
@@ -235,6 +259,28 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
                 self._dispatch(destination)
 
     def _dispatch(self, destination: str) -> None:
+        """Deliver what is ready on ``destination``; when that (or whatever ran before it
+        under the lock) moved messages, also deliver on every other subscribed destination:
+        a receive that met an expired message moved it to its expiry address, a cancel that
+        reached max-delivery-attempts to its dead-letter address."""
+        self._deliver(destination)
+        if self.store.moved() != self._moved_seen:
+            self._deliver_everywhere()
+
+    def _deliver_everywhere(self) -> None:
+        self._moved_seen = self.store.moved()
+        for destination in list(self._by_destination):
+            self._deliver(destination)
+
+    def _watch_moves(self) -> None:
+        """The thread behind :data:`MOVES_CHECK_SECONDS`: the expiry scan moves messages on
+        the storage manager's own thread, whose expiry queues' subscribers are served here."""
+        while not self._closing.wait(MOVES_CHECK_SECONDS):
+            if self.store.moved() != self._moved_seen:
+                with self._lock:
+                    self._deliver_everywhere()
+
+    def _deliver(self, destination: str) -> None:
         subs = self._by_destination.get(destination)
         while subs:
             ready = [s for s in subs if s.mode == "auto" or len(s.inflight) < self.prefetch]
@@ -321,13 +367,9 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             sub, message_id = self._find(connection, frame, id)
             ids = list(sub.inflight)
             upto = ids[: ids.index(message_id) + 1] if sub.mode == "client" else [message_id]
-            moved = self.store.moved()
             for one in reversed(upto):  # each cancel goes to the head: the first ends first
                 self.store.cancel(sub.destination, sub.inflight.pop(one))
-            self._dispatch(sub.destination)
-            if self.store.moved() != moved:  # dead-lettered: its queue's subscribers get it
-                for destination in list(self._by_destination):
-                    self._dispatch(destination)
+            self._dispatch(sub.destination)  # dead-lettered: its queue's subscribers get it
 
     def _find(self, connection: Any, frame: Frame, id: Any) -> tuple[_Subscription, str]:
         headers = frame.headers

@@ -344,7 +344,7 @@ def test_a_crash_at_every_step_of_a_dead_letter_move_leaves_it_on_exactly_one_qu
         if cut is None:
             writes = journal.writes  # then a crash after each of its writes, the 0th too
             cuts = list(range(writes))
-        h.factory.close()  # the crash: what reached the journal is kept
+        h.crash()  # what reached the journal is kept
         sm = h.open()
         left = [d for d in drain(sm, address, ack=False) if d.message.message_id == mid]
         moved = drain(sm, "dead", ack=False)

@@ -276,7 +276,7 @@ def test_a_crash_at_every_step_of_an_expiry_move_leaves_it_on_exactly_one_queue(
         if cut is None:
             writes = journal.writes
             cuts = list(range(writes))
-        h.factory.close()
+        h.crash()
         h.clock.now -= 5  # not expired yet after the restart: count where it is
         sm = h.open()
         left = [d for d in drain(sm, address, ack=False) if d.message.message_id == mid]

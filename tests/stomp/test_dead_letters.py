@@ -1,12 +1,14 @@
 """The delivery policies through the STOMP broker (store.stomp.queue_manager): a NACK is a
 failed delivery, the one that reaches ``max-delivery-attempts`` dead-letters the message, and
 a subscriber of the dead-letter queue gets it with Artemis's ``_AMQ_ORIG_*`` headers; a
-message past its ``expires`` header is never delivered."""
+message past its ``expires`` header is never delivered, and a subscriber of the expiry queue
+gets it whether a delivery or the store's expiry scan found it expired."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from store import StoreConfig
 from tests.stomp.support import bye, client, running_broker
@@ -93,3 +95,58 @@ def test_a_message_past_its_expires_header_is_not_delivered(tmp_path: Path) -> N
         conn.subscribe("/queue/news", id="s", ack="auto")
         assert [m.body for m in rec.quiet()] == ["fresh"]
         bye(conn, rec)
+
+
+def _expiry_config(tmp_path: Path, scan_period_ms: int) -> StoreConfig:
+    mapping = file_config_mapping(tmp_path, "NIO")
+    mapping["address-settings"] = {"#": {"expiry-address": "EXP"}}
+    mapping["message-expiry-scan-period"] = scan_period_ms
+    return StoreConfig.from_mapping(mapping)
+
+
+def _expiry_queue(broker: Any) -> None:
+    manager = broker.queue_manager.store.manager
+    manager.create_address("EXP", routing_types=("MULTICAST",))
+    manager.create_queue("expired", address="EXP", routing_type="MULTICAST")
+
+
+def test_a_subscriber_of_the_expiry_queue_gets_what_a_delivery_found_expired(
+    tmp_path: Path,
+) -> None:
+    # The scan is off: only the delivery to /queue/news meets the expired message.
+    with running_broker(_expiry_config(tmp_path, -1)) as broker:
+        port = broker.address[1]
+        _expiry_queue(broker)
+        watcher, wrec = client(port)
+        watcher.subscribe("expired", id="exp", ack="auto")
+        producer, prec = client(port)
+        soon = str(int(time.time() * 1000) + 200)
+        producer.send("/queue/news", "stale", headers={"receipt": "a", "expires": soon})
+        prec.wait_receipts({"a"})
+        time.sleep(0.3)
+        conn, rec = client(port)
+        conn.subscribe("/queue/news", id="s", ack="auto")
+        (moved,) = wrec.wait_messages(1)
+        assert moved.body == "stale"
+        assert moved.headers["_AMQ_ORIG_ADDRESS"] == "/queue/news"
+        assert "_AMQ_ACTUAL_EXPIRY" in moved.headers
+        assert rec.quiet() == []
+        for c, r in ((conn, rec), (producer, prec), (watcher, wrec)):
+            bye(c, r)
+
+
+def test_a_subscriber_of_the_expiry_queue_gets_what_the_scan_moved(tmp_path: Path) -> None:
+    # No consumer of /queue/news: only the store's expiry scan (every 50 ms) moves it.
+    with running_broker(_expiry_config(tmp_path, 50)) as broker:
+        port = broker.address[1]
+        _expiry_queue(broker)
+        watcher, wrec = client(port)
+        watcher.subscribe("expired", id="exp", ack="auto")
+        producer, prec = client(port)
+        soon = str(int(time.time() * 1000) + 200)
+        producer.send("/queue/news", "stale", headers={"receipt": "a", "expires": soon})
+        prec.wait_receipts({"a"})
+        (moved,) = wrec.wait_messages(1)
+        assert moved.body == "stale" and moved.headers["_AMQ_ORIG_ADDRESS"] == "/queue/news"
+        for c, r in ((producer, prec), (watcher, wrec)):
+            bye(c, r)
