@@ -16,87 +16,25 @@ The seed and kill moment are in every assertion message.
 from __future__ import annotations
 
 import itertools
-import pickle
 import random
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-import store as store_package
-from store import Store, StoreConfig, StoreLockedError, open_store
+from store import StoreConfig
 from store.messaging import StorageManager
 from tests.messaging.global_limit_worker import QUEUE
+from tests.messaging.killed import reopen, run_killed
 from tests.support.backends import file_config_mapping, unique_prefix
 from tests.support.db_backends import db_backend
 from tests.support.profile import rounds
-
-ROOT = Path(store_package.__file__).resolve().parent.parent
-
-
-def _reopen(config: StoreConfig) -> Store:
-    """Open the store the killed worker had open (a database notices the dead session a
-    moment later; until then the store lock is still held: wait up to 10 s)."""
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            return open_store(config)
-        except StoreLockedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
-def _run_killed(config: StoreConfig, round_no: int, kill_after: float) -> list[str]:
-    """Run the worker, SIGKILL it ``kill_after`` s after READY; returns its report lines."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.messaging.global_limit_worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    proc.stdin.buffer.write(pickle.dumps((config, round_no)))  # type: ignore[attr-defined]
-    proc.stdin.close()
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.strip() == "READY":
-                ready.set()
-            else:
-                lines.append(line.strip())
-        ready.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert ready.wait(60), "the worker did not get ready"
-        assert proc.poll() is None, f"the worker ended: {proc.stderr.read()[-2000:]}"
-        time.sleep(kill_after)
-        assert proc.poll() is None, f"the worker ended: {proc.stderr.read()[-2000:]}"
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        reader.join(10)
-    return lines
 
 
 def _check(
     config: StoreConfig, sent: set[int], begun: set[int], acked: set[int], where: str
 ) -> int:
     """Read the queue after a kill and check it (module docstring); returns how many wait."""
-    with StorageManager(_reopen(config)) as sm:
+    with StorageManager(reopen(config)) as sm:
         sm.load()
         found: list[int] = []
         while batch := sm.receive(QUEUE, max_messages=500):
@@ -123,7 +61,9 @@ def _rounds(config: StoreConfig, rounds: int, *, seed: int, longest: float) -> N
     for round_no in range(1, rounds + 1):
         kill_after = rng.uniform(0.1, longest)
         where = f"seed {seed}, round {round_no}, killed after {kill_after:.3f} s"
-        for line in _run_killed(config, round_no, kill_after):
+        for line in run_killed(
+            "tests.messaging.global_limit_worker", (config, round_no), kill_after
+        ):
             kind, seq = line.split()
             {"S": sent, "R": begun, "A": acked}[kind].add(int(seq))
         paged_rounds += _check(config, sent, begun, acked, where)
