@@ -11,12 +11,19 @@ the raw body's hex). In decoded values strings are quoted, bytes are ``0x`` and 
 
 ``--json``: **JSON lines**, one object per entry, in the same order, each with ``kind``
 (``node_id``, ``journal``, ``file``, ``marker``, ``record``, ``summary``, ``paging_address``,
-``page``, ``paged_message``, ``large_message``) and the fields of that entry
+``page``, ``paged_message``, ``large_message``, and last ``moved``) and the fields of that entry
 (:mod:`store.data.describe`), keys sorted. Bytes (bodies, ``bytes`` property values, XIDs,
 duplicate ids) are standard base64 of at most ``--body-bytes`` bytes, like the text
 (``--body-bytes 0``: whole); a message's ``property_types`` tells a ``bytes`` property from a
 ``str`` one. Lines rather than one document, so that a script reads a store of any size as it
 is printed (``jq -c 'select(.kind == "record")'``).
+
+Last (unless ``--skip-journal``), the messages the delivery policies moved that still wait,
+by original address (:mod:`store.data.moved`: the store loaded read-only and browsed):
+``delivery policies: dead-lettered waiting: orders 3; expired waiting: none``; as JSON
+``{"kind": "moved", "dead_lettered": {...}, "expired": {...}}`` (``error`` instead when a
+live process holds the store, read with ``--force``, or the storage manager's load refuses
+it; the exit code is then what the entries made it).
 
 Exit codes: 0, or 5 when a load would refuse a journal (checksum failure, damaged header,
 missing file, a row of an unknown kind), a page record is damaged or a large body cannot be
@@ -36,6 +43,7 @@ from typing import Any
 
 from store.cli.data.options import FORCE_READ, add_store_options, store_config
 from store.cli.main import EXIT_CORRUPT, EXIT_OK
+from store.config import StoreConfig
 from store.data.describe import (
     DescribeOptions,
     Entry,
@@ -52,6 +60,8 @@ from store.data.describe import (
     describe_store,
 )
 from store.data.describe.model import Decoded
+from store.data.moved import moved_counts
+from store.errors import StoreError
 
 __all__ = ["register"]
 
@@ -142,7 +152,35 @@ def run_print(args: argparse.Namespace) -> int:
         close = getattr(entries, "close", None)
         if close is not None:
             close()
+    if not damaged and not args.skip_journal:
+        _print_moved(config, args.json)
     return EXIT_CORRUPT if damaged else EXIT_OK
+
+
+def _print_moved(config: StoreConfig, as_json: bool) -> None:
+    """The dead-lettered and expired messages waiting, by original address
+    (:mod:`store.data.moved`), after the entries. A store a live process holds (``--force``)
+    or one the storage manager's load refuses (a record that does not decode: the entries
+    above show it) is not counted, and says why; the exit code stays what the entries made
+    it."""
+    try:
+        counts = moved_counts(config)
+    except StoreError as exc:
+        _moved_line(as_json, {"error": f"not counted: {exc}"}, f"not counted ({exc})")
+        return
+    fields: dict[str, object] = {"dead_lettered": counts.dead_lettered, "expired": counts.expired}
+    text = "; ".join(
+        f"{label} waiting: " + (", ".join(f"{a} {n}" for a, n in found.items()) or "none")
+        for label, found in (("dead-lettered", counts.dead_lettered), ("expired", counts.expired))
+    )
+    _moved_line(as_json, fields, f"{text} (by original address, of {counts.messages} messages)")
+
+
+def _moved_line(as_json: bool, fields: dict[str, object], text: str) -> None:
+    if as_json:
+        print(json.dumps({"kind": "moved", **fields}, sort_keys=True))
+    else:
+        print(f"delivery policies: {text}")
 
 
 # -- JSON lines --------------------------------------------------------------------------------
