@@ -13,7 +13,10 @@ CONNECT, heart-beats and topics):
 - an ACK or NACK with a receipt is durable before its RECEIPT;
 - BEGIN / COMMIT / ABORT, and SEND / ACK with a ``transaction`` header, are the queue
   manager's store transactions;
-- SUBSCRIBE takes ``ack:auto|client|client-individual`` (1.0 included);
+- SUBSCRIBE takes ``ack:auto|client|client-individual`` (1.0 included); one to a topic with
+  ``durable-subscription-name`` (or ``activemq.subscriptionName``) is a durable subscription,
+  a queue ``<client-id>.<name>`` kept while its subscriber is away (:mod:`store.stomp.topics`);
+  a SEND to a topic is stored for its durable subscriptions (nothing stored when it has none);
 - heart-beats (1.1, 1.2) are negotiated as the specification says, each direction at least
   :data:`HEART_BEAT_MS` apart, and kept by the connection (``keep_heartbeats``: it sends them
   and closes a client silent for twice its interval), not by coilmq's timer (which sent one
@@ -48,6 +51,7 @@ from coilmq.util.frames import (  # type: ignore[import-untyped]
 )
 
 from store.stomp.queue_manager import DurableQueueManager
+from store.stomp.topics import durable_name
 
 __all__ = ["Answered", "DurableStomp10", "DurableStomp11", "DurableStomp12", "durable_protocol"]
 
@@ -79,6 +83,8 @@ class _Durable:
         if not engine.connected and frame.cmd not in (frames.CONNECT, frames.STOMP_CMD):
             raise ProtocolError("not connected: the first frame must be CONNECT or STOMP")
         receipt = frame.headers.get("receipt")
+        if frame.cmd in (frames.CONNECT, frames.STOMP_CMD):
+            connection.client_id = frame.headers.get("client-id")  # durable subscriptions
         try:
             destination = frame.headers.get("destination") or ""
             if (
@@ -127,24 +133,48 @@ class _Durable:
         elif transaction:
             raise ProtocolError("a transaction holds SENDs to /queue/ destinations only")
         else:
+            queues = self._qm.store_topic_frame(frame)  # durable subscriptions: stored first
             self.engine.topic_manager.send(frame)
+            self._qm.dispatch(queues)
 
     def subscribe(self, frame: Frame) -> None:
         destination = frame.headers.get("destination")
         if not destination:
             raise ProtocolError("SUBSCRIBE without a destination")
         sub_id = frame.headers.get("id")
+        mode = frame.headers.get("ack", "auto")
+        name = durable_name(frame.headers)
         if self._is_queue(destination):
-            mode = frame.headers.get("ack", "auto")
             self._qm.subscribe(self.engine.connection, destination, id=sub_id, ack=mode)
+        elif name is not None:
+            connection = self.engine.connection
+            client = self._client_id(frame)
+            self._qm.subscribe_durable(connection, destination, client, name, sub_id, mode)
         else:
             self.engine.topic_manager.subscribe(self.engine.connection, destination, id=sub_id)
+
+    def _client_id(self, frame: Frame) -> str:
+        """The client id of a durable SUBSCRIBE or UNSUBSCRIBE: its own ``client-id`` header,
+        or the CONNECT's. Raises ProtocolError when neither gives one."""
+        client = frame.headers.get("client-id") or getattr(
+            self.engine.connection, "client_id", None
+        )
+        if not client:
+            raise ProtocolError(
+                "a durable subscription needs a client id: a client-id header on CONNECT"
+            )
+        return str(client)
 
     def unsubscribe(self, frame: Frame) -> None:
         destination = frame.headers.get("destination")
         sub_id = frame.headers.get("id")
         if destination is None and sub_id is None:
             raise ProtocolError("UNSUBSCRIBE without an id or a destination")
+        name = durable_name(frame.headers)
+        if name is not None:
+            client = self._client_id(frame)
+            self._qm.unsubscribe_durable(self.engine.connection, client, name, sub_id)
+            return
         self._qm.unsubscribe(self.engine.connection, destination, id=sub_id)
         if destination is not None and not self._is_queue(destination):
             self.engine.topic_manager.unsubscribe(self.engine.connection, destination, id=sub_id)

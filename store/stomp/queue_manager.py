@@ -73,6 +73,7 @@ from coilmq.queue import QueueManager  # type: ignore[import-untyped]
 from coilmq.util.frames import MESSAGE, Frame  # type: ignore[import-untyped]
 
 from store.stomp.queue_store import StompQueueStore, StompTransaction
+from store.stomp.topics import DurableTopics
 
 __all__ = [
     "ACK_MODES",
@@ -122,6 +123,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         if prefetch < 1:
             raise ValueError(f"prefetch is at least 1, not {prefetch}")
         self.store: StompQueueStore = store
+        self.topics = DurableTopics(store.manager)
         self.prefetch = prefetch
         self._lock = threading.RLock()
         #: ACKs and NACKs being handled now, and the condition a SEND waits on for them.
@@ -237,13 +239,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         if not destination:
             raise ProtocolError("SEND without a destination")
         self._consumers_first()
-        frame.cmd = MESSAGE
-        # The SEND's own control headers are not the message's: a consumer is not in the
-        # producer's transaction and did not ask for its receipt.
-        frame.headers.pop("transaction", None)
-        frame.headers.pop("receipt", None)
-        if "message-id" not in frame.headers:
-            frame.headers["message-id"] = f"{self._id_prefix}-{next(self._ids)}"
+        self._as_message(frame)
         if transaction is None:
             self.store.put(destination, frame, sync=False)
         else:
@@ -317,6 +313,49 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
                 self.store.ack(destination, taken.message_id, sync=False)
             else:
                 sub.inflight[message_id] = taken.message_id
+
+    def _as_message(self, frame: Frame) -> None:
+        """A SEND frame made the MESSAGE it is stored as (``message-id`` set unless given)."""
+        frame.cmd = MESSAGE
+        # The SEND's own control headers are not the message's: a consumer is not in the
+        # producer's transaction and did not ask for its receipt.
+        frame.headers.pop("transaction", None)
+        frame.headers.pop("receipt", None)
+        if "message-id" not in frame.headers:
+            frame.headers["message-id"] = f"{self._id_prefix}-{next(self._ids)}"
+
+    # -- topics (store/stomp/topics.py) -------------------------------------------------------
+
+    def store_topic_frame(self, frame: Frame) -> list[str]:
+        """Store a SEND to a topic on its durable subscriptions' queues, durable when it
+        returns; returns those queues (empty, and nothing stored, when it has none: then it
+        only goes to the subscribers connected now, coilmq's topic manager)."""
+        destination = str(frame.headers.get("destination"))
+        queues = self.topics.queues(destination)
+        if not queues:
+            log.debug("SEND to topic %s: no durable subscription, nothing stored", destination)
+            return []
+        self._consumers_first()
+        self._as_message(frame)
+        self.store.put_topic(destination, frame)
+        return queues
+
+    def subscribe_durable(
+        self, connection: Any, topic: str, client_id: str, name: str, id: Any, ack: str
+    ) -> None:
+        """A durable subscription ``name`` of ``client_id`` to ``topic``: its queue made
+        unless it exists, then subscribed as a queue (what waits is delivered now)."""
+        queue = self.topics.subscribe(topic, client_id, name)
+        self.subscribe(connection, queue, id=id, ack=ack)
+
+    def unsubscribe_durable(self, connection: Any, client_id: str, name: str, id: Any) -> None:
+        """End durable subscription ``name`` of ``client_id`` for good: its delivery on this
+        connection, then its queue and what waits on it."""
+        with self._lock:
+            self.unsubscribe(connection, None, id=id)
+            queue = self.topics.unsubscribe(client_id, name)
+            if queue is not None:
+                self.store.forget(queue)
 
     # -- acknowledgements ---------------------------------------------------------------------
 

@@ -267,6 +267,20 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
         self._saw_new(mid)
         return mid
 
+    def put_topic(self, topic: str, frame: Frame) -> int | None:
+        """Store ``frame`` on every queue of the MULTICAST address ``topic`` (its durable
+        subscriptions), durable when it returns; the message id, or None when no queue took
+        it (their filters)."""
+        mid = self.manager.send(frame_to_message(topic, frame), None, sync=True)
+        if mid is not None:
+            self._saw_new(mid)
+        return mid
+
+    def forget(self, queue: str) -> None:
+        """``queue`` was deleted (a durable subscription ended): no longer one of ours."""
+        with self._lock:
+            self._known.discard(queue)
+
     def _saw_new(self, mid: int) -> None:
         first = self._first_new
         if first is None or mid < first:  # rarely true after the first put: no lock then

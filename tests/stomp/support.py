@@ -95,9 +95,11 @@ class Recorder(stomp.ConnectionListener):  # type: ignore[misc]
                     return list(self.messages)
 
 
-def client(port: int, *, binary: bool = False) -> tuple[Any, Recorder]:
+def client(
+    port: int, *, binary: bool = False, client_id: str | None = None
+) -> tuple[Any, Recorder]:
     """A connected STOMP 1.1 stomp.py connection to the loopback broker and its recorder
-    (bodies as str, or bytes with ``binary``)."""
+    (bodies as str, or bytes with ``binary``; ``client_id`` as CONNECT's ``client-id``)."""
     conn = stomp.Connection11(
         [("127.0.0.1", port)],
         heartbeats=(0, 0),
@@ -106,7 +108,7 @@ def client(port: int, *, binary: bool = False) -> tuple[Any, Recorder]:
     )
     rec = Recorder()
     conn.set_listener("rec", rec)
-    conn.connect(wait=True)
+    conn.connect(wait=True, headers={"client-id": client_id} if client_id else {})
     return conn, rec
 
 
