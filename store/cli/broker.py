@@ -3,11 +3,14 @@
 ::
 
     store broker --config etc/broker.xml [--host 127.0.0.1] [--port 61613]
+                 [--metrics 127.0.0.1:9404]
 
 Loads the store (a progress bar on stderr), then prints ``listening on HOST:PORT`` on stdout
 and serves until SIGTERM or Ctrl-C (exit 0 after a clean shutdown). With ``ha-policy`` in
 the configuration (or ``--role``) it is one node of a shared-store HA pair: a backup waits for
 the live lock before it opens its port; a node that loses the lock stops at once (exit 3).
+``--metrics HOST:PORT`` serves Prometheus text there (:mod:`store.stomp.metrics`; its address
+on stderr).
 One call of :func:`store.stomp.run.run_broker`.
 
 Thread-safety: a command runs once per process; nothing is shared.
@@ -64,7 +67,26 @@ def register(subparsers: Any) -> None:
         default=100,
         help="messages a client-ack subscription may hold unacknowledged (100)",
     )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics (queue depths, sends, acks, redeliveries, dead letters, "
+        "expired, flush waits, connections, HA role) over HTTP there (port 0: any free one)",
+    )
     parser.set_defaults(func=run)
+
+
+def _host_port(value: str | None) -> tuple[str, int] | None:
+    """``--metrics HOST:PORT`` parsed. Raises ConfigError naming ``--metrics``."""
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(
+            f"--metrics {value!r} is not HOST:PORT", key="--metrics", value=value,
+            hint="e.g. --metrics 127.0.0.1:9404",
+        )  # fmt: skip
+    return host, int(port)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from store.stomp.run import run_broker
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in ("coilmq", "stomp"):
+        if exc.name and exc.name.split(".")[0] in ("coilmq", "stomp", "prometheus_client"):
             raise ConfigError(missing_extra_message(exc.name, "stomp", "store broker")) from exc
         raise
     from rich.progress import Progress
@@ -82,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from store.cli.output import progress_console
 
     max_frame_size = parse_size(args.max_frame_size, key="--max-frame-size")
+    metrics = _host_port(args.metrics)
     config = load_config(args.config)
     stop = threading.Event()
 
@@ -124,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress,
                 on_listening=on_listening,
                 on_waiting=on_waiting,
+                metrics=metrics,
+                on_metrics=lambda host, port: print(
+                    f"metrics on http://{host}:{port}/", file=sys.stderr, flush=True
+                ),
             )
         except KeyboardInterrupt:
             print("stopped before going live", file=sys.stderr, flush=True)

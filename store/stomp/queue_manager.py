@@ -214,6 +214,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         subs.remove(sub)
         if not subs:
             del self._by_destination[sub.destination]
+        self.store.counts.add("redelivered", len(sub.inflight))
         for mid in reversed(sub.inflight.values()):  # each goes to the head: last first
             self.store.cancel(sub.destination, mid)
         sub.inflight.clear()
@@ -240,6 +241,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             raise ProtocolError("SEND without a destination")
         self._consumers_first()
         self._as_message(frame)
+        self.store.counts.add("sent")
         if transaction is None:
             self.store.put(destination, frame, sync=False)
         else:
@@ -311,6 +313,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
                 continue
             if sub.mode == "auto":
                 self.store.ack(destination, taken.message_id, sync=False)
+                self.store.counts.add("acknowledged")
             else:
                 sub.inflight[message_id] = taken.message_id
 
@@ -337,6 +340,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             return []
         self._consumers_first()
         self._as_message(frame)
+        self.store.counts.add("sent")
         self.store.put_topic(destination, frame)
         return queues
 
@@ -391,6 +395,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             ids = list(sub.inflight)
             upto = ids[: ids.index(message_id) + 1] if sub.mode == "client" else [message_id]
             tx = None if transaction is None else self._transaction(connection, transaction)
+            self.store.counts.add("acknowledged", len(upto))
             for one in upto:
                 mid = sub.inflight.pop(one)
                 if tx is None:
@@ -406,6 +411,7 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
             sub, message_id = self._find(connection, frame, id)
             ids = list(sub.inflight)
             upto = ids[: ids.index(message_id) + 1] if sub.mode == "client" else [message_id]
+            self.store.counts.add("redelivered", len(upto))
             for one in reversed(upto):  # each cancel goes to the head: the first ends first
                 self.store.cancel(sub.destination, sub.inflight.pop(one))
             self._dispatch(sub.destination)  # dead-lettered: its queue's subscribers get it

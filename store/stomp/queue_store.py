@@ -62,6 +62,7 @@ from store.config import StoreConfig, load_config
 from store.errors import UnknownQueueError
 from store.messaging import Message, StorageManager, Transaction
 from store.messaging.values import ANYCAST, PropertyValue
+from store.stomp.metrics import BrokerCounts
 
 __all__ = [
     "COMMAND_PROPERTY",
@@ -177,6 +178,8 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
     def __init__(self, manager: StorageManager) -> None:
         super().__init__()
         self.manager = manager
+        #: What the broker did, for its metrics (store/stomp/metrics.py).
+        self.counts = BrokerCounts()
         self._lock = threading.Lock()
         self._known = {q.name for q in manager.queues()}
         self._held: dict[str, int] = {}  # destination -> messages taken, not settled
@@ -323,8 +326,9 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
         return StompTransaction(self, self.manager.begin())
 
     def flush(self) -> None:
-        """Return once everything stored and acknowledged so far is durable."""
-        self.manager.flush()
+        """Return once everything stored and acknowledged so far is durable (the wait
+        counted in :attr:`counts`)."""
+        self.counts.timed_flush(self.manager.flush)
 
     def _settle(self, destination: str, n: int) -> None:
         with self._lock:

@@ -12,6 +12,10 @@ opens the store or its port; a node that loses the live lock stops at once (``st
 from the node manager's thread; the port closes as the server shuts down) and returns
 LockLostError after closing.
 
+With ``metrics`` (host, port) the broker's figures are served as Prometheus text there
+(:mod:`store.stomp.metrics`), from before the STOMP port opens until the broker closes;
+``on_metrics`` is told the address.
+
 Thread-safety: call from one thread (the main thread, for a signal handler to set ``stop``).
 """
 
@@ -21,10 +25,11 @@ import threading
 from collections.abc import Callable
 
 from store.config import StoreConfig
-from store.errors import LockLostError
+from store.errors import ConfigError, LockLostError
 from store.stomp.frames import DEFAULT_MAX_FRAME_SIZE
+from store.stomp.metrics import MetricsServer, serve_metrics
 from store.stomp.queue_manager import DEFAULT_PREFETCH
-from store.stomp.server import open_broker
+from store.stomp.server import StompBroker, open_broker
 
 __all__ = ["run_broker"]
 
@@ -41,6 +46,8 @@ def run_broker(
     progress: Callable[[str, int, int], None] | None = None,
     on_listening: Callable[[str, int], None] | None = None,
     on_waiting: Callable[[str], None] | None = None,
+    metrics: tuple[str, int] | None = None,
+    on_metrics: Callable[[str, int], None] | None = None,
 ) -> None:
     """Serve STOMP on ``host``:``port`` over the store until ``stop`` is set (see the module
     docstring). Returns None after a clean shutdown. Raises LockLostError when the live lock
@@ -76,7 +83,12 @@ def run_broker(
             progress=progress,
             node_manager=nm,
         )
+        server = None
         try:
+            if metrics is not None:
+                server = _serve_metrics(broker, metrics, live=lambda: not lost.is_set())
+                if on_metrics is not None:
+                    on_metrics(*server.address)
             serving = threading.Thread(target=broker.serve_forever, name="stomp-accept")
             serving.start()
             if on_listening is not None:
@@ -85,9 +97,28 @@ def run_broker(
             broker.shutdown()
             serving.join()
         finally:
+            if server is not None:
+                server.close()
             broker.close()
     finally:
         if nm is not None:
             nm.close()
     if lost.is_set():
         raise LockLostError("lost the live lock; the broker stopped")
+
+
+def _serve_metrics(
+    broker: StompBroker, where: tuple[str, int], *, live: Callable[[], bool]
+) -> MetricsServer:
+    """The metrics server of ``--metrics HOST:PORT``. Raises ConfigError naming
+    ``--metrics`` when its port cannot be bound."""
+    host, port = where
+    try:
+        return serve_metrics(broker.collector(live=live), host, port)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}",
+            key="--metrics",
+            value=f"{host}:{port}",
+            hint="choose another port for --metrics (0: any free one)",
+        ) from exc

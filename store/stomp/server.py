@@ -62,6 +62,7 @@ from coilmq.util.frames import ErrorFrame, Frame, ReceiptFrame  # type: ignore[i
 from store.config import StoreConfig
 from store.errors import ConfigError
 from store.stomp.frames import DEFAULT_MAX_FRAME_SIZE, FrameReader
+from store.stomp.metrics import BrokerCollector
 from store.stomp.protocol import Answered, durable_protocol
 from store.stomp.queue_manager import DEFAULT_PREFETCH, DurableQueueManager
 from store.stomp.queue_store import StompQueueStore, StreamedFrame, open_queue_store
@@ -289,11 +290,15 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
             )
             self._connections[thread] = request
             thread.start()
+        self.queue_manager.store.counts.add("connections_total")
 
     def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        peer = f"{client_address[0]}:{client_address[1]}"
+        log.info("connection from %s", peer)
         try:
             super().process_request_thread(request, client_address)
         finally:
+            log.info("connection from %s closed", peer)
             with self._lock:
                 self._connections.pop(threading.current_thread(), None)
 
@@ -364,6 +369,18 @@ class StompBroker:
     def address(self) -> tuple[str, int]:
         host, port = self.server.socket.getsockname()[:2]
         return str(host), int(port)
+
+    def connections(self) -> int:
+        """STOMP connections open now."""
+        with self.server._lock:
+            return len(self.server._connections)
+
+    def collector(self, *, live: Callable[[], bool] = lambda: True) -> BrokerCollector:
+        """A prometheus_client collector of this broker's figures (:mod:`store.stomp.metrics`);
+        ``live`` says whether this node is live (an HA pair's)."""
+        return BrokerCollector(
+            self.queue_store.manager, self.queue_store.counts, self.connections, live=live
+        )
 
     def serve_forever(self) -> None:
         """Accept connections until :meth:`shutdown`. Returns then."""
