@@ -42,3 +42,6 @@ class StoreParts:
     close: Callable[[], None]
     #: Opened to change nothing (:mod:`store.opening.read_only`): every part refuses writes.
     read_only: bool = False
+    #: The database outages the store's parts noticed so far (the engine's reconnect count,
+    #: :mod:`store.db.reconnects`); None on a back-end without a database.
+    outages: Callable[[], int] | None = None

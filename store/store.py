@@ -73,6 +73,14 @@ class Store:
         return self._parts.read_only
 
     @property
+    def outages(self) -> int | None:
+        """Database outages the store's parts noticed and rode out since the store was
+        opened (each one a reconnect; docs/db.md "Outages"); None on the file store and
+        without persistence."""
+        count = self._parts.outages
+        return None if count is None else count()
+
+    @property
     def kind(self) -> str:
         """Which back-end holds the store: "file", "database" or "none" (zero persistence)."""
         return self._parts.kind

@@ -523,6 +523,29 @@ class StorageManager:
             p = self._state.policies
             return {"dead_lettered": dict(p.dead_lettered), "expired": dict(p.expired)}
 
+    @property
+    def store(self) -> Store:
+        """The store this manager reads and writes (its parts, its database outages)."""
+        return self._store
+
+    def paging_figures(self) -> dict[str, dict[str, int]]:
+        """Every address paging has seen since the load: ``memory_bytes`` and
+        ``memory_messages`` (what it holds in memory, which ``max-size-bytes`` and
+        ``max-size-messages`` limit), ``pages`` (page files or rows it has now) and ``paged``
+        (paged messages no queue has acknowledged yet). Raises JournalStateError before
+        load."""
+        with self._lock:
+            self._state.check_ready()
+            return {
+                name: {
+                    "memory_bytes": a.memory_bytes,
+                    "memory_messages": a.memory_messages,
+                    "pages": len(a.pages),
+                    "paged": a.live,
+                }
+                for name, a in sorted(self._pager.address_states())
+            }
+
     def depth(self, queue: str) -> int:
         """Messages on ``queue`` not yet acknowledged (delivered, scheduled and held by a
         transaction included). Raises UnknownQueueError."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from store.db import DatabaseJournals, open_database_journals
+from store.db.reconnects import reconnects
 from store.db.writer import Fence
 from store.large.database import DatabaseLargeMessages
 from store.paging.database import DatabasePagingManager
@@ -65,6 +66,7 @@ def open_database_store(
         large_messages=large_messages,
         paging=paging,
         close=close,
+        outages=lambda: reconnects(journals.engine).count,
     )
 
 

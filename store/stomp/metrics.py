@@ -14,6 +14,12 @@ manager knows at that moment, into Prometheus metric families at each scrape:
   what the delivery policies moved or removed, by original address;
 - ``store_flush_seconds`` (histogram, :data:`FLUSH_BUCKETS`): the broker's waits for
   durability, each before the RECEIPTs of the SENDs or ACKs it covers;
+- ``store_address_memory_bytes{address}``, ``store_address_pages{address}``,
+  ``store_address_paged_messages{address}`` (gauges): each paging address's bytes in memory
+  (what ``max-size-bytes`` limits), its pages, its paged messages not yet acknowledged
+  (:meth:`~store.messaging.StorageManager.paging_figures`);
+- ``store_database_reconnects_total`` (database stores only): outages ridden out
+  (:attr:`~store.store.Store.outages`);
 - ``store_connections_total``, ``store_connections_open`` (gauge): STOMP connections accepted,
   and open now;
 - ``store_ha_live`` (gauge): 1 on the live node of an HA pair, or a broker outside one.
@@ -134,12 +140,32 @@ class BrokerCollector:
             "store_flush_seconds", "The broker's waits for durability", buckets=buckets,
             sum_value=total,
         )  # fmt: skip
+        yield from _paging(sm.paging_figures())
+        outages = sm.store.outages
+        if outages is not None:
+            yield CounterMetricFamily(
+                "store_database_reconnects", "Database outages ridden out", value=outages
+            )
         yield GaugeMetricFamily(
             "store_connections_open", "STOMP connections open now", value=self._connections()
         )
         yield GaugeMetricFamily(
             "store_ha_live", "1 on the live node (or outside an HA pair)", value=int(self._live())
         )
+
+
+def _paging(figures: dict[str, dict[str, int]]) -> Iterator[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    for key, name, what in (
+        ("memory_bytes", "store_address_memory_bytes", "Bytes an address holds in memory"),
+        ("pages", "store_address_pages", "Pages an address has"),
+        ("paged", "store_address_paged_messages", "Paged messages not yet acknowledged"),
+    ):
+        family = GaugeMetricFamily(name, what, labels=["address"])
+        for address, values in figures.items():
+            family.add_metric([address], values[key])
+        yield family
 
 
 class _Quiet(WSGIRequestHandler):

@@ -32,7 +32,7 @@ import pymysql
 from store import StoreConfig, open_store
 from store.db.migrate import drop_schema
 from store.errors import StoreLockedError, StoreUnavailableError
-from tests.support.backends import unique_prefix
+from tests.support.backends import file_config_mapping, unique_prefix
 from tests.support.db_backends import (
     db_backend,
     kill_mysql_connections,
@@ -302,3 +302,32 @@ def test_kill_9_of_a_writer_process_loses_nothing_acknowledged(tmp_path: Path) -
         if child.poll() is None:
             child.kill()
         drop_schema(config)
+
+
+def test_store_outages_counts_the_outages_its_parts_rode_out(tmp_path: Path) -> None:
+    """``Store.outages``: 0 on a fresh database store, one more after its connections were
+    terminated and a write rode that out; None on the file store."""
+    config = db_backend("postgresql").make_config(tmp_path, unique_prefix())
+    url, user, _ = postgresql_url()
+    assert config.database_store is not None
+    app = f"store:{config.database_store.message_table_name.lower()}"
+    dsn = url.replace("jdbc:postgresql://", "postgresql://")
+    try:
+        with open_store(config) as store:
+            store.bindings.load()
+            store.messages.load()
+            store.messages.append_add(1, 1, b"before", sync=True)
+            assert store.outages == 0
+            with psycopg.connect(dsn, user=user, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = %s AND pid <> pg_backend_pid()",
+                    (app,),
+                )
+            store.messages.append_add(2, 1, b"after", sync=True)
+            assert store.outages is not None and store.outages >= 1
+    finally:
+        drop_schema(config)
+    file_config = StoreConfig.from_mapping(file_config_mapping(tmp_path / "f", "NIO"))
+    with open_store(file_config) as store:
+        assert store.outages is None

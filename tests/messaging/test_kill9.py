@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import collections
 import random
-import time
 from pathlib import Path
 
 import pytest
 
-from store import Store, StoreConfig, StoreLockedError, open_store
+from store import StoreConfig, open_store
 from store.messaging import Message, StorageManager
 from store.perf.messaging_worker import WorkerPlan, run_killed_worker
 from store.perf.messaging_workload import Ledger, WorkloadSpec, perf_config, queue_names
+from tests.messaging.killed import reopen
 from tests.support import profile
 from tests.support.backends import file_config_mapping, unique_prefix
 from tests.support.db_backends import db_backend
@@ -41,25 +41,11 @@ from tests.support.db_backends import db_backend
 SPEC = WorkloadSpec(producers=4, consumers=2, queues=3, tx_ratio=0.3, large_ratio=0.1)
 
 
-def _reopen(config: StoreConfig) -> Store:
-    """Open the store the killed child had open. A database session of a process killed with
-    SIGKILL ends a moment later, when the server notices the closed socket; until then it
-    still holds the store lock, so opening waits for that (at most 10 s)."""
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            return open_store(config)
-        except StoreLockedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
 def _check_round(config: StoreConfig, ledger: Ledger, where: str) -> int:
     """Load the store and check it against ``ledger``; returns the messages on the queues."""
     found: dict[str, collections.Counter[int]] = {}
     large: set[int] = set()
-    with StorageManager(_reopen(config)) as sm:
+    with StorageManager(reopen(config)) as sm:
         sm.load()
         for queue in queue_names(SPEC):
             ids: collections.Counter[int] = collections.Counter()

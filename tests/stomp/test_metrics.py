@@ -67,6 +67,7 @@ def test_an_embedding_program_scrapes_what_the_broker_did(tmp_path: Path) -> Non
     assert not [k for k in samples if k[0] == "store_messages_expired_total"]
     assert _one(samples, "store_connections_total") == 2
     assert _one(samples, "store_ha_live") == 1
+    assert not [k for k in samples if k[0] == "store_database_reconnects_total"]  # files
     flushes = _one(samples, "store_flush_seconds_count")
     assert flushes >= 2  # the SENDs' receipts, the ACK's and the NACK's
     assert _one(samples, "store_flush_seconds_bucket", le="+Inf") == flushes
@@ -120,3 +121,29 @@ def test_each_connection_and_its_end_are_logged_at_info(
     opened = [line for line in lines if line.startswith("connection from 127.0.0.1:")]
     assert any(line.endswith(" closed") for line in opened), lines
     assert any(not line.endswith(" closed") for line in opened), lines
+
+
+def test_paging_addresses_and_database_reconnects_are_shown(tmp_path: Path) -> None:
+    from tests.support.backends import unique_prefix
+    from tests.support.db_backends import db_backend
+
+    spec = db_backend("postgresql")
+    config = spec.make_config(tmp_path, unique_prefix()).replace(
+        address_settings={"/queue/p": {"max_size_messages": 1, "address_full_policy": "PAGE"}}
+    )
+    try:
+        with running_broker(config) as broker:
+            conn, rec = client(broker.address[1])
+            send_all(conn, rec, "/queue/p", [f"m{i}" for i in range(5)])
+            bye(conn, rec)
+            server = serve_metrics(broker.collector(), "127.0.0.1", 0)
+            try:
+                samples = _scrape(*server.address)
+            finally:
+                server.close()
+    finally:
+        spec.cleanup(config)
+    assert _one(samples, "store_address_paged_messages", address="/queue/p") == 4
+    assert _one(samples, "store_address_pages", address="/queue/p") >= 1
+    assert _one(samples, "store_address_memory_bytes", address="/queue/p") > 0
+    assert _one(samples, "store_database_reconnects_total") == 0
