@@ -104,10 +104,21 @@ def _expiry_config(tmp_path: Path, scan_period_ms: int) -> StoreConfig:
     return StoreConfig.from_mapping(mapping)
 
 
-def _expiry_queue(broker: Any) -> None:
+def _watch_and_send_stale(broker: Any) -> list[tuple[Any, Any]]:
+    """The expiry queue ``expired`` made and subscribed (``ack:auto``), then a message to
+    ``/queue/news`` that expires 200 ms later, receipted. Returns [(watcher, its recorder),
+    (producer, its recorder)]."""
+    port = broker.address[1]
     manager = broker.queue_manager.store.manager
     manager.create_address("EXP", routing_types=("MULTICAST",))
     manager.create_queue("expired", address="EXP", routing_type="MULTICAST")
+    watcher, wrec = client(port)
+    watcher.subscribe("expired", id="exp", ack="auto")
+    producer, prec = client(port)
+    soon = str(int(time.time() * 1000) + 200)
+    producer.send("/queue/news", "stale", headers={"receipt": "a", "expires": soon})
+    prec.wait_receipts({"a"})
+    return [(watcher, wrec), (producer, prec)]
 
 
 def test_a_subscriber_of_the_expiry_queue_gets_what_a_delivery_found_expired(
@@ -115,38 +126,24 @@ def test_a_subscriber_of_the_expiry_queue_gets_what_a_delivery_found_expired(
 ) -> None:
     # The scan is off: only the delivery to /queue/news meets the expired message.
     with running_broker(_expiry_config(tmp_path, -1)) as broker:
-        port = broker.address[1]
-        _expiry_queue(broker)
-        watcher, wrec = client(port)
-        watcher.subscribe("expired", id="exp", ack="auto")
-        producer, prec = client(port)
-        soon = str(int(time.time() * 1000) + 200)
-        producer.send("/queue/news", "stale", headers={"receipt": "a", "expires": soon})
-        prec.wait_receipts({"a"})
+        clients = _watch_and_send_stale(broker)
         time.sleep(0.3)
-        conn, rec = client(port)
+        conn, rec = client(broker.address[1])
         conn.subscribe("/queue/news", id="s", ack="auto")
-        (moved,) = wrec.wait_messages(1)
+        (moved,) = clients[0][1].wait_messages(1)
         assert moved.body == "stale"
         assert moved.headers["_AMQ_ORIG_ADDRESS"] == "/queue/news"
         assert "_AMQ_ACTUAL_EXPIRY" in moved.headers
         assert rec.quiet() == []
-        for c, r in ((conn, rec), (producer, prec), (watcher, wrec)):
+        for c, r in [(conn, rec), *clients]:
             bye(c, r)
 
 
 def test_a_subscriber_of_the_expiry_queue_gets_what_the_scan_moved(tmp_path: Path) -> None:
     # No consumer of /queue/news: only the store's expiry scan (every 50 ms) moves it.
     with running_broker(_expiry_config(tmp_path, 50)) as broker:
-        port = broker.address[1]
-        _expiry_queue(broker)
-        watcher, wrec = client(port)
-        watcher.subscribe("expired", id="exp", ack="auto")
-        producer, prec = client(port)
-        soon = str(int(time.time() * 1000) + 200)
-        producer.send("/queue/news", "stale", headers={"receipt": "a", "expires": soon})
-        prec.wait_receipts({"a"})
-        (moved,) = wrec.wait_messages(1)
+        clients = _watch_and_send_stale(broker)
+        (moved,) = clients[0][1].wait_messages(1)
         assert moved.body == "stale" and moved.headers["_AMQ_ORIG_ADDRESS"] == "/queue/news"
-        for c, r in ((producer, prec), (watcher, wrec)):
+        for c, r in clients:
             bye(c, r)
