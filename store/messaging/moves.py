@@ -111,6 +111,7 @@ def move_away(
         names = [] if target is None else _target_queues(st, target, message)
         counts = st.policies.expired if expiry else st.policies.dead_lettered
         counts[info.address] += 1
+        st.policies.moves += 1
         if not names:
             _remove(st, queue, mid, target, expiry)
             return None

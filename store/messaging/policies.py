@@ -97,6 +97,8 @@ class Policies:
         self.recovered_below = 0
         #: Messages moved or removed since the manager started, by their original address.
         self.dead_lettered: Counter[str] = Counter()
+        #: Both counts together: one int a caller may read without the lock.
+        self.moves = 0
         self.expired: Counter[str] = Counter()
         #: The messages a load found waiting after a move, by their original address.
         self.waiting_dead_lettered: Counter[str] = Counter()

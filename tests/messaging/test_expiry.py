@@ -75,6 +75,7 @@ def test_the_load_counts_what_waits_after_an_expiry_move(messaging_factory: Stor
     h.clock.now += 1
     assert sm.expire() == 2
     assert sm.policy_counts() == {"dead_lettered": {}, "expired": {"orders": 2}}
+    assert sm.policy_moves() == 2
     sm = h.restart()
     assert h.rec is not None and (h.rec.expired, h.rec.dead_lettered) == ({"orders": 2}, {})
 
