@@ -60,7 +60,11 @@ def test_messaging_perf_on_the_file_store_measures_crashes_and_verifies(tmp_path
 
 def test_the_paged_address_pages_and_large_messages_reach_the_large_store(tmp_path, monkeypatch):
     """The workload exercises paging and large messages (spied on where the manager does
-    them: pages and large bodies are gone again once everything is acknowledged)."""
+    them: pages and large bodies are gone again once everything is acknowledged).
+
+    Regular bodies of 48 KiB: two waiting messages fill the paged address's 64 KiB, so it
+    pages whatever the machine's speed (with 1 KiB bodies a consumer that kept up on a slow
+    day left fewer than 64 waiting and nothing paged)."""
     import store.messaging.state as state
     from store.messaging.pager import Pager
 
@@ -80,7 +84,9 @@ def test_the_paged_address_pages_and_large_messages_reach_the_large_store(tmp_pa
 
     monkeypatch.setattr(Pager, "page", spy_page)
     monkeypatch.setattr(state, "store_body", spy_body)
-    options = MessagingPerfOptions(seconds=1.0, consumers=1, large_ratio=0.2, crash=False)
+    options = MessagingPerfOptions(
+        seconds=1.0, consumers=1, size=48 * 1024, large_ratio=0.2, crash=False
+    )
 
     result = run_messaging_perf(file_config(tmp_path), options)
 
