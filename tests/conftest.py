@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,18 +164,46 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
 
 
+def _backend_of(nodeid: str) -> str:
+    """The back-end a test ran on: the first part of its parameter id that names one, or
+    "-" (not parametrised by back-end)."""
+    if not nodeid.endswith("]"):
+        return "-"
+    parts = nodeid[nodeid.rindex("[") + 1 : -1].split("-")
+    for i, part in enumerate(parts):
+        name = f"file-{parts[i + 1]}" if part == "file" and i + 1 < len(parts) else part
+        if name in _BACKEND_NAMES:
+            return name
+    return "-"
+
+
+_BACKEND_NAMES = frozenset(
+    ("file-nio", "file-mapped", "file-asyncio", "zero", "postgresql", "mariadb", "sqlite", "derby")
+)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Time per test folder (summed over the workers) and the tests over LONG_TEST_SECONDS."""
+    """Time per test folder and per back-end (summed over the workers) and the tests over
+    LONG_TEST_SECONDS; with ``STORE_TEST_DURATIONS=FILE``, every test's time as JSON there."""
     if not _durations or terminalreporter.config.option.collectonly:
         return
     by_folder: dict[str, float] = {}
+    by_backend: dict[str, float] = {}
     for nodeid, seconds in _durations.items():
         folder = nodeid.split("::", 1)[0].rsplit("/", 1)[0]
         by_folder[folder] = by_folder.get(folder, 0.0) + seconds
+        backend = _backend_of(nodeid)
+        by_backend[backend] = by_backend.get(backend, 0.0) + seconds
     write = terminalreporter.write_line
     terminalreporter.section("time per test folder (seconds, summed over the workers)")
     for folder, seconds in sorted(by_folder.items(), key=lambda kv: -kv[1]):
         write(f"{seconds:8.1f}  {folder}")
+    terminalreporter.section("time per back-end (seconds; - : not parametrised by back-end)")
+    for name, seconds in sorted(by_backend.items(), key=lambda kv: -kv[1]):
+        write(f"{seconds:8.1f}  {name}")
+    out = os.environ.get("STORE_TEST_DURATIONS")
+    if out:
+        Path(out).write_text(json.dumps(_durations, indent=0, sort_keys=True))
     long = sorted(((s, n) for n, s in _durations.items() if s > LONG_TEST_SECONDS), reverse=True)
     if long:
         terminalreporter.section(f"tests over {LONG_TEST_SECONDS:.0f} s")

@@ -1,5 +1,8 @@
 """A 256 MiB body is written and read back in bounded memory on every kind of persistent
-storage (docs/large.md: "memory stays bounded by a chunk, whatever the body size").
+storage (docs/large.md: "memory stays bounded by a chunk, whatever the body size"); on Derby
+128 MiB in CI (still four times the bound: a store or driver that kept the body, or half of it,
+fails), 256 MiB in a soak (``STORE_TEST_PROFILE=soak``). Derby streams at 8-10 MiB/s on this
+machine kind: its 256 MiB took 55-71 s, the longest test of a run.
 
 Memory is measured two ways, both under 32 MiB: the ``tracemalloc`` peak (Python objects) and
 the growth of the process's resident set (``VmHWM`` after ``/proc/self/clear_refs`` reset it
@@ -28,9 +31,12 @@ from collections.abc import Callable
 import pytest
 
 from tests.large.support import chunk_size_of, read_all, stored_names, write_body
+from tests.support import profile
 from tests.support.backends import BackendSpec, StoreFactory
 
 SIZE = 256 * 1024 * 1024
+#: Derby's body in CI (module docstring).
+DERBY_SIZE = SIZE if profile.full_matrix() else 128 * 1024 * 1024
 LIMIT = 32 * 1024 * 1024
 # Writes of a whole chunk and a bit, so every write straddles a chunk boundary.
 PIECE = (1 << 20) + 4099
@@ -93,13 +99,14 @@ def _measured(work: Callable[[], str], *, jvm: bool) -> tuple[str, float, int, i
     return result, seconds, peak, growth
 
 
-def test_256_mib_body_round_trip_in_bounded_memory(
+def test_a_body_of_many_times_the_bound_round_trips_in_bounded_memory(
     body_backend: BackendSpec,
     body_store_factory: StoreFactory,
     record_property: Callable[[str, object], None],
 ) -> None:
-    """256 MiB written and read back: same sha256, and neither the write nor the read grows
-    Python's heap or the process's resident set by 32 MiB or more."""
+    """256 MiB (Derby: :data:`DERBY_SIZE`) written and read back: same sha256, and neither the
+    write nor the read grows Python's heap or the process's resident set by 32 MiB or more."""
+    size = DERBY_SIZE if body_backend.name == "derby" else SIZE
     lm = body_store_factory.open().large_messages
     # Derby: enough to fill its page cache (1,000 pages of 32 KiB for tables with BLOBs).
     warm_size = 64 * 1024 * 1024 if body_backend.name == "derby" else 3 * chunk_size_of(lm) + 1
@@ -108,22 +115,22 @@ def test_256_mib_body_round_trip_in_bounded_memory(
 
     jvm = body_backend.name == "derby"
     written, write_s, write_peak, write_rss = _measured(
-        lambda: write_body(lm, 2, SIZE, PIECE), jvm=jvm
+        lambda: write_body(lm, 2, size, PIECE), jvm=jvm
     )
     read, read_s, read_peak, read_rss = _measured(lambda: read_all(lm, 2, 1 << 20), jvm=jvm)
 
     mib = 1024 * 1024
     growth = "Java heap retained" if jvm else "RSS"
     line = (
-        f"{body_backend.name}: write {write_s:.1f} s ({SIZE / mib / write_s:.0f} MiB/s, "
+        f"{body_backend.name}: write {write_s:.1f} s ({size / mib / write_s:.0f} MiB/s, "
         f"peak {write_peak / mib:.1f} MiB, {growth} +{write_rss / mib:.1f} MiB), "
-        f"read {read_s:.1f} s ({SIZE / mib / read_s:.0f} MiB/s, peak {read_peak / mib:.1f} MiB, "
+        f"read {read_s:.1f} s ({size / mib / read_s:.0f} MiB/s, peak {read_peak / mib:.1f} MiB, "
         f"{growth} +{read_rss / mib:.1f} MiB)"
     )
     print(line)
     record_property("large_body", line)
     assert read == written
-    assert lm.size(2) == SIZE
+    assert lm.size(2) == size
     assert write_peak < LIMIT, line
     assert read_peak < LIMIT, line
     assert write_rss < LIMIT, line

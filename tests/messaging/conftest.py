@@ -1,8 +1,9 @@
 """Fixtures of the storage-manager tests: the back-ends they run on, and a store factory.
 
 ``messaging_backend`` is parametrised over the file store (NIO: the journal types write the
-same records, so one is enough here), PostgreSQL, MariaDB and SQLite, narrowed by
-``--backends`` like the contract suite; ``messaging_factory`` is a
+same records, so one is enough here), PostgreSQL and SQLite, and MariaDB too in a soak
+(``STORE_TEST_PROFILE=soak``: :mod:`tests.support.profile` says why CI leaves it to the
+contract suites), narrowed by ``--backends`` like the contract suite; ``messaging_factory`` is a
 :class:`tests.support.backends.StoreFactory` for it.
 """
 
@@ -14,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import selected_backends
+from tests.support import profile
 from tests.support.backends import BackendSpec, StoreFactory, unique_prefix
 
-MESSAGING_BACKENDS = ("file-nio", "postgresql", "mariadb", "sqlite")
+MESSAGING_BACKENDS = ("file-nio", "postgresql", "sqlite") + (
+    ("mariadb",) if profile.full_matrix() else ()
+)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
