@@ -164,8 +164,16 @@ def run_report_command(args: argparse.Namespace) -> int:
         f"queues {summary.queues}, messages {summary.messages}, bytes {summary.bytes}; "
         f"records read {summary.records_read}, live {summary.live_records}"
     )
+    from store.reporting.health import iso_time
+
+    h = summary.health
+    print(f"health: {h.verdict}" + ("" if h.actions else " (nothing to repair, nothing to do)"))
+    for action in h.actions:
+        print(f"  - {action}")
+    if h.ha is not None:
+        print(h.ha)
     t = summary.totals
-    oldest = "none" if t.oldest_timestamp is None else f"timestamp {t.oldest_timestamp}"
+    oldest = "none" if t.oldest_timestamp is None else iso_time(t.oldest_timestamp)
     print(
         f"oldest message {oldest}; dead bytes {t.dead_bytes}; large bodies {t.large_bodies} "
         f"({t.large_bytes} bytes, {t.large_missing} missing or damaged); orphan large bodies "

@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from store.reporting.health import ATTENTION, DAMAGED, HEALTHY, Health
+
 __all__ = ["CHARTS", "HISTOGRAM_CHART", "Totals", "format_number", "write_charts", "write_index"]
 
 #: chart file -> (dataset, label column, value column, title, unit of the value).
@@ -265,7 +267,12 @@ def _table(name: str, rows: Rows) -> str:
 
 
 def _header(
-    source: str, cut_ms: int, totals: Totals, warnings: Sequence[str], cut: str | None
+    source: str,
+    cut_ms: int,
+    totals: Totals,
+    warnings: Sequence[str],
+    cut: str | None,
+    health: Health,
 ) -> list[str]:
     oldest = totals.oldest_timestamp
     items: list[tuple[str, str, int | str, str]] = [
@@ -292,6 +299,7 @@ def _header(
     parts = [
         '<header id="summary">',
         "<h1>store report</h1>",
+        *_verdict(health),
         f'<p class="source">{html.escape(source)}</p>',
         f'<p class="cut" data-value="{cut_ms}">cut taken {html.escape(_when(cut_ms))}'
         + ("" if cut is None else f": {html.escape(cut)}")
@@ -307,7 +315,64 @@ def _header(
             f'<div class="total"><dt>{html.escape(label)}</dt>'
             f'<dd data-total="{key}" data-value="{value}">{html.escape(text)}</dd></div>'
         )
-    parts += ["</dl>", "</header>"]
+    parts.append("</dl>")
+    if health.ha is not None:
+        parts.append(f'<p class="ha" id="ha">{html.escape(health.ha)}</p>')
+    parts += [*_limits(health), "</header>"]
+    return parts
+
+
+def _verdict(health: Health) -> list[str]:
+    """The verdict and, under it, one item per thing to do (store.reporting.health)."""
+    kind = {HEALTHY: "ok", ATTENTION: "attention", DAMAGED: "damaged"}[health.verdict]
+    parts = [
+        f'<div class="verdict {kind}" id="verdict" data-verdict="{html.escape(health.verdict)}">',
+        f'<p class="verdict-line">{html.escape(health.verdict.upper())}'
+        + (": nothing to repair, nothing to do" if not health.actions else "")
+        + "</p>",
+    ]
+    if health.actions:
+        parts.append("<ul>")
+        parts += [f'<li class="action">{html.escape(a)}</li>' for a in health.actions]
+        parts.append("</ul>")
+    parts.append("</div>")
+    return parts
+
+
+def _limit(value: int, size: bool) -> str:
+    if value < 0:
+        return "none"
+    return _bytes_text(value) if size else format_number(value)
+
+
+def _limits(health: Health) -> list[str]:
+    """The store's limits: the global ones, then each address's beside its figures."""
+    if not health.global_limits and not health.limits:
+        return []
+    parts = ['<section id="limits">', "<h2>Limits</h2>"]
+    if health.global_limits:
+        parts.append(f'<p class="global-limits">{html.escape(health.global_limits)}</p>')
+    if health.limits:
+        head = "".join(
+            f"<th>{c}</th>"
+            for c in ("address", "messages", "stored bytes", "pages", "max-size-bytes",
+                      "max-size-messages", "address-full-policy")
+        )  # fmt: skip
+        parts.append(f'<table class="limits"><thead><tr>{head}</tr></thead><tbody>')
+        for a in health.limits:
+            cells = (
+                (html.escape(a.address), ""),
+                (format_number(a.messages), _NUMERIC),
+                (_bytes_text(a.bytes), _NUMERIC),
+                (format_number(a.pages), _NUMERIC),
+                (_limit(a.max_size_bytes, True), _NUMERIC),
+                (_limit(a.max_size_messages, False), _NUMERIC),
+                (html.escape(a.policy), ""),
+            )
+            row = "".join(f"<td{attr}>{text}</td>" for text, attr in cells)
+            parts.append(f'<tr data-address="{html.escape(a.address)}">{row}</tr>')
+        parts.append("</tbody></table>")
+    parts.append("</section>")
     return parts
 
 
@@ -322,6 +387,15 @@ div.total { border: 1px solid #bcd; border-radius: 4px; padding: 0.4em 0.8em;
             background: #f4f7fb; min-width: 9em; }
 dt { font-size: 0.85em; color: #555; }
 dd { margin: 0; font-size: 1.25em; font-weight: bold; }
+div.verdict { border: 3px solid; border-radius: 6px; padding: 0.4em 1em; margin: 0.6em 0; }
+div.verdict.ok { border-color: #2e7d32; background: #e8f5e9; }
+div.verdict.attention { border-color: #c4a000; background: #fff8e1; }
+div.verdict.damaged { border-color: #c62828; background: #ffebee; }
+p.verdict-line { font-size: 1.5em; font-weight: bold; margin: 0.2em 0; }
+div.verdict ul { margin: 0.3em 0 0.5em 0; }
+li.action { margin: 0.25em 0; }
+p.ha { margin: 0.3em 0; font-family: monospace; }
+p.global-limits { margin: 0.3em 0; }
 div.warning { background: #fff3cd; border: 2px solid #c4a000; padding: 0.3em 0.8em;
               margin: 0.6em 0; font-weight: bold; }
 div.warning p { margin: 0.3em 0; font-family: monospace; font-weight: normal; }
@@ -346,6 +420,7 @@ def write_index(
     totals: Totals | None = None,
     warnings: Sequence[str] = (),
     cut: str | None = None,
+    health: Health | None = None,
 ) -> str:
     """Write ``out/index.html``: the header (``source``, the cut at ``cut_ms`` and what it is,
     ``cut``, ``totals``, ``warnings``), the ``charts`` in order, then every table of ``tables``
@@ -355,7 +430,14 @@ def write_index(
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
-        *_header(source or title, cut_ms, totals or Totals(), warnings, cut),
+        *_header(
+            source or title,
+            cut_ms,
+            totals or Totals(),
+            warnings,
+            cut,
+            health or Health(verdict=HEALTHY),
+        ),
     ]
     parts += [f'<img class="chart" src="{c}" alt="{html.escape(c)}">' for c in charts]
     parts.append("<h2>Datasets</h2>")

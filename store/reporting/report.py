@@ -36,8 +36,9 @@ from store.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from store.reporting import damage, jobs, schemas, snapshot, sources
+from store.reporting import damage, health, jobs, schemas, snapshot, sources
 from store.reporting.datasets import Written, write_dataset
+from store.reporting.health import HEALTHY, Health
 from store.reporting.page import Totals, write_charts, write_index
 
 if TYPE_CHECKING:
@@ -121,6 +122,8 @@ class ReportSummary:
     cut: str | None = None
     #: With ``salvage``: one line per damaged place the report left out (empty: none).
     warnings: tuple[str, ...] = ()
+    #: The first screen's verdict, what needs doing, limits and HA (store.reporting.health).
+    health: Health = field(default_factory=lambda: Health(verdict=HEALTHY))
 
     @property
     def salvaged(self) -> bool:
@@ -518,9 +521,16 @@ def _report(
         orphan_bytes=large[4],
         paged_addresses=datasets.get("page_stores", 0),
     )
+    db = source.config.database_store if source.config is not None else None
+    verdict = health.assess(
+        source.config, found=found, large_missing=large[2], orphan_bodies=large[3],
+        orphan_bytes=large[4], tables=tables, now_ms=now_ms,
+        verify=source.config is not None and (db is None or _python_driver(db)),
+    )  # fmt: skip
     write_index(
         tables, charts, out, title=f"store report: {source.describe()}",
         source=source.describe(), cut_ms=now_ms, totals=totals, warnings=warnings, cut=cut,
+        health=verdict,
     )  # fmt: skip
     if progress is not None:
         progress("done", total, total)
@@ -539,4 +549,5 @@ def _report(
         cut_ms=now_ms,
         cut=cut,
         warnings=warnings,
+        health=verdict,
     )

@@ -22,7 +22,7 @@ import pytest
 from PIL import Image, ImageChops, ImageStat
 
 from store import StoreConfig, open_store
-from store.messaging import StorageManager
+from store.messaging import Message, StorageManager
 from store.reporting.report import ReportSource, run_report
 from tests.reporting.support import fill, fill_paging, paging_mapping
 from tests.support.backends import file_config_mapping
@@ -159,3 +159,91 @@ def test_the_page_shows_loaded_charts_and_the_datasets_totals(spark: Any, tmp_pa
             difference = ImageStat.Stat(ImageChops.difference(seen, drawn).convert("L")).mean[0]
             assert difference < 12, (image["src"], difference)  # and it is what is shown
     shutil.copy(shot, out / "screenshot.png")  # for a person to look at
+
+
+_FIRST_SCREEN = 900  # px: what a 1280x900 window shows before any scrolling
+
+
+def _troubled_store(tmp_path: Path) -> StoreConfig:
+    """A file store with paged and large messages, a message journal mostly dead (600 sends
+    acknowledged, no compaction), one flipped byte in a page record, never compacted."""
+    mapping = paging_mapping(file_config_mapping(tmp_path, "NIO"))
+    config = StoreConfig.from_mapping({**mapping, "journal-compact-min-files": 0})
+    with StorageManager(open_store(config)) as sm:
+        sm.load()
+        fill(sm, messages=20)
+        fill_paging(sm)
+        sm.create_address("done", routing_types=("ANYCAST",))
+        sm.create_queue("done", address="done", routing_type="ANYCAST")
+        for _ in range(600):
+            sm.send(Message(address="done", body=b"d" * 2000, durable=True))
+        while batch := sm.receive("done", max_messages=100):
+            for d in batch:
+                sm.ack("done", d.message.message_id)
+    # the fullest page: records after the damaged one show it is a damaged record, not a
+    # page cut short
+    page = max(Path(config.paging_directory).rglob("*.page"), key=lambda p: p.stat().st_size)
+    with open(page, "r+b") as f:  # a byte inside its first record's body
+        f.seek(150)
+        byte = f.read(1)
+        f.seek(150)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    return config
+
+
+@pytest.mark.slow  # a report and two headless Chromium runs
+def test_the_first_screen_says_damaged_with_the_repair_the_compaction_the_limits_and_the_lease(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The page's first screen (1280x900) of a store with a damaged page, a dead journal and
+    a held HA lease: the verdict, the advised repair, the compaction hint, the paged
+    address's limits and the lease's holder, all in the DOM above the fold; the screenshot is
+    kept as ``first-screen.png`` in the test's tmp folder (and the report's)."""
+    from store.ha import open_node_manager
+
+    config = _troubled_store(tmp_path)
+    out = tmp_path / "report"
+    nm = open_node_manager(config)
+    try:
+        nm.start_primary(timeout=10)
+        summary = run_report(spark, ReportSource(config=config), str(out), salvage=True)
+    finally:
+        nm.close()
+    page = (out / "index.html").read_text()
+    header = page[page.index('<header id="summary">') : page.index("</header>")]
+
+    assert summary.health.verdict == "damaged"
+    assert 'data-verdict="damaged"' in header and "DAMAGED" in header
+    repair = [a for a in summary.health.actions if "store data repair --salvage" in a]
+    assert repair and "page" in repair[0], summary.health.actions
+    assert any("journal-compact-percentage 30" in a for a in summary.health.actions)
+    assert "messages journal:" in header and "`store data compact --config FILE`" in header
+    assert '<tr data-address="paged">' in header
+    paged = header[header.index('<tr data-address="paged">') :].split("</tr>")[0]
+    assert "2,048 B" in paged and "PAGE" in paged
+    assert re.search(r'<p class="ha" id="ha">live lock: held by pid \d+ on ', header)
+
+    probe_page = page.replace(
+        "</body>",
+        '<pre id="probe"></pre><script>window.addEventListener("load", () => {'
+        "const box = (id) => document.getElementById(id).getBoundingClientRect().bottom;"
+        'document.getElementById("probe").textContent = JSON.stringify('
+        '{verdict: box("verdict"), ha: box("ha"), limits: box("limits")});'
+        "});</script></body>",
+    )
+    (out / "probe.html").write_text(probe_page)
+    dom = _run(f"--window-size={_WIDTH},{_FIRST_SCREEN}", "--virtual-time-budget=10000",
+               "--dump-dom", (out / "probe.html").as_uri()).stdout  # fmt: skip
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found is not None, dom[-2000:]
+    bottoms = json.loads(found.group(1).replace("&quot;", '"'))
+    assert bottoms["verdict"] < _FIRST_SCREEN and bottoms["ha"] < _FIRST_SCREEN, bottoms
+
+    shot = tmp_path / "first-screen.png"
+    _run(f"--window-size={_WIDTH},{_FIRST_SCREEN}", f"--screenshot={shot}",
+         (out / "index.html").as_uri())  # fmt: skip
+    with Image.open(shot) as screen:
+        top = screen.convert("RGB").crop((0, 0, _WIDTH, 200))
+        reds = sum(1 for r, g, b in top.getdata() if r > 180 and g < 80 and b < 80)
+    assert reds > 500, "the damaged verdict's red border is on the first screen"
+    shutil.copy(shot, out / "first-screen.png")
