@@ -152,10 +152,9 @@ def run_status(args: argparse.Namespace) -> int:
 def _expiry(expires_at_ms: int, now_ms: int | None) -> str:
     """``at 2026-12-02T22:14:05.123Z (in 1.2 s)``: the lease's expiry in UTC, and how far off
     it is by the database's clock (``… ago`` once past; no distance without that clock)."""
-    import datetime
+    from store.reporting.health import iso_time
 
-    at = datetime.datetime.fromtimestamp(expires_at_ms / 1000, tz=datetime.UTC)
-    text = f"at {at.isoformat(timespec='milliseconds').replace('+00:00', 'Z')}"
+    text = f"at {iso_time(expires_at_ms)}"
     if now_ms is None:
         return text
     left = (expires_at_ms - now_ms) / 1000

@@ -36,6 +36,16 @@ def _dead(total: int, live: int) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def _line_while_live(config: StoreConfig) -> str | None:
+    """The HA line read while a node manager of this process is the live node."""
+    nm = open_node_manager(config)
+    try:
+        nm.start_primary(timeout=10)
+        return ha_line(config, 0)
+    finally:
+        nm.close()
+
+
 def test_a_store_with_nothing_to_do_is_healthy_with_its_global_limits(tmp_path: Path) -> None:
     config = _config(tmp_path, **{"global-max-size": "8M", "global-max-messages": 1000})
 
@@ -136,12 +146,7 @@ def test_the_ha_line_names_the_live_holder_and_says_nothing_for_a_store_never_an
     assert ha_line(config, 0) is None
     assert not (Path(config.node_manager_lock_directory) / "server.lock").exists()
 
-    nm = open_node_manager(config)
-    try:
-        nm.start_primary(timeout=10)
-        held = ha_line(config, 0)
-    finally:
-        nm.close()
+    held = _line_while_live(config)
 
     assert held is not None and held.startswith("live lock: held by pid ")
     assert ha_line(config, 0) == "live lock: not held (no live node), state ACTIVE"
@@ -171,12 +176,7 @@ def test_on_a_database_the_ha_line_reads_the_lease_and_creates_no_rows(tmp_path:
             rows = conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY id")).fetchall()
         assert all(set(r[1:]) == {None} for r in rows), "the HA line wrote the node manager"
 
-        nm = open_node_manager(config)
-        try:
-            nm.start_primary(timeout=10)
-            held = ha_line(config, 0)
-        finally:
-            nm.close()
+        held = _line_while_live(config)
     finally:
         engine.dispose()
         spec.cleanup(config)
