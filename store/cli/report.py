@@ -177,7 +177,8 @@ def run_report_command(args: argparse.Namespace) -> int:
     print(
         f"oldest message {oldest}; dead bytes {t.dead_bytes}; large bodies {t.large_bodies} "
         f"({t.large_bytes} bytes, {t.large_missing} missing or damaged); orphan large bodies "
-        f"{t.orphan_bodies} ({t.orphan_bytes} bytes); paged addresses {t.paged_addresses}"
+        f"{t.orphan_bodies} ({t.orphan_bytes} bytes); paged addresses {t.paged_addresses}; "
+        f"dead-lettered waiting {t.dead_lettered}, expired waiting {t.expired}"
     )
     print("datasets: " + ", ".join(f"{n} ({rows})" for n, rows in summary.datasets.items()))
     return 0

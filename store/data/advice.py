@@ -81,7 +81,7 @@ def _bodies(ids: list[int]) -> str:
 def _journal(name: str, report: SalvageReport | None) -> str:
     if report is None:
         return (
-            f"{name}: no repair can read this journal as it is (the findings above say why: "
+            f"{name}: no repair can read this journal as it is (the findings say why: "
             "files of another journal or two files with one id); put the files right first"
         )
     dropped = sum(_lsn_count(d.lsns) for d in report.dropped if d.reason != "torn-tail")
@@ -123,11 +123,11 @@ def _database(errors: list[tuple[str, tuple[int, ...]]]) -> str:
         seqs = sorted({s for _kind, found in errors for s in found})
         return (
             f"database: `store data repair --force` deletes the {len(seqs)} damaged row(s) "
-            f"listed above (seq {ids_text(seqs)}) and nothing else; each one's record is "
+            f"found (seq {ids_text(seqs)}) and nothing else; each one's record is "
             "lost (`store data print` shows them first)"
         )
     return (
-        "database: rows the load needs are missing or inconsistent (the errors above); no "
+        "database: rows the load needs are missing or inconsistent (the errors found); no "
         "repair brings them back: restore the tables from a backup"
     )
 
@@ -145,15 +145,15 @@ def _pages(messages: list[str]) -> str:
     if lost and not messages:
         return (
             f"pages: `store data repair --salvage` replaces the page record of each of the "
-            f"{lost} paged large message(s) whose body is gone (listed above) with a record "
-            "no queue receives: those messages are dropped, every other one is delivered in "
-            "order; or restore the bodies from a backup of the same moment"
+            f"{lost} paged large message(s) whose body is gone (each finding names one) with "
+            "a record no queue receives: those messages are dropped, every other one is "
+            "delivered in order; or restore the bodies from a backup of the same moment"
         )
     records = sum("damaged page record" in m for m in messages)
     others = [m for m in messages if "damaged page record" not in m and "undecodable" not in m]
     if records and others:
         return (
-            "pages: first settle the findings above that are not damaged records with `store "
+            "pages: first settle the findings that are not damaged records with `store "
             "data repair --adopt-pages FOLDER=ADDRESS`, `--accept-lost-pages ADDRESS` or "
             "`--remove-pages FOLDER`, as each names; then `store data repair --salvage` "
             f"replaces the {records} damaged page record(s) with records no queue receives, "
@@ -162,7 +162,7 @@ def _pages(messages: list[str]) -> str:
     if records:
         return (
             f"pages: `store data repair --salvage` replaces the {records} damaged page "
-            "record(s) listed above with records no queue receives, and drops only the "
+            "record(s) found with records no queue receives, and drops only the "
             "message each held (it reports the ids their headers still read; a file store "
             "keeps the damaged bytes in attic/), or mends a record whose start byte or length "
             "alone is damaged and keeps its message; every other message of the address is "
@@ -177,5 +177,5 @@ def _pages(messages: list[str]) -> str:
         )
     return (
         "pages: `store data repair --adopt-pages FOLDER=ADDRESS`, `--accept-lost-pages "
-        "ADDRESS` or `--remove-pages FOLDER` settles each finding above, as it names"
+        "ADDRESS` or `--remove-pages FOLDER` settles each finding, as it names"
     )

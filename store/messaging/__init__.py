@@ -36,7 +36,8 @@ Modules, one concern each:
 - :mod:`~store.messaging.dupcache` — the duplicate-id cache of an address;
 - :mod:`~store.messaging.ids` — the id generator persisted in the bindings journal;
 - :mod:`~store.messaging.records`, :mod:`~store.messaging.message_records`,
-  :mod:`~store.messaging.page_records`, :mod:`~store.messaging.codec` — record bodies.
+  :mod:`~store.messaging.page_records`, :mod:`~store.messaging.codec` — record bodies;
+  :mod:`~store.messaging.message_facts` — what a report reads of a message record.
 """
 
 from store.messaging.manager import StorageManager

@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from store.messaging.codec import VERSION, Reader, Writer
-from store.messaging.packed import FIXED, HEAD, U32, pack_message, unpack_message
+from store.messaging.packed import FIXED, U32, pack_message, unpack_message
 from store.messaging.values import (
     DEFAULT_MESSAGE_TYPE,
     MESSAGE_TYPES,
@@ -81,7 +81,6 @@ __all__ = [
     "decode_large_message",
     "MessageHeader",
     "decode_message",
-    "message_summary",
     "encode_large_message",
     "encode_message",
     "peek_message",
@@ -412,56 +411,6 @@ def decode_large_message(data: bytes, message_id: int) -> tuple[Message, int]:
     if size < 0:
         raise ValueError(f"{what}: body size {size} is negative")
     return _message(header, b"", what, message_id), size
-
-
-#: A large message record's body size, after the fixed part (``packed.FIXED``).
-_I64 = struct.Struct(">q")
-
-
-def _fast_summary(data: bytes, record_type: int) -> tuple[str, int, int, int] | None:
-    """:func:`message_summary` of a record without properties whose fields are all valid, in
-    one struct unpack; None for any other record (the full decode then reads it)."""
-    try:
-        version, length = HEAD.unpack_from(data, 0)
-        start = HEAD.size + length
-        priority, durable, timestamp, expiration, scheduled, count = FIXED.unpack_from(data, start)
-        end = start + FIXED.size
-        if (
-            version == VERSION and length and count == 0 and priority <= 9 and durable <= 1
-            and timestamp >= 0 and expiration >= 0 and scheduled >= 0
-        ):  # fmt: skip
-            address = data[HEAD.size : start].decode("utf-8")
-            if record_type == 45:
-                (size,) = U32.unpack_from(data, end)
-                if end + U32.size + size == len(data):
-                    return address, timestamp, priority, size
-            elif record_type == 30:
-                (size,) = _I64.unpack_from(data, end)
-                if end + _I64.size == len(data) and size >= 0:
-                    return address, timestamp, priority, size
-    except (struct.error, UnicodeDecodeError):
-        return None  # the full decode names the problem
-    return None
-
-
-def message_summary(data: bytes, record_type: int, message_id: int) -> tuple[str, int, int, int]:
-    """(address, timestamp, priority, body size) of an ADD_MESSAGE_PROTOCOL (45) or
-    ADD_LARGE_MESSAGE (30) record whose id is ``message_id``, without building the
-    :class:`Message` (what a report reads of every message). A record without properties whose
-    fields are valid is read with one struct unpack; any other goes through
-    :func:`decode_message` / :func:`decode_large_message`, so the result and the errors are
-    theirs. Returns the tuple. Raises ValueError for a bad body or another record type."""
-    summary = _fast_summary(data, record_type)
-    if summary is not None:
-        return summary
-    if record_type == 45:
-        m = decode_message(data, message_id)
-        assert isinstance(m.body, bytes)
-        return m.address, m.timestamp, m.priority, len(m.body)
-    if record_type == 30:
-        m, size = decode_large_message(data, message_id)
-        return m.address, m.timestamp, m.priority, size
-    raise ValueError(f"user record type {record_type} is not a message record (45 or 30)")
 
 
 #: A page record's fixed head: version, message id, transaction id, record type, record length;

@@ -36,7 +36,8 @@ decide what becomes of a message that keeps failing or outlives its expiration.
   Both updates are written while the new count is at most ``max-redelivery-records`` (10; -1
   no bound), so a message redelivered for ever writes a bounded number of records (after
   that, a restart counts from the last one written). A paged message's count and delay are
-  kept in memory only (its page is not rewritten): after a restart they start again.
+  kept in memory only (its page is not rewritten): after a restart they start again, as in
+  Artemis (``QueueImpl.checkRedelivery`` writes neither update for a paged reference).
 
 Thread-safety: :class:`Policies` is used with the storage manager's lock held, except
 :meth:`Policies.settings`, which is safe from any thread.
@@ -51,6 +52,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from store.config.addresses import AddressSettings
+from store.messaging.message_facts import ACTUAL_EXPIRY, ORIG_ADDRESS
 
 if TYPE_CHECKING:
     from store.config import StoreConfig
@@ -65,10 +67,8 @@ __all__ = [
     "origin_filter",
 ]
 
-ORIG_ADDRESS: Final = "_AMQ_ORIG_ADDRESS"
 ORIG_QUEUE: Final = "_AMQ_ORIG_QUEUE"
 ORIG_MESSAGE_ID: Final = "_AMQ_ORIG_MESSAGE_ID"
-ACTUAL_EXPIRY: Final = "_AMQ_ACTUAL_EXPIRY"
 
 
 def origin_filter(address: str) -> str:

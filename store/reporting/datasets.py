@@ -67,14 +67,20 @@ class Written:
 
     def first_rows(self) -> list[dict[str, Any]]:
         """The rows the page shows and charts: the largest first by :data:`PAGE_ORDER` (the
-        age histogram by queue and bucket), at most :data:`PAGE_ROWS`."""
+        age histogram's by queue, the fullest first, and bucket), at most :data:`PAGE_ROWS`
+        (the histogram's: every bucket of :data:`PAGE_ROWS` queues)."""
         column = PAGE_ORDER.get(self.name)
         if self.table is not None:
             rows: list[dict[str, Any]] = self.table.to_pylist()
             if column is not None:
                 rows.sort(key=lambda r: (r[column] is not None, r[column]), reverse=True)
-            elif self.name == "message_age_histogram":
-                rows.sort(key=lambda r: (r["queue"], r["bucket_index"]))
+            elif self.name == "message_age_histogram":  # the fullest queues first, whole
+                held: dict[str, int] = {}
+                for r in rows:
+                    held[r["queue"]] = held.get(r["queue"], 0) + r["messages"]
+                rows.sort(key=lambda r: (-held[r["queue"]], r["queue"], r["bucket_index"]))
+                buckets = len({r["bucket_index"] for r in rows}) or 1
+                return rows[: PAGE_ROWS * buckets]  # PAGE_ROWS queues
             return rows[:PAGE_ROWS]
         from pyspark.sql import functions as F
 

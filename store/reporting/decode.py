@@ -36,10 +36,8 @@ from store.journal.api import (
     UPDATE_TX,
 )
 from store.messaging import records as r
-from store.messaging.message_records import (
-    PagedMessage,
-    message_summary,
-)
+from store.messaging.message_facts import message_facts
+from store.messaging.message_records import PagedMessage
 from store.messaging.page_records import (
     ACKNOWLEDGE_CURSOR,
     PAGE_CURSOR_COMPLETE,
@@ -86,6 +84,8 @@ ARROW_RECORDS: Final = pa.schema(
         ("page", pa.int64()),
         ("page_index", pa.int32()),
         ("page_tx_id", pa.int64()),
+        ("orig_address", pa.string()),
+        ("expiry_move", pa.bool_()),
         ("tx_count", pa.int32()),
         ("tx_seen", pa.int32()),
     ]
@@ -94,7 +94,7 @@ ARROW_RECORDS: Final = pa.schema(
 #: The decoded columns (filled from bodies), in ARROW_RECORDS order.
 _DECODED: Final = (
     "address", "name", "queue_id", "timestamp", "priority", "body_size", "large", "error",
-    "page", "page_index", "page_tx_id",
+    "page", "page_index", "page_tx_id", "orig_address", "expiry_move",
 )  # fmt: skip
 
 ARROW_PAGED: Final = pa.schema(
@@ -109,6 +109,8 @@ ARROW_PAGED: Final = pa.schema(
         ("record_bytes", pa.int64()),
         ("large", pa.bool_()),
         ("timestamp", pa.int64()),
+        ("orig_address", pa.string()),
+        ("expiry_move", pa.bool_()),
         ("page_bytes", pa.int64()),
         ("error", pa.string()),
     ]
@@ -139,10 +141,11 @@ _BINDING_TYPES: Final = frozenset({r.QUEUE_BINDING_RECORD, r.ADDRESS_BINDING_REC
 
 def _messages_body(kind: int, urt: int, rid: int, data: bytes) -> dict[str, Any]:
     if urt == r.ADD_MESSAGE_PROTOCOL or urt == r.ADD_LARGE_MESSAGE:
-        address, timestamp, priority, size = message_summary(data, urt, rid)
+        address, timestamp, priority, size, origin, expiry = message_facts(data, urt, rid)
         return {
             "address": address, "timestamp": timestamp, "priority": priority,
-            "body_size": size, "large": urt == r.ADD_LARGE_MESSAGE,
+            "body_size": size, "large": urt == r.ADD_LARGE_MESSAGE, "orig_address": origin,
+            "expiry_move": expiry,
         }  # fmt: skip
     decode = _QUEUE_ID_RECORDS.get(urt)
     if decode is not None:
@@ -166,7 +169,8 @@ def _messages_body(kind: int, urt: int, rid: int, data: bytes) -> dict[str, Any]
 
 def decode_body(journal: str, kind: int, urt: int, rid: int, data: bytes) -> dict[str, Any]:
     """The decoded columns of one record (address, name, queue_id, timestamp, priority,
-    body_size, large, error, page, page_index, page_tx_id; absent ones are left out). Returns
+    body_size, large, error, page, page_index, page_tx_id, orig_address, expiry_move; absent
+    ones are left out). Returns
     ``{}`` for a record without a body or of a type nothing is read from. Raises nothing: a
     bad body gives ``error``."""
     if kind not in _WITH_BODY:
@@ -217,6 +221,7 @@ def _decoded_columns(
     messages = journal == "messages"
     address, timestamp, priority = cols["address"], cols["timestamp"], cols["priority"]
     body_size, large, error = cols["body_size"], cols["large"], cols["error"]
+    origin, expiry = cols["orig_address"], cols["expiry_move"]
     for i in range(n):
         urt = urts[i]
         if urt not in wanted or kinds[i] not in _WITH_BODY:
@@ -224,11 +229,11 @@ def _decoded_columns(
         if messages and (urt == r.ADD_MESSAGE_PROTOCOL or urt == r.ADD_LARGE_MESSAGE):
             # most rows of a journal: the columns filled here, no dict per row
             try:
-                summary = message_summary(bodies[i] or b"", urt, ids[i])
+                facts = message_facts(bodies[i] or b"", urt, ids[i])
             except ValueError as exc:
                 error[i] = f"record {ids[i]} (type {urt}): {exc}"
                 continue
-            address[i], timestamp[i], priority[i], body_size[i] = summary
+            address[i], timestamp[i], priority[i], body_size[i], origin[i], expiry[i] = facts
             large[i] = urt == r.ADD_LARGE_MESSAGE
             continue
         for column, value in decode_body(journal, kinds[i], urt, ids[i], bodies[i] or b"").items():
@@ -380,7 +385,7 @@ def paged_records(address: str, page: int, records: list[bytes]) -> pa.RecordBat
             paged = PagedMessage.decode(raw)
             stored = len(paged.record)
             large = paged.record_type == r.ADD_LARGE_MESSAGE
-            _address, timestamp, _priority, body_size = message_summary(
+            _address, timestamp, _priority, body_size, origin, expiry = message_facts(
                 paged.record, paged.record_type, paged.message_id
             )
             if large:
@@ -388,6 +393,7 @@ def paged_records(address: str, page: int, records: list[bytes]) -> pa.RecordBat
             values.update(
                 message_id=paged.message_id, tx_id=paged.tx_id, queue_ids=list(paged.queue_ids),
                 bytes=stored, record_bytes=len(paged.record), large=large, timestamp=timestamp,
+                orig_address=origin, expiry_move=expiry,
             )  # fmt: skip
         except ValueError as exc:
             values["error"] = f"page {page} record {index}: {exc}"

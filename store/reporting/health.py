@@ -10,10 +10,12 @@ one thing to do (or to know) with the command that does it:
   open cannot be verified beside it, so the line names the command to run once it is closed.
 - **needs attention**: a journal whose live share of its bytes is under
   ``journal-compact-percentage`` (the store compacts it by itself only once it has
-  ``journal-compact-min-files`` files; ``store data compact`` does it now), and an address
-  holding paged messages under a policy that is not PAGE (left from an earlier setting).
-- **healthy**: nothing of the above. Orphan large bodies are a line under any verdict (the
-  next load sweeps them; nothing to do).
+  ``journal-compact-min-files`` files; ``store data compact`` does it now), an address
+  holding paged messages under a policy that is not PAGE (left from an earlier setting), and
+  dead-lettered messages waiting (a poison message: its consumers failed
+  ``max-delivery-attempts`` times).
+- **healthy**: nothing of the above. Orphan large bodies (the next load sweeps them) and
+  expired messages waiting on expiry queues are a line under any verdict (nothing to do).
 
 Beside the verdict: the limits the store runs under (``global-max-size``,
 ``global-max-messages``, and each reported address's ``max-size-bytes``,
@@ -122,9 +124,21 @@ def assess(
         for a in limits
         if a.pages and a.policy != "PAGE"
     ]
+    dead, expired = _moved(tables.get("address_bytes", ()))
+    if dead:
+        hints.append(
+            f"{_count(dead)} dead-lettered after max-delivery-attempts wait on dead-letter "
+            "queues: find why their consumers fail, then consume or remove them there "
+            "(`store data print --config FILE` counts them by address)"
+        )
     if hints and verdict == HEALTHY:
         verdict = ATTENTION
     actions += hints
+    if expired:
+        actions.append(
+            f"{_count(expired)} expired and wait on expiry queues (kept, as expiry-address "
+            "says; nothing is lost)"
+        )
     if orphan_bodies:
         actions.append(
             f"{orphan_bodies:,} orphan large bod{'y' if orphan_bodies == 1 else 'ies'} "
@@ -144,6 +158,22 @@ def assess(
         limits=tuple(limits),
         ha=ha_line(config, now_ms) if verify else None,
     )
+
+
+def _moved(rows: Rows) -> tuple[dict[str, int], dict[str, int]]:
+    """The dead-lettered and expired messages waiting, by original address."""
+    dead = {str(r["address"]): int(r["dead_lettered"]) for r in rows if r.get("dead_lettered")}
+    expired = {str(r["address"]): int(r["expired"]) for r in rows if r.get("expired")}
+    return dead, expired
+
+
+def _count(by_address: Mapping[str, int]) -> str:
+    """``3 messages sent to 'a' (2) and 'b' (1)``."""
+    total = sum(by_address.values())
+    ranked = sorted(by_address.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = ", ".join(f"{a!r} ({n:,})" for a, n in ranked[:5])
+    more = f" and {len(ranked) - 5:,} more addresses" if len(ranked) > 5 else ""
+    return f"{total:,} message{'' if total == 1 else 's'} sent to {named}{more}"
 
 
 def _repairs(config: StoreConfig | None, verify: bool) -> list[str]:

@@ -104,6 +104,13 @@ _TX_RECORDS = (ADD_TX, UPDATE_TX, DELETE_TX)
 _MESSAGE_TYPES = (r.ADD_MESSAGE_PROTOCOL, r.ADD_LARGE_MESSAGE)
 
 
+#: The columns of :func:`held_messages`.
+_HELD: Final = (
+    "queue_id", "message_id", "address", "timestamp", "bytes", "large", "record_bytes",
+    "orig_address", "expiry_move",
+)  # fmt: skip
+
+
 def _position(seq: Column, pos: Column) -> Column:
     return F.struct(seq.alias("seq"), pos.alias("pos"))
 
@@ -168,6 +175,8 @@ def _messages(live: DataFrame) -> DataFrame:
         "body_size",
         F.col("size").alias("record_bytes"),
         stored.alias("bytes"),
+        "orig_address",
+        "expiry_move",
     )
 
 
@@ -215,6 +224,8 @@ def _paged_pending(live: DataFrame, paged: DataFrame) -> DataFrame:
         "timestamp",
         "bytes",
         "record_bytes",
+        "orig_address",
+        "expiry_move",
         F.explode("queue_ids").alias("queue_id"),
     ).join(_queues(live).select("queue_id"), "queue_id", "left_semi")
     cursor = live.filter(F.col("journal") == "messages")
@@ -227,7 +238,7 @@ def _paged_pending(live: DataFrame, paged: DataFrame) -> DataFrame:
     return (
         routed.join(completes, ["queue_id", "page"], "left_anti")
         .join(acks, ["queue_id", "page", "page_index"], "left_anti")
-        .select("queue_id", "message_id", "address", "large", "timestamp", "bytes", "record_bytes")
+        .select(*_HELD)
     )
 
 
@@ -254,14 +265,11 @@ def queue_depths(live: DataFrame, paged: DataFrame, *, held: DataFrame | None = 
 
 
 def held_messages(live: DataFrame, paged: DataFrame) -> DataFrame:
-    """(queue_id, message_id, address, timestamp, bytes, large, record_bytes) of every
-    message an existing queue still holds, in the journal or paged: what queue depths,
-    message ages, the age histogram, bytes per address and the kept large messages count.
-    Returns a lazy DataFrame."""
-    columns = ("queue_id", "message_id", "address", "timestamp", "bytes", "large", "record_bytes")
-    return (
-        _on_queues(live).select(*columns).unionByName(_paged_pending(live, paged).select(*columns))
-    )
+    """(queue_id, message_id, address, timestamp, bytes, large, record_bytes, orig_address,
+    expiry_move) of every message an existing queue still holds, in the journal or paged:
+    what queue depths, message ages, the age histogram, bytes per address and the kept large
+    messages count. Returns a lazy DataFrame."""
+    return _on_queues(live).select(*_HELD).unionByName(_paged_pending(live, paged).select(*_HELD))
 
 
 def _or_held(held: DataFrame | None, live: DataFrame, paged: DataFrame) -> DataFrame:
@@ -349,13 +357,25 @@ def message_age_histogram(
 def address_bytes(live: DataFrame, paged: DataFrame, *, held: DataFrame | None = None) -> DataFrame:
     """ADDRESS_BYTES of ``live`` and the PAGED_MESSAGES rows ``paged``: per address, the
     messages some existing queue still holds (paged ones included) and their stored bytes (a
-    message on several queues counts once). ``held`` as :func:`queue_depths`'s. Returns a
-    lazy DataFrame."""
-    messages = _or_held(held, live, paged).select("message_id", "address", "bytes")
-    messages = messages.dropDuplicates(["message_id"])
-    return messages.groupBy("address").agg(
-        F.count("*").cast("long").alias("messages"), F.sum("bytes").cast("long").alias("bytes")
+    message on several queues counts once); and, by their original address, the held
+    messages a dead-letter or an expiry move put where they are. ``held`` as
+    :func:`queue_depths`'s. Returns a lazy DataFrame."""
+    messages = _or_held(held, live, paged).dropDuplicates(["message_id"])
+    moved = F.col("orig_address").isNotNull()
+    here = messages.select(
+        "address", F.lit(1).alias("messages"), "bytes",
+        F.lit(0).alias("dead_lettered"), F.lit(0).alias("expired"),
+    )  # fmt: skip
+    away = messages.filter(moved).select(
+        F.col("orig_address").alias("address"), F.lit(0).alias("messages"),
+        F.lit(0).cast("long").alias("bytes"),
+        F.when(F.col("expiry_move"), 0).otherwise(1).alias("dead_lettered"),
+        F.when(F.col("expiry_move"), 1).otherwise(0).alias("expired"),
+    )  # fmt: skip
+    sums = (
+        F.sum(c).cast("long").alias(c) for c in ("messages", "bytes", "dead_lettered", "expired")
     )
+    return here.unionByName(away).groupBy("address").agg(*sums)
 
 
 def _type_name() -> Column:

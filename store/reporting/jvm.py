@@ -88,7 +88,7 @@ DECODERS: Final = ("auto", "jvm", "python")
 #: The columns filled from bodies, in RECORDS order (``decode._DECODED``).
 DECODED: Final = (
     "address", "name", "queue_id", "timestamp", "priority", "body_size", "large", "error",
-    "page", "page_index", "page_tx_id",
+    "page", "page_index", "page_tx_id", "orig_address", "expiry_move",
 )  # fmt: skip
 _COMPILE_SECONDS: Final = 300
 

@@ -6,12 +6,19 @@ What the page shows, top to bottom (the decisions, issue 28):
 
 - a **header**: the store, when the cut was taken (UTC), the totals (:class:`Totals`:
   messages, bytes, queues, oldest message, dead bytes, large bodies, orphan large bodies,
-  paged addresses) and any
+  paged addresses, dead-lettered and expired messages waiting) and any
   warning (a salvaged report says so here, first). Each total carries its exact value in
   ``data-value`` and shows it with thousands separators;
 - the **age histogram** (messages per queue by age bucket), then every other chart, each at
   the page's full width;
-- the **raw tables** (each dataset's first rows) below, numbers with separators.
+- the **raw tables** (each dataset's first rows) below, numbers with separators; the age
+  histogram's as one row per queue with a column per bucket.
+
+Where two charts count bytes differently (stored bytes per address, paged bytes per
+address), a caption under each says what its bars count (:data:`CAPTIONS`). Stored bytes per
+queue is the queue table's column, not a chart: beside bytes per address it said the same
+thing twice. The age chart is one bar per queue split by age bucket (shares, so a deep and
+a shallow queue read alike), its colours pale to dark red as messages get older.
 
 Charts are read, not admired: horizontal bars with the label on the axis and the value at the
 bar's end; a **log scale** when the largest value is at least 100 times the smallest non-zero
@@ -34,12 +41,20 @@ from typing import Any, Final
 
 from store.reporting.health import ATTENTION, DAMAGED, HEALTHY, Health
 
-__all__ = ["CHARTS", "HISTOGRAM_CHART", "Totals", "format_number", "write_charts", "write_index"]
+__all__ = [
+    "CAPTIONS",
+    "CHARTS",
+    "HISTOGRAM_CHART",
+    "Totals",
+    "format_number",
+    "histogram_queues",
+    "write_charts",
+    "write_index",
+]
 
 #: chart file -> (dataset, label column, value column, title, unit of the value).
 CHARTS: Final = {
     "queue_depths.png": ("queue_depths", "queue", "messages", "Messages per queue", "messages"),
-    "queue_bytes.png": ("queue_depths", "queue", "bytes", "Stored bytes per queue", "bytes"),
     "address_bytes.png": (
         "address_bytes", "address", "bytes", "Stored bytes per address", "bytes",
     ),
@@ -51,6 +66,26 @@ CHARTS: Final = {
 }  # fmt: skip
 #: The age histogram's chart (dataset ``message_age_histogram``), shown first.
 HISTOGRAM_CHART: Final = "message_age_histogram.png"
+#: What a chart's bars count, under the chart: where two charts measure bytes differently.
+CAPTIONS: Final = {
+    "address_bytes.png": (
+        "The messages some queue still holds at each address, in the journal or paged, each "
+        "counted once however many queues hold it: its record (header, properties, inline "
+        "body) and, for a large message, its body."
+    ),
+    "page_stores.png": (
+        "The bytes of each address's page files: every record its pages hold, with each "
+        "record's framing, acknowledged ones too until their page is deleted; a large "
+        "message's body is in the large-message store, not here. So this is not stored bytes "
+        "per address: that counts only what is still held, large bodies included."
+    ),
+    HISTOGRAM_CHART: (
+        "How old each queue's waiting messages are (report time minus the message's "
+        "timestamp), as the share of the queue's messages in each age, pale to dark as they "
+        "get older; the count at the bar's end; the fullest queues first, an empty queue as "
+        "empty. The table below has the counts."
+    ),
+}
 _MAX_BARS: Final = 30
 _MAX_HISTOGRAM_QUEUES: Final = 15
 #: Largest / smallest non-zero value from which a chart's scale is logarithmic.
@@ -58,7 +93,9 @@ _LOG_RATIO: Final = 100
 _WIDTH_IN: Final = 12.0  # at _DPI: 1,200 pixels, the page's full width
 _DPI: Final = 100
 _BAR: Final = "#3b6ea5"
-_BUCKET_COLOURS: Final = ("#4e9a06", "#3b6ea5", "#c4a000", "#a40000")
+#: The age buckets' colours, youngest to oldest: one ramp from pale to dark red, so a darker
+#: bar is an older message without reading the legend.
+_BUCKET_COLOURS: Final = ("#fecc5c", "#fd8d3c", "#e31a1c", "#800026")
 #: Columns whose numbers are identifiers or codes, shown without separators.
 _IDS: Final = frozenset({"user_record_type", "message_id", "page", "bucket_index", "queue_id"})
 
@@ -74,7 +111,8 @@ class Totals:
     (some queue holds them, or a prepared transaction sends them) and the bytes the
     large-message store holds for them; ``large_missing``: those of them whose body is missing
     or damaged; ``orphan_bodies`` / ``orphan_bytes``: bodies no such message refers to (what
-    a load sweeps) and their bytes. Immutable.
+    a load sweeps) and their bytes. ``dead_lettered`` / ``expired``: the messages waiting
+    that a dead-letter or an expiry move put where they are. Immutable.
     """
 
     messages: int = 0
@@ -88,6 +126,8 @@ class Totals:
     orphan_bodies: int = 0
     orphan_bytes: int = 0
     paged_addresses: int = 0
+    dead_lettered: int = 0
+    expired: int = 0
 
 
 def format_number(value: int) -> str:
@@ -173,44 +213,64 @@ def _bar_chart(path: str, rows: Rows, label: str, value: str, title: str, unit: 
         plt.close(fig)
 
 
-def _histogram_chart(path: str, rows: Rows) -> None:
-    """Messages per queue and age bucket: one group of bars per queue (the queues holding the
-    most messages), one colour per bucket."""
-    title = "Message age per queue"
+def _by_queue(rows: Rows) -> tuple[dict[str, dict[int, int]], dict[int, str]]:
+    """``message_age_histogram`` rows as queue -> bucket index -> messages, and the buckets'
+    names by index."""
     per_queue: dict[str, dict[int, int]] = {}
     names: dict[int, str] = {}
     for r in rows:
         per_queue.setdefault(str(r["queue"]), {})[int(r["bucket_index"])] = int(r["messages"])
         names[int(r["bucket_index"])] = str(r["bucket"])
-    queues = sorted((q for q, b in per_queue.items() if sum(b.values())),
-                    key=lambda q: -sum(per_queue[q].values()))[:_MAX_HISTOGRAM_QUEUES]  # fmt: skip
-    if not queues:
-        _none_chart(path, title)
+    return per_queue, names
+
+
+def histogram_queues(rows: Rows) -> list[str]:
+    """The queues of ``message_age_histogram`` rows in the order the age chart and table show
+    them: the fullest first, then by name, empty ones last (still shown). Raises nothing."""
+    per_queue, _names = _by_queue(rows)
+    return sorted(per_queue, key=lambda q: (-sum(per_queue[q].values()), q))
+
+
+def _histogram_chart(path: str, rows: Rows) -> None:
+    """How old each queue's messages are: one bar per queue (the queues holding the most
+    messages, then empty ones, which show as "empty"), split by age bucket in the share of the
+    queue's messages each holds, youngest left, pale to dark; the queue's count at the bar's
+    end (its depth is the depth chart's to compare)."""
+    title = "Message age per queue"
+    per_queue, names = _by_queue(rows)
+    ranked = histogram_queues(rows)
+    queues = ranked[:_MAX_HISTOGRAM_QUEUES]
+    if not any(sum(per_queue[q].values()) for q in queues):
+        _none_chart(path, title + (": every queue is empty" if queues else ""))
         return
     plt = _pyplot()
     buckets = sorted(names)
     queues = queues[::-1]
-    height = 0.8 / len(buckets)
-    fig, ax = plt.subplots(figsize=(_WIDTH_IN, max(2.6, 0.22 * len(queues) * len(buckets) + 1.6)))
+    totals = [sum(per_queue[q].values()) for q in queues]
+    fig, ax = plt.subplots(figsize=(_WIDTH_IN, max(2.6, 0.42 * len(queues) + 1.6)))
     try:
-        values: list[int] = []
+        left = [0.0] * len(queues)
         for i, b in enumerate(buckets):
-            counts = [per_queue[q].get(b, 0) for q in queues]
-            values += counts
-            ys = [y - 0.4 + height * (len(buckets) - 1 - i) + height / 2
-                  for y in range(len(queues))]  # fmt: skip
-            bars = ax.barh(ys, counts, height=height * 0.92, color=_BUCKET_COLOURS[i % 4],
-                           label=names[b])  # fmt: skip
-            ax.bar_label(bars, labels=[format_number(c) if c else "" for c in counts],
-                         padding=3, fontsize=8)  # fmt: skip
+            shares = [per_queue[q].get(b, 0) / t * 100 if t else 0.0
+                      for q, t in zip(queues, totals, strict=True)]  # fmt: skip
+            ax.barh(range(len(queues)), shares, left=left, height=0.7,
+                    color=_BUCKET_COLOURS[i % 4], label=names[b])  # fmt: skip
+            left = [x + y for x, y in zip(left, shares, strict=True)]
         ax.set_yticks(range(len(queues)), queues)
-        _number_axis(ax, values)
-        ax.margins(x=0.1)
+        for y, t in enumerate(totals):
+            text = f"{format_number(t)} message{'s' if t != 1 else ''}" if t else "empty"
+            ax.annotate(text, (100 if t else 0, y), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=9, color="#000" if t else "#555")  # fmt: skip
+        ax.set_xlim(0, 118)
+        ax.set_xticks(range(0, 101, 25), [f"{x} %" for x in range(0, 101, 25)])
         ax.set_title(title, loc="left", fontsize=13, weight="bold")
-        ax.set_xlabel("messages" + (" (log scale)" if ax.get_xscale() == "log" else ""))
+        ax.set_xlabel("share of the queue's messages")
         # above the bars, right of the title: never over a bar or its value
         ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(buckets), fontsize=9,
                   frameon=False, title="age:", alignment="left")  # fmt: skip
+        if len(ranked) > len(queues):
+            ax.text(1, -0.25, f"the {len(queues)} fullest of {format_number(len(ranked))} "
+                    "queues", transform=ax.transAxes, ha="right", fontsize=9)  # fmt: skip
         ax.spines[["top", "right"]].set_visible(False)
         fig.tight_layout()
         fig.savefig(path, dpi=_DPI)
@@ -266,6 +326,18 @@ def _table(name: str, rows: Rows) -> str:
     )
 
 
+def _age_table(rows: Rows) -> str:
+    """``message_age_histogram``'s rows as one row per queue, a column per age bucket (the
+    dataset keeps a row per queue and bucket): hundreds of queues stay readable."""
+    per_queue, names = _by_queue(rows)
+    pivoted = [
+        {"queue": q, **{names[b]: per_queue[q].get(b, 0) for b in sorted(names)},
+         "messages": sum(per_queue[q].values())}
+        for q in histogram_queues(rows)
+    ]  # fmt: skip
+    return _table("message_age_histogram", pivoted)
+
+
 def _header(
     source: str,
     cut_ms: int,
@@ -295,6 +367,9 @@ def _header(
          f"{format_number(totals.orphan_bodies)} ({_bytes_text(totals.orphan_bytes)})"),
         ("paged_addresses", "paged addresses", totals.paged_addresses,
          format_number(totals.paged_addresses)),
+        ("dead_lettered", "dead-lettered waiting", totals.dead_lettered,
+         format_number(totals.dead_lettered)),
+        ("expired", "expired waiting", totals.expired, format_number(totals.expired)),
     ]  # fmt: skip
     parts = [
         '<header id="summary">',
@@ -400,8 +475,9 @@ div.warning { background: #fff3cd; border: 2px solid #c4a000; padding: 0.3em 0.8
               margin: 0.6em 0; font-weight: bold; }
 div.warning p { margin: 0.3em 0; font-family: monospace; font-weight: normal; }
 div.warning p:first-child { font-family: sans-serif; font-weight: bold; }
-img.chart { display: block; width: 100%; max-width: 1200px; margin: 1em 0;
-            border: 1px solid #ddd; }
+figure { margin: 1em 0; }
+img.chart { display: block; width: 100%; max-width: 1200px; border: 1px solid #ddd; }
+figcaption { color: #444; font-size: 0.9em; margin: 0.3em 0 0 0; max-width: 1200px; }
 table { border-collapse: collapse; margin-bottom: 1.5em; }
 th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: left; }
 th { background: #e8eef5; }
@@ -439,10 +515,19 @@ def write_index(
             health or Health(verdict=HEALTHY),
         ),
     ]
-    parts += [f'<img class="chart" src="{c}" alt="{html.escape(c)}">' for c in charts]
+    for c in charts:
+        caption = CAPTIONS.get(c)
+        parts.append(
+            f'<figure><img class="chart" src="{c}" alt="{html.escape(c)}">'
+            + ("" if caption is None else f"<figcaption>{html.escape(caption)}</figcaption>")
+            + "</figure>"
+        )
     parts.append("<h2>Datasets</h2>")
     parts.append("<p>Parquet: " + ", ".join(f'<a href="{n}/">{n}/</a>' for n in tables) + "</p>")
-    parts += [_table(name, rows) for name, rows in tables.items()]
+    parts += [
+        _age_table(rows) if name == "message_age_histogram" else _table(name, rows)
+        for name, rows in tables.items()
+    ]
     parts.append("</body></html>")
     path = os.path.join(out, "index.html")
     with open(path, "w", encoding="utf-8") as f:

@@ -503,6 +503,7 @@ def _report(
         places = f"{len(found)} damaged place{'' if len(found) == 1 else 's'}"
         warnings = (f"{SALVAGED} ({places} left out):", *warnings)
     depths = _totals(results.get("queue_depths"), "messages", "bytes")
+    moved = _totals(results.get("address_bytes"), "dead_lettered", "expired")
     dead = _totals(results.get("dead_records"), "records", "live_records", "dead_bytes")
     large_written = results.get("large_messages")
     large = _large_totals(None if large_written is None else large_written.frame)
@@ -520,6 +521,8 @@ def _report(
         orphan_bodies=large[3],
         orphan_bytes=large[4],
         paged_addresses=datasets.get("page_stores", 0),
+        dead_lettered=moved[0],
+        expired=moved[1],
     )
     db = source.config.database_store if source.config is not None else None
     verdict = health.assess(

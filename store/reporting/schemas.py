@@ -27,6 +27,10 @@ error               string   why the body did not decode (null when it did)
 page                long     the page of a cursor ack (39) or page completion (42)
 page_index          int      the index in its page of a cursor ack (39)
 page_tx_id          long     the transaction a PAGE_TRANSACTION add (35) makes visible
+orig_address        string   a message's ``_AMQ_ORIG_ADDRESS`` when text: a dead-letter or
+                             expiry move made it (null otherwise)
+expiry_move         boolean  a message's: it has an origin and ``_AMQ_ACTUAL_EXPIRY`` (the
+                             move was an expiry's); false for every other message
 tx_count            int      a file journal's prepare or commit: the transaction's records
                              in this file as the record says (null on a table)
 tx_seen             int      ... and as the file holds them since the id's last end; a
@@ -96,6 +100,8 @@ RECORDS: Final = _schema(
     ("page", _L, True),
     ("page_index", _I, True),
     ("page_tx_id", _L, True),
+    ("orig_address", _S, True),
+    ("expiry_move", _B, True),
     ("tx_count", _I, True),
     ("tx_seen", _I, True),
 )
@@ -132,9 +138,17 @@ MESSAGE_AGE_HISTOGRAM: Final = _schema(
     ("messages", _L, False),
 )
 
-#: ``address_bytes/``: live messages and their stored bytes per address.
+#: ``address_bytes/`` (docs/reporting.md#addresses): per address, the messages some queue
+#: still holds there and their stored bytes; and of the messages waiting anywhere, those a
+#: delivery policy moved away from it: to a dead-letter address (``dead_lettered``) or an
+#: expiry address (``expired``), counted by their ``_AMQ_ORIG_ADDRESS``. An address only
+#: moved from has 0 messages and bytes.
 ADDRESS_BYTES: Final = _schema(
-    ("address", _S, False), ("messages", _L, False), ("bytes", _L, False)
+    ("address", _S, False),
+    ("messages", _L, False),
+    ("bytes", _L, False),
+    ("dead_lettered", _L, False),
+    ("expired", _L, False),
 )
 
 #: ``dead_records/``: per journal, what a replay keeps and what awaits cleanup or compaction.
@@ -199,7 +213,8 @@ LARGE_BODY_ROWS: Final = _schema(
 #: ``page_index``: its message, page transaction (0: none), queues, stored ``bytes`` (its 45 or
 #: 30 record plus, for a large message, the body), ``record_bytes`` (the 45 or 30 record
 #: alone), and ``page_bytes`` (the record's size in
-#: the page, framing included). ``error``: why the record did not decode (other columns null).
+#: the page, framing included). ``orig_address`` and ``expiry_move`` as in RECORDS.
+#: ``error``: why the record did not decode (other columns null).
 PAGED_MESSAGES: Final = _schema(
     ("address", _S, False),
     ("page", _L, False),
@@ -211,6 +226,8 @@ PAGED_MESSAGES: Final = _schema(
     ("record_bytes", _L, True),
     ("large", _B, True),
     ("timestamp", _L, True),
+    ("orig_address", _S, True),
+    ("expiry_move", _B, True),
     ("page_bytes", _L, False),
     ("error", _S, True),
 )

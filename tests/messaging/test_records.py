@@ -16,6 +16,7 @@ from store.messaging import message_records as mr
 from store.messaging import packed
 from store.messaging import records as r
 from store.messaging.codec import VERSION, Writer
+from store.messaging.message_facts import message_summary
 from store.messaging.values import MESSAGE_TYPES, PROPERTY_TYPES, Message, Xid, implied_type
 from tests.messaging.make_golden import GOLDEN, Golden, path_of
 
@@ -614,7 +615,7 @@ def test_a_version_2_body_is_handed_back_to_python_by_the_peek() -> None:
     assert mr.python_peek_message(body, {}) is None
     assert mr.peek_message(body, {}) is None  # compiled where built
     assert mr.decode_message(body, 3).same_as(m)
-    assert mr.message_summary(body, 45, 3) == ("a", 0, 4, 4)
+    assert message_summary(body, 45, 3) == ("a", 0, 4, 4)
 
 
 _V2_HEAD = bytes.fromhex("02 00000001 61 04 01") + bytes(24)

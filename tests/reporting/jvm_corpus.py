@@ -48,6 +48,21 @@ MESSAGES = (
     Message(address="bytes.q", body=b"", message_type="bytes"),
     Message(address="uid", body=b"z", user_id=""),
     Message(address="tnull", body=b"", property_types={"x": "boolean"}, properties={"x": None}),
+    # what the delivery policies' moves leave: an origin (dead-letter), an origin and an
+    # expiry time (expiry), an origin that is not text (no move wrote it), each as version 1
+    # and as version 2 (Artemis's headers)
+    Message(address="DLQ", body=b"d", properties={"_AMQ_ORIG_ADDRESS": "orders",
+            "_AMQ_ORIG_QUEUE": "orders", "_AMQ_ORIG_MESSAGE_ID": 7}),
+    Message(address="EXP", body=b"e", properties={"_AMQ_ORIG_ADDRESS": "örders",
+            "_AMQ_ACTUAL_EXPIRY": 123}),
+    Message(address="odd", body=b"o", properties={"_AMQ_ORIG_ADDRESS": 5,
+            "_AMQ_ACTUAL_EXPIRY": 1}),
+    Message(address="only.expiry", body=b"", properties={"_AMQ_ACTUAL_EXPIRY": 1}),
+    Message(address="DLQ", body=b"d", message_type="text",
+            properties={"_AMQ_ORIG_ADDRESS": "orders"},
+            property_types={"_AMQ_ORIG_ADDRESS": "simple-string"}),
+    Message(address="EXP", body=b"e", user_id="u",
+            properties={"_AMQ_ORIG_ADDRESS": "a", "_AMQ_ACTUAL_EXPIRY": None}),
 )  # fmt: skip
 
 
@@ -149,6 +164,17 @@ def crafted_bodies() -> list[bytes]:
     for index in (0, 4, 9, 10, 255):
         out.append(end(v2().i32(1, "n").raw(b"k", "name").u8(12, "t").u8(index, "i")))
     out.extend(_duplicates(v2, end))
+    # the move properties named twice in version 1: the last value counts, as in a dict
+    origin, expiry = b"_AMQ_ORIG_ADDRESS", b"_AMQ_ACTUAL_EXPIRY"
+    for first, second in (((5, b"x"), (3, b"")), ((3, b""), (5, b"y")), ((5, b"x"), (5, b"z"))):
+        w = v1().i32(3, "n").raw(expiry, "name").u8(0, "t")
+        for tag, text in (first, second):
+            w.raw(origin, "name").u8(tag, "t")
+            if tag == 5:
+                w.raw(text, "v")
+            else:
+                w.i64(1, "v")
+        out.append(end(w))
     return out
 
 
@@ -211,7 +237,7 @@ def table_rows(seed: int = 28, fuzz: int = 3000) -> list[Row]:
         for kind in (UPDATE, ADD_TX, UPDATE_TX, EVENT, DELETE, DELETE_TX, COMMIT):
             add("messages", kind, urt, body)
         add("bindings", ADD, urt, body)
-    for urt, body in messages[:6] + messages[8:12]:
+    for urt, body in messages[:6] + messages[8:12] + messages[18:20]:
         for bad in damaged(body):
             add("messages", ADD, urt, bad)
     for journal, kind, urt, body in others:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from store.messaging import Message
+from store.messaging.message_facts import message_summary
 from store.messaging.message_records import (
     decode_large_message,
     decode_message,
     encode_large_message,
     encode_message,
-    message_summary,
 )
 
 

@@ -122,7 +122,7 @@ def test_replay_applies_commit_position_rollback_and_deletes(spark: Any) -> None
         (11, 1, 0, 11), (11, 5, 0, 12),
     ]  # fmt: skip
     records = spark.createDataFrame(
-        [("messages", seq, 0, kind, rid, tx, 45, 1) + (None,) * 13
+        [("messages", seq, 0, kind, rid, tx, 45, 1) + (None,) * 15
          for kind, rid, tx, seq in rows],
         schemas.RECORDS,
     )  # fmt: skip

@@ -112,7 +112,7 @@ def test_the_page_shows_loaded_charts_and_the_datasets_totals(spark: Any, tmp_pa
     # every chart the page references loaded in the browser, at full width
     images = probe["images"]
     charts = re.findall(r'<img class="chart" src="([^"]+)"', page)
-    assert [i["src"] for i in images] == charts and len(charts) >= 7
+    assert [i["src"] for i in images] == charts and len(charts) >= 6
     assert charts[0] == "message_age_histogram.png"
     for image in images:
         assert image["complete"] and image["width"] >= 1000 and image["height"] >= 100, image

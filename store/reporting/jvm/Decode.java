@@ -21,7 +21,7 @@ public final class Decode {
 
     private static final UTF8String BINDINGS = UTF8String.fromString("bindings");
 
-    /** {@code store_decode_record}: the struct of the 11 columns of {@link RecordDecoder}.
+    /** {@code store_decode_record}: the struct of the 13 columns of {@link RecordDecoder}.
      *  Never null. */
     public static InternalRow record(UTF8String journal, int kind, int urt, byte[] record) {
         String name = BINDINGS.equals(journal) ? "bindings" : "messages";

@@ -7,13 +7,13 @@ import java.util.Map;
 
 /** store.reporting.decode.file_records without its {@code journal} column: the records of one
  *  journal file, each as the values of seq long, pos long, kind int, id long, tx_id long,
- *  user_record_type int, size long, the 11 decoded columns of {@link RecordDecoder}, tx_count
+ *  user_record_type int, size long, the 13 decoded columns of {@link RecordDecoder}, tx_count
  *  int, tx_seen int (Java types; strings as String or UTF8String). The file is framed once
  *  (which records are valid, and each transaction's counts, which depend on the records
  *  before); a record's body is decoded only when its row is asked for, so a caller that
  *  streams the rows holds one at a time. Immutable after construction. */
 final class FileRecords {
-    static final int COLUMNS = 20;
+    static final int COLUMNS = 22;
     private static final int ADD_TX = 13, UPDATE_TX = 14, DELETE_TX = 15, PREPARE = 17,
         COMMIT = 18, ROLLBACK = 19;
 
@@ -79,8 +79,8 @@ final class FileRecords {
         row[4] = rec.txId;
         row[5] = rec.userType;
         row[6] = (long) rec.bodySize();
-        row[18] = counts[i];
-        row[19] = seen[i];
+        row[20] = counts[i];
+        row[21] = seen[i];
         return row;
     }
 }

@@ -3,7 +3,7 @@ package store.reporting.jvm;
 import java.util.HashMap;
 import java.util.Map;
 
-/** store.messaging.message_records.message_summary: (address, timestamp, priority, body size)
+/** store.messaging.message_facts.message_summary: (address, timestamp, priority, body size)
  *  of an ADD_MESSAGE_PROTOCOL (45) or ADD_LARGE_MESSAGE (30) body, with every check of the
  *  Python decode (read_message / decode_large_message and Message's construction checks);
  *  a body Python refuses throws {@link BadRecord}. Pure static functions. */
@@ -29,12 +29,29 @@ final class MessageCodec {
         "simple-string", "bytes",
     };
 
-    /** The summary of a body of type {@code urt} (45 or 30): {address (a String, or the
-     *  UTF8String Spark holds), timestamp (Long),
-     *  priority (Integer), body size (Long)}. Throws BadRecord for a body Python refuses. */
+    /** message_facts of a body of type {@code urt} (45 or 30): {address (a String, or the
+     *  UTF8String Spark holds), timestamp (Long), priority (Integer), body size (Long),
+     *  origin (the text of _AMQ_ORIG_ADDRESS, or null), expiry move (Boolean: an origin and
+     *  _AMQ_ACTUAL_EXPIRY)}. Throws BadRecord for a body Python refuses. */
     static Object[] summary(byte[] d, int urt) {
         Object[] fast = fastSummary(d, urt);
-        return fast != null ? fast : fullSummary(d, urt);
+        if (fast == null) return fullSummary(d, urt);
+        return new Object[] {fast[0], fast[1], fast[2], fast[3], null, Boolean.FALSE};
+    }
+
+    /** Artemis's properties a delivery-policy move adds (message_records.ORIG_ADDRESS,
+     *  ACTUAL_EXPIRY), as UTF-8. */
+    private static final byte[] ORIG_ADDRESS = utf8("_AMQ_ORIG_ADDRESS"),
+        ACTUAL_EXPIRY = utf8("_AMQ_ACTUAL_EXPIRY");
+
+    private static byte[] utf8(String s) {
+        return s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    /** True when the n bytes of d before {@code end} are {@code name}. */
+    private static boolean named(byte[] d, int end, long n, byte[] name) {
+        return n == name.length && java.util.Arrays.equals(d, end - name.length, end, name, 0,
+                                                           name.length);
     }
 
     /** _fast_summary: a version-1 record without properties whose fields are valid; null for
@@ -98,12 +115,20 @@ final class MessageCodec {
         Map<String, Object> properties = artemis ? new HashMap<>() : null;
         Map<String, String> types = artemis ? new HashMap<>() : null;
         boolean emptyName = false;
+        // version 1: the last value of each of the two move properties (a dict keeps the last)
+        boolean hasExpiry = false;
+        String origin = null;
         for (int i = 0; i < count; i++) {
-            if (!artemis) {  // names and values checked, not kept
-                emptyName |= r.skipText() == 0;
+            if (!artemis) {  // names and values checked, not kept (but the move's two)
+                long n = r.skipText();
+                emptyName |= n == 0;
+                boolean isOrigin = named(d, r.pos, n, ORIG_ADDRESS);
+                hasExpiry |= named(d, r.pos, n, ACTUAL_EXPIRY);
                 int tag = r.u8();
-                if (tag == 5) r.skipText();
+                if (tag == 5 && isOrigin) origin = r.text();
+                else if (tag == 5) r.skipText();
                 else readProperty(r, tag);
+                if (isOrigin && tag != 5) origin = null;
                 continue;
             }
             String name = r.text();
@@ -122,7 +147,13 @@ final class MessageCodec {
         if (artemis && (!types.isEmpty() || userId != null || messageType != 0)) {
             checkTypes(properties, types);
         }
-        return new Object[] {address, timestamp, priority, size};
+        if (artemis) {
+            Object o = properties.get("_AMQ_ORIG_ADDRESS");
+            origin = o instanceof String ? (String) o : null;
+            hasExpiry = properties.containsKey("_AMQ_ACTUAL_EXPIRY");
+        }
+        boolean expiryMove = origin != null && hasExpiry;
+        return new Object[] {address, timestamp, priority, size, origin, expiryMove};
     }
 
     /** _read_property: tags 0..6. */

@@ -2,17 +2,18 @@ package store.reporting.jvm;
 
 import java.util.Base64;
 
-/** store.reporting.decode.decode_body: the 11 decoded columns of one journal record (address,
+/** store.reporting.decode.decode_body: the 13 decoded columns of one journal record (address,
  *  name, queue_id, timestamp, priority, body_size, large, error, page, page_index,
- *  page_tx_id), null where Python leaves a key out. A body Python refuses gives only
+ *  page_tx_id, orig_address, expiry_move), null where Python leaves a key out. A body Python refuses gives only
  *  {@code error}: the sentinel {@code "\u0000jvm:" + base64(body)}, which the Python side turns
  *  into Python's own text. Pure static functions. */
 final class RecordDecoder {
     private RecordDecoder() {}
 
-    static final int COLUMNS = 11;
+    static final int COLUMNS = 13;
     static final int ADDRESS = 0, NAME = 1, QUEUE_ID = 2, TIMESTAMP = 3, PRIORITY = 4,
-        BODY_SIZE = 5, LARGE = 6, ERROR = 7, PAGE = 8, PAGE_INDEX = 9, PAGE_TX_ID = 10;
+        BODY_SIZE = 5, LARGE = 6, ERROR = 7, PAGE = 8, PAGE_INDEX = 9, PAGE_TX_ID = 10,
+        ORIG_ADDRESS = 11, EXPIRY_MOVE = 12;
     /** The prefix of the error sentinel. */
     static final String SENTINEL = "\u0000jvm:";
     private static final byte[] EMPTY = new byte[0];
@@ -60,6 +61,7 @@ final class RecordDecoder {
         out[base + PRIORITY] = s[2];
         out[base + BODY_SIZE] = s[3];
         out[base + LARGE] = urt == MessageCodec.LARGE;
+        out[base + EXPIRY_MOVE] = Boolean.FALSE;  // no properties: never moved
         return true;
     }
 
@@ -100,6 +102,8 @@ final class RecordDecoder {
             out[PRIORITY] = s[2];
             out[BODY_SIZE] = s[3];
             out[LARGE] = u == MessageCodec.LARGE;
+            out[ORIG_ADDRESS] = s[4];
+            out[EXPIRY_MOVE] = s[5];
         } else if (u == ADD_REF || u == ACKNOWLEDGE_REF) {
             fixed(d, 9);
             out[QUEUE_ID] = Bytes.i64be(d, 1);
