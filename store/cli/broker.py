@@ -3,7 +3,12 @@
 ::
 
     store broker --config etc/broker.xml [--host 127.0.0.1] [--port 61613]
-                 [--metrics 127.0.0.1:9404]
+                 [--metrics 127.0.0.1:9404] [--no-security]
+
+Secure by default: logins are checked against ``artemis-users.properties`` and
+``artemis-roles.properties`` beside the configuration and every command against its
+security settings (:mod:`store.stomp.security`); without those files it does not start
+(exit 2), unless ``--no-security`` (trials only; a WARNING says so).
 
 Loads the store (a progress bar on stderr), then prints ``listening on HOST:PORT`` on stdout
 and serves until SIGTERM or Ctrl-C (exit 0 after a clean shutdown). With ``ha-policy`` in
@@ -19,6 +24,7 @@ Thread-safety: a command runs once per process; nothing is shared.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -30,6 +36,8 @@ from store.errors import ConfigError
 from store.extras import missing_extra_message
 
 __all__ = ["register"]
+
+_log = logging.getLogger("store.stomp")
 
 
 def register(subparsers: Any) -> None:
@@ -46,9 +54,16 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="store configuration: a .toml file or an Artemis broker.xml",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=61613, help="port to listen on (61613; 0: any free port)"
+        "--host",
+        help="address to listen on (127.0.0.1); with one acceptor in the configuration, its "
+        "address instead",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        help="port to listen on (61613; 0: any free port); with one acceptor in the "
+        "configuration, its port instead",
     )
     parser.add_argument(
         "--role",
@@ -66,6 +81,13 @@ def register(subparsers: Any) -> None:
         type=int,
         default=100,
         help="messages a client-ack subscription may hold unacknowledged (100)",
+    )
+    parser.add_argument(
+        "--no-security",
+        action="store_true",
+        help="accept any login and allow everything: for trials only (a WARNING says so); "
+        "by default logins are checked against artemis-users.properties and "
+        "artemis-roles.properties beside the configuration, with its security-settings",
     )
     parser.add_argument(
         "--metrics",
@@ -89,6 +111,44 @@ def _host_port(value: str | None) -> tuple[str, int] | None:
     return host, int(port)
 
 
+def _security(args: argparse.Namespace) -> Any:
+    """The broker's security from ``--config`` (:mod:`store.stomp.security`), or None with
+    ``--no-security`` or ``security-enabled`` false (a WARNING either way). Raises
+    ConfigError for a missing users file and a bad setting."""
+    if args.no_security:
+        _log.warning("--no-security: any login is accepted and may send and consume anything")
+        return None
+    from store.stomp.security import load_security
+
+    security = load_security(args.config)
+    if security is None:
+        _log.warning(
+            "security-enabled is false in %s: any login is accepted and may send and consume "
+            "anything", args.config,
+        )  # fmt: skip
+    return security
+
+
+def _acceptors(args: argparse.Namespace) -> Any:
+    """The configuration's acceptors (:mod:`store.stomp.acceptors`), ``--host``/``--port``
+    moving a single one; None when it has none (``--host``/``--port`` then). Raises
+    ConfigError for a bad acceptor, and for ``--host``/``--port`` beside several."""
+    from store.stomp.acceptors import load_acceptors, with_address
+
+    acceptors = load_acceptors(args.config)
+    if not acceptors:
+        return None
+    if args.host is None and args.port is None:
+        return acceptors
+    if len(acceptors) > 1:
+        raise ConfigError(
+            f"--host/--port name one port, and {args.config} has {len(acceptors)} acceptors",
+            key="--port", value=args.port,
+            hint="leave --host/--port out, or change the acceptors' URLs",
+        )  # fmt: skip
+    return [with_address(acceptors[0], args.host, args.port)]
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the broker until SIGTERM / SIGINT (0) or the loss of the live lock (3). Raises
     ConfigError for a bad option or a missing ``store[stomp]`` extra, and what the store
@@ -96,7 +156,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         from store.stomp.run import run_broker
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in ("coilmq", "stomp", "prometheus_client"):
+        if exc.name and exc.name.split(".")[0] in (
+            "coilmq",
+            "stomp",
+            "prometheus_client",
+            "cryptography",
+        ):
             raise ConfigError(missing_extra_message(exc.name, "stomp", "store broker")) from exc
         raise
     from rich.progress import Progress
@@ -106,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
     max_frame_size = parse_size(args.max_frame_size, key="--max-frame-size")
     metrics = _host_port(args.metrics)
     config = load_config(args.config)
+    security = _security(args)
+    acceptors = _acceptors(args)
     stop = threading.Event()
 
     def on_signal(*_: object) -> None:
@@ -139,8 +206,9 @@ def run(args: argparse.Namespace) -> int:
             run_broker(
                 config,
                 stop=stop,
-                host=args.host,
-                port=args.port,
+                host=args.host or "127.0.0.1",
+                port=61613 if args.port is None else args.port,
+                acceptors=acceptors,
                 role=args.role,
                 max_frame_size=max_frame_size,
                 prefetch=args.prefetch,
@@ -148,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
                 on_listening=on_listening,
                 on_waiting=on_waiting,
                 metrics=metrics,
+                security=security,
                 on_metrics=lambda host, port: print(
                     f"metrics on http://{host}:{port}/", file=sys.stderr, flush=True
                 ),

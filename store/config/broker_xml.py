@@ -67,7 +67,7 @@ from store.config.artemis_elements import ADDRESS_SETTING_ELEMENTS, CORE_ELEMENT
 from store.config.values import closest_name, invalid
 from store.errors import ConfigError
 
-__all__ = ["NAMESPACES", "parse_broker_xml"]
+__all__ = ["NAMESPACES", "core_children", "local_name", "parse_broker_xml", "read_core"]
 
 _log = logging.getLogger(__name__)
 
@@ -127,6 +127,36 @@ def parse_broker_xml(
         else:
             _warn_unknown(name, path, (*core_keys, *_CODEC_KEYS, *_SECTION_KEYS))
     return mapping
+
+
+def read_core(path: str | os.PathLike[str]) -> ET.Element:
+    """The ``<core>`` element of the broker.xml at ``path``, parsed with the same checks as
+    :func:`parse_broker_xml` (no DTD or entities; ``xi:include`` followed): what another
+    layer reads its own elements from (the STOMP broker's security). Raises ConfigError
+    naming the file when it cannot be read or is refused."""
+    file = Path(os.fspath(path))
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the configuration file {str(file)!r}: {exc.strerror or exc}",
+            key="config file", value=str(file), allowed="a readable file",
+        ) from exc  # fmt: skip
+    root = _parse(data, file)
+    if any(True for _ in root.iter(_XINCLUDE)):
+        _follow_includes(root, file)
+    return _find_core(root, file)
+
+
+def core_children(elem: ET.Element) -> list[ET.Element]:
+    """The child elements of ``elem`` in Artemis's namespaces (comments and foreign
+    namespaces left out)."""
+    return _children(elem)
+
+
+def local_name(elem: ET.Element) -> str:
+    """``elem``'s tag without its namespace."""
+    return _local(elem)
 
 
 # Artemis's shared-store role elements, older names included.

@@ -42,6 +42,7 @@ def load_config(path: str | os.PathLike[str]) -> StoreConfig:
         ) from exc
     if suffix == ".toml":
         mapping = _parse_toml(data, file)
+        mapping.pop("broker", None)  # the STOMP broker's section (store.stomp.security)
     else:
         mapping = parse_broker_xml(data, source=file, core_keys=frozenset(keys_of(StoreConfig)))
     return StoreConfig.from_mapping(mapping, base_dir=os.path.dirname(os.path.abspath(file)))

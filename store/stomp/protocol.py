@@ -17,6 +17,7 @@ CONNECT, heart-beats and topics):
   ``durable-subscription-name`` (or ``activemq.subscriptionName``) is a durable subscription,
   a queue ``<client-id>.<name>`` kept while its subscriber is away (:mod:`store.stomp.topics`);
   a SEND to a topic is stored for its durable subscriptions (nothing stored when it has none);
+  one to a queue with ``browser:true`` browses it (:mod:`store.stomp.browser`);
 - heart-beats (1.1, 1.2) are negotiated as the specification says, each direction at least
   :data:`HEART_BEAT_MS` apart, and kept by the connection (``keep_heartbeats``: it sends them
   and closes a client silent for twice its interval), not by coilmq's timer (which sent one
@@ -37,6 +38,7 @@ Thread-safety: a protocol object belongs to one connection's thread.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -50,10 +52,14 @@ from coilmq.util.frames import (  # type: ignore[import-untyped]
     ReceiptFrame,
 )
 
+from store.stomp.browser import browse_queue, is_browser
 from store.stomp.queue_manager import DurableQueueManager
+from store.stomp.security import BrokerSecurity
 from store.stomp.topics import durable_name
 
 __all__ = ["Answered", "DurableStomp10", "DurableStomp11", "DurableStomp12", "durable_protocol"]
+
+log = logging.getLogger(__name__)
 
 _QUEUE_PREFIX = "/queue/"
 #: The shortest heart-beat interval the broker sends or expects (milliseconds).
@@ -83,15 +89,17 @@ class _Durable:
         if not engine.connected and frame.cmd not in (frames.CONNECT, frames.STOMP_CMD):
             raise ProtocolError("not connected: the first frame must be CONNECT or STOMP")
         receipt = frame.headers.get("receipt")
-        if frame.cmd in (frames.CONNECT, frames.STOMP_CMD):
-            connection.client_id = frame.headers.get("client-id")  # durable subscriptions
         try:
+            if frame.cmd in (frames.CONNECT, frames.STOMP_CMD):
+                connection.client_id = frame.headers.get("client-id")  # durable subscriptions
+                self._login(frame)
             destination = frame.headers.get("destination") or ""
             if (
                 frame.cmd == frames.SEND
                 and destination.startswith(_QUEUE_PREFIX)
                 and not frame.headers.get("transaction")
             ):
+                self._permit_send(destination)
                 connection.after_flush(receipt, self._qm.store_frame(frame))
                 return
             connection.settle()
@@ -106,6 +114,48 @@ class _Durable:
             connection.send_frame(ErrorFrame(str(exc) or type(exc).__name__, extra_headers=extra))
             if isinstance(exc, ProtocolError):
                 raise Answered(str(exc)) from exc
+
+    # -- security (store.stomp.security) ----------------------------------------------------
+
+    def _login(self, frame: Frame) -> None:
+        """Check the CONNECT's login and passcode when the broker has security. Raises
+        ProtocolError (an ERROR, then the connection closes) for a bad one."""
+        connection = self.engine.connection
+        security: BrokerSecurity | None = getattr(connection, "security", None)
+        connection.user = login = frame.headers.get("login")
+        connection.permitted = set()
+        if security is None:
+            return
+        if not security.authenticate(login, frame.headers.get("passcode")):
+            log.info("login refused for user %r from %s", login, getattr(connection, "peer", "?"))
+            raise ProtocolError("login refused: unknown user or wrong passcode")
+
+    def _permit(self, permission: str, destination: str) -> None:
+        """Raise ProtocolError naming the user, ``permission`` and ``destination`` unless the
+        connection's user has it (always, without security). A granted permission is
+        remembered for the connection (the settings never change while it runs)."""
+        connection = self.engine.connection
+        security: BrokerSecurity | None = getattr(connection, "security", None)
+        if security is None or (permission, destination) in connection.permitted:
+            return
+        if not security.allows(connection.user, permission, destination):
+            log.info("refused: %s", security.why_not(connection.user, permission, destination))
+            raise ProtocolError(security.why_not(connection.user, permission, destination))
+        connection.permitted.add((permission, destination))
+
+    def _permit_creating(self, destination: str) -> None:
+        """A queue destination the store does not hold yet is made by this command:
+        ``createAddress`` and ``createDurableQueue`` too."""
+        if getattr(self.engine.connection, "security", None) is not None and not (
+            self._qm.store.holds(destination)
+        ):
+            self._permit("createAddress", destination)
+            self._permit("createDurableQueue", destination)
+
+    def _permit_send(self, destination: str) -> None:
+        self._permit("send", destination)
+        if self._is_queue(destination):
+            self._permit_creating(destination)
 
     def enable_heartbeat(self, cx: int, cy: int) -> tuple[int, int]:
         """The CONNECT asked ``cx,cy`` (it sends every cx ms, wants one every cy ms; 0: not
@@ -128,6 +178,7 @@ class _Durable:
         if not destination:
             raise ProtocolError("SEND without a destination")
         transaction = frame.headers.get("transaction")
+        self._permit_send(destination)
         if self._is_queue(destination):
             self._qm.store_frame(frame, transaction, self.engine.connection)
         elif transaction:
@@ -144,13 +195,23 @@ class _Durable:
         sub_id = frame.headers.get("id")
         mode = frame.headers.get("ack", "auto")
         name = durable_name(frame.headers)
+        if is_browser(frame.headers):  # store.stomp.browser
+            if not self._is_queue(destination):
+                raise ProtocolError(f"browser:true is for queues, not topic {destination!r}")
+            self._permit("browse", destination)
+            browse_queue(self._qm.store, self.engine.connection, destination, sub_id)
+            return
+        self._permit("consume", destination)
         if self._is_queue(destination):
+            self._permit_creating(destination)
             self._qm.subscribe(self.engine.connection, destination, id=sub_id, ack=mode)
         elif name is not None:
             connection = self.engine.connection
             client = self._client_id(frame)
+            self._permit("createDurableQueue", destination)
             self._qm.subscribe_durable(connection, destination, client, name, sub_id, mode)
         else:
+            self._permit("createNonDurableQueue", destination)
             self.engine.topic_manager.subscribe(self.engine.connection, destination, id=sub_id)
 
     def _client_id(self, frame: Frame) -> str:
@@ -173,6 +234,9 @@ class _Durable:
         name = durable_name(frame.headers)
         if name is not None:
             client = self._client_id(frame)
+            topic = destination or self._qm.topics.topic_of(client, name)
+            if topic is not None:
+                self._permit("deleteDurableQueue", topic)
             self._qm.unsubscribe_durable(self.engine.connection, client, name, sub_id)
             return
         self._qm.unsubscribe(self.engine.connection, destination, id=sub_id)

@@ -392,8 +392,11 @@ class DurableQueueManager(QueueManager):  # type: ignore[misc]
         that message unacknowledged."""
         with self._acknowledging(), self._lock:
             sub, message_id = self._find(connection, frame, id)
-            ids = list(sub.inflight)
-            upto = ids[: ids.index(message_id) + 1] if sub.mode == "client" else [message_id]
+            if sub.mode == "client":  # that message and every earlier one (in delivery order)
+                ids = list(sub.inflight)
+                upto = ids[: ids.index(message_id) + 1]
+            else:  # without listing the up to ``prefetch`` others: the costliest step of an ACK
+                upto = [message_id]
             tx = None if transaction is None else self._transaction(connection, transaction)
             self.store.counts.add("acknowledged", len(upto))
             for one in upto:

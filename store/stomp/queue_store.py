@@ -51,7 +51,7 @@ never held while the manager waits for durability.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -289,6 +289,17 @@ class StompQueueStore(QueueStore):  # type: ignore[misc]
             with self._lock:
                 if self._first_new is None or mid < self._first_new:
                     self._first_new = mid
+
+    def browse(self, destination: str) -> Iterator[tuple[int, Frame]]:
+        """The message id and frame of every message on ``destination`` now, in store order,
+        nothing delivered or changed (:meth:`StorageManager.browse`); none when it has no
+        queue. A binary large body stays in the store (:class:`StreamedFrame`): one
+        acknowledged meanwhile may be gone when the frame is written."""
+        if not self.holds(destination):
+            return
+        for message, _ in self.manager.browse(destination):
+            assert message.message_id is not None
+            yield message.message_id, message_to_frame(message, stream=True)
 
     def take(self, destination: str, *, stream: bool = False) -> Taken | None:
         """The next ready message of ``destination``, now delivered and held until

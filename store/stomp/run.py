@@ -12,6 +12,10 @@ opens the store or its port; a node that loses the live lock stops at once (``st
 from the node manager's thread; the port closes as the server shuts down) and returns
 LockLostError after closing.
 
+``security`` (:mod:`store.stomp.security`) checks logins and permissions; None lets any
+login do anything. ``acceptors`` (:mod:`store.stomp.acceptors`): the ports, TLS and limits;
+None: one plain port on ``host``:``port``. ``on_listening`` is told each acceptor's address.
+
 With ``metrics`` (host, port) the broker's figures are served as Prometheus text there
 (:mod:`store.stomp.metrics`), from before the STOMP port opens until the broker closes;
 ``on_metrics`` is told the address.
@@ -26,9 +30,11 @@ from collections.abc import Callable
 
 from store.config import StoreConfig
 from store.errors import ConfigError, LockLostError
+from store.stomp.acceptors import Acceptor
 from store.stomp.frames import DEFAULT_MAX_FRAME_SIZE
 from store.stomp.metrics import MetricsServer, serve_metrics
 from store.stomp.queue_manager import DEFAULT_PREFETCH
+from store.stomp.security import BrokerSecurity
 from store.stomp.server import StompBroker, open_broker
 
 __all__ = ["run_broker"]
@@ -48,6 +54,8 @@ def run_broker(
     on_waiting: Callable[[str], None] | None = None,
     metrics: tuple[str, int] | None = None,
     on_metrics: Callable[[str, int], None] | None = None,
+    security: BrokerSecurity | None = None,
+    acceptors: list[Acceptor] | None = None,
 ) -> None:
     """Serve STOMP on ``host``:``port`` over the store until ``stop`` is set (see the module
     docstring). Returns None after a clean shutdown. Raises LockLostError when the live lock
@@ -82,6 +90,8 @@ def run_broker(
             prefetch=prefetch,
             progress=progress,
             node_manager=nm,
+            security=security,
+            acceptors=acceptors,
         )
         server = None
         try:
@@ -92,7 +102,8 @@ def run_broker(
             serving = threading.Thread(target=broker.serve_forever, name="stomp-accept")
             serving.start()
             if on_listening is not None:
-                on_listening(*broker.address)
+                for _name, where, at in broker.addresses:
+                    on_listening(where, at)
             stop.wait()
             broker.shutdown()
             serving.join()

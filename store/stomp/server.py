@@ -5,7 +5,10 @@ manager, on an opened store.
 
 - :class:`~store.stomp.frames.FrameReader` instead of coilmq's ``FrameBuffer`` (split and
   pipelined frames; size limits). Bytes that are not a frame get an ERROR frame and the
-  connection is closed; the broker and the store carry on.
+  connection is closed; the broker and the store carry on. After any ERROR the broker ends
+  its side and reads what the client still sends (at most ``LINGER_SECONDS``) before it
+  closes: closing on unread bytes would reset the connection, and the client would lose
+  what it received and had not read yet, the ERROR included;
 - the protocol classes of :mod:`store.stomp.protocol` (coilmq's negotiation picks the
   version);
 - deferred receipts: SENDs are stored as they are read; before the handler handles another
@@ -40,13 +43,16 @@ called from a thread other than the one in :meth:`StompBroker.serve_forever`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from itertools import chain
+from socketserver import TCPServer
 from typing import Any
 
 from coilmq.engine import StompEngine  # type: ignore[import-untyped]
@@ -61,11 +67,14 @@ from coilmq.util.frames import ErrorFrame, Frame, ReceiptFrame  # type: ignore[i
 
 from store.config import StoreConfig
 from store.errors import ConfigError
+from store.stomp.acceptors import Acceptor
 from store.stomp.frames import DEFAULT_MAX_FRAME_SIZE, FrameReader
 from store.stomp.metrics import BrokerCollector
 from store.stomp.protocol import Answered, durable_protocol
 from store.stomp.queue_manager import DEFAULT_PREFETCH, DurableQueueManager
 from store.stomp.queue_store import StompQueueStore, StreamedFrame, open_queue_store
+from store.stomp.security import BrokerSecurity
+from store.stomp.tls import TlsChannel, server_context
 
 __all__ = ["StompBroker", "StoreStompHandler", "open_broker"]
 
@@ -83,6 +92,9 @@ HEART_BEAT_GRACE = 2.0
 #: How long a connection may take to send its CONNECT frame (seconds; Artemis's default
 #: ``connection-ttl``): one that sends nothing, or a byte at a time, is closed after it.
 CONNECT_TIMEOUT = 60.0
+#: After an ERROR the broker ends its side of the connection and reads (and drops) what the
+#: client still sends, at most this long, before it closes the socket (seconds).
+LINGER_SECONDS = 2.0
 
 
 class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
@@ -97,8 +109,13 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         self._receipts: list[str | None] = []
         self._destinations: set[str] = set()
         self._ended = threading.Event()  # the connection's thread is done with it
+        self._errored = False  # an ERROR went out: linger before closing (_linger)
         self._expect = 0.0  # seconds between the client's heart-beats (0: none asked)
         self._last_read = self._last_write = time.monotonic()
+        self.security = self.server.security  # None: any login (store.stomp.security)
+        self.peer = f"{self.client_address[0]}:{self.client_address[1]}"
+        self.user: str | None = None
+        self.permitted: set[tuple[str, str]] = set()
 
     def handle(self) -> None:
         frames = self.iter_frames()
@@ -110,6 +127,8 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
             protocol = durable_protocol(protocol_class_from_first_frame(first))
         except ProtocolError as exc:
             self._refuse(exc)
+            if self._errored:
+                self._linger()
             return
         engine = StompEngine(
             connection=self,
@@ -125,6 +144,7 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
                 self._say_goodbye()
         except Answered as exc:
             log.debug("connection closed after an ERROR: %s", exc)
+            self._errored = True
         except ProtocolError as exc:
             self._refuse(exc)
         except AuthError:
@@ -137,6 +157,8 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
                 log.debug("settling a closed connection's SENDs failed", exc_info=True)
             finally:
                 engine.unbind()
+                if self._errored:
+                    self._linger()
 
     # -- heart-beats ------------------------------------------------------------------------
 
@@ -172,7 +194,30 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         try:
             self.send_frame(ErrorFrame(str(exc), str(exc)))
         except OSError:
-            pass
+            return
+        self._errored = True
+
+    def _linger(self) -> None:
+        """After an ERROR: end the broker's side (FIN; TLS's close_notify first), then read
+        and drop what the client still sends until it closes, at most ``LINGER_SECONDS``.
+        Closing a socket with unread bytes in it resets the connection, and a reset makes the
+        client's kernel drop what it received and its program has not read yet: the ERROR
+        itself, and messages an ``auto`` subscription was sent (acknowledged as sent)."""
+        raw: socket.socket = getattr(self.request, "sock", None) or self.request  # TLS: its socket
+        try:
+            self.request.shutdown(socket.SHUT_WR)
+        except OSError:
+            return
+        deadline = time.monotonic() + LINGER_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                raw.settimeout(min(left, POLL_SECONDS))
+                if not raw.recv(65536):
+                    return
+            except TimeoutError:
+                continue
+            except OSError:
+                return
 
     def iter_frames(self) -> Iterator[Frame]:
         """The frames the client sends, until it closes or the server shuts down. Raises
@@ -199,7 +244,7 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
                 timeout = self.server.connect_timeout
                 raise ProtocolError(f"no CONNECT frame within {timeout:g} s")
             silent = now - max(self._last_read, listening)
-            if self._expect and silent > HEART_BEAT_GRACE * self._expect:
+            if self._expect and silent > self.server.ttl_modifier * self._expect:
                 raise ProtocolError(
                     f"no heart-beat or frame for {silent:.1f} s (the client promised one "
                     f"every {self._expect:g} s)"
@@ -263,6 +308,16 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
             self._last_write = time.monotonic()
 
 
+def _socket_options(request: socket.socket, acceptor: Acceptor) -> None:
+    """The acceptor's TCP options on an accepted socket."""
+    with contextlib.suppress(OSError):
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(acceptor.no_delay))
+        if acceptor.send_buffer is not None:
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, acceptor.send_buffer)
+        if acceptor.receive_buffer is not None:
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, acceptor.receive_buffer)
+
+
 class _Server(ThreadedStompServer):  # type: ignore[misc]
     """coilmq's threaded server that knows its connections' threads and ends them before it
     closes the store (the module docstring's shutdown order). socketserver's own list keeps
@@ -271,6 +326,10 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
     daemon_threads = True
     max_frame_size = DEFAULT_MAX_FRAME_SIZE
     connect_timeout = CONNECT_TIMEOUT
+    security: BrokerSecurity | None = None
+    acceptor = Acceptor("stomp", "127.0.0.1", 61613)
+    tls: ssl.SSLContext | None = None
+    ttl_modifier = HEART_BEAT_GRACE
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock = threading.Lock()  # the shutdown flag's check and the connections
@@ -278,10 +337,24 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: socket.socket, client_address: Any) -> None:
+        acceptor = self.acceptor
         with self._lock:
             if self.shutdown_requested.is_set():
                 self.shutdown_request(request)
                 return
+            if 0 <= acceptor.connections_allowed <= len(self._connections):
+                log.info(
+                    "acceptor %s: connection from %s refused: connectionsAllowed %d reached",
+                    acceptor.name, client_address[0], acceptor.connections_allowed,
+                )  # fmt: skip
+                if self.tls is None:
+                    with contextlib.suppress(OSError):
+                        request.sendall(ErrorFrame(
+                            f"connectionsAllowed ({acceptor.connections_allowed}) reached"
+                        ).pack())  # fmt: skip
+                self.shutdown_request(request)
+                return
+            _socket_options(request, acceptor)
             thread = threading.Thread(
                 target=self.process_request_thread,
                 args=(request, client_address),
@@ -294,8 +367,18 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
 
     def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
         peer = f"{client_address[0]}:{client_address[1]}"
-        log.info("connection from %s", peer)
+        log.info("connection from %s (acceptor %s)", peer, self.acceptor.name)
         try:
+            if self.tls is not None:
+                request.settimeout(POLL_SECONDS)
+                channel = TlsChannel(request, self.tls)
+                try:
+                    channel.handshake()
+                except (OSError, ssl.SSLError) as exc:
+                    log.info("TLS handshake with %s failed: %s", peer, exc)
+                    self.shutdown_request(request)
+                    return
+                request = channel  # type: ignore[assignment]
             super().process_request_thread(request, client_address)
         finally:
             log.info("connection from %s closed", peer)
@@ -321,7 +404,9 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
                 "%d connection(s) still running after %s s; closing the store: %s",
                 len(left), SHUTDOWN_WAIT, ", ".join(left),
             )  # fmt: skip
-        super().server_close()  # the store (and the listening socket again: a no-op)
+        # The listening socket again (a no-op); the store is closed by StompBroker.close once
+        # every acceptor's connections ended, not by coilmq's server_close.
+        TCPServer.server_close(self)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # socketserver prints the traceback to stderr; a library logs it.
@@ -330,9 +415,15 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
 
 class StompBroker:
     """coilmq's threaded STOMP server on a :class:`StompQueueStore` (see the module
-    docstring). ``address`` is the (host, port) it listens on (the real port when 0 was
-    asked for); ``connect_timeout``: seconds a connection has to send its CONNECT frame.
-    Raises ConfigError (key ``--port``) when the port cannot be bound."""
+    docstring), on one port per acceptor. ``address`` is the (host, port) the first acceptor
+    listens on (the real port when 0 was asked for), ``addresses`` every acceptor's;
+    ``connect_timeout``: seconds a connection has to send its CONNECT frame; ``security``:
+    who may log in and do what (:mod:`store.stomp.security`; None: any login does anything,
+    an embedder's choice: ``store broker`` is secure unless told ``--no-security``);
+    ``acceptors`` (:mod:`store.stomp.acceptors`): the ports and their TLS and limits (None:
+    one plain acceptor on ``host``:``port``). Raises ConfigError naming the port that cannot
+    be bound (``--port`` for the one of ``host``:``port``) or the TLS store that cannot be
+    read; the ports bound before are closed again."""
 
     def __init__(
         self,
@@ -343,37 +434,83 @@ class StompBroker:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         prefetch: int = DEFAULT_PREFETCH,
         connect_timeout: float = CONNECT_TIMEOUT,
+        security: BrokerSecurity | None = None,
+        acceptors: list[Acceptor] | None = None,
     ) -> None:
         self.queue_store = queue_store
         self.queue_manager = DurableQueueManager(queue_store, prefetch=prefetch)
+        self.topic_manager = TopicManager()
+        self.servers: list[_Server] = []
         try:
-            self.server = _Server(
-                (host, port),
+            for acceptor in acceptors or [Acceptor("stomp", host, port)]:
+                server = self._server(
+                    acceptor, max_frame_size, connect_timeout, security, given=acceptors is None
+                )
+                self.servers.append(server)
+        except BaseException:
+            for server in self.servers:
+                TCPServer.server_close(server)
+            raise
+        self.server = self.servers[0]
+        self._serving = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _server(
+        self,
+        acceptor: Acceptor,
+        max_frame_size: int,
+        connect_timeout: float,
+        security: BrokerSecurity | None,
+        *,
+        given: bool,
+    ) -> _Server:
+        tls = server_context(acceptor) if acceptor.tls else None
+        key = "--port" if given else f"acceptor {acceptor.name}"
+        try:
+            server = _Server(
+                (acceptor.host, acceptor.port),
                 RequestHandlerClass=StoreStompHandler,
                 timeout=POLL_SECONDS,
                 queue_manager=self.queue_manager,
-                topic_manager=TopicManager(),
+                topic_manager=self.topic_manager,
             )
         except OSError as exc:
             raise ConfigError(
-                f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                key="--port",
-                value=port,
-                hint="choose another --port (0: any free one), or stop what listens there",
-            ) from exc
-        self.server.max_frame_size = max_frame_size
-        self.server.connect_timeout = connect_timeout
-        self._serving = threading.Event()
+                f"cannot listen on {acceptor.host}:{acceptor.port}: {exc.strerror or exc}",
+                key=key,
+                value=acceptor.port,
+                hint="choose another --port (0: any free one), or stop what listens there"
+                if given else f"change acceptor {acceptor.name!r}'s port, or stop what "
+                "listens there",
+            ) from exc  # fmt: skip
+        server.acceptor = acceptor
+        server.tls = tls
+        server.ttl_modifier = acceptor.ttl_modifier
+        server.max_frame_size = acceptor.max_frame_size or max_frame_size
+        server.connect_timeout = connect_timeout
+        server.security = security
+        return server
 
     @property
     def address(self) -> tuple[str, int]:
-        host, port = self.server.socket.getsockname()[:2]
-        return str(host), int(port)
+        return self.addresses[0][1:]  # type: ignore[return-value]
+
+    @property
+    def addresses(self) -> list[tuple[str, str, int]]:
+        """(acceptor name, host, port) of every acceptor, in order."""
+        out = []
+        for server in self.servers:
+            host, port = server.socket.getsockname()[:2]
+            out.append((server.acceptor.name, str(host), int(port)))
+        return out
 
     def connections(self) -> int:
-        """STOMP connections open now."""
-        with self.server._lock:
-            return len(self.server._connections)
+        """STOMP connections open now, on every acceptor."""
+        total = 0
+        for server in self.servers:
+            with server._lock:
+                total += len(server._connections)
+        return total
 
     def collector(self, *, live: Callable[[], bool] = lambda: True) -> BrokerCollector:
         """A prometheus_client collector of this broker's figures (:mod:`store.stomp.metrics`);
@@ -383,8 +520,15 @@ class StompBroker:
         )
 
     def serve_forever(self) -> None:
-        """Accept connections until :meth:`shutdown`. Returns then."""
+        """Accept connections on every acceptor until :meth:`shutdown`. Returns then."""
         self._serving.set()
+        self._threads = [
+            threading.Thread(target=s.serve_forever, args=(POLL_SECONDS,),
+                             name=f"stomp-accept-{s.acceptor.name}", daemon=True)
+            for s in self.servers[1:]
+        ]  # fmt: skip
+        for thread in self._threads:
+            thread.start()
         try:
             self.server.serve_forever(poll_interval=POLL_SECONDS)
         finally:
@@ -392,8 +536,12 @@ class StompBroker:
 
     def shutdown(self) -> None:
         """Stop :meth:`serve_forever` (from another thread) and every connection's loop;
-        returns once the accept loop stopped."""
+        returns once the accept loops stopped."""
         self.server.shutdown()
+        for server, thread in zip(self.servers[1:], self._threads, strict=False):
+            if thread.is_alive():
+                server.shutdown()  # blocks until its loop ended: only for a running one
+            thread.join()
 
     def close(self) -> None:
         """Shut down (when :meth:`serve_forever` still runs), end every connection (at most
@@ -401,7 +549,10 @@ class StompBroker:
         Idempotent."""
         if self._serving.is_set():
             self.shutdown()
-        self.server.server_close()
+        for server in self.servers:
+            server.server_close()
+        self.queue_manager.close()
+        self.topic_manager.close()
 
     def __enter__(self) -> StompBroker:
         return self
@@ -420,10 +571,13 @@ def open_broker(
     progress: Callable[[str, int, int], None] | None = None,
     node_manager: Any = None,
     connect_timeout: float = CONNECT_TIMEOUT,
+    security: BrokerSecurity | None = None,
+    acceptors: list[Acceptor] | None = None,
 ) -> StompBroker:
     """Open and load the store ``config`` describes, then bind ``host``:``port``; returns
-    the broker, not yet serving. Raises what opening and loading the store raise, and
-    ConfigError naming ``--port`` when the port cannot be bound (the store is closed again)."""
+    the broker, not yet serving (``security``, ``acceptors``: as :class:`StompBroker`'s).
+    Raises what opening and loading the store raise, and ConfigError naming the port that
+    cannot be bound (the store is closed again)."""
     queue_store = open_queue_store(config, progress=progress, node_manager=node_manager)
     try:
         return StompBroker(
@@ -433,6 +587,8 @@ def open_broker(
             max_frame_size=max_frame_size,
             prefetch=prefetch,
             connect_timeout=connect_timeout,
+            security=security,
+            acceptors=acceptors,
         )
     except BaseException:
         queue_store.close()

@@ -90,6 +90,12 @@ class DurableTopics:
             self._queues.setdefault(topic, set()).add(queue)
         return queue
 
+    def topic_of(self, client_id: str, name: str) -> str | None:
+        """The topic durable subscription ``name`` of ``client_id`` is on, or None."""
+        queue = f"{client_id}.{name}"
+        with self._lock:
+            return next((t for t, queues in self._queues.items() if queue in queues), None)
+
     def unsubscribe(self, client_id: str, name: str) -> str | None:
         """Delete the durable queue of subscription ``name`` of ``client_id`` and what waits
         on it; returns its name, or None when there is none."""

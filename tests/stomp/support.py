@@ -179,17 +179,28 @@ def write_toml(path: Path, mapping: dict[str, Any]) -> Path:
 
 class BrokerProcess:
     """``store broker --config PATH --port PORT EXTRA…`` in a subprocess of this interpreter
-    (``port`` 0: any free port). With ``wait`` the constructor returns once it listens
-    (``port``); otherwise call :meth:`wait_listening` (a backup of an HA pair listens only
-    once live)."""
+        (``port`` 0: any free port). With ``wait`` the constructor returns once it listens
+        (``port``); otherwise call :meth:`wait_listening` (a backup of an HA pair listens only
+        once live). Without ``security`` it runs with ``--no-security``; ``port`` None: no
+    ``--port`` (the configuration's acceptors)."""
 
-    def __init__(self, config_path: Path, *extra: str, wait: bool = True, port: int = 0) -> None:
+    def __init__(
+        self,
+        config_path: Path,
+        *extra: str,
+        wait: bool = True,
+        port: int | None = 0,
+        security: bool = False,
+    ) -> None:
         from tests.support.cli import ROOT
+
+        if not security:  # the tests of logins and permissions ask for them
+            extra = ("--no-security", *extra)
 
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "store.cli.main", "-q", "broker", "--config",
-             str(config_path), "--port", str(port), *extra],
+             str(config_path), *(["--port", str(port)] if port is not None else []), *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": path},
         )  # fmt: skip

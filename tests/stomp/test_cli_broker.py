@@ -89,6 +89,8 @@ def test_a_port_in_use_is_one_line_and_exit_2(file_factory: StoreFactory) -> Non
     configuration error, not "unavailable": a script would retry that for ever), no
     traceback, and the store closed again (a second broker on a free port opens it)."""
     config = _config_file(file_factory)
+    (config.parent / "artemis-users.properties").write_text("u = p\n")  # secure: no WARNING
+    (config.parent / "artemis-roles.properties").write_text("r = u\n")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -108,10 +110,13 @@ def test_a_port_in_use_is_one_line_and_exit_2(file_factory: StoreFactory) -> Non
 
 
 class _Consumer(stomp.ConnectionListener):  # type: ignore[misc]
-    """Acknowledges each message with a receipt; records deliveries and completed ACKs."""
+    """Acknowledges each message with a receipt (unless ``acks`` is false: an ``auto``
+    subscription, whose ACKs the broker refuses with an ERROR); records deliveries and
+    completed ACKs."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, *, acks: bool = True) -> None:
         self.conn = conn
+        self.acks = acks
         self.lock = threading.Lock()
         self.delivered: list[tuple[str, bool]] = []  # (body, marked redelivered)
         self.acked: set[str] = set()
@@ -119,6 +124,8 @@ class _Consumer(stomp.ConnectionListener):  # type: ignore[misc]
     def on_message(self, frame: Any) -> None:
         with self.lock:
             self.delivered.append((frame.body, frame.headers.get("redelivered") == "true"))
+        if not self.acks:
+            return
         try:
             self.conn.ack(frame.headers["message-id"], "s", receipt=f"ack:{frame.body}")
         except Exception:
@@ -192,9 +199,9 @@ def _round(path: Path, seed: int, n: int) -> None:
     assert receipted, f"seed {seed}: no SEND was receipted before the kill"
 
     broker = BrokerProcess(path)
-    drain = _Consumer(None)
+    drain = _Consumer(None, acks=False)
     drain.conn = _connect(broker.port, drain)
-    drain.conn.subscribe("/queue/k9", id="s", ack="auto")  # its ACKs are refused: no matter
+    drain.conn.subscribe("/queue/k9", id="s", ack="auto")
     last = -1
     while last != len(drain.delivered):  # until half a second passes with nothing new
         last = len(drain.delivered)

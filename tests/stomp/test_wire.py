@@ -5,15 +5,17 @@ dropped the connection on 200 pipelined SENDs), and connections that never send 
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from store import StoreConfig
-from tests.stomp.support import bye, client, raw_connect, read_frames, running_broker
+from tests.stomp.support import WAIT, bye, client, raw_connect, read_frames, running_broker
 from tests.support.backends import file_config_mapping
 
 CONNECT = b"CONNECT\naccept-version:1.1\nhost:127.0.0.1\n\n\x00"
@@ -98,6 +100,48 @@ def test_a_client_sending_garbage_gets_an_error_and_is_dropped_and_the_broker_ca
         rec.wait_receipts({"ok"})
         bye(conn, rec)
         assert _consume(broker.address[1], 1) == [("u", "after")]
+
+
+def test_an_error_reaches_the_client_after_what_was_sent_before_it(
+    file_config: StoreConfig,
+) -> None:
+    """A refused frame (an ACK on an ``auto`` subscription) while the client keeps writing:
+    the client still reads the messages the subscription was sent (acknowledged as sent, so
+    gone from the store) and then the ERROR. A broker that closed its socket with the client's
+    bytes unread would reset the connection, and a reset makes the client's kernel drop what
+    it has not read yet (the kill -9 test's drain lost its last deliveries so)."""
+    with running_broker(file_config) as broker:
+        port = broker.address[1]
+        sock = raw_connect(port)
+        sock.sendall(CONNECT + b"".join(_send(i) for i in range(50)))
+        assert len(read_frames(sock, 51)) == 51
+        sock.close()
+        sock = raw_connect(port)
+        subscribe = b"SUBSCRIBE\ndestination:/queue/wire\nid:s\nack:auto\n\n\x00"
+        refused = b"ACK\nid:nothing\nsubscription:s\n\n\x00"
+        beats = b"\n" * 500_000  # heart-beats the broker never reads as frames
+
+        def write() -> None:
+            with contextlib.suppress(OSError):
+                sock.sendall(CONNECT + subscribe + refused + beats)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.5)  # the broker answers and closes before the client reads a byte
+        frames = read_frames(sock, 60)
+        writer.join(WAIT)
+        assert [f[0] for f in frames] == ["CONNECTED"] + ["MESSAGE"] * 50 + ["ERROR"]
+        assert sock.recv(1) == b""
+        sock.close()
+        assert not _consume_nothing(port)
+
+
+def _consume_nothing(port: int) -> list[object]:
+    conn, rec = client(port)
+    conn.subscribe("/queue/wire", id="s", ack="auto")
+    got = rec.quiet(0.3)
+    bye(conn, rec)
+    return list(got)
 
 
 def test_a_client_gone_mid_frame_stores_nothing_of_it(file_config: StoreConfig) -> None:
