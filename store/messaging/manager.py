@@ -419,11 +419,13 @@ class StorageManager:
             if len(deliveries) >= max_messages or len(taken) < wanted:
                 return deliveries
 
-    def browse(self) -> Iterator[tuple[Message, tuple[str, ...]]]:
+    def browse(self, queue: str | None = None) -> Iterator[tuple[Message, tuple[str, ...]]]:
         """Every message still on a queue (not acknowledged: ready, scheduled, delivered, held
         by a transaction, or paged), once, in message id order, with the names of the queues
-        holding it, sorted. Read-only: nothing is delivered, no delivery count changes, no
-        paged message is read into a queue, nothing is written. Which messages are on which
+        holding it, sorted; with ``queue``, only that queue's messages (and only its name;
+        UnknownQueueError when there is no such queue, before the first). Read-only: nothing
+        is delivered, no delivery count changes, no paged message is read into a queue,
+        nothing is written. Which messages are on which
         queues is taken when the iteration starts (under the lock; the paged ones by reading
         each page once, see ``Pager.browse_refs``); each message is read as it is yielded (a
         paged one from its page, one page kept at a time); an inline body is held only while
@@ -433,11 +435,17 @@ class StorageManager:
         with self._lock:
             st.check_ready()
             names = {qid: q.info.name for qid, q in st.queues_by_id.items()}
+            if queue is not None:
+                only = st.queue(queue).info.id
+                names = {only: queue}
             found: dict[int, tuple[StoredMessage | tuple[str, PagePosition], set[int]]] = {
-                mid: (stored, set(stored.queue_ids())) for mid, stored in st.messages.items()
+                mid: (stored, on)
+                for mid, stored in st.messages.items()
+                if (on := set(stored.queue_ids()) & names.keys())
             }
-            for mid, at_address, at, on in self._pager.browse_refs():
-                found.setdefault(mid, ((at_address, at), set()))[1].update(on)
+            for mid, at_address, at, paged_on in self._pager.browse_refs():
+                if on := set(paged_on) & names.keys():
+                    found.setdefault(mid, ((at_address, at), set()))[1].update(on)
         page: tuple[str, int, list[bytes | None]] = ("", -1, [])
         for mid in sorted(found):
             source, qids = found.pop(mid)

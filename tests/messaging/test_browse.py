@@ -1,6 +1,6 @@
 """``StorageManager.browse``: every message still on a queue, once, in id order, with its
-queues; read-only (nothing delivered, no count changed, nothing written), paged messages
-included whether or not a queue has read them into memory yet."""
+queues (or one queue's only); read-only (nothing delivered, no count changed, nothing
+written), paged messages included whether or not a queue has read them into memory yet."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from store.errors import JournalStateError
+from store.errors import JournalStateError, UnknownQueueError
 from store.messaging import StorageManager, Xid
 from store.store import Store
 from tests.messaging.support import Harness, msg
@@ -63,8 +63,15 @@ def test_browse_lists_what_is_on_the_queues_and_changes_nothing(h: Harness) -> N
     assert nxt[0].delivery_count == 1  # the cancelled one, counted once
     assert all(d.delivery_count == 0 for d in nxt[1:])
 
+    # One queue's messages only, paged and in memory alike, with only its name.
+    assert [(m.message_id, q) for m, q in sm.browse("q1")] == [(mid, ("q1",)) for mid in ids[1:]]
+    assert [m.message_id for m, _ in sm.browse("q2")] == [*ids, large]
+
     sm = h.restart()  # after a load: everything paged is still only in the pages
     assert [q for _, q in sm.browse()] == [("q2",), *[("q1", "q2")] * 7, ("q2",)]
+    assert [m.message_id for m, _ in sm.browse("q1")] == ids[1:]
+    with pytest.raises(UnknownQueueError):
+        next(sm.browse("nowhere"))
     assert all(d.delivery_count == 0 for d in sm.receive("q2", 10))
 
 

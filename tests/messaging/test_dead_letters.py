@@ -20,6 +20,9 @@ from tests.messaging.support import Harness, drain, msg, open_wrapped
 from tests.messaging.test_page_completion_crash import CutJournal
 from tests.support.backends import StoreFactory
 
+#: Every behaviour on MariaDB too, in CI (tests/messaging/conftest.py).
+pytestmark = pytest.mark.every_backend
+
 BIG = bytes(range(256)) * 40  # 10 KiB: over the large-message limit below
 
 
