@@ -84,8 +84,8 @@ _XML = """<beans xmlns="http://www.springframework.org/schema/beans"
       <storeUsage><storeUsage limit="16 gb"/></storeUsage>
       <tempUsage><tempUsage limit="4 gb"/></tempUsage>
     </systemUsage></systemUsage>
-    <transportConnectors>
-      <transportConnector name="stomp" uri="stomp://127.0.0.1:{port}"/>
+{ssl}    <transportConnectors>
+      <transportConnector name="stomp" uri="{scheme}://127.0.0.1:{port}"/>
     </transportConnectors>
   </broker>
 {datasource}</beans>
@@ -181,10 +181,18 @@ class Setup:
     dsn: str = PG_DSN
 
 
-def configure(store: str, base: Path, *, pg_port: int = 5432, database: str = "test") -> Setup:
+def configure(
+    store: str,
+    base: Path,
+    *,
+    pg_port: int = 5432,
+    database: str = "test",
+    key_store: tuple[Path, str] | None = None,
+) -> Setup:
     """Write a broker's ``activemq.xml`` for ``store`` under ``base`` (which must be empty or
     absent); the JDBC store uses PostgreSQL on ``pg_port`` (default the shared server), user
-    postgres, ``database``. Raises ValueError for an unknown store."""
+    postgres, ``database``. With ``key_store`` (a PKCS#12 file, its password) the STOMP
+    connector speaks TLS (``stomp+ssl``). Raises ValueError for an unknown store."""
     if store not in STORES:
         raise ValueError(f"store must be one of {STORES}, not {store!r}")
     conf, data = base / "conf", base / "data"
@@ -195,9 +203,17 @@ def configure(store: str, base: Path, *, pg_port: int = 5432, database: str = "t
     persistence = _PERSISTENCE[store].format(data=data, prefix=prefix)
     url = f"jdbc:postgresql://127.0.0.1:{pg_port}/{database}"
     datasource = _DATASOURCE.format(url=url) if store == "jdbc" else ""
-    (conf / "activemq.xml").write_text(
-        _XML.format(data=data, persistence=persistence, port=port, datasource=datasource)
-    )
+    ssl, scheme = "", "stomp"
+    if key_store is not None:
+        path, password = key_store
+        ssl = (f'    <sslContext><sslContext keyStore="file:{path}" keyStorePassword="{password}"'
+               ' keyStoreType="PKCS12"/></sslContext>\n')  # fmt: skip
+        scheme = "stomp+ssl"
+    xml = _XML.format(
+        data=data, persistence=persistence, port=port, datasource=datasource, ssl=ssl,
+        scheme=scheme,
+    )  # fmt: skip
+    (conf / "activemq.xml").write_text(xml)
     (conf / "log4j.properties").write_text(_LOG4J)
     dsn = f"host=127.0.0.1 port={pg_port} user=postgres dbname={database}"
     return Setup(store, base, port, prefix, dsn)
@@ -238,14 +254,15 @@ def remove(setup: Setup) -> None:
 
 
 @contextlib.contextmanager
-def activemq(store: str, base: Path) -> Iterator[int]:
+def activemq(store: str, base: Path, key_store: tuple[Path, str] | None = None) -> Iterator[int]:
     """Run one broker on ``store`` with its files under ``base`` (which must be empty or
-    absent); yield its STOMP port once it answers; stop it and remove its data afterwards.
+    absent), its STOMP connector speaking TLS with ``key_store`` (:func:`configure`); yield
+    its STOMP port once it answers; stop it and remove its data afterwards.
 
     Raises RuntimeError when the broker exits, or does not answer within START_SECONDS (the
     message ends with its log). :func:`missing` must have returned None for ``store``.
     """
-    setup = configure(store, base)
+    setup = configure(store, base, key_store=key_store)
     try:
         process = launch(setup)
         try:

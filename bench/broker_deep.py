@@ -40,7 +40,7 @@ def first_message(mapping: dict[str, object], destination: str) -> dict[str, flo
     with tempfile.TemporaryDirectory(prefix="broker-deep-") as tmp:
         config = write_toml(mapping, Path(tmp) / "store.toml")
         port = activemq._free_port()
-        command = [sys.executable, "-c", CLI, "broker", "--config", str(config)]
+        command = [sys.executable, "-c", CLI, "broker", "--config", str(config), "--no-security"]
         launched = time.perf_counter()
         process = subprocess.Popen(
             [*command, "--port", str(port)],

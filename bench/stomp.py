@@ -11,13 +11,24 @@ fresh broker and store):
   reader drops a connection that pipelines, issue 29);
 - ``consume``: every message the sends stored, taken by 1 and 16 ``client-individual``
   consumers that ACK each one (no receipts): messages over the time to the last ACK;
+- ``consume+ack receipts``: a queue filled for ``--seconds`` by 16 producers (window 100, not
+  counted), then taken by 1 and 16 ``client-individual`` consumers whose every ACK asks for a
+  RECEIPT and waits for it before the next (issue 43: a careful consumer); only with
+  ``--figures consume-receipts``;
 - ``send+consume 16+16``: issue 29's figure as it states it, 16 producers (as ``send``) and
   16 ``client-individual`` consumers acking every message, all at once on one queue, for
   ``--seconds``: acks per second.
 
-The ``ours/ActiveMQ`` column divides each figure of ``ours-file`` by ``activemq-kahadb``'s and
-of ``ours-postgresql`` by ``activemq-jdbc``'s, when both ran (issue 29's targets: at least 2x
-for ``send 16p`` and ``consume 16c``).
+``ours-file-tls`` is ``ours-file`` with its one acceptor speaking TLS (a self-signed
+certificate ``openssl`` makes for the run; the clients trust it): its figures beside
+``ours-file``'s are what TLS costs (issue 43's target: within 20 %). ``activemq-kahadb-tls``
+is ``activemq-kahadb`` with its STOMP connector on ``stomp+ssl`` (the same kind of
+certificate, in a PKCS#12 key store ``openssl`` makes): the peer of ``ours-file-tls``.
+
+The ``ours/ActiveMQ`` column divides each figure of ``ours-file`` by ``activemq-kahadb``'s, of
+``ours-file-tls`` by ``activemq-kahadb-tls``'s and of ``ours-postgresql`` by
+``activemq-jdbc``'s, when both ran (issue 29's targets: at least 2x for ``send 16p`` and
+``consume 16c``).
 
 ActiveMQ (``bench/activemq.py``): Debian's ``activemq`` package, one child JVM per run from a
 generated ``activemq.xml`` (STOMP connector only, on a free loopback port; KahaDB on a fresh
@@ -51,10 +62,10 @@ holds tracebacks, and the other consumers take the dropped one's messages.
 
 Start-up of a broker holding 1,000,000 messages is ``bench.deep_queues``'s (beside ActiveMQ).
 
-Run from the repository root: ``python -m bench.stomp [--target ours-file ours-postgresql
-coilmq-dbm coilmq-sqlalchemy activemq-kahadb activemq-jdbc] [--seconds 3] [--repeat 3]
-[--process] [--coilmq-sa-venv PATH]``. Benchmarks report,
-they never assert.
+Run from the repository root: ``python -m bench.stomp [--target ours-file ours-file-tls
+ours-postgresql coilmq-dbm coilmq-sqlalchemy activemq-kahadb activemq-kahadb-tls
+activemq-jdbc] [--figures send send-consume consume-receipts] [--window N] [--seconds 3]
+[--repeat 3] [--process] [--coilmq-sa-venv PATH]``. Benchmarks report, they never assert.
 """
 
 from __future__ import annotations
@@ -77,17 +88,51 @@ from bench import coilmq_sa
 from bench.activemq import activemq, missing
 
 TARGETS = (
-    "ours-file", "ours-postgresql", "coilmq-dbm", "coilmq-sqlalchemy", "activemq-kahadb",
-    "activemq-jdbc",
+    "ours-file", "ours-file-tls", "ours-postgresql", "coilmq-dbm", "coilmq-sqlalchemy",
+    "activemq-kahadb", "activemq-kahadb-tls", "activemq-jdbc",
 )  # fmt: skip
 #: The ActiveMQ target each of ours is compared with (the "ours/ActiveMQ" column).
-PEERS = {"ours-file": "activemq-kahadb", "ours-postgresql": "activemq-jdbc"}
+PEERS = {
+    "ours-file": "activemq-kahadb",
+    "ours-file-tls": "activemq-kahadb-tls",
+    "ours-postgresql": "activemq-jdbc",
+}
+#: Ports that speak TLS (``ours-file-tls``) -> the certificate their clients trust.
+TLS: dict[int, str] = {}
+
+
+def _certificate(base: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 made by ``openssl``: (key and certificate in
+    one PEM file, the certificate alone)."""
+    import subprocess
+
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "k.pem",
+         "-out", "c.pem", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        cwd=base, check=True, capture_output=True,
+    )  # fmt: skip
+    both = base / "server.pem"
+    both.write_text((base / "k.pem").read_text() + (base / "c.pem").read_text())
+    return both, base / "c.pem"
 
 
 @contextlib.contextmanager
 def broker(target: str, base: Path) -> Iterator[int]:
     """A broker of ``target`` on a fresh store under ``base``; yields its port."""
-    if target.startswith("activemq"):
+    if target == "activemq-kahadb-tls":
+        pem, cert = _certificate(base)
+        import subprocess
+
+        subprocess.run(
+            ["openssl", "pkcs12", "-export", "-in", "c.pem", "-inkey", "k.pem", "-out",
+             "server.p12", "-passout", "pass:bench-tls", "-name", "server"],
+            cwd=base, check=True, capture_output=True,
+        )  # fmt: skip
+        with activemq("kahadb", base / "activemq", (base / "server.p12", "bench-tls")) as port:
+            TLS[port] = str(cert)
+            yield port
+    elif target.startswith("activemq"):
         with activemq(target.removeprefix("activemq-"), base / "activemq") as port:
             yield port
     elif target == "coilmq-sqlalchemy":
@@ -100,7 +145,7 @@ def broker(target: str, base: Path) -> Iterator[int]:
         from store import StoreConfig
         from store.stomp.server import open_broker
 
-        if target == "ours-file":
+        if target in ("ours-file", "ours-file-tls"):
             config = StoreConfig.from_mapping({
                 "journal-directory": str(base / "journal"),
                 "bindings-directory": str(base / "bindings"),
@@ -116,9 +161,18 @@ def broker(target: str, base: Path) -> Iterator[int]:
                 new_store_mapping(base, unique_prefix(), "postgresql")
             )
             upgrade(config)
-        b = open_broker(config, port=0)
+        acceptors = None
+        if target == "ours-file-tls":
+            from store.stomp.acceptors import parse_acceptor
+
+            pem, cert = _certificate(base)
+            url = f"tcp://127.0.0.1:0?sslEnabled=true;keyStorePath={pem}"
+            acceptors = [parse_acceptor("tls", url)]
+        b = open_broker(config, port=0, acceptors=acceptors)  # type: ignore[arg-type]
         thread = threading.Thread(target=b.serve_forever, daemon=True)
         thread.start()
+        if acceptors:
+            TLS[b.address[1]] = str(cert)
         try:
             yield b.address[1]
         finally:
@@ -168,7 +222,7 @@ def _broker_process(target: str, base: Path) -> Iterator[int]:
     from bench.broker_deep import CLI
     from tests.ha.nodes import write_toml
 
-    if target == "ours-file":
+    if target in ("ours-file", "ours-file-tls"):
         mapping: dict[str, Any] = {
             "journal-directory": str(base / "journal"),
             "bindings-directory": str(base / "bindings"),
@@ -181,15 +235,23 @@ def _broker_process(target: str, base: Path) -> Iterator[int]:
 
         mapping = new_store_mapping(base, unique_prefix(), "postgresql")
     config_path = write_toml(mapping, base / "store.toml")
+    port = _free_port()
+    where = ["--port", str(port)]
+    if target == "ours-file-tls":
+        pem, cert = _certificate(base)
+        with config_path.open("a") as f:
+            f.write(f'\n[broker.acceptors]\ntls = "tcp://127.0.0.1:{port}?sslEnabled=true;'
+                    f'keyStorePath={pem}"\n')  # fmt: skip
+        where = []
+        TLS[port] = str(cert)
     if target == "ours-postgresql":
         from store import StoreConfig
         from store.db.migrate import upgrade
 
         upgrade(StoreConfig.from_mapping(mapping))
-    port = _free_port()
     child = subprocess.Popen(
-        [sys.executable, "-c", CLI, "-q", "broker", "--config", str(config_path),
-         "--port", str(port)],
+        [sys.executable, "-c", CLI, "-q", "broker", "--config", str(config_path), *where,
+         "--no-security"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -219,6 +281,8 @@ class _Client(stomp.ConnectionListener):  # type: ignore[misc]
         self.receipts = 0
         self.messages: list[Any] = []
         self.conn = stomp.Connection11([("127.0.0.1", port)], heartbeats=(0, 0))
+        if port in TLS:
+            self.conn.set_ssl(for_hosts=[("127.0.0.1", port)], ca_certs=TLS[port])
         self.conn.set_listener("b", self)
         self.conn.connect(wait=True)
 
@@ -274,16 +338,27 @@ def send_rate(
     return done / elapsed, sum(sent)
 
 
-def _ack_each(c: _Client, acked: list[int], i: int, stop: threading.Event) -> None:
+def _ack_each(
+    c: _Client, acked: list[int], i: int, stop: threading.Event, receipts: bool = False
+) -> None:
     """Consumer ``i``: subscribe ``client-individual`` and ACK every message as it comes,
-    counting in ``acked[i]``, until ``stop``."""
+    counting in ``acked[i]``, until ``stop``; with ``receipts`` each ACK asks for a RECEIPT
+    and the next waits for it (a careful consumer: the ACK is durable before it goes on)."""
     c.conn.subscribe("/queue/bench", id="s", ack="client-individual")
     while not stop.is_set():
         with c.cond:
             c.cond.wait_for(lambda: len(c.messages) > acked[i], 0.2)
             todo = c.messages[acked[i] :]
         for m in todo:
-            c.conn.ack(m.headers["message-id"], "s")
+            if not receipts:
+                c.conn.ack(m.headers["message-id"], "s")
+                acked[i] += 1
+                continue
+            expected = c.receipts + 1
+            c.conn.ack(m.headers["message-id"], "s", receipt=f"a{i}-{acked[i]}")
+            with c.cond:
+                if not c.cond.wait_for(lambda e=expected: c.receipts >= e, 10):
+                    return  # the broker is gone: measured on what was ACKed
             acked[i] += 1
 
 
@@ -295,15 +370,16 @@ def _ack_each(c: _Client, acked: list[int], i: int, stop: threading.Event) -> No
 CONSUME_LIMIT_SECONDS = 20.0
 
 
-def consume_rate(port: int, consumers: int, total: int) -> float:
+def consume_rate(port: int, consumers: int, total: int, receipts: bool = False) -> float:
     """Messages per second for ``consumers`` to take and ACK the ``total`` stored (or what
-    they ACKed in :data:`CONSUME_LIMIT_SECONDS`)."""
+    they ACKed in :data:`CONSUME_LIMIT_SECONDS`); ``receipts``: each ACK waits for its
+    RECEIPT."""
     clients = [_Client(port) for _ in range(consumers)]
     acked = [0] * consumers
     stop = threading.Event()
 
     threads = [
-        threading.Thread(target=_ack_each, args=(clients[i], acked, i, stop))
+        threading.Thread(target=_ack_each, args=(clients[i], acked, i, stop, receipts))
         for i in range(consumers)
     ]
     start = time.perf_counter()
@@ -380,6 +456,13 @@ def measure(target: str, args: argparse.Namespace) -> dict[str, list[float]]:
             for _ in range(args.repeat):
                 with tempfile.TemporaryDirectory() as tmp, broker(target, Path(tmp)) as port:
                     mixed.append(send_consume_rate(port, 16, size, args.seconds, window, headers))
+    if "consume-receipts" in args.figures:
+        for consumers in (1, 16):
+            acks = figures.setdefault(f"consume+ack receipts {consumers}c 100 B", [])
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory() as tmp, broker(target, Path(tmp)) as port:
+                    _, total = send_rate(port, 16, 100, args.seconds, 100, headers)
+                    acks.append(consume_rate(port, consumers, total, receipts=True))
     if "send" not in args.figures:
         return figures
     for producers in (1, 16):
@@ -403,10 +486,11 @@ def main() -> None:
     parser.add_argument(
         "--figures",
         nargs="+",
-        choices=("send", "send-consume"),
+        choices=("send", "send-consume", "consume-receipts"),
         default=["send", "send-consume"],
         help="send: the send then consume phases; send-consume: 16 producers and 16 consumers"
-        " at once",
+        " at once; consume-receipts: a queue filled by 16 pipelining producers, then taken by 1"
+        " and 16 consumers whose every ACK waits for its RECEIPT",
     )
     parser.add_argument(
         "--process", action="store_true",
@@ -423,7 +507,8 @@ def main() -> None:
     COILMQ_SA_VENV = coilmq_sa.venv_path(args.coilmq_sa_venv)
     results: dict[str, dict[str, list[float]] | str] = {}
     for target in args.target:
-        absent = missing(target.removeprefix("activemq-")) if target in PEERS.values() else None
+        kind = target.removeprefix("activemq-").removesuffix("-tls")
+        absent = missing(kind) if target in PEERS.values() else None
         if target == "coilmq-sqlalchemy":
             absent = coilmq_sa.prepare(COILMQ_SA_VENV)
         results[target] = absent or measure(target, args)
