@@ -128,6 +128,19 @@ class MappedBackend(IOBackend):
         self._dirty.clear()
 
 
+class _FileNumber:
+    """What libaio's ``AIOBlock`` takes as its target: an object with ``fileno()``. One
+    module-level class (a class built inside every write cost about 17 µs a write)."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+
 class AsyncIOBackend(IOBackend):
     """ASYNCIO: libaio writes on an O_DIRECT descriptor from an aligned bounce buffer."""
 
@@ -172,14 +185,9 @@ class AsyncIOBackend(IOBackend):
         fd = self._fd(seg)
         libaio = self._libaio
         done: list[int] = []
-
-        class _Target:
-            def fileno(self) -> int:
-                return fd
-
         block = libaio.AIOBlock(
             libaio.AIOBLOCK_MODE_WRITE,
-            target_file=_Target(),
+            target_file=_FileNumber(fd),
             buffer_list=[view],
             offset=offset,
             onCompletion=lambda _b, res, _res2: done.append(res),
