@@ -21,6 +21,14 @@ Modules, one concern each:
 - :mod:`~store.stomp.protocol` — coilmq's protocol classes with ACK/NACK, transactions and
   receipts routed to the durable queue manager;
 - :mod:`~store.stomp.server` — the request handler and the broker (:func:`open_broker`);
+- :mod:`~store.stomp.linger` — ending a refused connection without losing what the client
+  was told (an ERROR, a TLS alert);
+- :mod:`~store.stomp.acceptors` and :mod:`~store.stomp.tls` — broker.xml's acceptors (the
+  ports, their limits) and TLS on them;
+- :mod:`~store.stomp.security` and :mod:`~store.stomp.users` — logins and permissions over
+  Artemis's users and roles files and ``<security-settings>``;
+- :mod:`~store.stomp.topics` — durable topic subscriptions; :mod:`~store.stomp.browser` —
+  queue browsers; :mod:`~store.stomp.metrics` — the Prometheus figures;
 - :mod:`~store.stomp.run` — serving until told to stop, as one node of an HA pair when the
   configuration has an ``ha-policy`` (:func:`run_broker`, what ``store broker`` calls).
 

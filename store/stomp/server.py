@@ -5,10 +5,10 @@ manager, on an opened store.
 
 - :class:`~store.stomp.frames.FrameReader` instead of coilmq's ``FrameBuffer`` (split and
   pipelined frames; size limits). Bytes that are not a frame get an ERROR frame and the
-  connection is closed; the broker and the store carry on. After any ERROR the broker ends
-  its side and reads what the client still sends (at most ``LINGER_SECONDS``) before it
-  closes: closing on unread bytes would reset the connection, and the client would lose
-  what it received and had not read yet, the ERROR included;
+  connection is closed; the broker and the store carry on. After any ERROR (and a refused
+  TLS handshake) the broker lingers before it closes (:mod:`store.stomp.linger`): closing
+  on unread bytes would reset the connection, and the client would lose what it received
+  and had not read yet, the ERROR included;
 - the protocol classes of :mod:`store.stomp.protocol` (coilmq's negotiation picks the
   version);
 - deferred receipts: SENDs are stored as they are read; before the handler handles another
@@ -69,6 +69,7 @@ from store.config import StoreConfig
 from store.errors import ConfigError
 from store.stomp.acceptors import Acceptor
 from store.stomp.frames import DEFAULT_MAX_FRAME_SIZE, FrameReader
+from store.stomp.linger import linger
 from store.stomp.metrics import BrokerCollector
 from store.stomp.protocol import Answered, durable_protocol
 from store.stomp.queue_manager import DEFAULT_PREFETCH, DurableQueueManager
@@ -92,9 +93,6 @@ HEART_BEAT_GRACE = 2.0
 #: How long a connection may take to send its CONNECT frame (seconds; Artemis's default
 #: ``connection-ttl``): one that sends nothing, or a byte at a time, is closed after it.
 CONNECT_TIMEOUT = 60.0
-#: After an ERROR the broker ends its side of the connection and reads (and drops) what the
-#: client still sends, at most this long, before it closes the socket (seconds).
-LINGER_SECONDS = 2.0
 
 
 class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
@@ -109,7 +107,7 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         self._receipts: list[str | None] = []
         self._destinations: set[str] = set()
         self._ended = threading.Event()  # the connection's thread is done with it
-        self._errored = False  # an ERROR went out: linger before closing (_linger)
+        self._errored = False  # an ERROR went out: linger before closing (store.stomp.linger)
         self._expect = 0.0  # seconds between the client's heart-beats (0: none asked)
         self._last_read = self._last_write = time.monotonic()
         self.security = self.server.security  # None: any login (store.stomp.security)
@@ -128,7 +126,7 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         except ProtocolError as exc:
             self._refuse(exc)
             if self._errored:
-                self._linger()
+                linger(self.request)
             return
         engine = StompEngine(
             connection=self,
@@ -158,7 +156,7 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
             finally:
                 engine.unbind()
                 if self._errored:
-                    self._linger()
+                    linger(self.request)
 
     # -- heart-beats ------------------------------------------------------------------------
 
@@ -196,28 +194,6 @@ class StoreStompHandler(StompRequestHandler):  # type: ignore[misc]
         except OSError:
             return
         self._errored = True
-
-    def _linger(self) -> None:
-        """After an ERROR: end the broker's side (FIN; TLS's close_notify first), then read
-        and drop what the client still sends until it closes, at most ``LINGER_SECONDS``.
-        Closing a socket with unread bytes in it resets the connection, and a reset makes the
-        client's kernel drop what it received and its program has not read yet: the ERROR
-        itself, and messages an ``auto`` subscription was sent (acknowledged as sent)."""
-        raw: socket.socket = getattr(self.request, "sock", None) or self.request  # TLS: its socket
-        try:
-            self.request.shutdown(socket.SHUT_WR)
-        except OSError:
-            return
-        deadline = time.monotonic() + LINGER_SECONDS
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                raw.settimeout(min(left, POLL_SECONDS))
-                if not raw.recv(65536):
-                    return
-            except TimeoutError:
-                continue
-            except OSError:
-                return
 
     def iter_frames(self) -> Iterator[Frame]:
         """The frames the client sends, until it closes or the server shuts down. Raises
@@ -376,7 +352,8 @@ class _Server(ThreadedStompServer):  # type: ignore[misc]
                     channel.handshake()
                 except (OSError, ssl.SSLError) as exc:
                     log.info("TLS handshake with %s failed: %s", peer, exc)
-                    self.shutdown_request(request)
+                    linger(request)  # the alert reaches the client (store.stomp.linger)
+                    self.close_request(request)
                     return
                 request = channel  # type: ignore[assignment]
             super().process_request_thread(request, client_address)

@@ -124,9 +124,19 @@ class TlsChannel:
                     return
                 except ssl.SSLWantReadError:
                     self._flush()
+                except ssl.SSLError:
+                    # A refusal (a client certificate its CA did not sign, say): the alert
+                    # saying so goes out first, so the client learns why, not only an end.
+                    with contextlib.suppress(OSError):
+                        self._flush()
+                    raise
             if time.monotonic() > deadline:
                 raise TimeoutError("TLS handshake not done in time")
-            self._feed()
+            try:
+                if not self._feed():
+                    raise ConnectionAbortedError("the client closed during the TLS handshake")
+            except TimeoutError:
+                continue  # the socket's poll timeout; the handshake's own bound is ``timeout``
 
     def _flush(self) -> None:
         data = self._out.read()
