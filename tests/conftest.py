@@ -14,6 +14,9 @@
   run for seconds, where the JIT's optimising compiler and parallel GC threads cost more CPU
   than they save (measured: the Derby journal contract's CPU time 46 -> 27 s, a 256 MiB body
   on Derby and H2 29 -> 20 s; Spark's JVMs do not read it).
+- A test's database schema on PostgreSQL, MariaDB and Derby is emptied at teardown and reused
+  by the next test of the same worker (:mod:`tests.support.schema_pool`); the session's end
+  drops what is kept.
 - At the end of every run: the time spent per test folder and every test that took over
   :data:`LONG_TEST_SECONDS` (setup, call and teardown together), so a slow test is seen the
   day it lands.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,6 +158,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return next((folder for folder in ONE_WORKER if path.startswith(folder)), path)
 
     return FilesAndFolders(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drops the database schemas this process kept for reuse (tests/support/schema_pool.py)."""
+    del session
+    pool = sys.modules.get("tests.support.schema_pool")
+    if pool is not None:
+        pool.drain()
 
 
 _durations: dict[str, float] = {}

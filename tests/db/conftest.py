@@ -3,7 +3,8 @@ own table prefix, and a side connection to look at the rows directly.
 
 - ``db_name``: parametrised over postgresql, mariadb, sqlite, derby (``--backends`` narrows it
   like the contract suite's option does);
-- ``db``: a :class:`DbStore` for that database, dropped at teardown.
+- ``db``: a :class:`DbStore` for that database, dropped at teardown (or emptied for the next
+  test, :mod:`tests.support.schema_pool`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sqlalchemy as sa
 from store import Store, StoreConfig, open_store
 from store.db.engine import create_store_engine, dispose_store_engine
 from store.db.schema import StoreSchema, TableNames
+from tests.support import schema_pool
 from tests.support.backends import unique_prefix
 from tests.support.db_backends import DB_BACKENDS, db_backend
 
@@ -33,9 +35,10 @@ class DbStore:
     def __init__(self, name: str, tmp_path: Path) -> None:
         self.name = name
         self.tmp_path = tmp_path
-        self.prefix = unique_prefix()
         self.spec = db_backend(name)
-        self.config: StoreConfig = self.spec.make_config(tmp_path, self.prefix)
+        # A schema an earlier test emptied, where the database reuses them (schema_pool).
+        self.prefix, self.config = schema_pool.start(self.spec, tmp_path, unique_prefix())
+        self._made: StoreConfig = self.config
         self.store: Store | None = None
         self._opened: list[Store] = []
         self._engine: Any = None
@@ -98,7 +101,7 @@ class DbStore:
                 pass
         if self._engine is not None:
             dispose_store_engine(self._engine)
-        self.spec.cleanup(self.config)
+        schema_pool.finish(self.spec, self.prefix, self._made, self.config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -72,6 +72,10 @@ class BackendSpec:
     # Hypothesis examples for the stateful test: each example opens and reopens real stores,
     # so database back-ends (slower to open) default to fewer.
     stateful_max_examples: int = 10
+    # A database whose schema a StoreFactory empties at teardown and hands to the next test of
+    # the process instead of dropping it (tests/support/schema_pool.py: DDL costs more than
+    # most tests).
+    reuse_schemas: bool = False
 
 
 class StoreHandle(Protocol):
@@ -194,14 +198,18 @@ class StoreFactory:
     ``open()`` closes the store it opened before (a test never holds two of its own stores
     open unless it asks for a second one with ``open_second()``), ``reopen()`` is close + open,
     and ``teardown()`` (called by the fixture) closes everything and runs the back-end's
-    cleanup. Thread-safety: none; the test's thread uses it.
+    cleanup (a back-end that reuses schemas gets its emptied schema back for the next test of
+    the process, :mod:`tests.support.schema_pool`). Thread-safety: none; the test's thread uses it.
     """
 
     def __init__(self, spec: BackendSpec, tmp_path: Path, prefix: str) -> None:
         self.spec = spec
         self.tmp_path = tmp_path
-        self.prefix = prefix
-        self.config: StoreConfig = spec.make_config(tmp_path, prefix)
+        from tests.support import schema_pool
+
+        #: The table-name prefix of this test's store (a kept schema's, when one was reused).
+        self.prefix, self.config = schema_pool.start(spec, tmp_path, prefix)
+        self._made = self.config
         self._current: StoreHandle | None = None
         self._opened: list[StoreHandle] = []
 
@@ -258,4 +266,6 @@ class StoreFactory:
             except Exception:  # a test may have broken the store on purpose
                 pass
         self._opened.clear()
-        self.spec.cleanup(self.config)
+        from tests.support import schema_pool
+
+        schema_pool.finish(self.spec, self.prefix, self._made, self.config)

@@ -145,6 +145,8 @@ def db_backend(which: str) -> BackendSpec:
         cleanup=_cleanup,
         too_large_record_size=None,
         stateful_max_examples=4 if which == "derby" else 8,
+        # SQLite's database file lives in the test's own folder: nothing to hand on.
+        reuse_schemas=which != "sqlite",
     )
 
 
