@@ -170,3 +170,20 @@ def test_statements_are_built_from_tables_not_formatted_strings() -> None:
         .compile(dialect=DIALECTS["mysql"])
         .string.endswith("FROM `order`")
     )
+
+
+def test_a_journal_s_statements_are_built_once_per_table_and_dialect() -> None:
+    """A store opened again gets the statements built at the first open; another table or
+    another database gets its own."""
+    from store.db.dialects import journal_sql_for
+
+    first = StoreSchema(TableNames(messages="t5a1c0e01_messages"))
+    again = StoreSchema(TableNames(messages="t5a1c0e01_messages"))
+    other = StoreSchema(TableNames(messages="t5a1c0e02_messages"))
+    built = journal_sql_for(first.messages, DIALECTS["postgresql"])
+    assert journal_sql_for(again.messages, postgresql.psycopg.dialect()) is built
+    assert journal_sql_for(other.messages, DIALECTS["postgresql"]) is not built
+    assert "t5a1c0e02_messages" in journal_sql_for(other.messages, DIALECTS["postgresql"]).load.sql
+    for_mysql = journal_sql_for(first.messages, DIALECTS["mysql"])
+    assert for_mysql is not built
+    assert type(for_mysql).__name__ == "MySQLJournalSQL"
