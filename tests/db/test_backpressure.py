@@ -33,6 +33,7 @@ from store.errors import JournalClosedError, StoreError, StoreUnavailableError
 from store.perf import PerfOptions, PerfProgress, run_perf
 from tests.db.conftest import DbStore
 from tests.support.db_backends import kill_mysql_connections, mysql_url, postgresql_url
+from tests.support.waiting import wait_for
 
 SERVERS = ["postgresql", "mariadb", "sqlite"]
 THREADS = 4
@@ -174,13 +175,6 @@ def join(appenders: list[Appender], seconds: float) -> None:
         a.thread.join(max(0.0, deadline - time.monotonic()))
     hung = [a.base for a in appenders if a.thread.is_alive()]
     assert not hung, f"appenders {hung} still blocked after {seconds} s"
-
-
-def wait_for(what: Callable[[], bool], seconds: float, message: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not what():
-        assert time.monotonic() < deadline, message
-        time.sleep(0.005)
 
 
 def loaded_ids(db: DbStore) -> set[int]:

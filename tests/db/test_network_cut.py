@@ -26,6 +26,7 @@ from tests.db.test_outages import Traffic, check_reopened
 from tests.support.backends import unique_prefix
 from tests.support.db_backends import store_mapping
 from tests.support.tcp_proxy import TcpProxy
+from tests.support.waiting import wait_for
 
 TIMEOUT_MS = 1000
 CUT_SECONDS = 3.0
@@ -127,8 +128,8 @@ def test_a_network_cut_never_hangs_a_call_and_the_store_serves_again_after(
         sm.create_queue("orders", address="orders")
         for t in threads:
             t.start()
-        time.sleep(0.5)
-        assert traffic.sent, "nothing was sent before the cut"
+        wait_for(lambda: bool(traffic.sent), 15.0, "nothing was sent before the cut")
+        time.sleep(0.5)  # traffic under way
         proxy.cut()
         time.sleep(CUT_SECONDS)
         proxy.heal()

@@ -25,6 +25,7 @@ from store.messaging import Message, StorageManager
 from tests.support.backends import unique_prefix
 from tests.support.db_backends import store_mapping
 from tests.support.pg_cluster import PgCluster, private_cluster
+from tests.support.waiting import wait_for
 
 PRODUCERS = 3
 #: Long enough that none of these outages (well under a second) makes an answer in doubt.
@@ -179,9 +180,8 @@ def carries_on(
         threads.append(threading.Thread(target=_consume, args=(sm, traffic, stop), daemon=True))
         for t in threads:
             t.start()
-        time.sleep(0.5)
-        before = len(traffic.sent)
-        assert before > 0, "nothing was sent before the outage"
+        wait_for(lambda: bool(traffic.sent), 15.0, "nothing was sent before the outage")
+        time.sleep(0.5)  # traffic under way
         outage()
         back = time.monotonic()  # the database accepts connections again
         time.sleep(2.5)
