@@ -63,14 +63,18 @@ def _jvm_retained() -> int:
     if not jpype.isJVMStarted():
         return 0
     runtime = jpype.java.lang.Runtime.getRuntime()
-    # The least of three collections a moment apart: Derby's background threads (the
-    # post-commit work of the last transactions) may still hold what they work on when the
-    # first one runs, which a busy machine made +42 MiB once. What the store or the driver
-    # kept alive would still be there at the third.
-    used = []
-    for _ in range(3):
+    # The least of full collections a moment apart, taken until two in a row agree within
+    # 1 MiB (at least three, at most 25: 5 s): Derby's background threads (the post-commit
+    # work of the last transactions) may still hold what they work on when the first ones
+    # run, for longer on a busy machine (+42 MiB once after three collections 0.2 s apart,
+    # +38 MiB again while a JVM wrote a class archive beside the suite). What the store or
+    # the driver kept alive would still be there at the last.
+    used: list[int] = []
+    for _ in range(25):
         jpype.java.lang.System.gc()
         used.append(int(runtime.totalMemory() - runtime.freeMemory()))
+        if len(used) >= 3 and abs(used[-1] - used[-2]) < 1 << 20:
+            break
         time.sleep(0.2)
     return min(used)
 
