@@ -5,11 +5,14 @@ the subscribers connected now get every SEND either way."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 from store import StoreConfig
 from tests.stomp.support import (
     BrokerProcess,
+    Recorder,
     bye,
     client,
     running_broker,
@@ -26,9 +29,19 @@ def _config(tmp_path: Path) -> StoreConfig:
     return StoreConfig.from_mapping(file_config_mapping(tmp_path, "NIO"))
 
 
+def _subscribed(conn: Any, rec: Recorder, destination: str, **options: Any) -> None:
+    """SUBSCRIBE with a receipt, and wait for it: a SEND from another connection right
+    after must find the subscription (each connection is served by its own thread, so
+    without the receipt the SEND could be routed first: a flake of this file once)."""
+    receipt = f"sub-{time.monotonic_ns()}"
+    headers = {**options.pop("headers", {}), "receipt": receipt}
+    conn.subscribe(destination, headers=headers, **options)
+    rec.wait_receipts({receipt})
+
+
 def _subscribe(port: int, headers: dict[str, str], ack: str = "client-individual") -> tuple:
     conn, rec = client(port, client_id="reader-1")
-    conn.subscribe("/topic/news", id="d", ack=ack, headers=headers)
+    _subscribed(conn, rec, "/topic/news", id="d", ack=ack, headers=headers)
     return conn, rec
 
 
@@ -96,7 +109,7 @@ def test_a_send_to_a_topic_without_durable_subscriptions_stores_nothing(tmp_path
         port = broker.address[1]
         manager = broker.queue_manager.store.manager
         live, lrec = client(port)
-        live.subscribe("/topic/weather", id="w", ack="auto")
+        _subscribed(live, lrec, "/topic/weather", id="w", ack="auto")
         producer, prec = client(port)
         send_all(producer, prec, "/topic/weather", ["rain"])
         assert [m.body for m in lrec.wait_messages(1)] == ["rain"]
@@ -111,7 +124,7 @@ def test_connected_and_durable_subscribers_both_get_each_send(tmp_path: Path) ->
         port = broker.address[1]
         durable, drec = _subscribe(port, NAME, ack="auto")
         live, lrec = client(port)
-        live.subscribe("/topic/news", id="l", ack="auto")
+        _subscribed(live, lrec, "/topic/news", id="l", ack="auto")
         producer, prec = client(port)
         send_all(producer, prec, "/topic/news", ["both"])
         assert [m.body for m in drec.wait_messages(1)] == ["both"]
