@@ -139,7 +139,7 @@ LONG_FUNCTIONS = {
     "store/data/xml/reader.py:read_events": "expat's handlers are closures over one state",
     "store/file/journal.py:_append": "the hot path, kept in one frame on purpose (perf)",
     "store/file/reader.py:replay_file": "the per-record loop of the load, one frame (perf)",
-    "store/reporting/report.py:_report": "the report's steps in order; issue 26: split it",
+    "store/reporting/report.py:_jobs": "the report's steps in order; issue 26: split it",
 }
 
 

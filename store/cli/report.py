@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store.config import load_config
 from store.errors import ConfigError
 from store.extras import require
+
+if TYPE_CHECKING:
+    from store.reporting.report import ReportSummary
 
 __all__ = ["register", "run_report_command"]
 
@@ -119,7 +122,14 @@ def run_report_command(args: argparse.Namespace) -> int:
     for module in ("pyspark", "pyarrow"):
         require(module, "store report")
     from store.cli.output import progress_console
-    from store.reporting.report import AuditWindow, check_source, find_damage, run_report
+    from store.reporting import class_archive
+    from store.reporting.report import (
+        AuditWindow,
+        check_source,
+        find_damage,
+        run_report,
+        small_source,
+    )
     from store.reporting.session import build_session, jdbc_driver_for, require_java
 
     check_out(args.out, force=args.force)
@@ -145,7 +155,7 @@ def run_report_command(args: argparse.Namespace) -> int:
         console=progress_console(args),
     ) as bar:
         task = bar.add_task("starting Spark", total=None)
-        spark = build_session(master=args.master)
+        spark = build_session(master=args.master, small_store=small_source(source))
 
         def progress(step: str, done: int, total: int) -> None:
             bar.update(task, description=step, completed=done, total=total)
@@ -154,6 +164,15 @@ def run_report_command(args: argparse.Namespace) -> int:
             spark, source, args.out, window=window, progress=progress,
             salvage=args.salvage, damaged=damaged,
         )  # fmt: skip
+        if class_archive.writing():  # once per Java and Spark (store.reporting.class_archive)
+            bar.update(task, description="keeping Spark's classes for the next reports")
+            class_archive.finish()
+    _print_summary(summary)
+    return 0
+
+
+def _print_summary(summary: ReportSummary) -> None:
+    """The summary lines of a written report."""
     salvaged = f"{summary.warnings[0]}; " if summary.salvaged else ""
     print(f"{salvaged}report of {summary.source} in {summary.out} ({summary.seconds:.1f} s)")
     for line in summary.warnings[1:]:
@@ -181,4 +200,3 @@ def run_report_command(args: argparse.Namespace) -> int:
         f"dead-lettered waiting {t.dead_lettered}, expired waiting {t.expired}"
     )
     print("datasets: " + ", ".join(f"{n} ({rows})" for n, rows in summary.datasets.items()))
-    return 0

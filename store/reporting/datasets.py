@@ -118,12 +118,14 @@ class Written:
         return None if first is None or first[0] is None else int(first[0])
 
 
-def write_dataset(frame: DataFrame, out: str, name: str) -> Written:
+def write_dataset(frame: DataFrame, out: str, name: str, *, collect: bool = False) -> Written:
     """Write ``frame`` as the dataset ``out/<name>/`` (replacing one there; module
-    docstring). Returns what was written. Raises OSError when the folder cannot be written,
-    and what Spark raises."""
+    docstring), collected when ``name`` is in :data:`COLLECTED` or ``collect`` asks for it
+    (a small store: :mod:`store.reporting.tuning`, whose large messages are few too).
+    Returns what was written. Raises OSError when the folder cannot be written, and what
+    Spark raises."""
     path = os.path.join(out, name)
-    if name in COLLECTED:
+    if name in COLLECTED or collect:
         import pyarrow.parquet as pq
 
         table = frame.toArrow()

@@ -45,7 +45,7 @@ Thread-safety: immutable module constants.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pyspark.sql.types import (
     ArrayType,
@@ -56,6 +56,9 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "ADDRESS_BYTES",
@@ -71,7 +74,18 @@ __all__ = [
     "QUEUE_DEPTHS",
     "RECORDS",
     "RECORD_TYPES",
+    "empty",
 ]
+
+
+def empty(spark: SparkSession, schema: StructType) -> DataFrame:
+    """A frame of ``schema`` with no rows, as local data (an empty Arrow table): Spark's
+    optimizer then knows it is empty, leaves out the joins and unions it takes part in, and
+    a report does not compute and store it as it does its sources
+    (``DataFrame.isLocal()``). Raises what Spark raises."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return spark.createDataFrame(to_arrow_schema(schema).empty_table())
 
 
 def _schema(*fields: tuple[str, object, bool]) -> StructType:

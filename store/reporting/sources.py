@@ -328,7 +328,7 @@ def table_journal(
     if bounds is None:
         bounds = table_bounds(spark, config, journal, read=read)
     if bounds is None:
-        return spark.createDataFrame([], schemas.RECORDS)
+        return schemas.empty(spark, schemas.RECORDS)
     low, high = bounds
     t = _table(config, journal)
     cut = sa.select(*(t.c[n] for n in _COLUMNS)).where(t.c.seq <= high)
@@ -369,7 +369,7 @@ def _range_read(
 
 def _binary_files(spark: SparkSession, paths: list[str], journal: str) -> DataFrame:
     if not paths:
-        return spark.createDataFrame([], schemas.RECORDS)
+        return schemas.empty(spark, schemas.RECORDS)
     files = spark.read.format("binaryFile").load(paths)
     if jvm.uses_jvm(spark):
         # The scan's own partitions (a file is never split; files are packed up to about
@@ -444,7 +444,7 @@ def file_pages(spark: SparkSession, directory: str) -> DataFrame:
                 os.path.join(folder, p) for p in os.listdir(folder) if page_number_of(p) is not None
             ]
     if not paths:
-        return spark.createDataFrame([], schemas.PAGED_MESSAGES)
+        return schemas.empty(spark, schemas.PAGED_MESSAGES)
     files = spark.read.format("binaryFile").load(paths).select("path", "content")
     return files.mapInArrow(_page_rows(addresses), schemas.PAGED_MESSAGES)
 
@@ -508,7 +508,7 @@ def table_pages(
         sa.select(directory.c.data).where(directory.c.filename == DIRECTORY_ROW),
         read,
     )
-    frame = spark.createDataFrame([], schemas.PAGED_MESSAGES)
+    frame = schemas.empty(spark, schemas.PAGED_MESSAGES)
     suffixes = sorted(decode_directory(bytes(found[0][0] or b""))) if found else []
     for suffix in suffixes:
         t = schema.page_table(suffix)
@@ -545,7 +545,7 @@ def file_large_bodies(spark: SparkSession, directory: str) -> DataFrame:
             if n.endswith((".msg", ".tmp"))
         ]
     if not paths:
-        return spark.createDataFrame([], schemas.LARGE_BODIES)
+        return schemas.empty(spark, schemas.LARGE_BODIES)
     files = spark.read.format("binaryFile").load(paths).select("path", "content")
     return files.mapInArrow(large.decode_file_bodies, schemas.LARGE_BODIES)
 
@@ -573,7 +573,7 @@ def table_large_bodies(
     )
     found = _rows_of(spark, config, bounds, read)
     if not found or not found[0][0]:
-        return spark.createDataFrame([], schemas.LARGE_BODIES)
+        return schemas.empty(spark, schemas.LARGE_BODIES)
     low, high = int(found[0][1]), int(found[0][2])
     cut = sa.select(t.c.id, t.c.filename, t.c.extension, t.c.data).where(t.c.id <= high)
     rows = _range_read(spark, config, read, cut, "id", (low, high), _BODY_ROWS_PER_FETCH)

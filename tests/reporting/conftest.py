@@ -33,7 +33,8 @@ class _Sessions:
             self.session = None
             self.files = {}
         if self.session is None:
-            self.session = build_session(master="local[2]", shuffle_partitions=2)
+            # the tests' stores are small: the JVM a report of one starts (the quick compiler)
+            self.session = build_session(master="local[2]", shuffle_partitions=2, small_store=True)
         self.check_files()
         return self.session
 
