@@ -14,7 +14,8 @@ How the archive is made and used (:func:`prepare`, :func:`finish`):
   default ``$XDG_CACHE_HOME/store`` (``~/.cache/store``), made mode 0700: 150-200 MB per
   Java and Spark installation, named ``spark-classes-<key>-<bytes>.jsa``. The key hashes the
   ``java`` that runs Spark (its path and its ``lib/modules``) and PySpark's jars (names, sizes,
-  times), the two things the archive is valid for; archives of other keys are removed.
+  times), the two things the archive is valid for; the folder keeps the three last used
+  archives, of any key.
 - With no archive yet, one report's JVM (the one holding ``spark-classes-<key>.claim``, taken
   with ``O_EXCL``; a claim whose process is gone, or older than an hour, is taken over) writes
   it when it exits. :func:`finish` ends that JVM (at the report's end in ``store report``,
@@ -69,6 +70,8 @@ _PREFIX: Final = "spark-classes-"
 _CLAIM_SECONDS: Final = 3600.0
 #: How long :func:`finish` waits for the JVM to write the archive and exit.
 _WRITE_SECONDS: Final = 600.0
+#: The most archives the folder keeps (of as many keys), the one in use included.
+_KEPT: Final = 3
 #: The first 4 bytes of a HotSpot dynamic archive (0xf00baba8, little-endian).
 _MAGIC: Final = bytes.fromhex("a8ab0bf0")
 _QUIET: Final = ("-XX:+IgnoreUnrecognizedVMOptions", "-Xshare:auto", "-Xlog:cds=off",
@@ -175,7 +178,10 @@ def _claim(folder: str, key: str) -> bool:
 
 
 def _tidy(folder: str, key: str) -> None:
-    """Remove archives of other keys and the ``.part`` files of processes that are gone."""
+    """Remove the ``.part`` files of processes that are gone, and archives of other keys
+    beyond the :data:`_KEPT` last used (two installations sharing the folder, say two
+    virtualenvs, each keep theirs; an upgraded Java or Spark leaves its old one to age out)."""
+    others: list[tuple[float, str]] = []
     for name in os.listdir(folder):
         if not name.startswith(_PREFIX):
             continue
@@ -188,7 +194,10 @@ def _tidy(folder: str, key: str) -> None:
                     os.unlink(path)
         elif name.endswith(".jsa") and not stem.startswith(key + "-"):
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                others.append((os.stat(path).st_mtime, path))
+    for _used, path in sorted(others, reverse=True)[_KEPT - 1 :]:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _existing(folder: str, key: str) -> str | None:
@@ -231,6 +240,8 @@ def prepare_in(folder: str, java: str) -> ClassArchive | None:
         _tidy(folder, key)
         path = _existing(folder, key)
         if path is not None:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # its last use, by which :func:`_tidy` keeps archives
             return ClassArchive(folder, key, path, making=False)
         if not _claim(folder, key):
             return None

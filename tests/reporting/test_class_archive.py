@@ -132,6 +132,19 @@ def test_one_process_at_a_time_writes_the_archive(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+def test_the_folder_keeps_the_last_used_archives_of_other_installations(tmp_path: Path) -> None:
+    """Two virtualenvs sharing the folder each keep theirs; older ones age out."""
+    for i in range(4):
+        other = tmp_path / f"spark-classes-other{i}-10.jsa"
+        other.write_bytes(b"x" * 10)
+        os.utime(other, (1_000_000 + i, 1_000_000 + i))
+    archive = class_archive.prepare_in(str(tmp_path), require_java())
+    assert archive is not None and archive.making
+    kept = sorted(p.name for p in tmp_path.glob("*.jsa"))
+    assert kept == ["spark-classes-other2-10.jsa", "spark-classes-other3-10.jsa"]
+    archive.discard()
+
+
 def test_off_turns_the_archive_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(class_archive.ARCHIVE_ENV, "off")
     assert class_archive.archive_folder() is None
