@@ -155,6 +155,11 @@ def run_report_command(args: argparse.Namespace) -> int:
         console=progress_console(args),
     ) as bar:
         task = bar.add_task("starting Spark", total=None)
+        from pyspark import SparkContext
+
+        # a session this process had already (an embedding program's) is not this command's
+        # to end, nor its class archive this command's to write
+        own = SparkContext._active_spark_context is None
         spark = build_session(master=args.master, small_store=small_source(source))
 
         def progress(step: str, done: int, total: int) -> None:
@@ -164,7 +169,7 @@ def run_report_command(args: argparse.Namespace) -> int:
             spark, source, args.out, window=window, progress=progress,
             salvage=args.salvage, damaged=damaged,
         )  # fmt: skip
-        if class_archive.writing():  # once per Java and Spark (store.reporting.class_archive)
+        if own and class_archive.writing():  # once per Java and Spark (class_archive)
             bar.update(task, description="keeping Spark's classes for the next reports")
             class_archive.finish()
     _print_summary(summary)

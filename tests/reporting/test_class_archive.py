@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,3 +154,28 @@ def test_off_turns_the_archive_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert class_archive.archive_folder() == str(tmp_path / "here")
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-java-options '-Xmx2g' pyspark-shell")
     assert class_archive.prepare(require_java()) is None  # those options would replace ours
+
+
+def test_store_report_in_a_process_with_a_session_leaves_that_session_and_its_archive(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedding program's session (here the worker's) that is to write the archive:
+    ``store report`` in that process uses the session and neither ends its JVM nor writes
+    the archive for it (it did both once: the worker's JVM ended mid-suite)."""
+    from tests.reporting.support import filled_store
+    from tests.support.backends import StoreFactory, backend_by_name, unique_prefix
+    from tests.support.cli import run_store_here
+
+    pending = class_archive.ClassArchive(
+        str(tmp_path), "k", "", making=True, part=str(tmp_path / "k.part")
+    )
+    monkeypatch.setattr(class_archive, "_making", [(spark, pending)])
+    factory = StoreFactory(backend_by_name("file-nio"), tmp_path / "store", unique_prefix())
+    filled_store(factory)
+    done = run_store_here(
+        "report", "--journal", factory.config.journal_directory, "--out", str(tmp_path / "out")
+    )
+    assert done.returncode == 0, done.stderr
+    assert spark.sparkContext._gateway.proc.poll() is None  # the JVM runs on
+    assert class_archive._making == [(spark, pending)]
+    assert spark.range(3).count() == 3
